@@ -1,0 +1,67 @@
+"""Typed domain errors. Services raise them; the API and pages render them (API.md "Errors")."""
+
+from __future__ import annotations
+
+
+class DomainError(Exception):
+    """A refusal with a stable upper-snake code; nothing was changed when it is raised."""
+
+    status_code = 400
+    code = "VALIDATION_ERROR"
+
+    def __init__(self, detail: str | None = None, *, code: str | None = None, fields: dict | None = None):
+        self.code = code or self.code
+        self.detail = detail or self.code.replace("_", " ").capitalize()
+        self.fields = fields
+        super().__init__(f"{self.code}: {self.detail}")
+
+    def as_body(self) -> dict:
+        body = {"code": self.code, "detail": self.detail}
+        if self.fields:
+            body["fields"] = self.fields
+        return body
+
+
+class ValidationFailed(DomainError):
+    status_code = 400
+    code = "VALIDATION_ERROR"
+
+
+class NotFound(DomainError):
+    """Missing and out-of-scope look exactly alike."""
+
+    status_code = 404
+    code = "NOT_FOUND"
+
+    def __init__(self, detail: str | None = None, **kwargs):
+        super().__init__(detail or "Not found.", **kwargs)
+
+
+class PermissionDenied(DomainError):
+    status_code = 403
+    code = "PERMISSION_DENIED"
+
+
+class Conflict(DomainError):
+    """A state conflict (409): the caller's picture of the world is out of date or the slot is gone."""
+
+    status_code = 409
+    code = "CONFLICT"
+
+
+class VersionConflict(Conflict):
+    code = "VERSION_CONFLICT"
+
+
+class SlotOccupied(Conflict):
+    code = "SLOT_OCCUPIED"
+
+
+class IdempotencyKeyReused(DomainError):
+    status_code = 422
+    code = "IDEMPOTENCY_KEY_REUSED"
+
+
+class Unprocessable(DomainError):
+    status_code = 422
+    code = "UNPROCESSABLE"

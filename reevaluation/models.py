@@ -1,0 +1,1 @@
+"""reevaluation models."""

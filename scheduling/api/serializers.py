@@ -1,0 +1,66 @@
+"""Input serializers (plain, no logic) and output shapes for scheduling."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from common.timefmt import iso_in_zone
+
+from ..models import Appointment, AppointmentStatus, Language, Patient, Practitioner, Resource, Treatment
+from .base import ClinicRefField
+
+
+class PatientCreateInput(serializers.Serializer):
+    display_name = serializers.CharField(max_length=200)
+    email = serializers.EmailField(required=False, allow_blank=True, default="")
+    phone = serializers.RegexField(r"^\+?[0-9 ()-]{3,40}$", required=False, allow_blank=True, default="")
+    language = serializers.ChoiceField(choices=Language.choices)
+    crm_patient_ref = serializers.CharField(required=False, max_length=200)
+
+
+class AppointmentCreateInput(serializers.Serializer):
+    patient = ClinicRefField(Patient)
+    practitioner = ClinicRefField(Practitioner)
+    treatment = ClinicRefField(Treatment)
+    resource = ClinicRefField(Resource, required=False, allow_null=True, default=None)
+    starts_at = serializers.DateTimeField()
+    status = serializers.ChoiceField(
+        choices=[AppointmentStatus.PROPOSED, AppointmentStatus.HELD, AppointmentStatus.CONFIRMED]
+    )
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and data.get("resource") is None:
+            data = {k: v for k, v in data.items() if k != "resource"}
+        return super().to_internal_value(data)
+
+    def validate_starts_at(self, value):
+        if value.utcoffset() is None:
+            raise serializers.ValidationError("Give an offset.")
+        return value
+
+
+class ReasonInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=200)
+    expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
+def appointment_body(appointment: Appointment) -> dict:
+    tz = appointment.clinic.timezone
+    return {
+        "ref": appointment.ref,
+        "status": appointment.status,
+        "version": appointment.version,
+        "starts_at": iso_in_zone(appointment.starts_at, tz),
+        "ends_at": iso_in_zone(appointment.ends_at, tz),
+        "patient": appointment.patient.ref,
+        "practitioner": appointment.practitioner.ref,
+        "treatment": appointment.treatment.ref,
+        "resource": appointment.resource.ref if appointment.resource_id else None,
+    }
+
+
+def reference_body(obj) -> dict:
+    body = {"ref": obj.ref, "name": obj.name}
+    if isinstance(obj, Treatment):
+        body["duration_minutes"] = obj.duration_minutes
+    return body

@@ -1,0 +1,96 @@
+"""Thin DRF views for reference data, patients and appointments (API.md)."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import selectors, services
+from ..models import Practitioner, Resource, Treatment
+from ..scoping import clinics_for_user
+from .base import ClinicAPIView
+from .serializers import (
+    AppointmentCreateInput,
+    PatientCreateInput,
+    ReasonInput,
+    appointment_body,
+    reference_body,
+)
+
+
+class ClinicListView(APIView):
+    @extend_schema(responses={200: OpenApiResponse(description="The caller's clinics")})
+    def get(self, request):
+        clinics = clinics_for_user(request.user).order_by("pk")
+        return Response(
+            [
+                {"ref": c.ref, "name": c.name, "tenant_group": c.tenant_group.ref, "timezone": c.timezone}
+                for c in clinics
+            ]
+        )
+
+
+class _ReferenceListView(ClinicAPIView):
+    model = None
+
+    @extend_schema(responses={200: OpenApiResponse(description="ref, name")})
+    def get(self, request, clinic):
+        rows = self.model.objects.filter(clinic=self.clinic).order_by("pk")[:1000]
+        return Response([reference_body(row) for row in rows])
+
+
+class PractitionerListView(_ReferenceListView):
+    model = Practitioner
+
+
+class TreatmentListView(_ReferenceListView):
+    model = Treatment
+
+
+class ResourceListView(_ReferenceListView):
+    model = Resource
+
+
+class PatientCreateView(ClinicAPIView):
+    @extend_schema(request=PatientCreateInput, responses={201: OpenApiResponse(description="{ref}")})
+    def post(self, request, clinic):
+        def execute(_receipt):
+            data = self.validated(PatientCreateInput)
+            patient = services.patient_create(clinic=self.clinic, **data)
+            return 201, {"ref": patient.ref}
+
+        return self.command("patient_create", execute)
+
+
+class AppointmentCreateView(ClinicAPIView):
+    @extend_schema(request=AppointmentCreateInput, responses={201: OpenApiResponse(description="appointment")})
+    def post(self, request, clinic):
+        def execute(_receipt):
+            data = self.validated(AppointmentCreateInput)
+            appointment = services.appointment_book(clinic=self.clinic, **data)
+            return 201, appointment_body(selectors.appointment_detail(self.clinic, appointment.ref))
+
+        return self.command("appointment_book", execute)
+
+
+class AppointmentDetailView(ClinicAPIView):
+    @extend_schema(responses={200: OpenApiResponse(description="appointment")})
+    def get(self, request, clinic, ref):
+        return Response(appointment_body(selectors.appointment_detail(self.clinic, ref)))
+
+
+class AppointmentCancelView(ClinicAPIView):
+    @extend_schema(request=ReasonInput, responses={200: OpenApiResponse(description="{status, vacancy}")})
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReasonInput)
+            appointment = services.appointment_cancel(
+                clinic=self.clinic,
+                appointment_ref=ref,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+            )
+            return 200, {"status": appointment.status, "version": appointment.version, "vacancy": None}
+
+        return self.command("appointment_cancel", execute)

@@ -1,0 +1,265 @@
+"""Tenancy, clinics, patients (the only PII), appointments and capacity allocations.
+
+PostgreSQL is the authority: an exclusion constraint keeps active allocations of one
+practitioner, and of one resource, from ever overlapping.
+"""
+
+from __future__ import annotations
+
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
+
+from common.refs import RefField
+
+
+class Role(models.TextChoices):
+    STAFF = "STAFF"
+    ADMIN = "ADMIN"
+
+
+ROLE_PERMISSIONS = {Role.STAFF: "staff_clinic", Role.ADMIN: "admin_clinic"}
+
+
+class TenantGroup(models.Model):
+    ref = RefField(prefix="tg")
+    name = models.CharField(max_length=200)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Clinic(models.Model):
+    ref = RefField(prefix="cl")
+    tenant_group = models.ForeignKey(TenantGroup, on_delete=models.PROTECT, related_name="clinics")
+    name = models.CharField(max_length=200)
+    timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name")
+    waitlist_hold_minutes = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
+    min_lead_minutes = models.PositiveIntegerField(default=180)
+    settings = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        permissions = [
+            ("staff_clinic", "Works at the clinic as STAFF"),
+            ("admin_clinic", "Administers the clinic as ADMIN"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ClinicUserObjectPermission(UserObjectPermissionBase):
+    """Direct-FK guardian table: clinic roles are joined, not string-matched."""
+
+    content_object = models.ForeignKey(Clinic, on_delete=models.CASCADE)
+
+
+class ClinicGroupObjectPermission(GroupObjectPermissionBase):
+    content_object = models.ForeignKey(Clinic, on_delete=models.CASCADE)
+
+
+class Practitioner(models.Model):
+    ref = RefField(prefix="pr")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="practitioners")
+    name = models.CharField(max_length=200)
+    active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Treatment(models.Model):
+    ref = RefField(prefix="tr")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="treatments")
+    name = models.CharField(max_length=200)
+    duration_minutes = models.PositiveIntegerField(validators=[MinValueValidator(5)])
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Resource(models.Model):
+    ref = RefField(prefix="rs")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="resources")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=40, default="ROOM")
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Language(models.TextChoices):
+    EN = "en", "English"
+    KO = "ko", "한국어"
+
+
+class Patient(models.Model):
+    """The only place that holds a patient's name and contacts."""
+
+    ref = RefField(prefix="pt")
+    tenant_group = models.ForeignKey(TenantGroup, on_delete=models.PROTECT, related_name="patients")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="patients")
+    display_name = models.CharField(max_length=200)
+    email = models.EmailField(blank=True, default="")
+    phone = models.CharField(max_length=40, blank=True, default="")
+    language = models.CharField(max_length=2, choices=Language.choices, default=Language.EN)
+    crm_fingerprint = models.CharField(
+        max_length=64, blank=True, default="", help_text="lower-case hex SHA-256 of the CRM patient reference"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["clinic", "crm_fingerprint"], name="patient_clinic_fingerprint")]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class AppointmentStatus(models.TextChoices):
+    PROPOSED = "PROPOSED"
+    HELD = "HELD"
+    CONFIRMED = "CONFIRMED"
+    CANCELLED = "CANCELLED"
+
+
+APPOINTMENT_TRANSITIONS: dict[str, set[str]] = {
+    AppointmentStatus.PROPOSED: {AppointmentStatus.HELD, AppointmentStatus.CONFIRMED, AppointmentStatus.CANCELLED},
+    AppointmentStatus.HELD: {AppointmentStatus.CONFIRMED, AppointmentStatus.PROPOSED, AppointmentStatus.CANCELLED},
+    AppointmentStatus.CONFIRMED: {AppointmentStatus.CANCELLED},
+    AppointmentStatus.CANCELLED: set(),
+}
+
+#: Statuses whose time is reserved by a capacity allocation.
+CAPACITY_STATUSES = frozenset({AppointmentStatus.HELD, AppointmentStatus.CONFIRMED})
+
+
+class Appointment(models.Model):
+    ref = RefField(prefix="apt")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="appointments")
+    patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="appointments")
+    practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="appointments")
+    treatment = models.ForeignKey(Treatment, on_delete=models.PROTECT, related_name="appointments")
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="appointments"
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    status = models.CharField(max_length=12, choices=AppointmentStatus.choices)
+    version = models.PositiveIntegerField(default=1)
+    cancel_reason = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["clinic", "patient", "status"], name="appointment_patient_status"),
+            models.Index(fields=["clinic", "starts_at"], name="appointment_clinic_start"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="appointment_positive_length")
+        ]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class HoldStatus(models.TextChoices):
+    """A capacity hold reserves a slot before an appointment exists (e.g. for a waitlist offer)."""
+
+    ACTIVE = "ACTIVE"
+    ACCEPTED = "ACCEPTED"
+    CONSUMED = "CONSUMED"
+    RELEASED = "RELEASED"
+
+
+HOLD_TRANSITIONS: dict[str, set[str]] = {
+    HoldStatus.ACTIVE: {HoldStatus.ACCEPTED, HoldStatus.RELEASED},
+    HoldStatus.ACCEPTED: {HoldStatus.CONSUMED, HoldStatus.RELEASED},
+    HoldStatus.CONSUMED: set(),
+    HoldStatus.RELEASED: set(),
+}
+LIVE_HOLD_STATUSES = frozenset({HoldStatus.ACTIVE, HoldStatus.ACCEPTED})
+
+
+class CapacityHold(models.Model):
+    ref = RefField(prefix="hld")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="holds")
+    practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="holds")
+    treatment = models.ForeignKey(Treatment, on_delete=models.PROTECT, related_name="holds")
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="holds")
+    patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="holds")
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    status = models.CharField(max_length=10, choices=HoldStatus.choices, default=HoldStatus.ACTIVE)
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField()
+    purpose = models.CharField(max_length=40, default="WAITLIST_OFFER")
+    appointment = models.OneToOneField(
+        Appointment, on_delete=models.PROTECT, null=True, blank=True, related_name="source_hold"
+    )
+    release_reason = models.CharField(max_length=60, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "expires_at"], name="hold_status_expiry")]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class AllocationKind(models.TextChoices):
+    HOLD = "HOLD"
+    APPOINTMENT = "APPOINTMENT"
+
+
+class CapacityAllocation(models.Model):
+    """The reserved time of one practitioner (and resource). Active rows never overlap.
+
+    An allocation belongs either to a hold or to a HELD/CONFIRMED appointment; booking a hold
+    moves its allocation to the appointment in place, so the slot is never free in between.
+    """
+
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="allocations")
+    practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="allocations")
+    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations")
+    period = DateTimeRangeField()
+    active = models.BooleanField(default=True)
+    kind = models.CharField(max_length=12, choices=AllocationKind.choices)
+    hold = models.ForeignKey(CapacityHold, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations")
+    appointment = models.ForeignKey(
+        Appointment, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            ExclusionConstraint(
+                name="allocation_no_practitioner_overlap",
+                expressions=[
+                    ("clinic", RangeOperators.EQUAL),
+                    ("practitioner", RangeOperators.EQUAL),
+                    ("period", RangeOperators.OVERLAPS),
+                ],
+                condition=Q(active=True),
+            ),
+            ExclusionConstraint(
+                name="allocation_no_resource_overlap",
+                expressions=[
+                    ("clinic", RangeOperators.EQUAL),
+                    ("resource", RangeOperators.EQUAL),
+                    ("period", RangeOperators.OVERLAPS),
+                ],
+                condition=Q(active=True, resource__isnull=False),
+            ),
+            models.CheckConstraint(
+                condition=Q(hold__isnull=False) | Q(appointment__isnull=False), name="allocation_has_owner"
+            ),
+            models.UniqueConstraint(
+                fields=["appointment"], condition=Q(active=True), name="allocation_one_active_per_appointment"
+            ),
+            models.UniqueConstraint(fields=["hold"], condition=Q(active=True), name="allocation_one_active_per_hold"),
+        ]

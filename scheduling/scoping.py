@@ -1,0 +1,82 @@
+"""The one scoping helper every API view and console page goes through.
+
+A clinic the user has no role in is indistinguishable from a clinic that does not exist.
+"""
+
+from __future__ import annotations
+
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+
+from common.errors import NotFound, PermissionDenied
+
+from .models import ROLE_PERMISSIONS, Clinic, ClinicGroupObjectPermission, ClinicUserObjectPermission, Role
+
+
+def _codenames(role: Role) -> list[str]:
+    if role == Role.ADMIN:
+        return [ROLE_PERMISSIONS[Role.ADMIN]]
+    return [ROLE_PERMISSIONS[Role.STAFF], ROLE_PERMISSIONS[Role.ADMIN]]
+
+
+def _grants(user, codenames: list[str], clinic=None):
+    """Subqueries of clinic ids where ``user`` holds one of ``codenames`` (directly or via a group)."""
+    perm = {"permission__codename__in": codenames, "permission__content_type__app_label": "scheduling"}
+    direct = ClinicUserObjectPermission.objects.filter(user=user, **perm)
+    grouped = ClinicGroupObjectPermission.objects.filter(group__user=user, **perm)
+    if clinic is not None:
+        direct = direct.filter(content_object=clinic)
+        grouped = grouped.filter(content_object=clinic)
+    return direct, grouped
+
+
+def clinics_for_user(user, role: Role = Role.STAFF) -> QuerySet[Clinic]:
+    if not getattr(user, "is_authenticated", False):
+        return Clinic.objects.none()
+    direct, grouped = _grants(user, _codenames(role))
+    return Clinic.objects.filter(
+        Q(pk__in=direct.values("content_object")) | Q(pk__in=grouped.values("content_object"))
+    ).select_related("tenant_group")
+
+
+def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF) -> Clinic:
+    """The clinic named by ``clinic_ref`` if the user works there; 404 otherwise, 403 if the role is too low.
+
+    The returned clinic carries ``user_role`` (the highest role the user holds there).
+    """
+    if not getattr(user, "is_authenticated", False) or not isinstance(clinic_ref, str):
+        raise NotFound()
+    admin_direct, admin_grouped = _grants(user, _codenames(Role.ADMIN))
+    any_direct, any_grouped = _grants(user, _codenames(Role.STAFF))
+    clinic = (
+        Clinic.objects.select_related("tenant_group")
+        .annotate(
+            is_admin=Exists(admin_direct.filter(content_object=OuterRef("pk")))
+            | Exists(admin_grouped.filter(content_object=OuterRef("pk"))),
+            is_member=Exists(any_direct.filter(content_object=OuterRef("pk")))
+            | Exists(any_grouped.filter(content_object=OuterRef("pk"))),
+        )
+        .filter(ref=clinic_ref)
+        .first()
+    )
+    if clinic is None or not clinic.is_member:
+        raise NotFound()
+    clinic.user_role = Role.ADMIN if clinic.is_admin else Role.STAFF
+    if role == Role.ADMIN and clinic.user_role != Role.ADMIN:
+        raise PermissionDenied("This action needs the ADMIN role in this clinic.")
+    return clinic
+
+
+def user_is_admin(user, clinic: Clinic) -> bool:
+    direct, grouped = _grants(user, _codenames(Role.ADMIN), clinic)
+    return direct.exists() or grouped.exists()
+
+
+def scoped_get(source: type[Model] | QuerySet, clinic: Clinic, ref, **filters) -> Model:
+    """Fetch by ref inside ``clinic`` from a model or queryset; a missing or foreign ref is the same 404."""
+    if not isinstance(ref, str) or not ref:
+        raise NotFound()
+    queryset = source if isinstance(source, QuerySet) else source.objects.all()
+    obj = queryset.filter(clinic=clinic, ref=ref, **filters).first()
+    if obj is None:
+        raise NotFound()
+    return obj

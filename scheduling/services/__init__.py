@@ -1,0 +1,25 @@
+"""Scheduling commands: the only writers of scheduling rows."""
+
+from .appointments import (
+    appointment_book,
+    appointment_cancel,
+    appointment_move,
+    appointment_set_status,
+)
+from .holds import hold_accept, hold_book, hold_place, hold_release
+from .patients import patient_create
+from .roles import clinic_grant_role, clinic_revoke_role
+
+__all__ = [
+    "appointment_book",
+    "appointment_cancel",
+    "appointment_move",
+    "appointment_set_status",
+    "clinic_grant_role",
+    "clinic_revoke_role",
+    "hold_accept",
+    "hold_book",
+    "hold_place",
+    "hold_release",
+    "patient_create",
+]

@@ -1,0 +1,92 @@
+"""Allocation writes. The exclusion constraint is the judge; a violation becomes SLOT_OCCUPIED."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import TypeVar
+
+from django.db import IntegrityError, OperationalError, transaction
+from psycopg.errors import DeadlockDetected, ExclusionViolation
+from psycopg.types.range import Range
+
+from common.errors import SlotOccupied
+
+from ..models import AllocationKind, CapacityAllocation
+
+T = TypeVar("T")
+
+#: Two uncommitted overlapping inserts wait on each other and PostgreSQL aborts one of them
+#: (deadlock). The victim retries in a fresh savepoint and then sees the winner's row.
+DEADLOCK_RETRIES = 3
+
+
+def period(starts_at: datetime, ends_at: datetime) -> Range:
+    """Half-open ``[start, end)``: back-to-back slots touch without overlapping."""
+    return Range(starts_at, ends_at, "[)")
+
+
+def occupy(write: Callable[[], T]) -> T:
+    """Run ``write`` in a savepoint; an overlap (or losing a contended insert) is SLOT_OCCUPIED."""
+    for attempt in range(DEADLOCK_RETRIES):
+        try:
+            with transaction.atomic():
+                return write()
+        except IntegrityError as exc:
+            if isinstance(exc.__cause__, ExclusionViolation):
+                raise SlotOccupied("That time is already taken for this practitioner or resource.") from exc
+            raise
+        except OperationalError as exc:
+            if not isinstance(exc.__cause__, DeadlockDetected):
+                raise
+            if attempt == DEADLOCK_RETRIES - 1:
+                raise SlotOccupied("That time is being taken by someone else.") from exc
+    raise AssertionError("unreachable")
+
+
+def allocate(*, clinic_id, practitioner_id, resource_id, starts_at, ends_at, kind, hold=None, appointment=None):
+    return occupy(
+        lambda: CapacityAllocation.objects.create(
+            clinic_id=clinic_id,
+            practitioner_id=practitioner_id,
+            resource_id=resource_id,
+            period=period(starts_at, ends_at),
+            kind=kind,
+            hold=hold,
+            appointment=appointment,
+        )
+    )
+
+
+def allocate_for_appointment(appointment) -> CapacityAllocation:
+    return allocate(
+        clinic_id=appointment.clinic_id,
+        practitioner_id=appointment.practitioner_id,
+        resource_id=appointment.resource_id,
+        starts_at=appointment.starts_at,
+        ends_at=appointment.ends_at,
+        kind=AllocationKind.APPOINTMENT,
+        appointment=appointment,
+    )
+
+
+def reallocate_appointment(appointment) -> CapacityAllocation:
+    """Swap an appointment's allocation for one at its current time, atomically."""
+
+    def swap():
+        release(appointment=appointment)
+        return CapacityAllocation.objects.create(
+            clinic_id=appointment.clinic_id,
+            practitioner_id=appointment.practitioner_id,
+            resource_id=appointment.resource_id,
+            period=period(appointment.starts_at, appointment.ends_at),
+            kind=AllocationKind.APPOINTMENT,
+            appointment=appointment,
+        )
+
+    return occupy(swap)
+
+
+def release(**owner) -> int:
+    """Free the active allocation of a hold or an appointment (``hold=`` or ``appointment=``)."""
+    return CapacityAllocation.objects.filter(active=True, **owner).update(active=False)

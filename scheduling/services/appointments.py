@@ -1,0 +1,148 @@
+"""Appointment commands. Capacity (HELD, CONFIRMED) is reserved by an allocation row."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from common.cas import cas_update, check_transition
+from common.errors import Conflict, NotFound, ValidationFailed
+
+from ..models import (
+    APPOINTMENT_TRANSITIONS,
+    CAPACITY_STATUSES,
+    Appointment,
+    AppointmentStatus,
+    Clinic,
+    Patient,
+    Practitioner,
+    Resource,
+    Treatment,
+)
+from . import allocations
+
+
+def _same_clinic(clinic: Clinic, **objs) -> None:
+    wrong = [name for name, obj in objs.items() if obj is not None and obj.clinic_id != clinic.pk]
+    if wrong:
+        raise ValidationFailed(fields={name: ["Not found in this clinic."] for name in wrong})
+
+
+def appointment_book(
+    *,
+    clinic: Clinic,
+    patient: Patient,
+    practitioner: Practitioner,
+    treatment: Treatment,
+    starts_at: datetime,
+    status: str,
+    resource: Resource | None = None,
+) -> Appointment:
+    """Create an appointment; HELD and CONFIRMED reserve capacity or fail with SLOT_OCCUPIED."""
+    _same_clinic(clinic, patient=patient, practitioner=practitioner, treatment=treatment, resource=resource)
+    if status not in (AppointmentStatus.PROPOSED, AppointmentStatus.HELD, AppointmentStatus.CONFIRMED):
+        raise ValidationFailed(fields={"status": ["Must be PROPOSED, HELD or CONFIRMED."]})
+    with transaction.atomic():
+        appointment = Appointment.objects.create(
+            clinic=clinic,
+            patient=patient,
+            practitioner=practitioner,
+            treatment=treatment,
+            resource=resource,
+            starts_at=starts_at,
+            ends_at=starts_at + timedelta(minutes=treatment.duration_minutes),
+            status=status,
+        )
+        if status in CAPACITY_STATUSES:
+            allocations.allocate_for_appointment(appointment)
+        return appointment
+
+
+def _lock(clinic: Clinic, appointment_ref: str) -> Appointment:
+    """Lock order: allocation before appointment (ARCHITECTURE.md)."""
+    allocations.CapacityAllocation.objects.select_for_update(of=("self",)).filter(
+        active=True, appointment__ref=appointment_ref, appointment__clinic=clinic
+    ).first()
+    appointment = Appointment.objects.select_for_update().filter(clinic=clinic, ref=appointment_ref).first()
+    if appointment is None:
+        raise NotFound()
+    return appointment
+
+
+def appointment_cancel(
+    *, clinic: Clinic, appointment_ref: str, reason: str, expected_version: int | None = None
+) -> Appointment:
+    """Cancel and free the slot. Returns the appointment as it was cancelled (with ``previous_status``)."""
+    with transaction.atomic():
+        appointment = _lock(clinic, appointment_ref)
+        previous = appointment.status
+        check_transition(
+            APPOINTMENT_TRANSITIONS, previous, AppointmentStatus.CANCELLED, code="APPOINTMENT_NOT_CANCELLABLE"
+        )
+        cas_update(
+            appointment,
+            expected_status=previous,
+            expected_version=expected_version,
+            status=AppointmentStatus.CANCELLED,
+            cancel_reason=reason[:200],
+        )
+        allocations.release(appointment=appointment)
+        appointment.previous_status = previous
+        return appointment
+
+
+def appointment_set_status(
+    *, clinic: Clinic, appointment_ref: str, target: str, expected_version: int | None = None
+) -> Appointment:
+    """Move between PROPOSED, HELD and CONFIRMED, reserving or freeing capacity to match."""
+    with transaction.atomic():
+        appointment = _lock(clinic, appointment_ref)
+        previous = appointment.status
+        if target == AppointmentStatus.CANCELLED:
+            raise ValidationFailed("Use the cancel command.")
+        check_transition(APPOINTMENT_TRANSITIONS, previous, target, code="APPOINTMENT_TRANSITION_INVALID")
+        cas_update(appointment, expected_status=previous, expected_version=expected_version, status=target)
+        had, needs = previous in CAPACITY_STATUSES, target in CAPACITY_STATUSES
+        if needs and not had:
+            allocations.allocate_for_appointment(appointment)
+        elif had and not needs:
+            allocations.release(appointment=appointment)
+        return appointment
+
+
+def appointment_move(
+    *,
+    clinic: Clinic,
+    appointment_ref: str,
+    starts_at: datetime,
+    practitioner: Practitioner | None = None,
+    resource: Resource | None = None,
+    keep_resource: bool = True,
+    expected_version: int | None = None,
+) -> Appointment:
+    """Replace the time (and optionally practitioner/resource) of a PROPOSED or HELD appointment.
+
+    A HELD appointment's allocation is swapped in one savepoint: either the new slot is held and
+    the old one freed, or SLOT_OCCUPIED and nothing changed. CONFIRMED is refused, always.
+    """
+    with transaction.atomic():
+        appointment = _lock(clinic, appointment_ref)
+        if appointment.status not in (AppointmentStatus.PROPOSED, AppointmentStatus.HELD):
+            raise Conflict(f"A {appointment.status} appointment cannot be moved.", code="APPOINTMENT_NOT_MOVABLE")
+        practitioner = practitioner or appointment.practitioner
+        new_resource = appointment.resource if keep_resource and resource is None else resource
+        _same_clinic(clinic, practitioner=practitioner, resource=new_resource)
+        ends_at = starts_at + (appointment.ends_at - appointment.starts_at)
+        cas_update(
+            appointment,
+            expected_status=appointment.status,
+            expected_version=expected_version,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            practitioner=practitioner,
+            resource=new_resource,
+        )
+        if appointment.status == AppointmentStatus.HELD:
+            allocations.reallocate_appointment(appointment)
+        return appointment

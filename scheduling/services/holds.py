@@ -1,0 +1,122 @@
+"""Capacity holds: a slot reserved before an appointment exists, and the booking command."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+
+from common.cas import cas_update, check_transition
+from common.errors import Conflict, NotFound
+
+from ..models import (
+    HOLD_TRANSITIONS,
+    AllocationKind,
+    Appointment,
+    AppointmentStatus,
+    CapacityAllocation,
+    CapacityHold,
+    Clinic,
+    HoldStatus,
+)
+from . import allocations
+
+
+def hold_place(
+    *,
+    clinic: Clinic,
+    practitioner_id: int,
+    treatment_id: int,
+    resource_id: int | None,
+    patient_id: int,
+    starts_at: datetime,
+    ends_at: datetime,
+    expires_at: datetime,
+    purpose: str = "WAITLIST_OFFER",
+) -> CapacityHold:
+    """Reserve the slot for one patient until ``expires_at``; SLOT_OCCUPIED if anything overlaps."""
+    with transaction.atomic():
+        hold = CapacityHold.objects.create(
+            clinic=clinic,
+            practitioner_id=practitioner_id,
+            treatment_id=treatment_id,
+            resource_id=resource_id,
+            patient_id=patient_id,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            expires_at=expires_at,
+            purpose=purpose,
+        )
+        allocations.allocate(
+            clinic_id=clinic.pk,
+            practitioner_id=practitioner_id,
+            resource_id=resource_id,
+            starts_at=starts_at,
+            ends_at=ends_at,
+            kind=AllocationKind.HOLD,
+            hold=hold,
+        )
+        return hold
+
+
+def lock_hold(hold_id: int) -> CapacityHold:
+    hold = CapacityHold.objects.select_for_update().filter(pk=hold_id).first()
+    if hold is None:
+        raise NotFound()
+    return hold
+
+
+def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> CapacityHold:
+    """ACTIVE → ACCEPTED. The caller holds the lock (it is mid-claim)."""
+    check_transition(HOLD_TRANSITIONS, hold.status, HoldStatus.ACCEPTED, code="HOLD_NOT_ACCEPTABLE")
+    changes = {"status": HoldStatus.ACCEPTED}
+    if expires_at is not None:
+        changes["expires_at"] = expires_at
+    with transaction.atomic():
+        cas_update(hold, expected_status=HoldStatus.ACTIVE, **changes)
+    return hold
+
+
+def hold_release(*, hold: CapacityHold, reason: str) -> CapacityHold:
+    """Free the slot. Releasing an already released hold is a no-op, so recovery can repeat it."""
+    if hold.status == HoldStatus.RELEASED:
+        return hold
+    check_transition(HOLD_TRANSITIONS, hold.status, HoldStatus.RELEASED, code="HOLD_NOT_RELEASABLE")
+    with transaction.atomic():
+        cas_update(hold, expected_status=hold.status, status=HoldStatus.RELEASED, release_reason=reason[:60])
+        allocations.release(hold=hold)
+    return hold
+
+
+def hold_book(*, clinic: Clinic, hold_ref: str) -> tuple[Appointment, bool]:
+    """Consume an ACCEPTED hold into a CONFIRMED appointment; returns (appointment, created).
+
+    The allocation is moved to the appointment in place, so the slot is never free in between.
+    Retrying after success returns the same appointment; anything else is HOLD_NOT_BOOKABLE.
+    """
+    with transaction.atomic():
+        hold = CapacityHold.objects.select_for_update().filter(clinic=clinic, ref=hold_ref).first()
+        if hold is None:
+            raise NotFound()
+        if hold.status == HoldStatus.CONSUMED and hold.appointment_id:
+            return hold.appointment, False
+        if hold.status != HoldStatus.ACCEPTED:
+            raise Conflict(f"The hold is {hold.status}.", code="HOLD_NOT_BOOKABLE")
+        allocation = CapacityAllocation.objects.select_for_update().filter(hold=hold, active=True).first()
+        if allocation is None:
+            raise Conflict("The hold no longer reserves its slot.", code="HOLD_NOT_BOOKABLE")
+        appointment = Appointment.objects.create(
+            clinic=clinic,
+            patient_id=hold.patient_id,
+            practitioner_id=hold.practitioner_id,
+            treatment_id=hold.treatment_id,
+            resource_id=hold.resource_id,
+            starts_at=hold.starts_at,
+            ends_at=hold.ends_at,
+            status=AppointmentStatus.CONFIRMED,
+        )
+        CapacityAllocation.objects.filter(pk=allocation.pk).update(
+            kind=AllocationKind.APPOINTMENT, appointment=appointment
+        )
+        cas_update(hold, expected_status=HoldStatus.ACCEPTED, status=HoldStatus.CONSUMED, appointment=appointment)
+        return appointment, True

@@ -1,0 +1,19 @@
+from django.db import transaction
+from guardian.shortcuts import assign_perm, remove_perm
+
+from ..models import ROLE_PERMISSIONS, Clinic, Role
+
+
+def clinic_grant_role(*, clinic: Clinic, user, role: Role) -> None:
+    """ADMIN implies STAFF: an admin gets both permissions so every staff check passes."""
+    with transaction.atomic():
+        assign_perm(f"scheduling.{ROLE_PERMISSIONS[Role.STAFF]}", user, clinic)
+        if role == Role.ADMIN:
+            assign_perm(f"scheduling.{ROLE_PERMISSIONS[Role.ADMIN]}", user, clinic)
+
+
+def clinic_revoke_role(*, clinic: Clinic, user, role: Role) -> None:
+    with transaction.atomic():
+        remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.ADMIN]}", user, clinic)
+        if role == Role.STAFF:
+            remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.STAFF]}", user, clinic)

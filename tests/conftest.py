@@ -1,0 +1,136 @@
+"""Shared fixtures: a clinic world, users with roles, token clients, and a PII scanner."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.db import connection
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from scheduling.models import Role
+from tests import factories as f
+
+
+@pytest.fixture
+def clinic(db):
+    return f.ClinicFactory(name="Gangnam Clinic", timezone="Asia/Seoul")
+
+
+@pytest.fixture
+def other_tenant_clinic(db):
+    return f.ClinicFactory(name="Elsewhere Clinic", timezone="Europe/London")
+
+
+@pytest.fixture
+def practitioner(clinic):
+    return f.PractitionerFactory(clinic=clinic)
+
+
+@pytest.fixture
+def treatment(clinic):
+    return f.TreatmentFactory(clinic=clinic, duration_minutes=30)
+
+
+@pytest.fixture
+def resource(clinic):
+    return f.ResourceFactory(clinic=clinic)
+
+
+@pytest.fixture
+def patient(clinic):
+    return f.PatientFactory(clinic=clinic)
+
+
+@pytest.fixture
+def staff(clinic):
+    return f.user_with_role(clinic, Role.STAFF, username="staff-user")
+
+
+@pytest.fixture
+def admin(clinic):
+    return f.user_with_role(clinic, Role.ADMIN, username="admin-user")
+
+
+@pytest.fixture
+def outsider(other_tenant_clinic):
+    return f.user_with_role(other_tenant_clinic, Role.ADMIN, username="outsider-user")
+
+
+def token_client(user=None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        token, _ = Token.objects.get_or_create(user=user)
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    return client
+
+
+@pytest.fixture
+def staff_client(staff):
+    return token_client(staff)
+
+
+@pytest.fixture
+def admin_client(admin):
+    return token_client(admin)
+
+
+@pytest.fixture
+def outsider_client(outsider):
+    return token_client(outsider)
+
+
+@pytest.fixture
+def anon_client():
+    return APIClient()
+
+
+def seoul(day: int, hour: int, minute: int = 0) -> datetime:
+    """A wall-clock time in Seoul on a fixed future December day."""
+    return datetime(2030, 12, day, hour, minute, tzinfo=ZoneInfo("Asia/Seoul"))
+
+
+def race(worker: Callable[[int], object], n: int) -> list:
+    """Run ``worker(i)`` in ``n`` threads that start together, each on its own DB connection.
+
+    Returns each thread's result or the exception it raised.
+    """
+    barrier = threading.Barrier(n)
+    results: list = [None] * n
+
+    def run(i: int) -> None:
+        try:
+            barrier.wait(timeout=30)
+            results[i] = worker(i)
+        except BaseException as exc:  # noqa: BLE001 - the test inspects what each thread got
+            results[i] = exc
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    return results
+
+
+def pii_values(*patients) -> list[str]:
+    """The strings that must never leave ``scheduling``'s patient rows."""
+    values: list[str] = []
+    for p in patients:
+        values += [v for v in (p.display_name, p.email, p.phone) if v]
+    return values
+
+
+def assert_no_pii(text: str, patients) -> None:
+    for value in pii_values(*patients):
+        assert value not in text, f"patient data leaked: {value!r}"
+
+
+def later(minutes: int) -> timedelta:
+    return timedelta(minutes=minutes)
