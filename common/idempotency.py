@@ -91,4 +91,3 @@ def _answer(execute, receipt_ref: str | None, *, replayed: bool) -> StoredRespon
     except DomainError as exc:
         status, body = exc.status_code, exc.as_body()
     return StoredResponse(status, render(body), replayed, receipt_ref)
-

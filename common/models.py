@@ -26,3 +26,69 @@ class CommandReceipt(models.Model):
 
     def __str__(self) -> str:
         return f"{self.command} {self.ref}"
+
+
+class OutboxStatus(models.TextChoices):
+    PENDING = "PENDING"
+    LEASED = "LEASED"
+    SENT = "SENT"
+    DEAD = "DEAD"
+
+
+class OutboxMessage(models.Model):
+    """A side effect written in the same transaction as the state change that causes it.
+
+    Payloads carry refs, states, reason codes and correlation ids only: never names or contacts
+    (a delivery worker resolves contacts at send time). Delivery leases rows with SKIP LOCKED.
+    """
+
+    ref = RefField(prefix="obx")
+    topic = models.CharField(max_length=80)
+    tenant_group_ref = models.CharField(max_length=40)
+    clinic_ref = models.CharField(max_length=40)
+    aggregate_ref = models.CharField(max_length=40, help_text="the ref of the row that caused the message")
+    payload = models.JSONField(default=dict)
+    channel = models.CharField(max_length=20, blank=True, default="")
+    correlation_id = models.CharField(max_length=64, blank=True, default="")
+    status = models.CharField(max_length=10, choices=OutboxStatus.choices, default=OutboxStatus.PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_owner = models.CharField(max_length=80, blank=True, default="")
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_error_code = models.CharField(max_length=60, blank=True, default="")
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="outbox_due"),
+            models.Index(fields=["topic", "aggregate_ref"], name="outbox_topic_aggregate"),
+            models.Index(fields=["clinic_ref", "status"], name="outbox_clinic_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.topic} {self.ref}"
+
+
+class AuditEntry(models.Model):
+    """Who did what, where and why. The actor always comes from the authenticated user."""
+
+    ref = RefField(prefix="aud")
+    actor = models.ForeignKey("auth.User", on_delete=models.PROTECT, null=True, blank=True, related_name="+")
+    actor_label = models.CharField(max_length=150, help_text="username or 'system:<job>'")
+    action = models.CharField(max_length=80)
+    tenant_group_ref = models.CharField(max_length=40, blank=True, default="")
+    clinic_ref = models.CharField(max_length=40, blank=True, default="")
+    target_ref = models.CharField(max_length=40, blank=True, default="")
+    reason = models.CharField(max_length=500, blank=True, default="")
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    correlation_id = models.CharField(max_length=64, blank=True, default="")
+    result = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["clinic_ref", "-created_at", "-id"], name="audit_clinic_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.actor_label}"

@@ -12,7 +12,9 @@ environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 DEBUG = env.bool("DJANGO_DEBUG", default=False)
 PRODUCTION = env("DJANGO_ENV", default="development") == "production"
 # Production refuses to start without a real secret; development gets a fixed, clearly unsafe one.
-SECRET_KEY = env("DJANGO_SECRET_KEY") if PRODUCTION else env("DJANGO_SECRET_KEY", default="dev-only-insecure-key")
+SECRET_KEY = (
+    env("DJANGO_SECRET_KEY") if PRODUCTION else env("DJANGO_SECRET_KEY", default="dev-only-insecure-key")
+)
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["127.0.0.1", "localhost", "testserver", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 

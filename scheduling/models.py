@@ -126,8 +126,16 @@ class AppointmentStatus(models.TextChoices):
 
 
 APPOINTMENT_TRANSITIONS: dict[str, set[str]] = {
-    AppointmentStatus.PROPOSED: {AppointmentStatus.HELD, AppointmentStatus.CONFIRMED, AppointmentStatus.CANCELLED},
-    AppointmentStatus.HELD: {AppointmentStatus.CONFIRMED, AppointmentStatus.PROPOSED, AppointmentStatus.CANCELLED},
+    AppointmentStatus.PROPOSED: {
+        AppointmentStatus.HELD,
+        AppointmentStatus.CONFIRMED,
+        AppointmentStatus.CANCELLED,
+    },
+    AppointmentStatus.HELD: {
+        AppointmentStatus.CONFIRMED,
+        AppointmentStatus.PROPOSED,
+        AppointmentStatus.CANCELLED,
+    },
     AppointmentStatus.CONFIRMED: {AppointmentStatus.CANCELLED},
     AppointmentStatus.CANCELLED: set(),
 }
@@ -159,7 +167,9 @@ class Appointment(models.Model):
             models.Index(fields=["clinic", "starts_at"], name="appointment_clinic_start"),
         ]
         constraints = [
-            models.CheckConstraint(condition=Q(ends_at__gt=models.F("starts_at")), name="appointment_positive_length")
+            models.CheckConstraint(
+                condition=Q(ends_at__gt=models.F("starts_at")), name="appointment_positive_length"
+            )
         ]
 
     def __str__(self) -> str:
@@ -189,7 +199,9 @@ class CapacityHold(models.Model):
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="holds")
     practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="holds")
     treatment = models.ForeignKey(Treatment, on_delete=models.PROTECT, related_name="holds")
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="holds")
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="holds"
+    )
     patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="holds")
     starts_at = models.DateTimeField()
     ends_at = models.DateTimeField()
@@ -225,11 +237,15 @@ class CapacityAllocation(models.Model):
 
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="allocations")
     practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="allocations")
-    resource = models.ForeignKey(Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations")
+    resource = models.ForeignKey(
+        Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations"
+    )
     period = DateTimeRangeField()
     active = models.BooleanField(default=True)
     kind = models.CharField(max_length=12, choices=AllocationKind.choices)
-    hold = models.ForeignKey(CapacityHold, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations")
+    hold = models.ForeignKey(
+        CapacityHold, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations"
+    )
     appointment = models.ForeignKey(
         Appointment, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations"
     )
@@ -261,5 +277,7 @@ class CapacityAllocation(models.Model):
             models.UniqueConstraint(
                 fields=["appointment"], condition=Q(active=True), name="allocation_one_active_per_appointment"
             ),
-            models.UniqueConstraint(fields=["hold"], condition=Q(active=True), name="allocation_one_active_per_hold"),
+            models.UniqueConstraint(
+                fields=["hold"], condition=Q(active=True), name="allocation_one_active_per_hold"
+            ),
         ]

@@ -7,5 +7,7 @@ from .scoping import scoped_get
 
 
 def appointment_detail(clinic: Clinic, ref: str) -> Appointment:
-    queryset = Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
+    queryset = Appointment.objects.select_related(
+        "clinic", "patient", "practitioner", "treatment", "resource"
+    )
     return scoped_get(queryset, clinic, ref)

@@ -64,7 +64,9 @@ class PatientCreateView(ClinicAPIView):
 
 
 class AppointmentCreateView(ClinicAPIView):
-    @extend_schema(request=AppointmentCreateInput, responses={201: OpenApiResponse(description="appointment")})
+    @extend_schema(
+        request=AppointmentCreateInput, responses={201: OpenApiResponse(description="appointment")}
+    )
     def post(self, request, clinic):
         def execute(_receipt):
             data = self.validated(AppointmentCreateInput)

@@ -44,7 +44,9 @@ def occupy(write: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def allocate(*, clinic_id, practitioner_id, resource_id, starts_at, ends_at, kind, hold=None, appointment=None):
+def allocate(
+    *, clinic_id, practitioner_id, resource_id, starts_at, ends_at, kind, hold=None, appointment=None
+):
     return occupy(
         lambda: CapacityAllocation.objects.create(
             clinic_id=clinic_id,

@@ -129,7 +129,9 @@ def appointment_move(
     with transaction.atomic():
         appointment = _lock(clinic, appointment_ref)
         if appointment.status not in (AppointmentStatus.PROPOSED, AppointmentStatus.HELD):
-            raise Conflict(f"A {appointment.status} appointment cannot be moved.", code="APPOINTMENT_NOT_MOVABLE")
+            raise Conflict(
+                f"A {appointment.status} appointment cannot be moved.", code="APPOINTMENT_NOT_MOVABLE"
+            )
         practitioner = practitioner or appointment.practitioner
         new_resource = appointment.resource if keep_resource and resource is None else resource
         _same_clinic(clinic, practitioner=practitioner, resource=new_resource)

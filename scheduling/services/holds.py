@@ -118,5 +118,7 @@ def hold_book(*, clinic: Clinic, hold_ref: str) -> tuple[Appointment, bool]:
         CapacityAllocation.objects.filter(pk=allocation.pk).update(
             kind=AllocationKind.APPOINTMENT, appointment=appointment
         )
-        cas_update(hold, expected_status=HoldStatus.ACCEPTED, status=HoldStatus.CONSUMED, appointment=appointment)
+        cas_update(
+            hold, expected_status=HoldStatus.ACCEPTED, status=HoldStatus.CONSUMED, appointment=appointment
+        )
         return appointment, True

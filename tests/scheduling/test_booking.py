@@ -45,11 +45,23 @@ def test_proposed_appointments_reserve_no_capacity(clinic, practitioner, treatme
 
 
 def test_one_resource_cannot_be_double_booked_across_practitioners(clinic, treatment, resource):
-    book(clinic, f.PatientFactory(clinic=clinic), f.PractitionerFactory(clinic=clinic), treatment,
-         seoul(3, 10), resource=resource)
+    book(
+        clinic,
+        f.PatientFactory(clinic=clinic),
+        f.PractitionerFactory(clinic=clinic),
+        treatment,
+        seoul(3, 10),
+        resource=resource,
+    )
     with pytest.raises(SlotOccupied):
-        book(clinic, f.PatientFactory(clinic=clinic), f.PractitionerFactory(clinic=clinic), treatment,
-             seoul(3, 10, 10), resource=resource)
+        book(
+            clinic,
+            f.PatientFactory(clinic=clinic),
+            f.PractitionerFactory(clinic=clinic),
+            treatment,
+            seoul(3, 10, 10),
+            resource=resource,
+        )
 
 
 def test_cancel_frees_the_slot(clinic, practitioner, treatment):
@@ -64,14 +76,18 @@ def test_cancel_with_a_stale_version_is_a_conflict_and_changes_nothing(clinic, p
     stale_version = appointment.version
     Appointment.objects.filter(pk=appointment.pk).update(version=stale_version + 1)
     with pytest.raises(VersionConflict):
-        appointment_cancel(clinic=clinic, appointment_ref=appointment.ref, reason="x", expected_version=stale_version)
+        appointment_cancel(
+            clinic=clinic, appointment_ref=appointment.ref, reason="x", expected_version=stale_version
+        )
     appointment.refresh_from_db()
     assert appointment.status == AppointmentStatus.CONFIRMED
     assert CapacityAllocation.objects.filter(appointment=appointment, active=True).exists()
 
 
 def test_held_to_proposed_releases_and_back_to_held_reallocates(clinic, practitioner, treatment):
-    appointment = book(clinic, f.PatientFactory(clinic=clinic), practitioner, treatment, seoul(3, 10), status="HELD")
+    appointment = book(
+        clinic, f.PatientFactory(clinic=clinic), practitioner, treatment, seoul(3, 10), status="HELD"
+    )
     appointment_set_status(clinic=clinic, appointment_ref=appointment.ref, target="PROPOSED")
     assert not CapacityAllocation.objects.filter(appointment=appointment, active=True).exists()
     appointment_set_status(clinic=clinic, appointment_ref=appointment.ref, target="HELD")
@@ -105,7 +121,9 @@ def test_racing_bookings_for_one_practitioner_admit_exactly_one():
 
     def attempt(i):
         start = seoul(5, 9) + timedelta(minutes=i)  # every slot overlaps every other
-        return book(clinic, patients[i], practitioner, treatment, start, status="HELD" if i % 2 else "CONFIRMED")
+        return book(
+            clinic, patients[i], practitioner, treatment, start, status="HELD" if i % 2 else "CONFIRMED"
+        )
 
     results = race(attempt, 10)
     winners = [r for r in results if isinstance(r, Appointment)]
@@ -135,13 +153,19 @@ def test_racing_bookings_for_one_resource_admit_exactly_one():
 @pytest.mark.django_db(transaction=True)
 def test_racing_cancels_of_one_appointment_cancel_once():
     clinic = f.ClinicFactory()
-    appointment = book(clinic, f.PatientFactory(clinic=clinic), f.PractitionerFactory(clinic=clinic),
-                       f.TreatmentFactory(clinic=clinic), seoul(5, 9))
+    appointment = book(
+        clinic,
+        f.PatientFactory(clinic=clinic),
+        f.PractitionerFactory(clinic=clinic),
+        f.TreatmentFactory(clinic=clinic),
+        seoul(5, 9),
+    )
     version = appointment.version
 
     results = race(
-        lambda i: appointment_cancel(clinic=clinic, appointment_ref=appointment.ref, reason="r",
-                                     expected_version=version),
+        lambda i: appointment_cancel(
+            clinic=clinic, appointment_ref=appointment.ref, reason="r", expected_version=version
+        ),
         8,
     )
     assert sum(isinstance(r, Appointment) for r in results) == 1, results

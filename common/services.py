@@ -1,0 +1,62 @@
+"""Writers for the shared rows. Call them inside the caller's transaction."""
+
+from __future__ import annotations
+
+import uuid
+
+from .models import AuditEntry, OutboxMessage
+
+
+def new_correlation_id() -> str:
+    return uuid.uuid4().hex
+
+
+def outbox_enqueue(
+    *,
+    topic: str,
+    tenant_group_ref: str,
+    clinic_ref: str,
+    aggregate_ref: str,
+    payload: dict,
+    channel: str = "",
+    correlation_id: str = "",
+) -> OutboxMessage:
+    """Write a message in the current transaction; it exists if and only if the change commits."""
+    return OutboxMessage.objects.create(
+        topic=topic,
+        tenant_group_ref=tenant_group_ref,
+        clinic_ref=clinic_ref,
+        aggregate_ref=aggregate_ref,
+        payload=payload,
+        channel=channel,
+        correlation_id=correlation_id or new_correlation_id(),
+    )
+
+
+def audit_record(
+    *,
+    actor,
+    action: str,
+    clinic=None,
+    target_ref: str = "",
+    reason: str = "",
+    idempotency_key: str = "",
+    correlation_id: str = "",
+    result: dict | None = None,
+    system_label: str = "",
+) -> AuditEntry:
+    """Record an action; ``actor`` is the signed-in user, or None for a system job named ``system_label``."""
+    return AuditEntry.objects.create(
+        actor=actor if getattr(actor, "is_authenticated", False) else None,
+        actor_label=actor.get_username()
+        if getattr(actor, "is_authenticated", False)
+        else f"system:{system_label}",
+        action=action,
+        tenant_group_ref=clinic.tenant_group.ref if clinic is not None else "",
+        clinic_ref=clinic.ref if clinic is not None else "",
+        target_ref=target_ref,
+        reason=reason[:500],
+        idempotency_key=idempotency_key[:200],
+        correlation_id=correlation_id,
+        result=result or {},
+    )
