@@ -281,3 +281,6 @@ class CapacityAllocation(models.Model):
                 fields=["hold"], condition=Q(active=True), name="allocation_one_active_per_hold"
             ),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.period}"
