@@ -44,19 +44,19 @@ class ClinicAPIView(APIView):
         )
 
 
-class ClinicRefField(serializers.CharField):
+class ClinicRefField(serializers.Field):
     """A ref to an object of ``model`` inside the request's clinic; foreign and missing look alike."""
 
-    default_error_messages = {"not_found": "Not found in this clinic."}
+    default_error_messages = {"not_found": "Not found in this clinic.", "invalid": "Must be a ref string."}
 
     def __init__(self, model, **kwargs):
         self.model = model
-        kwargs.setdefault("max_length", 40)
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
-        ref = super().to_internal_value(data)
-        obj = self.model.objects.filter(clinic=self.context["clinic"], ref=ref).first()
+        if not isinstance(data, str) or not 0 < len(data) <= 40:
+            self.fail("invalid")
+        obj = self.model.objects.filter(clinic=self.context["clinic"], ref=data).first()
         if obj is None:
             self.fail("not_found")
         return obj

@@ -1,0 +1,114 @@
+"""Demo data for `make run`, built through the services so every invariant holds."""
+
+from __future__ import annotations
+
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from common.errors import SlotOccupied
+
+from .models import Appointment, Clinic, Patient, Practitioner, Resource, Role, TenantGroup, Treatment
+from .services import appointment_book, clinic_grant_role, patient_create
+
+DEMO_USERS = {
+    "staff": ("staff-demo-password", "STAFF at Gangnam Clinic (Asia/Seoul)"),
+    "admin": ("admin-demo-password", "ADMIN at Gangnam Clinic and Lisbon Clinic"),
+    "outsider": ("outsider-demo-password", "STAFF at another tenant's clinic (sees none of the above)"),
+}
+
+CLINICS = [
+    # ref, name, zone, practitioners, treatments (name, minutes), resources
+    ("cl_demo_gangnam", "Gangnam Clinic", "Asia/Seoul", ["Dr. Seo", "Dr. Park"],
+     [("Physiotherapy", 30), ("Consultation", 20)], ["Room 1", "Ultrasound"]),
+    ("cl_demo_lisbon", "Lisbon Clinic", "Europe/Lisbon", ["Dr. Almeida", "Dr. Costa"],
+     [("Dental check", 30), ("Cleaning", 45)], ["Chair A", "X-ray"]),
+]
+OTHER_CLINIC = ("cl_demo_other", "Harbour Clinic", "America/New_York", ["Dr. Reed"], [("Check-up", 30)], ["Room A"])
+
+PATIENTS = {
+    "cl_demo_gangnam": [("Kim Minji", "ko"), ("Lee Jiho", "ko"), ("Choi Yuna", "ko"), ("Alex Morgan", "en")],
+    "cl_demo_lisbon": [("Ana Silva", "en"), ("João Pereira", "en"), ("Marta Sousa", "en")],
+    "cl_demo_other": [("Sam Taylor", "en")],
+}
+
+
+def _clinic(tenant: TenantGroup, spec) -> Clinic:
+    ref, name, zone, practitioners, treatments, resources = spec
+    clinic, _ = Clinic.objects.get_or_create(
+        ref=ref, defaults={"tenant_group": tenant, "name": name, "timezone": zone}
+    )
+    for n in practitioners:
+        Practitioner.objects.get_or_create(clinic=clinic, name=n)
+    for n, minutes in treatments:
+        Treatment.objects.get_or_create(clinic=clinic, name=n, defaults={"duration_minutes": minutes})
+    for n in resources:
+        Resource.objects.get_or_create(clinic=clinic, name=n)
+    for i, (display_name, language) in enumerate(PATIENTS[ref]):
+        if not Patient.objects.filter(clinic=clinic, display_name=display_name).exists():
+            slug = display_name.lower().replace(" ", ".")
+            patient_create(
+                clinic=clinic,
+                display_name=display_name,
+                email=f"{slug}@patients.example",
+                phone=f"+8210555{i:04d}",
+                language=language,
+                crm_patient_ref=f"crm-{ref}-{i}",
+            )
+    return clinic
+
+
+def _user(username: str):
+    user_model = get_user_model()
+    user, created = user_model.objects.get_or_create(username=username)
+    if created:
+        user.set_password(DEMO_USERS[username][0])
+        user.save(update_fields=["password"])
+    return user
+
+
+def _appointments(clinic: Clinic) -> None:
+    """A day of bookings tomorrow at 09:00-12:00 clinic time, if the clinic has none yet."""
+    if Appointment.objects.filter(clinic=clinic).exists():
+        return
+    zone = ZoneInfo(clinic.timezone)
+    tomorrow = timezone.now().astimezone(zone).date() + timedelta(days=1)
+    practitioners = list(clinic.practitioners.order_by("pk"))
+    treatment = clinic.treatments.order_by("pk").first()
+    patients = list(clinic.patients.order_by("pk"))
+    statuses = ["CONFIRMED", "CONFIRMED", "HELD", "PROPOSED"]
+    for i, patient in enumerate(patients):
+        starts_at = datetime.combine(tomorrow, time(9 + i), tzinfo=zone)
+        try:
+            appointment_book(
+                clinic=clinic,
+                patient=patient,
+                practitioner=practitioners[i % len(practitioners)],
+                treatment=treatment,
+                starts_at=starts_at,
+                status=statuses[i % len(statuses)],
+            )
+        except SlotOccupied:
+            continue
+
+
+def seed_scheduling() -> dict:
+    with transaction.atomic():
+        tenant, _ = TenantGroup.objects.get_or_create(ref="tg_demo", defaults={"name": "Demo Health"})
+        other_tenant, _ = TenantGroup.objects.get_or_create(ref="tg_demo_other", defaults={"name": "Other Care"})
+        clinics = [_clinic(tenant, spec) for spec in CLINICS]
+        other = _clinic(other_tenant, OTHER_CLINIC)
+        staff, admin, outsider = _user("staff"), _user("admin"), _user("outsider")
+        clinic_grant_role(clinic=clinics[0], user=staff, role=Role.STAFF)
+        for clinic in clinics:
+            clinic_grant_role(clinic=clinic, user=admin, role=Role.ADMIN)
+        clinic_grant_role(clinic=other, user=outsider, role=Role.STAFF)
+        for clinic in [*clinics, other]:
+            _appointments(clinic)
+        tokens = {u.username: Token.objects.get_or_create(user=u)[0].key for u in (staff, admin, outsider)}
+    return {"tenant": tenant, "clinics": clinics, "other_clinic": other, "users": {
+        "staff": staff, "admin": admin, "outsider": outsider}, "tokens": tokens}
