@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = BASE_DIR / ".data"
@@ -30,8 +29,7 @@ def _embedded_postgres(env: dict) -> object:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DB_NAME]).fetchone()
         if not exists:
             conn.execute(f'CREATE DATABASE "{DB_NAME}"')
-    socket_dir = server.get_postmaster_info().socket_dir
-    env["DATABASE_URL"] = f"postgres://postgres@{quote(str(socket_dir), safe='')}/{DB_NAME}"
+    env["DATABASE_URL"] = server.get_uri(database=DB_NAME)
     return server
 
 
@@ -90,7 +88,8 @@ def main() -> int:
     url = f"http://{host}:{port}"
     print(
         f"\n  Console:   {url}/console/\n  API:       {url}/api/v1/   (docs: {url}/api/docs/)\n"
-        f"  Admin:     {url}/admin/\n  Sign-ins are listed above (staff, admin, outsider). Ctrl-C stops everything.\n",
+        f"  Admin:     {url}/admin/\n"
+        "  Sign-ins are listed above (staff, admin, outsider). Ctrl-C stops everything.\n",
         flush=True,
     )
 
