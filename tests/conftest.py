@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -9,11 +10,17 @@ from zoneinfo import ZoneInfo
 
 import pytest
 from django.db import connection
+from hypothesis import settings as hypothesis_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from scheduling.models import Role
 from tests import factories as f
+
+# CI runs a fixed, reproducible set of examples; locally hypothesis explores freely.
+hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    hypothesis_settings.load_profile("ci")
 
 
 @pytest.fixture
