@@ -92,3 +92,31 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor_label}"
+
+
+class DeliveryOutcome(models.TextChoices):
+    SENT = "SENT"
+    FAILED = "FAILED"
+    DEFERRED = "DEFERRED"
+    FENCED = "FENCED"
+
+
+class OutboxAttempt(models.Model):
+    """One try at delivering one outbox message, by one worker under one lease."""
+
+    message = models.ForeignKey(OutboxMessage, on_delete=models.CASCADE, related_name="attempt_rows")
+    attempt = models.PositiveIntegerField()
+    worker = models.CharField(max_length=80)
+    outcome = models.CharField(max_length=10, choices=DeliveryOutcome.choices)
+    error_code = models.CharField(max_length=60, blank=True, default="")
+    provider = models.CharField(max_length=20, blank=True, default="")
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["message", "attempt"], name="outbox_attempt_once"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.message_id}#{self.attempt} {self.outcome}"

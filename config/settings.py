@@ -154,10 +154,16 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
 CELERY_TASK_ROUTES = {
+    "common.tasks.deliver_outbox": {"queue": "delivery"},
     "waitlist.tasks.deliver_*": {"queue": "delivery"},
     "reevaluation.tasks.*": {"queue": "reevaluation"},
 }
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "deliver-outbox": {"task": "common.tasks.deliver_outbox", "schedule": 10.0},
+    "reclaim-outbox": {"task": "common.tasks.reclaim_outbox", "schedule": 60.0},
+}
+OUTBOX_MAX_ATTEMPTS = env.int("OUTBOX_MAX_ATTEMPTS", default=6)
+OUTBOX_BACKOFF_SECONDS = env.int("OUTBOX_BACKOFF_SECONDS", default=30)
 CELERY_TIMEZONE = "UTC"
 
 SESSION_COOKIE_HTTPONLY = True

@@ -1,0 +1,181 @@
+"""Outbox delivery: lease due rows with SKIP LOCKED, deliver outside any transaction, fence the result.
+
+A message is leased by bumping its ``attempts``; the (lease_owner, attempts) pair is the fence, so a
+worker whose lease expired and was reclaimed can record nothing. Failures back off exponentially up
+to ``OUTBOX_MAX_ATTEMPTS``; then the row is DEAD with its last reason code.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from .models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
+
+logger = logging.getLogger(__name__)
+
+
+class DeliveryFailed(Exception):
+    """A send that did not happen; ``code`` is a bounded reason (never a provider's raw text)."""
+
+    def __init__(self, code: str):
+        self.code = code
+        super().__init__(code)
+
+
+class DeliveryDeferred(Exception):
+    """Not now (quiet hours, a contact cap): try again at ``until`` without spending an attempt."""
+
+    def __init__(self, until: datetime, code: str):
+        self.until = until
+        self.code = code
+        super().__init__(code)
+
+
+@dataclass(frozen=True)
+class Leased:
+    id: int
+    ref: str
+    topic: str
+    attempt: int
+    worker: str
+
+
+Handler = Callable[[OutboxMessage], str]
+_HANDLERS: dict[str, Handler] = {}
+
+
+def register_handler(topic: str, handler: Handler) -> None:
+    """``handler(message)`` sends and returns the provider name, or raises DeliveryFailed/Deferred."""
+    _HANDLERS[topic] = handler
+
+
+def max_attempts() -> int:
+    return getattr(settings, "OUTBOX_MAX_ATTEMPTS", 6)
+
+
+def backoff(attempt: int) -> timedelta:
+    base = getattr(settings, "OUTBOX_BACKOFF_SECONDS", 30)
+    return timedelta(seconds=min(base * 2 ** (attempt - 1), 3600))
+
+
+def outbox_lease(*, worker: str, limit: int = 50, lease_seconds: int = 60, now: datetime | None = None,
+                 topics: list[str] | None = None) -> list[Leased]:
+    """Lease due PENDING rows and rows whose lease expired (a killed worker), oldest first."""
+    now = now or timezone.now()
+    topics = topics if topics is not None else list(_HANDLERS)
+    due = Q(status=OutboxStatus.PENDING) & (Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
+    expired = Q(status=OutboxStatus.LEASED, lease_expires_at__lt=now)
+    with transaction.atomic():
+        rows = list(
+            OutboxMessage.objects.select_for_update(skip_locked=True)
+            .filter(due | expired, topic__in=topics)
+            .order_by("created_at", "id")
+            .values_list("id", flat=True)[:limit]
+        )
+        if not rows:
+            return []
+        OutboxMessage.objects.filter(id__in=rows).update(
+            status=OutboxStatus.LEASED,
+            lease_owner=worker,
+            lease_expires_at=now + timedelta(seconds=lease_seconds),
+            attempts=F("attempts") + 1,
+            version=F("version") + 1,
+        )
+        leased = OutboxMessage.objects.filter(id__in=rows).values_list("id", "ref", "topic", "attempts")
+        return [Leased(id=i, ref=r, topic=t, attempt=a, worker=worker) for i, r, t, a in leased]
+
+
+def _finish(lease: Leased, *, started_at: datetime, outcome: str, code: str = "", provider: str = "",
+            changes: dict) -> bool:
+    """Write back under the fence; False if the lease was lost (another worker owns the row now)."""
+    now = timezone.now()
+    with transaction.atomic():
+        updated = OutboxMessage.objects.filter(
+            id=lease.id, status=OutboxStatus.LEASED, lease_owner=lease.worker, attempts=lease.attempt
+        ).update(lease_owner="", lease_expires_at=None, version=F("version") + 1, **changes)
+        if updated != 1:
+            outcome, code = DeliveryOutcome.FENCED, "LEASE_LOST"
+        OutboxAttempt.objects.get_or_create(
+            message_id=lease.id,
+            attempt=lease.attempt,
+            defaults={"worker": lease.worker, "outcome": outcome, "error_code": code, "provider": provider,
+                      "started_at": started_at, "finished_at": now},
+        )
+    return updated == 1
+
+
+def outbox_deliver(lease: Leased) -> str:
+    """Deliver one leased message; returns the outcome recorded."""
+    started_at = timezone.now()
+    message = OutboxMessage.objects.get(id=lease.id)
+    handler = _HANDLERS.get(lease.topic)
+    try:
+        if handler is None:
+            raise DeliveryFailed("NO_HANDLER")
+        provider = handler(message)
+    except DeliveryDeferred as deferred:
+        # A deferral is not a failed attempt: give the attempt back.
+        _finish(lease, started_at=started_at, outcome=DeliveryOutcome.DEFERRED, code=deferred.code, changes={
+            "status": OutboxStatus.PENDING, "next_attempt_at": deferred.until, "attempts": F("attempts") - 1,
+            "last_error_code": deferred.code})
+        return DeliveryOutcome.DEFERRED
+    except DeliveryFailed as failed:
+        return _fail(lease, started_at, failed.code)
+    except Exception:  # noqa: BLE001 - a provider bug must not kill the loop; the code is bounded
+        logger.exception("outbox delivery crashed message=%s topic=%s", lease.ref, lease.topic)
+        return _fail(lease, started_at, "HANDLER_ERROR")
+    done = _finish(lease, started_at=started_at, outcome=DeliveryOutcome.SENT, provider=provider, changes={
+        "status": OutboxStatus.SENT, "sent_at": timezone.now(), "last_error_code": ""})
+    return DeliveryOutcome.SENT if done else DeliveryOutcome.FENCED
+
+
+def _fail(lease: Leased, started_at: datetime, code: str) -> str:
+    dead = lease.attempt >= max_attempts()
+    changes = {"last_error_code": code}
+    if dead:
+        changes["status"] = OutboxStatus.DEAD
+    else:
+        changes.update(status=OutboxStatus.PENDING, next_attempt_at=timezone.now() + backoff(lease.attempt))
+    logger.warning("outbox delivery failed message=%s attempt=%s code=%s dead=%s", lease.ref, lease.attempt,
+                   code, dead)
+    done = _finish(lease, started_at=started_at, outcome=DeliveryOutcome.FAILED, code=code, changes=changes)
+    return DeliveryOutcome.FAILED if done else DeliveryOutcome.FENCED
+
+
+def outbox_deliver_due(*, worker: str, limit: int = 50, now: datetime | None = None) -> dict[str, int]:
+    """One bounded delivery round: lease, then deliver each. Call it outside a transaction: sends are
+    network calls and must not hold row locks."""
+    counts: dict[str, int] = {}
+    for lease in outbox_lease(worker=worker, limit=limit, now=now):
+        outcome = outbox_deliver(lease)
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return counts
+
+
+def outbox_reclaim_expired(*, now: datetime | None = None, limit: int = 500) -> int:
+    """Put rows whose lease expired back to PENDING (a killed worker); leasing also takes them directly."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        ids = list(
+            OutboxMessage.objects.select_for_update(skip_locked=True)
+            .filter(status=OutboxStatus.LEASED, lease_expires_at__lt=now)
+            .values_list("id", flat=True)[:limit]
+        )
+        expired = OutboxMessage.objects.filter(id__in=ids).values_list("id", "attempts", "lease_owner")
+        OutboxAttempt.objects.bulk_create(
+            [OutboxAttempt(message_id=i, attempt=a, worker=w, outcome=DeliveryOutcome.FENCED,
+                           error_code="LEASE_EXPIRED", started_at=now, finished_at=now) for i, a, w in expired],
+            ignore_conflicts=True,
+        )
+        return OutboxMessage.objects.filter(id__in=ids).update(
+            status=OutboxStatus.PENDING, lease_owner="", lease_expires_at=None, next_attempt_at=now,
+            version=F("version") + 1,
+        )
