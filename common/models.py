@@ -47,6 +47,7 @@ class OutboxMessage(models.Model):
     tenant_group_ref = models.CharField(max_length=40)
     clinic_ref = models.CharField(max_length=40)
     aggregate_ref = models.CharField(max_length=40, help_text="the ref of the row that caused the message")
+    recipient_ref = models.CharField(max_length=40, blank=True, default="", help_text="a patient ref, if any")
     payload = models.JSONField(default=dict)
     channel = models.CharField(max_length=20, blank=True, default="")
     correlation_id = models.CharField(max_length=64, blank=True, default="")
@@ -65,6 +66,7 @@ class OutboxMessage(models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="outbox_due"),
             models.Index(fields=["topic", "aggregate_ref"], name="outbox_topic_aggregate"),
             models.Index(fields=["clinic_ref", "status"], name="outbox_clinic_status"),
+            models.Index(fields=["recipient_ref", "sent_at"], name="outbox_recipient_sent"),
         ]
 
     def __str__(self) -> str:

@@ -20,6 +20,7 @@ def outbox_enqueue(
     payload: dict,
     channel: str = "",
     correlation_id: str = "",
+    recipient_ref: str = "",
 ) -> OutboxMessage:
     """Write a message in the current transaction; it exists if and only if the change commits."""
     return OutboxMessage.objects.create(
@@ -29,6 +30,7 @@ def outbox_enqueue(
         aggregate_ref=aggregate_ref,
         payload=payload,
         channel=channel,
+        recipient_ref=recipient_ref,
         correlation_id=correlation_id or new_correlation_id(),
     )
 

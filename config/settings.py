@@ -164,6 +164,15 @@ CELERY_BEAT_SCHEDULE: dict = {
 }
 OUTBOX_MAX_ATTEMPTS = env.int("OUTBOX_MAX_ATTEMPTS", default=6)
 OUTBOX_BACKOFF_SECONDS = env.int("OUTBOX_BACKOFF_SECONDS", default=30)
+NOTIFY_DEFAULT_PROVIDER = env("NOTIFY_DEFAULT_PROVIDER", default="console")
+NOTIFY_WEBHOOK_SECRET = env("NOTIFY_WEBHOOK_SECRET", default="demo-webhook-secret")
+NOTIFY_CONTACT_CAP_PER_DAY = env.int("NOTIFY_CONTACT_CAP_PER_DAY", default=3)
+PUBLIC_BASE_URL = env("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
+EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
+EMAIL_HOST = env("EMAIL_HOST", default="127.0.0.1")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_TIMEOUT = env.int("EMAIL_TIMEOUT", default=10)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="waitlist@clinic.example")
 CELERY_TIMEZONE = "UTC"
 
 SESSION_COOKIE_HTTPONLY = True

@@ -1,0 +1,118 @@
+"""Providers against real loopback servers; quiet hours and contact caps."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.utils import timezone
+
+from common.models import OutboxStatus
+from common.notify import (
+    ConsoleProvider,
+    EmailProvider,
+    Notice,
+    WebhookProvider,
+    check_send_window,
+    provider_for,
+    quiet_hours_until,
+)
+from common.outbox import DeliveryDeferred, DeliveryFailed
+from common.services import outbox_enqueue
+from tests.support.servers import http_receiver, smtp_sink
+
+SEOUL = ZoneInfo("Asia/Seoul")
+QUIET = {"quiet_hours": {"start": "21:00", "end": "08:00"}}
+
+
+def notice(**overrides):
+    fields = {"message_ref": "obx_1", "clinic_ref": "cl_1", "recipient_ref": "pt_1", "language": "en",
+              "subject": "A time opened up", "body": "Claim it: http://x/claim/t/", "email": "p@example.com",
+              "phone": "+821055500000", "link": "http://x/claim/t/"}
+    fields.update(overrides)
+    return Notice(**fields)
+
+
+def test_email_provider_delivers_through_a_real_smtp_server(settings):
+    with smtp_sink() as (host, port, sink):
+        settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+        settings.EMAIL_HOST, settings.EMAIL_PORT = host, port
+        EmailProvider().send(notice())
+        assert sink.received.wait(5)
+    assert sink.messages[0]["to"] == ["p@example.com"]
+    assert "Claim it" in sink.messages[0]["data"]
+
+
+def test_email_provider_with_no_server_is_a_bounded_failure(settings):
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", 1, 2
+    with pytest.raises(DeliveryFailed) as info:
+        EmailProvider().send(notice())
+    assert info.value.code == "SMTP_UNAVAILABLE"
+
+
+def test_webhook_provider_signs_the_exact_body():
+    with http_receiver() as (url, seen):
+        WebhookProvider(url, "s3cret").send(notice())
+    body = seen[0]["body"]
+    expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+    assert seen[0]["headers"]["X-Signature"] == f"sha256={expected}"
+    assert json.loads(body)["to"] == "+821055500000"
+
+
+@pytest.mark.parametrize(("status", "code"), [(503, "WEBHOOK_UNAVAILABLE"), (400, "WEBHOOK_REJECTED")])
+def test_webhook_failures_map_to_bounded_codes(status, code):
+    with http_receiver([status]) as (url, _seen):
+        with pytest.raises(DeliveryFailed) as info:
+            WebhookProvider(url, "s").send(notice())
+    assert info.value.code == code
+
+
+def test_a_refused_connection_is_webhook_unavailable():
+    with pytest.raises(DeliveryFailed) as info:
+        WebhookProvider("http://127.0.0.1:1/hook", "s", timeout=(1, 1)).send(notice())
+    assert info.value.code == "WEBHOOK_UNAVAILABLE"
+
+
+def test_the_console_provider_never_logs_the_contact(caplog):
+    caplog.set_level("INFO")
+    ConsoleProvider().send(notice())
+    assert "obx_1" in caplog.text
+    assert "p@example.com" not in caplog.text and "+821055500000" not in caplog.text
+
+
+def test_provider_is_chosen_per_clinic():
+    assert provider_for({}).name == "console"
+    assert provider_for({"notification": {"provider": "email"}}).name == "email"
+    assert provider_for({"notification": {"provider": "webhook", "webhook_url": "http://h"}}).name == "webhook"
+
+
+@pytest.mark.parametrize(
+    ("local", "expected_end"),
+    [
+        (datetime(2030, 1, 5, 22, 0, tzinfo=SEOUL), datetime(2030, 1, 6, 8, 0, tzinfo=SEOUL)),
+        (datetime(2030, 1, 5, 6, 30, tzinfo=SEOUL), datetime(2030, 1, 5, 8, 0, tzinfo=SEOUL)),
+        (datetime(2030, 1, 5, 12, 0, tzinfo=SEOUL), None),
+        (datetime(2030, 1, 5, 8, 0, tzinfo=SEOUL), None),
+    ],
+)
+def test_quiet_hours_across_midnight_in_the_clinic_zone(local, expected_end):
+    assert quiet_hours_until(QUIET, "Asia/Seoul", local.astimezone(ZoneInfo("UTC"))) == expected_end
+
+
+def test_the_daily_contact_cap_defers_until_the_oldest_send_ages_out(db):
+    now = timezone.now()
+    for hours_ago in (20, 10, 1):
+        message = outbox_enqueue(topic="t", tenant_group_ref="tg", clinic_ref="cl", aggregate_ref="a",
+                                 payload={}, recipient_ref="pt_cap")
+        message.status, message.sent_at = OutboxStatus.SENT, now - timedelta(hours=hours_ago)
+        message.save(update_fields=["status", "sent_at"])
+    with pytest.raises(DeliveryDeferred) as info:
+        check_send_window(clinic_settings={"contact_cap_per_day": 3}, tz_name="UTC", recipient_ref="pt_cap", now=now)
+    assert info.value.code == "CONTACT_CAP"
+    assert info.value.until == now - timedelta(hours=20) + timedelta(days=1)
+    check_send_window(clinic_settings={"contact_cap_per_day": 4}, tz_name="UTC", recipient_ref="pt_cap", now=now)
