@@ -42,7 +42,9 @@ def test_login_with_valid_credentials_lands_on_the_first_clinic(client, staff, c
 
 def test_login_follows_a_local_next_but_not_a_foreign_one(client, staff, clinic):
     audit = reverse("console:audit", kwargs={"clinic_ref": clinic.ref})
-    response = client.post(reverse("console:login"), {"username": "staff-user", "password": PASSWORD, "next": audit})
+    response = client.post(
+        reverse("console:login"), {"username": "staff-user", "password": PASSWORD, "next": audit}
+    )
     assert response.url == audit
     client.post(reverse("console:logout"))
     response = client.post(
