@@ -50,15 +50,16 @@ def console_login(request: HttpRequest) -> HttpResponse:
         return render(request, "operations/login.html", {**context, "form": AuthenticationForm(request)})
 
     username, ip = request.POST.get("username", "")[:150], _client_ip(request)
-    form = AuthenticationForm(request, data=request.POST)
     if services.login_is_throttled(username=username, ip=ip):
         # Checked before the password, so a locked-out guesser learns nothing, even with the right one.
+        # (Check-then-count is not atomic: a burst of parallel guesses may pass a few over the limit.)
         return render(
             request,
             "operations/login.html",
             {**context, "form": AuthenticationForm(request), "throttled": THROTTLED_MESSAGE},
             status=429,
         )
+    form = AuthenticationForm(request, data=request.POST)
     if form.is_valid():
         services.login_failures_clear(username=username, ip=ip)
         login(request, form.get_user())
