@@ -188,3 +188,21 @@ LOGGING = {
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
 }
+
+# --- operations ---
+# The staff console (operations app): CSP, login throttle and production cookie hardening.
+MIDDLEWARE.append("operations.middleware.ContentSecurityPolicyMiddleware")
+CONSOLE_CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
+# Swagger UI renders an inline bootstrap script, so the API docs keep their own (absent) policy.
+CONSOLE_CSP_EXEMPT_PATHS = env.list("CONSOLE_CSP_EXEMPT_PATHS", default=["/api/docs/"])
+CONSOLE_LOGIN_MAX_FAILURES = env.int("CONSOLE_LOGIN_MAX_FAILURES", default=5)
+CONSOLE_LOGIN_WINDOW_SECONDS = env.int("CONSOLE_LOGIN_WINDOW_SECONDS", default=15 * 60)
+CONSOLE_AUDIT_PAGE_SIZE = env.int("CONSOLE_AUDIT_PAGE_SIZE", default=50)
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 30)
+# --- end operations ---

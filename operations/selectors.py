@@ -1,0 +1,67 @@
+"""Console reads. Every clinic-scoped read takes a ``clinic`` already resolved by ``clinic_for_user``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db.models import Q, Subquery
+
+from common.models import AuditEntry
+from scheduling.models import Clinic
+from scheduling.scoping import clinics_for_user
+
+
+def console_clinics(*, user) -> list[Clinic]:
+    """The clinics the user works at (any role), for the switcher: one query."""
+    return list(clinics_for_user(user).select_related(None).order_by("name", "id").only("ref", "name"))
+
+
+def console_first_clinic(*, user) -> Clinic | None:
+    return clinics_for_user(user).select_related(None).order_by("name", "id").only("ref").first()
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    entries: list[AuditEntry]
+    #: The ref of the last entry shown when older entries exist; the "load more" cursor.
+    next_cursor: str | None
+
+
+AUDIT_COLUMNS = (
+    "ref",
+    "actor_label",
+    "action",
+    "clinic_ref",
+    "target_ref",
+    "reason",
+    "idempotency_key",
+    "correlation_id",
+    "result",
+    "created_at",
+)
+
+
+def audit_entries_page(*, clinic: Clinic, limit: int, action: str = "", after: str = "") -> AuditPage:
+    """One page of the clinic's audit entries, newest first, in exactly one query.
+
+    Keyset pagination on (created_at, id) — never OFFSET — so page N costs what page 1 costs.
+    ``after`` is the ref of the last entry already shown; it is resolved inside the same query
+    (a subquery limited to this clinic, so a foreign ref just yields an empty page). The
+    redundant ``created_at <= cursor`` bound lets PostgreSQL range-scan the
+    ``audit_clinic_recent`` index (clinic_ref, -created_at, -id) instead of walking it from the top;
+    the OR only settles ties on the boundary timestamp.
+    """
+    entries = AuditEntry.objects.filter(clinic_ref=clinic.ref)
+    if action:
+        entries = entries.filter(action=action)
+    if after:
+        cursor = AuditEntry.objects.filter(clinic_ref=clinic.ref, ref=after)
+        cursor_at = Subquery(cursor.values("created_at")[:1])
+        cursor_id = Subquery(cursor.values("id")[:1])
+        entries = entries.filter(created_at__lte=cursor_at).filter(
+            Q(created_at__lt=cursor_at) | Q(created_at=cursor_at, id__lt=cursor_id)
+        )
+    rows = list(entries.order_by("-created_at", "-id").only(*AUDIT_COLUMNS)[: limit + 1])
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    return AuditPage(entries=rows, next_cursor=rows[-1].ref if has_more and rows else None)

@@ -1,0 +1,109 @@
+"""Console pages (HTML, htmx). Thin: scope through ``clinic_view``, read through selectors."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.auth import login, logout
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_protect
+from django.views.decorators.http import require_http_methods, require_POST
+
+from scheduling.models import Clinic
+
+from . import services
+from .decorators import clinic_view
+from .forms import AuditFilterForm
+from .responses import console_error, render_clinic_page, with_toast
+from .selectors import audit_entries_page, console_first_clinic
+
+THROTTLED_MESSAGE = "Too many failed sign-in attempts. Wait 15 minutes, then try again."
+
+
+def _client_ip(request: HttpRequest) -> str:
+    # REMOTE_ADDR only: X-Forwarded-For is client-controlled unless a trusted proxy rewrites it.
+    return request.META.get("REMOTE_ADDR", "")
+
+
+def _safe_next(request: HttpRequest) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return reverse("console:index")
+
+
+@never_cache
+@csrf_protect
+@require_http_methods(["GET", "HEAD", "POST"])
+def console_login(request: HttpRequest) -> HttpResponse:
+    if request.user.is_authenticated and request.method != "POST":
+        return redirect(_safe_next(request))
+    context = {"next": request.POST.get("next") or request.GET.get("next", "")}
+    if request.method != "POST":
+        return render(request, "operations/login.html", {**context, "form": AuthenticationForm(request)})
+
+    username, ip = request.POST.get("username", "")[:150], _client_ip(request)
+    if services.login_is_throttled(username=username, ip=ip):
+        # Checked before the password, so a locked-out guesser learns nothing, even with the right one.
+        # (Check-then-count is not atomic: a burst of parallel guesses may pass a few over the limit.)
+        return render(
+            request,
+            "operations/login.html",
+            {**context, "form": AuthenticationForm(request), "throttled": THROTTLED_MESSAGE},
+            status=429,
+        )
+    form = AuthenticationForm(request, data=request.POST)
+    if form.is_valid():
+        services.login_failures_clear(username=username, ip=ip)
+        login(request, form.get_user())
+        return redirect(_safe_next(request))
+    services.login_failure_record(username=username, ip=ip)
+    return render(request, "operations/login.html", {**context, "form": form})
+
+
+@require_POST
+def console_logout(request: HttpRequest) -> HttpResponse:
+    logout(request)
+    return redirect("console:login")
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+def console_index(request: HttpRequest) -> HttpResponse:
+    clinic = console_first_clinic(user=request.user)
+    if clinic is not None:
+        return redirect("console:clinic-home", clinic_ref=clinic.ref)
+    return render(request, "operations/no_clinics.html")
+
+
+@clinic_view()
+def clinic_home(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    return render_clinic_page(request, "operations/clinic_home.html", clinic, "home")
+
+
+@clinic_view()
+def audit_log(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    """The clinic's audit log, newest first. htmx asks for ``#rows`` (load more) or ``#results`` (filter)."""
+    form = AuditFilterForm(request.GET)
+    if not form.is_valid():
+        return console_error(request, 400, "The filter is not valid.")
+    action, after = form.cleaned_data["action"], form.cleaned_data["after"]
+    page = audit_entries_page(
+        clinic=clinic, action=action, after=after, limit=settings.CONSOLE_AUDIT_PAGE_SIZE
+    )
+    context = {"form": form, "page": page, "action": action}
+    if request.htmx and after:
+        response = render(request, "operations/audit_log.html#rows", {"clinic": clinic, **context})
+        if page.next_cursor is None:
+            with_toast(response, "That is the oldest entry.")
+        return response
+    if request.htmx and request.htmx.target == "audit-results":
+        return render(request, "operations/audit_log.html#results", {"clinic": clinic, **context})
+    return render_clinic_page(request, "operations/audit_log.html", clinic, "audit", context)

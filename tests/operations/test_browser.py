@@ -1,0 +1,193 @@
+"""The console in a real browser: Debian's Chromium driven by the Playwright Python package.
+
+Never ``playwright install``: the browser is the system's ``/usr/bin/chromium``. If it is missing,
+the session fixture installs it with apt-get and skips only when that fails. Screenshots go to
+``test-artifacts/screenshots/`` (git-ignored). Run just these with ``pytest -m browser``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.operations.conftest import make_audit
+
+sync_api = pytest.importorskip("playwright.sync_api")
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+PASSWORD = "pw-for-tests-1"
+LAPTOP = {"width": 1366, "height": 800}
+TABLET = {"width": 768, "height": 1024}
+
+
+@pytest.fixture(scope="session")
+def chromium_executable() -> str:
+    if not CHROMIUM.exists():
+        env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        try:
+            subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=300, env=env)
+            subprocess.run(
+                ["apt-get", "install", "-y", "chromium"],
+                check=True,
+                capture_output=True,
+                timeout=600,
+                env=env,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            pytest.skip(f"Chromium is not installed and apt-get could not install it: {exc}")
+        if not CHROMIUM.exists():
+            pytest.skip("apt-get ran but /usr/bin/chromium is still missing")
+    return str(CHROMIUM)
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_executable):
+    # Playwright's sync API keeps an asyncio loop on this thread; the test body still uses the ORM
+    # synchronously (factories), which Django would otherwise refuse.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(
+                executable_path=chromium_executable, headless=True, args=CHROMIUM_ARGS
+            )
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+@pytest.fixture
+def open_page(browser, live_server):
+    """``open_page(viewport)`` → a fresh browser context and page on the live server.
+
+    Script errors and console errors other than the expected HTTP status of a page (a CSP
+    violation is one) are collected on ``page.errors``.
+    """
+    contexts = []
+
+    def make(viewport=LAPTOP):
+        context = browser.new_context(base_url=live_server.url, viewport=viewport)
+        context.set_default_timeout(10_000)
+        contexts.append(context)
+        page = context.new_page()
+        page.errors = []
+        page.on("console", lambda msg: _console_error(page, msg))
+        page.on("pageerror", lambda exc: page.errors.append(str(exc)))
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def _console_error(page, msg) -> None:
+    # A 404 page is answered with status 404 on purpose; Chromium logs that as "Failed to load resource".
+    if msg.type == "error" and not msg.text.startswith("Failed to load resource"):
+        page.errors.append(msg.text)
+
+
+def shot(page, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def sign_in(page, username: str) -> None:
+    page.goto("/console/")
+    page.wait_for_url(re.compile(r"/console/login/"))
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("button:has-text('Sign in')")
+    page.wait_for_url(re.compile(r"/console/c/[^/]+/$"))
+
+
+def test_staff_sees_their_clinic_and_audit_log_but_not_another_clinic(
+    open_page, staff, clinic, other_tenant_clinic, settings
+):
+    settings.CONSOLE_AUDIT_PAGE_SIZE = 5
+    make_audit(clinic, 8)
+    make_audit(other_tenant_clinic, 2, action="foreign.secret")
+    page = open_page()
+    shot_prefix = "staff"
+
+    page.goto("/console/login/")
+    shot(page, f"{shot_prefix}-1-login")
+    sign_in(page, staff.username)
+    assert page.url.endswith(f"/console/c/{clinic.ref}/")
+    sync_api.expect(page.locator("h1")).to_have_text("Gangnam Clinic")
+    shot(page, f"{shot_prefix}-2-clinic-home")
+
+    page.click("nav.sections >> text=Audit log")
+    page.wait_for_url(re.compile(r"/audit/$"))
+    rows = page.locator("#audit-rows tr[data-ref]")
+    sync_api.expect(rows).to_have_count(5)
+    # htmx (under the CSP) appends the next keyset page in place and shows the end-of-log toast.
+    page.click("text=Load more")
+    sync_api.expect(rows).to_have_count(8)
+    sync_api.expect(page.get_by_test_id("toast")).to_contain_text("oldest entry")
+    sync_api.expect(page.locator("text=Load more")).to_have_count(0)
+    assert "foreign.secret" not in page.content()
+    shot(page, f"{shot_prefix}-3-audit-log")
+
+    # The htmx filter swaps only the results and pushes the URL.
+    page.fill("#id_action", "nothing.matches")
+    page.click("button:has-text('Filter')")
+    sync_api.expect(page.locator("#audit-results")).to_contain_text("No audit entries for this action")
+    assert "action=nothing.matches" in page.url
+
+    response = page.goto(f"/console/c/{other_tenant_clinic.ref}/")
+    assert response.status == 404
+    sync_api.expect(page.locator("h1")).to_have_text("Not found")
+    assert "Elsewhere Clinic" not in page.content()
+    shot(page, f"{shot_prefix}-4-other-clinic-404")
+    assert page.errors == []  # no CSP violations, no script errors
+
+    page.click("button:has-text('Sign out')")
+    page.wait_for_url(re.compile(r"/console/login/$"))
+
+
+def test_outsider_sees_none_of_the_clinic(open_page, outsider, clinic, other_tenant_clinic):
+    make_audit(clinic, 3)
+    page = open_page()
+    sign_in(page, outsider.username)
+    assert page.url.endswith(f"/console/c/{other_tenant_clinic.ref}/")
+    for path in (f"/console/c/{clinic.ref}/", f"/console/c/{clinic.ref}/audit/"):
+        response = page.goto(path)
+        assert response.status == 404
+        assert "Gangnam Clinic" not in page.content() and clinic.ref not in page.content()
+    shot(page, "outsider-404")
+    assert page.errors == []
+
+
+def test_switcher_lists_only_the_users_clinics(open_page, staff, clinic, second_clinic, other_tenant_clinic):
+    page = open_page(TABLET)
+    sign_in(page, staff.username)
+    page.click("[data-testid=clinic-switcher] summary")
+    options = page.locator("[data-testid=clinic-switcher] li a")
+    sync_api.expect(options).to_have_text(["Bundang Clinic", "Gangnam Clinic"])
+    shot(page, "switcher-tablet")
+    page.click("[data-testid=clinic-switcher] li a >> text=Bundang Clinic")
+    page.wait_for_url(re.compile(rf"/console/c/{second_clinic.ref}/$"))
+    sync_api.expect(page.locator("h1")).to_have_text("Bundang Clinic")
+    # A tablet-width page does not scroll sideways: the layout fits.
+    assert page.evaluate("document.documentElement.scrollWidth") <= TABLET["width"]
+    assert page.errors == []
