@@ -162,6 +162,8 @@ CELERY_BEAT_SCHEDULE: dict = {
     "deliver-outbox": {"task": "common.tasks.deliver_outbox", "schedule": 10.0},
     "reclaim-outbox": {"task": "common.tasks.reclaim_outbox", "schedule": 60.0},
 }
+# With no FeatureFlag row a feature takes this default; `feature_set` writes the row.
+FEATURE_DEFAULTS = {"waitlist": env.bool("WAITLIST_ENABLED_BY_DEFAULT", default=True)}
 OUTBOX_MAX_ATTEMPTS = env.int("OUTBOX_MAX_ATTEMPTS", default=6)
 OUTBOX_BACKOFF_SECONDS = env.int("OUTBOX_BACKOFF_SECONDS", default=30)
 NOTIFY_DEFAULT_PROVIDER = env("NOTIFY_DEFAULT_PROVIDER", default="console")

@@ -58,3 +58,13 @@ class CapacityAllocationAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+@admin.register(models.FeatureFlag)
+class FeatureFlagAdmin(admin.ModelAdmin):
+    """Read-only here: flags change through `feature_set` so each change is audited."""
+
+    list_display = ("name", "enabled", "all_tenants", "version", "updated_at")
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -284,3 +284,34 @@ class CapacityAllocation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.kind} {self.period}"
+
+
+class FeatureFlag(models.Model):
+    """A rollout switch: global on/off, a tenant allowlist, and per-clinic overrides.
+
+    A feature is on for a clinic when the flag is enabled, the clinic's tenant group is allowed
+    (or every tenant is), and the clinic has not been switched off.
+    """
+
+    name = models.CharField(max_length=60, unique=True)
+    enabled = models.BooleanField(default=False)
+    all_tenants = models.BooleanField(default=False)
+    tenant_allowlist = models.ManyToManyField(TenantGroup, blank=True, related_name="+")
+    version = models.PositiveIntegerField(default=1)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ClinicFeatureSwitch(models.Model):
+    flag = models.ForeignKey(FeatureFlag, on_delete=models.CASCADE, related_name="clinic_switches")
+    clinic = models.ForeignKey(Clinic, on_delete=models.CASCADE, related_name="feature_switches")
+    enabled = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["flag", "clinic"], name="feature_switch_once_per_clinic")]
+
+    def __str__(self) -> str:
+        return f"{self.flag_id}@{self.clinic_id}={self.enabled}"

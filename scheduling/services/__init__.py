@@ -6,6 +6,7 @@ from .appointments import (
     appointment_move,
     appointment_set_status,
 )
+from .features import feature_enabled, feature_set
 from .holds import hold_accept, hold_book, hold_place, hold_release
 from .patients import patient_create
 from .roles import clinic_grant_role, clinic_revoke_role
@@ -17,6 +18,8 @@ __all__ = [
     "appointment_set_status",
     "clinic_grant_role",
     "clinic_revoke_role",
+    "feature_enabled",
+    "feature_set",
     "hold_accept",
     "hold_book",
     "hold_place",
