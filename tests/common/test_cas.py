@@ -1,0 +1,40 @@
+"""Compare-and-set on a stale in-memory copy: the write is refused and the row is untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from common.cas import cas_update, check_transition
+from common.errors import Conflict, VersionConflict
+from scheduling.models import APPOINTMENT_TRANSITIONS, Appointment
+from tests import factories as f
+
+
+def test_a_stale_copy_cannot_overwrite_a_newer_row(db):
+    fresh = f.AppointmentFactory(status="PROPOSED")
+    stale = Appointment.objects.get(pk=fresh.pk)
+    cas_update(fresh, expected_status="PROPOSED", status="HELD")
+    with pytest.raises(VersionConflict):
+        cas_update(stale, expected_status="PROPOSED", status="CANCELLED")
+    row = Appointment.objects.get(pk=fresh.pk)
+    assert (row.status, row.version) == ("HELD", 2)
+
+
+def test_a_matching_version_in_the_wrong_state_is_a_state_conflict(db):
+    appointment = f.AppointmentFactory(status="CONFIRMED")
+    with pytest.raises(Conflict) as info:
+        cas_update(appointment, expected_status="PROPOSED", status="HELD")
+    assert info.value.code == "STATE_CONFLICT"
+    assert Appointment.objects.get(pk=appointment.pk).version == 1
+
+
+def test_a_successful_cas_bumps_the_version_in_place(db):
+    appointment = f.AppointmentFactory(status="PROPOSED")
+    cas_update(appointment, expected_status="PROPOSED", status="HELD")
+    assert appointment.version == 2 and appointment.status == "HELD"
+
+
+def test_transitions_not_listed_are_refused():
+    with pytest.raises(Conflict) as info:
+        check_transition(APPOINTMENT_TRANSITIONS, "CONFIRMED", "HELD", code="APPOINTMENT_TRANSITION_INVALID")
+    assert info.value.code == "APPOINTMENT_TRANSITION_INVALID"
