@@ -25,6 +25,12 @@ def queued_dispatches(monkeypatch):
 
 
 @pytest.fixture
+def on_commit(django_capture_on_commit_callbacks):
+    """``with on_commit(execute=True):`` runs what the block queued for after commit."""
+    return django_capture_on_commit_callbacks
+
+
+@pytest.fixture
 def world(db):
     return make_world()
 
