@@ -8,7 +8,7 @@ Order: ``slot_fit DESC, priority_rank DESC, waiting_since ASC, entry_id ASC`` wh
 * ``slot_fit`` = 1 when the entry asked for the vacancy's practitioner by name, 0 when it accepts
   any practitioner (entries that asked for another practitioner are not eligible at all).
   Each slot_fit tier is one equality range of the ``wl_entry_match`` index
-  (``practitioner_id = X`` or ``practitioner_id IS NULL``), so tiers are read one after another.
+  (``practitioner_key = X``, or ``= 0`` for "any"), so tiers are read one after another.
 * inside a tier the index order is ``(priority_key, waiting_since, id)`` with
   ``priority_key = -priority_rank``: one ascending row comparison ``(…) > (last row)`` seeks
   straight to the next page, so a page costs O(log n + page) in the size of the waitlist.
@@ -52,7 +52,7 @@ ORDER BY e.priority_key, e.waiting_since, e.id
 LIMIT %(limit)s
 """
 
-_TIERS = ((1, "e.practitioner_id = %(practitioner)s"), (0, "e.practitioner_id IS NULL"))
+_TIERS = ((1, "e.practitioner_key = %(practitioner)s"), (0, "e.practitioner_key = 0"))
 _START = (-(2**31), datetime(1, 1, 2, tzinfo=UTC), 0)
 
 

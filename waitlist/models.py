@@ -13,7 +13,8 @@ import json
 
 from django.core.validators import MinValueValidator
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
 
 from common.refs import RefField
 
@@ -197,6 +198,13 @@ class WaitlistEntry(models.Model):
     practitioner = models.ForeignKey(
         "scheduling.Practitioner", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
+    # 0 for "any practitioner": an equality (unlike IS NULL) lets the planner read the matcher's
+    # index in order for both slot_fit tiers, with no Sort node.
+    practitioner_key = models.GeneratedField(
+        expression=Coalesce(F("practitioner"), Value(0)),
+        output_field=models.BigIntegerField(),
+        db_persist=True,
+    )
     resource_kind = models.CharField(
         max_length=40, blank=True, default="", help_text="needed resource kind; empty = no need"
     )
@@ -222,10 +230,11 @@ class WaitlistEntry(models.Model):
             models.CheckConstraint(condition=Q(latest__gt=F("earliest")), name="wl_entry_window_positive"),
         ]
         indexes = [
-            # The matcher's index: equality on (clinic, treatment, practitioner) selects one slot_fit
-            # tier (practitioner = vacancy's, or IS NULL), then the keyset order is the index order.
+            # The matcher's index: equality on (clinic, treatment, practitioner_key) selects one
+            # slot_fit tier (the vacancy's practitioner, or 0 = any), then the keyset order is the
+            # index order.
             models.Index(
-                fields=["clinic", "treatment", "practitioner", "priority_key", "waiting_since", "id"],
+                fields=["clinic", "treatment", "practitioner_key", "priority_key", "waiting_since", "id"],
                 name="wl_entry_match",
                 condition=Q(status="WAITING"),
             ),
