@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from common.timefmt import iso_in_zone
@@ -27,6 +28,7 @@ class RefOf(ClinicRefField):
         return super().to_internal_value(data)
 
 
+@extend_schema_field({"type": "string", "description": "YYYY-MM-DD (clinic zone) or ISO 8601 with offset"})
 class WindowBound(serializers.Field):
     """An aware datetime, or a date read in the clinic's zone: ``start`` → 00:00, ``end`` → 24:00."""
 
