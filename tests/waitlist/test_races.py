@@ -111,3 +111,23 @@ def test_claim_racing_expiry_leaves_one_consistent_outcome(world, frozen_clock):
     assert offer.status == OfferStatus.EXPIRED and offer.hold.status == HoldStatus.RELEASED
     assert offer.entry.status == EntryStatus.WAITING
     assert OfferEvent.objects.filter(to_status=OfferStatus.EXPIRED).count() == 1
+
+
+def test_two_vacancies_racing_for_one_entry_offer_it_once(world):
+    top = world.waiting(priority_rank=9)
+    runner_up = world.waiting(priority_rank=1)
+    vacancies = [open_vacancy(world)]
+    appointment = world.confirmed(seoul(4, 10))
+    vacancies.append(
+        services.appointment_cancel_with_vacancy(
+            clinic=world.clinic, appointment_ref=appointment.ref, reason="x"
+        )[1]
+    )
+
+    results = race(
+        lambda i: services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancies[i % 2].ref), 8
+    )
+    assert all(getattr(r, "outcome", None) in ("OFFERED", "ALREADY_OFFERED") for r in results), results
+    offers = Offer.objects.filter(status=OfferStatus.OFFERED)
+    assert offers.count() == 2
+    assert sorted(o.entry_id for o in offers) == sorted([top.pk, runner_up.pk])  # never the same entry twice
