@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
@@ -74,7 +74,6 @@ class MatchStats:
     candidates: int = 0
     exhausted: bool = False  # True when every eligible entry was seen (not cut by a budget)
     budget_hit: str = ""
-    queries: list[str] = field(default_factory=list)
 
 
 def page_sql(slot_fit: int) -> str:
