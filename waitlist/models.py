@@ -1,1 +1,393 @@
-"""waitlist models."""
+"""Waitlist rows: entries, vacancies, offers (with their append-only event log), claim receipts,
+the versioned clinic policy and the booking-reliability decisions read as input.
+
+Every row carries its clinic (and tenant group) so the schema can be distributed by clinic.
+State-bearing rows (entry, vacancy, offer) change only through ``common.cas.cas_update`` in
+``waitlist.services``; the lock order is vacancy → offer → hold/allocation → entry → appointment.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import F, Q, Value
+from django.db.models.functions import Coalesce
+
+from common.refs import RefField
+
+
+class EntryStatus(models.TextChoices):
+    WAITING = "WAITING"
+    OFFERED = "OFFERED"
+    ACCEPTED = "ACCEPTED"
+    BOOKED = "BOOKED"
+    WITHDRAWN = "WITHDRAWN"
+
+
+ENTRY_TRANSITIONS: dict[str, set[str]] = {
+    EntryStatus.WAITING: {EntryStatus.OFFERED, EntryStatus.WITHDRAWN},
+    # Back to WAITING when the offer is declined, expires or is withdrawn by staff.
+    EntryStatus.OFFERED: {EntryStatus.ACCEPTED, EntryStatus.WAITING, EntryStatus.WITHDRAWN},
+    EntryStatus.ACCEPTED: {EntryStatus.BOOKED, EntryStatus.WAITING, EntryStatus.WITHDRAWN},
+    EntryStatus.BOOKED: set(),
+    EntryStatus.WITHDRAWN: set(),
+}
+
+
+class OfferStatus(models.TextChoices):
+    OFFERED = "OFFERED"
+    ACCEPTED = "ACCEPTED"
+    DECLINED = "DECLINED"
+    EXPIRED = "EXPIRED"
+    WITHDRAWN = "WITHDRAWN"
+
+
+OFFER_TRANSITIONS: dict[str, set[str]] = {
+    OfferStatus.OFFERED: {
+        OfferStatus.ACCEPTED,
+        OfferStatus.DECLINED,
+        OfferStatus.EXPIRED,
+        OfferStatus.WITHDRAWN,
+    },
+    # ACCEPTED stays ACCEPTED after booking (the hold is CONSUMED, the entry BOOKED).
+    OfferStatus.ACCEPTED: {OfferStatus.WITHDRAWN},
+    OfferStatus.DECLINED: set(),
+    OfferStatus.EXPIRED: set(),
+    OfferStatus.WITHDRAWN: set(),
+}
+ACTIVE_OFFER_STATUSES = (OfferStatus.OFFERED, OfferStatus.ACCEPTED)
+
+
+class VacancyStatus(models.TextChoices):
+    OPEN = "OPEN"
+    REVIEW = "REVIEW"  # a STALE/UNAVAILABLE decision stopped automatic promotion: staff decide
+    FILLED = "FILLED"
+    CLOSED = "CLOSED"
+
+
+VACANCY_TRANSITIONS: dict[str, set[str]] = {
+    VacancyStatus.OPEN: {VacancyStatus.REVIEW, VacancyStatus.FILLED, VacancyStatus.CLOSED},
+    VacancyStatus.REVIEW: {VacancyStatus.OPEN, VacancyStatus.FILLED, VacancyStatus.CLOSED},
+    VacancyStatus.FILLED: set(),
+    VacancyStatus.CLOSED: set(),
+}
+DISPATCHABLE_VACANCY_STATUSES = (VacancyStatus.OPEN, VacancyStatus.REVIEW)
+
+
+class NonFreshAction(models.TextChoices):
+    """What dispatch does when the best candidate's decision is STALE or UNAVAILABLE."""
+
+    STAFF_REVIEW = "STAFF_REVIEW"
+    FRESH_READ = "FRESH_READ"
+    NEXT_CANDIDATE = "NEXT_CANDIDATE"
+
+
+class WaitlistPolicy(models.Model):
+    """One version of a clinic's waitlist rules. A change is a new row (version + 1), never an edit;
+    each offer records the version and a digest of the fields it was made under."""
+
+    ref = RefField(prefix="wlp")
+    clinic = models.ForeignKey(
+        "scheduling.Clinic", on_delete=models.PROTECT, related_name="waitlist_policies"
+    )
+    version = models.PositiveIntegerField()
+    hold_minutes = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    min_lead_minutes = models.PositiveIntegerField()
+    stale_action = models.CharField(
+        max_length=16, choices=NonFreshAction.choices, default=NonFreshAction.STAFF_REVIEW
+    )
+    unavailable_action = models.CharField(
+        max_length=16, choices=NonFreshAction.choices, default=NonFreshAction.STAFF_REVIEW
+    )
+    page_size = models.PositiveIntegerField(default=50, validators=[MinValueValidator(1)])
+    max_candidates = models.PositiveIntegerField(default=500, validators=[MinValueValidator(1)])
+    max_pages = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
+    time_budget_ms = models.PositiveIntegerField(default=2000, validators=[MinValueValidator(1)])
+    decline_suppression_hours = models.PositiveIntegerField(
+        default=72, help_text="after a decline the entry gets no offer for this long"
+    )
+    weekly_offer_cap = models.PositiveIntegerField(
+        null=True, blank=True, default=3, help_text="offers per patient in any 7 days; empty = no cap"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    DIGEST_FIELDS = (
+        "version",
+        "hold_minutes",
+        "min_lead_minutes",
+        "stale_action",
+        "unavailable_action",
+        "page_size",
+        "max_candidates",
+        "max_pages",
+        "time_budget_ms",
+        "decline_suppression_hours",
+        "weekly_offer_cap",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["clinic", "version"], name="wl_policy_unique_clinic_version")
+        ]
+        verbose_name_plural = "waitlist policies"
+
+    def __str__(self) -> str:
+        return f"{self.clinic_id} v{self.version}"
+
+    def digest(self) -> str:
+        canonical = json.dumps({k: getattr(self, k) for k in self.DIGEST_FIELDS}, sort_keys=True)
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+    def action_for(self, decision_status: str) -> str:
+        return self.stale_action if decision_status == DecisionStatus.STALE else self.unavailable_action
+
+
+class DecisionStatus(models.TextChoices):
+    FRESH = "FRESH"
+    STALE = "STALE"
+    UNAVAILABLE = "UNAVAILABLE"
+
+
+class BookingReliabilityDecision(models.Model):
+    """A read-only input from the reliability service: the newest row per patient is current.
+
+    This service never recomputes a decision; it only records what it was given.
+    """
+
+    ref = RefField(prefix="brd")
+    decision_ref = models.CharField(max_length=80, help_text="the provider's id for this decision")
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
+    patient = models.ForeignKey("scheduling.Patient", on_delete=models.PROTECT, related_name="+")
+    status = models.CharField(max_length=12, choices=DecisionStatus.choices)
+    priority_rank = models.IntegerField(default=0)
+    expires_at = models.DateTimeField()
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["clinic", "decision_ref"], name="wl_decision_unique_ref")
+        ]
+        indexes = [
+            # Serves the per-page batch: newest decision of each candidate patient.
+            models.Index(fields=["clinic", "patient", "-received_at", "-id"], name="wl_decision_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return self.decision_ref
+
+
+class WaitlistEntry(models.Model):
+    """A patient waiting for a slot of ``treatment`` (with ``practitioner``, or any if empty).
+
+    ``earliest``/``latest`` are aware instants bounding the acceptable slot: a slot fits when
+    ``earliest <= starts_at`` and ``ends_at <= latest``. Date-only API input is read in the clinic's
+    time zone (earliest = 00:00 of that day, latest = 24:00 of that day).
+    """
+
+    ref = RefField(prefix="wle")
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="waitlist_entries")
+    tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
+    patient = models.ForeignKey(
+        "scheduling.Patient", on_delete=models.PROTECT, related_name="waitlist_entries"
+    )
+    treatment = models.ForeignKey("scheduling.Treatment", on_delete=models.PROTECT, related_name="+")
+    practitioner = models.ForeignKey(
+        "scheduling.Practitioner", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    # 0 for "any practitioner": an equality (unlike IS NULL) lets the planner read the matcher's
+    # index in order for both slot_fit tiers, with no Sort node.
+    practitioner_key = models.GeneratedField(
+        expression=Coalesce(F("practitioner"), Value(0)),
+        output_field=models.BigIntegerField(),
+        db_persist=True,
+    )
+    resource_kind = models.CharField(
+        max_length=40, blank=True, default="", help_text="needed resource kind; empty = no need"
+    )
+    earliest = models.DateTimeField()
+    latest = models.DateTimeField()
+    priority_rank = models.IntegerField(default=0)
+    # Stored negation so the matcher's order (priority DESC, waiting_since ASC, id ASC) is one
+    # ascending row comparison that a btree index can seek to (keyset pagination).
+    priority_key = models.GeneratedField(
+        expression=F("priority_rank") * -1, output_field=models.IntegerField(), db_persist=True
+    )
+    waiting_since = models.DateTimeField()
+    status = models.CharField(max_length=10, choices=EntryStatus.choices, default=EntryStatus.WAITING)
+    version = models.PositiveIntegerField(default=1)
+    suppressed_until = models.DateTimeField(null=True, blank=True)
+    withdraw_reason = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "waitlist entries"
+        constraints = [
+            models.CheckConstraint(condition=Q(latest__gt=F("earliest")), name="wl_entry_window_positive"),
+        ]
+        indexes = [
+            # The matcher's index: equality on (clinic, treatment, practitioner_key) selects one
+            # slot_fit tier (the vacancy's practitioner, or 0 = any), then the keyset order is the
+            # index order.
+            models.Index(
+                fields=["clinic", "treatment", "practitioner_key", "priority_key", "waiting_since", "id"],
+                name="wl_entry_match",
+                condition=Q(status="WAITING"),
+            ),
+            models.Index(fields=["clinic", "patient", "status"], name="wl_entry_patient"),
+        ]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Vacancy(models.Model):
+    """A freed slot looking for a waitlist candidate. ``vacancy_key`` names its origin (one per cancel)."""
+
+    ref = RefField(prefix="vac")
+    vacancy_key = models.CharField(max_length=120)
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="vacancies")
+    tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
+    practitioner = models.ForeignKey("scheduling.Practitioner", on_delete=models.PROTECT, related_name="+")
+    treatment = models.ForeignKey("scheduling.Treatment", on_delete=models.PROTECT, related_name="+")
+    resource = models.ForeignKey(
+        "scheduling.Resource", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    starts_at = models.DateTimeField()
+    ends_at = models.DateTimeField()
+    excluded_patient = models.ForeignKey(
+        "scheduling.Patient", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    source_appointment = models.ForeignKey(
+        "scheduling.Appointment", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    status = models.CharField(max_length=8, choices=VacancyStatus.choices, default=VacancyStatus.OPEN)
+    version = models.PositiveIntegerField(default=1)
+    close_reason = models.CharField(max_length=60, blank=True, default="")
+    review_entry = models.ForeignKey(
+        WaitlistEntry,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="the candidate whose decision sent the vacancy to staff review",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name_plural = "vacancies"
+        constraints = [
+            models.UniqueConstraint(fields=["clinic", "vacancy_key"], name="wl_vacancy_unique_key"),
+            models.CheckConstraint(condition=Q(ends_at__gt=F("starts_at")), name="wl_vacancy_positive"),
+        ]
+        indexes = [models.Index(fields=["clinic", "status", "starts_at"], name="wl_vacancy_status")]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class Offer(models.Model):
+    """One vacancy offered to one entry, backed by a capacity hold while OFFERED or ACCEPTED."""
+
+    ref = RefField(prefix="off")
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
+    vacancy = models.ForeignKey(Vacancy, on_delete=models.PROTECT, related_name="offers")
+    entry = models.ForeignKey(WaitlistEntry, on_delete=models.PROTECT, related_name="offers")
+    patient = models.ForeignKey("scheduling.Patient", on_delete=models.PROTECT, related_name="+")
+    hold = models.OneToOneField("scheduling.CapacityHold", on_delete=models.PROTECT, related_name="offer")
+    status = models.CharField(max_length=10, choices=OfferStatus.choices, default=OfferStatus.OFFERED)
+    version = models.PositiveIntegerField(default=1)
+    expires_at = models.DateTimeField()
+    policy = models.ForeignKey(WaitlistPolicy, on_delete=models.PROTECT, related_name="+")
+    policy_version = models.PositiveIntegerField()
+    policy_digest = models.CharField(max_length=64)
+    decision_ref = models.CharField(max_length=80)
+    decision_status = models.CharField(max_length=12, choices=DecisionStatus.choices)
+    decision_priority_rank = models.IntegerField(default=0)
+    decision_expires_at = models.DateTimeField()
+    slot_fit = models.PositiveSmallIntegerField()
+    correlation_id = models.CharField(max_length=64)
+    reason_code = models.CharField(max_length=60, blank=True, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # Invariant 1: at most one OFFERED/ACCEPTED offer per vacancy.
+            models.UniqueConstraint(
+                fields=["vacancy"],
+                condition=Q(status__in=["OFFERED", "ACCEPTED"]),
+                name="wl_offer_one_active_per_vacancy",
+            ),
+            # An entry is offered a given vacancy at most once (the cascade never comes back to it).
+            models.UniqueConstraint(fields=["vacancy", "entry"], name="wl_offer_once_per_entry"),
+        ]
+        indexes = [
+            models.Index(fields=["clinic", "patient", "created_at"], name="wl_offer_patient_week"),
+            models.Index(fields=["status", "expires_at"], name="wl_offer_due"),
+            models.Index(fields=["entry", "status"], name="wl_offer_entry_status"),
+        ]
+
+    def __str__(self) -> str:
+        return self.ref
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError("The offer event log is append-only.")
+
+    def delete(self):
+        raise TypeError("The offer event log is append-only.")
+
+
+class OfferEvent(models.Model):
+    """One transition of one offer: append-only history (never updated or deleted)."""
+
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    offer = models.ForeignKey(Offer, on_delete=models.PROTECT, related_name="events")
+    from_status = models.CharField(max_length=10, blank=True, default="")
+    to_status = models.CharField(max_length=10)
+    reason_code = models.CharField(max_length=60)
+    actor = models.CharField(max_length=150, help_text="username or 'system:<job>'")
+    correlation_id = models.CharField(max_length=64)
+    detail = models.JSONField(default=dict, blank=True, help_text="refs and codes only")
+    created_at = models.DateTimeField()
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        indexes = [models.Index(fields=["offer", "id"], name="wl_event_offer")]
+
+    def __str__(self) -> str:
+        return f"{self.from_status}→{self.to_status} {self.reason_code}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("The offer event log is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("The offer event log is append-only.")
+
+
+class OfferClaimReceipt(models.Model):
+    """The stored answer of a successful claim, returned again for a double submit."""
+
+    ref = RefField(prefix="clr")
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    offer = models.OneToOneField(Offer, on_delete=models.PROTECT, related_name="claim_receipt")
+    offer_version = models.PositiveIntegerField(help_text="the offer's version after the claim")
+    hold_ref = models.CharField(max_length=40)
+    hold_expires_at = models.DateTimeField()
+    idempotency_key = models.CharField(max_length=200, blank=True, default="")
+    body = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.ref

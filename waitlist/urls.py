@@ -1,3 +1,28 @@
 """API routes of this app, mounted under /api/v1/ by config/urls.py."""
 
-urlpatterns: list = []
+from django.urls import path
+
+from .api import views
+
+C = "clinics/<str:clinic>/"
+
+urlpatterns = [
+    path(
+        C + "appointments/<str:ref>/cancel", views.AppointmentCancelView.as_view(), name="appointment-cancel"
+    ),
+    path(C + "waitlist-entries/", views.EntryCreateView.as_view(), name="waitlist-entry-create"),
+    path(C + "waitlist-entries/<str:ref>", views.EntryDetailView.as_view(), name="waitlist-entry-detail"),
+    path(
+        C + "waitlist-entries/<str:ref>/withdraw",
+        views.EntryWithdrawView.as_view(),
+        name="waitlist-entry-withdraw",
+    ),
+    path(C + "vacancies/<str:ref>", views.VacancyDetailView.as_view(), name="vacancy-detail"),
+    path(C + "vacancies/<str:ref>/dispatch", views.VacancyDispatchView.as_view(), name="vacancy-dispatch"),
+    path(C + "offers/<str:ref>", views.OfferDetailView.as_view(), name="offer-detail"),
+    path(C + "offers/<str:ref>/claim", views.OfferClaimView.as_view(), name="offer-claim"),
+    path(C + "offers/<str:ref>/decline", views.OfferDeclineView.as_view(), name="offer-decline"),
+    path(C + "offers/<str:ref>/withdraw", views.OfferWithdrawView.as_view(), name="offer-withdraw"),
+    path(C + "holds/<str:ref>/book", views.HoldBookView.as_view(), name="hold-book"),
+    path(C + "booking-decisions/", views.DecisionFeedView.as_view(), name="booking-decision-feed"),
+]

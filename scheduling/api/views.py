@@ -13,7 +13,6 @@ from .base import ClinicAPIView
 from .serializers import (
     AppointmentCreateInput,
     PatientCreateInput,
-    ReasonInput,
     appointment_body,
     reference_body,
 )
@@ -80,19 +79,3 @@ class AppointmentDetailView(ClinicAPIView):
     @extend_schema(responses={200: OpenApiResponse(description="appointment")})
     def get(self, request, clinic, ref):
         return Response(appointment_body(selectors.appointment_detail(self.clinic, ref)))
-
-
-class AppointmentCancelView(ClinicAPIView):
-    @extend_schema(request=ReasonInput, responses={200: OpenApiResponse(description="{status, vacancy}")})
-    def post(self, request, clinic, ref):
-        def execute(_receipt):
-            data = self.validated(ReasonInput)
-            appointment = services.appointment_cancel(
-                clinic=self.clinic,
-                appointment_ref=ref,
-                reason=data["reason"],
-                expected_version=data.get("expected_version"),
-            )
-            return 200, {"status": appointment.status, "version": appointment.version, "vacancy": None}
-
-        return self.command("appointment_cancel", execute)

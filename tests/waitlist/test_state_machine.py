@@ -1,0 +1,236 @@
+"""A hypothesis state machine over cancel/dispatch/claim/decline/expire/withdraw/book.
+
+Each example runs inside one transaction that is rolled back at teardown, so examples are
+independent and fast; the invariants are checked against the database after every step.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+from django.db import connection, transaction
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+
+from common.errors import DomainError
+from scheduling.models import (
+    Appointment,
+    AppointmentStatus,
+    CapacityAllocation,
+    CapacityHold,
+    HoldStatus,
+)
+from scheduling.services import appointment_book
+from tests import factories as f
+from tests.conftest import seoul
+from tests.waitlist.factories import NOW, WaitlistEntryFactory, decide
+from waitlist import services
+from waitlist.models import (
+    ACTIVE_OFFER_STATUSES,
+    EntryStatus,
+    Offer,
+    OfferStatus,
+    Vacancy,
+    VacancyStatus,
+    WaitlistEntry,
+)
+
+SLOTS = [seoul(3, 10), seoul(3, 11), seoul(4, 10)]
+SEEN: Counter = Counter()  # which command outcomes the run reached (so it is not vacuous)
+
+
+class WaitlistMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        self._atomic = transaction.atomic()
+        self._atomic.__enter__()
+        self.now = NOW
+
+    @initialize()
+    def world(self):
+        self.clinic = f.ClinicFactory(timezone="Asia/Seoul")
+        self.doctor = f.PractitionerFactory(clinic=self.clinic)
+        self.treatment = f.TreatmentFactory(clinic=self.clinic, duration_minutes=30)
+        self.patients = [f.PatientFactory(clinic=self.clinic) for _ in range(4)]
+        for i, patient in enumerate(self.patients):
+            WaitlistEntryFactory(
+                clinic=self.clinic,
+                patient=patient,
+                treatment=self.treatment,
+                practitioner=self.doctor if i % 2 else None,
+                priority_rank=i % 3,
+                waiting_since=NOW - timedelta(hours=i),
+            )
+            decide(patient)
+        # Start from an interesting state: one slot OFFERED, another ACCEPTED (claim, decline and
+        # book have a target in every example, whichever rules hypothesis enables).
+        for slot in (0, 1):
+            self.cancel(slot, 5)
+            self.dispatch_vacancy(slot)
+        first = Offer.objects.filter(clinic=self.clinic).order_by("pk").first()
+        if first is not None:
+            self._try(services.offer_claim, offer_ref=first.ref, expected_version=first.version)
+
+    def teardown(self):
+        transaction.set_rollback(True)
+        self._atomic.__exit__(None, None, None)
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _pick(self, queryset, index):
+        rows = list(queryset.order_by("pk"))
+        return rows[index % len(rows)] if rows else None
+
+    def _try(self, command, **kwargs):
+        try:
+            result = command(clinic=self.clinic, now=self.now, **kwargs)
+        except DomainError as exc:
+            SEEN[f"{command.__name__}: {exc.code}"] += 1
+            return None
+        SEEN[f"{command.__name__}: {getattr(result, 'outcome', 'ok')}"] += 1
+        return result
+
+    # --- rules -----------------------------------------------------------------------------
+
+    @rule(slot=st.integers(0, len(SLOTS) - 1), who=st.integers(0, 5))
+    def cancel(self, slot, who):
+        patient = self.patients[who] if who < len(self.patients) else f.PatientFactory(clinic=self.clinic)
+        try:
+            appointment = appointment_book(
+                clinic=self.clinic,
+                patient=patient,
+                practitioner=self.doctor,
+                treatment=self.treatment,
+                starts_at=SLOTS[slot],
+                status=AppointmentStatus.CONFIRMED,
+            )
+        except DomainError:
+            return  # the slot is taken (booked, held or offered)
+        self._try(services.appointment_cancel_with_vacancy, appointment_ref=appointment.ref, reason="x")
+
+    @rule(index=st.integers(0, 10))
+    def dispatch_vacancy(self, index):
+        vacancy = self._pick(Vacancy.objects.filter(clinic=self.clinic), index)
+        if vacancy is not None:
+            self._try(services.vacancy_dispatch, vacancy_ref=vacancy.ref)
+
+    @rule(index=st.integers(0, 10), stale=st.booleans())
+    def claim(self, index, stale):
+        offer = self._pick(Offer.objects.filter(clinic=self.clinic), index)
+        if offer is not None:
+            version = offer.version - 1 if stale else offer.version
+            self._try(services.offer_claim, offer_ref=offer.ref, expected_version=max(version, 1))
+
+    @rule(index=st.integers(0, 10))
+    def decline(self, index):
+        offer = self._pick(Offer.objects.filter(clinic=self.clinic), index)
+        if offer is not None:
+            self._try(services.offer_decline, offer_ref=offer.ref)
+
+    @rule(minutes=st.integers(0, 30))
+    def expire(self, minutes):
+        self.now += timedelta(minutes=minutes)
+        SEEN["expired"] += services.offers_expire_due(now=self.now)
+
+    @rule(index=st.integers(0, 10))
+    def withdraw_offer(self, index):
+        offer = self._pick(Offer.objects.filter(clinic=self.clinic), index)
+        if offer is not None:
+            self._try(services.offer_withdraw, offer_ref=offer.ref, actor=None, reason="staff")
+
+    @rule(index=st.integers(0, 10))
+    def withdraw_entry(self, index):
+        entry = self._pick(WaitlistEntry.objects.filter(clinic=self.clinic), index)
+        if entry is not None:
+            self._try(services.entry_withdraw, entry_ref=entry.ref, actor=None, reason="staff")
+
+    @rule(index=st.integers(0, 10))
+    def book(self, index):
+        offer = self._pick(Offer.objects.filter(clinic=self.clinic).select_related("hold"), index)
+        if offer is not None:
+            self._try(services.offer_book, hold_ref=offer.hold.ref)
+
+    # --- invariants ------------------------------------------------------------------------
+
+    @invariant()
+    def at_most_one_active_offer_per_vacancy(self):
+        for vacancy in Vacancy.objects.filter(clinic=self.clinic):
+            assert vacancy.offers.filter(status__in=ACTIVE_OFFER_STATUSES).count() <= 1
+
+    @invariant()
+    def every_active_offer_has_an_active_hold(self):
+        for offer in Offer.objects.filter(clinic=self.clinic).select_related("hold"):
+            hold = offer.hold
+            live = CapacityAllocation.objects.filter(hold=hold, active=True)
+            if offer.status == OfferStatus.OFFERED:
+                assert hold.status == HoldStatus.ACTIVE and live.count() == 1
+            elif offer.status == OfferStatus.ACCEPTED and hold.status == HoldStatus.ACCEPTED:
+                assert live.count() == 1 and live.get().appointment_id is None
+            elif offer.status == OfferStatus.ACCEPTED:
+                # Booked: the hold's allocation moved to the CONFIRMED appointment in place.
+                assert hold.status == HoldStatus.CONSUMED
+                assert hold.appointment.status == AppointmentStatus.CONFIRMED
+                assert live.get().appointment_id == hold.appointment_id
+            else:
+                assert hold.status == HoldStatus.RELEASED and not live.exists()
+
+    @invariant()
+    def no_overlapping_allocations(self):
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM scheduling_capacityallocation a JOIN scheduling_capacityallocation b"
+                " ON a.id < b.id AND a.clinic_id = b.clinic_id AND a.practitioner_id = b.practitioner_id"
+                " AND a.period && b.period WHERE a.active AND b.active AND a.clinic_id = %s",
+                [self.clinic.pk],
+            )
+            assert cursor.fetchone()[0] == 0
+
+    @invariant()
+    def entry_and_offer_states_agree(self):
+        for entry in WaitlistEntry.objects.filter(clinic=self.clinic):
+            active = list(entry.offers.filter(status__in=ACTIVE_OFFER_STATUSES).select_related("hold"))
+            assert len(active) <= 1
+            if entry.status == EntryStatus.OFFERED:
+                assert [o.status for o in active] == [OfferStatus.OFFERED]
+            elif entry.status == EntryStatus.ACCEPTED:
+                assert [(o.status, o.hold.status) for o in active] == [
+                    (OfferStatus.ACCEPTED, HoldStatus.ACCEPTED)
+                ]
+            elif entry.status == EntryStatus.BOOKED:
+                assert [(o.status, o.hold.status) for o in active] == [
+                    (OfferStatus.ACCEPTED, HoldStatus.CONSUMED)
+                ]
+            else:
+                assert active == []
+
+    @invariant()
+    def filled_vacancies_are_booked(self):
+        for vacancy in Vacancy.objects.filter(clinic=self.clinic, status=VacancyStatus.FILLED):
+            offer = vacancy.offers.get(status=OfferStatus.ACCEPTED)
+            assert offer.hold.status == HoldStatus.CONSUMED
+        assert not CapacityHold.objects.filter(
+            clinic=self.clinic, status=HoldStatus.CONSUMED, appointment=None
+        )
+        assert Appointment.objects.filter(
+            clinic=self.clinic, status=AppointmentStatus.CONFIRMED
+        ).count() <= len(SLOTS)
+
+
+@pytest.mark.django_db
+def test_waitlist_state_machine():
+    run_state_machine_as_test(
+        WaitlistMachine,
+        settings=settings(
+            max_examples=30,
+            stateful_step_count=15,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+            database=None,
+        ),
+    )
+    print(sorted(SEEN.items()))
+    for reached in ("vacancy_dispatch: OFFERED", "offer_claim: ok", "offer_book: ok"):
+        assert SEEN[reached], (reached, SEEN)

@@ -1,0 +1,149 @@
+"""Plain input serializers and output shapes for the waitlist API (refs only, times with offset)."""
+
+from __future__ import annotations
+
+from datetime import date, datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from common.timefmt import iso_in_zone
+from scheduling.api.base import ClinicRefField
+from scheduling.models import Patient, Practitioner, Treatment
+
+from ..models import DecisionStatus, Offer, Vacancy, WaitlistEntry
+
+
+class RefOf(ClinicRefField):
+    """``ClinicRefField`` without CharField's max_length validator, which would run on the resolved
+    object (TypeError → 500) in the shared field; the length is checked on the raw ref instead."""
+
+    def __init__(self, model, **kwargs):
+        super().__init__(model, max_length=None, **kwargs)
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and len(data) > 40:
+            self.fail("not_found")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field({"type": "string", "description": "YYYY-MM-DD (clinic zone) or ISO 8601 with offset"})
+class WindowBound(serializers.Field):
+    """An aware datetime, or a date read in the clinic's zone: ``start`` → 00:00, ``end`` → 24:00."""
+
+    default_error_messages = {"invalid": "Give an ISO 8601 date, or a date-time with an offset."}
+
+    def __init__(self, *, end: bool, **kwargs):
+        self.end = end
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data):
+        if not isinstance(data, str):
+            self.fail("invalid")
+        try:
+            if len(data) == 10:
+                day = date.fromisoformat(data)
+                zone = ZoneInfo(self.context["clinic"].timezone)
+                return datetime.combine(day + timedelta(days=1 if self.end else 0), time(0), tzinfo=zone)
+            value = datetime.fromisoformat(data.replace("Z", "+00:00"))
+        except ValueError:
+            self.fail("invalid")
+        if value.utcoffset() is None:
+            self.fail("invalid")
+        return value
+
+    def to_representation(self, value):
+        return value.isoformat()
+
+
+class EntryCreateInput(serializers.Serializer):
+    patient = RefOf(Patient)
+    treatment = RefOf(Treatment)
+    practitioner = RefOf(Practitioner, required=False, allow_null=True, default=None)
+    earliest = WindowBound(end=False)
+    latest = WindowBound(end=True)
+    priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
+    resource_kind = serializers.CharField(required=False, default="", allow_blank=True, max_length=40)
+
+    def to_internal_value(self, data):
+        if isinstance(data, dict) and data.get("practitioner") is None:
+            data = {k: v for k, v in data.items() if k != "practitioner"}
+        return super().to_internal_value(data)
+
+    def validate(self, attrs):
+        if attrs["latest"] <= attrs["earliest"]:
+            raise serializers.ValidationError({"latest": ["Must be after earliest."]})
+        return attrs
+
+
+class ReasonInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=200)
+    expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
+class OptionalReasonInput(serializers.Serializer):
+    reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+    expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
+class ClaimInput(serializers.Serializer):
+    expected_version = serializers.IntegerField(min_value=1)
+
+
+class DecisionInput(serializers.Serializer):
+    patient = RefOf(Patient)
+    decision_ref = serializers.CharField(max_length=80)
+    status = serializers.ChoiceField(choices=DecisionStatus.choices)
+    priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
+    expires_at = serializers.DateTimeField()
+
+    def validate_expires_at(self, value):
+        if value.utcoffset() is None:
+            raise serializers.ValidationError("Give an offset.")
+        return value
+
+
+def entry_body(entry: WaitlistEntry, tz: str) -> dict:
+    return {
+        "ref": entry.ref,
+        "status": entry.status,
+        "version": entry.version,
+        "waiting_since": iso_in_zone(entry.waiting_since, tz),
+        "patient": entry.patient.ref,
+        "treatment": entry.treatment.ref,
+        "practitioner": entry.practitioner.ref if entry.practitioner_id else None,
+        "earliest": iso_in_zone(entry.earliest, tz),
+        "latest": iso_in_zone(entry.latest, tz),
+        "priority_rank": entry.priority_rank,
+        "resource_kind": entry.resource_kind,
+    }
+
+
+def vacancy_body(vacancy: Vacancy, active: Offer | None, tz: str) -> dict:
+    return {
+        "ref": vacancy.ref,
+        "status": vacancy.status,
+        "version": vacancy.version,
+        "active_offer": active.ref if active else None,
+        "starts_at": iso_in_zone(vacancy.starts_at, tz),
+        "ends_at": iso_in_zone(vacancy.ends_at, tz),
+        "practitioner": vacancy.practitioner.ref,
+        "treatment": vacancy.treatment.ref,
+        "resource": vacancy.resource.ref if vacancy.resource_id else None,
+    }
+
+
+def offer_body(offer: Offer, tz: str) -> dict:
+    return {
+        "ref": offer.ref,
+        "status": offer.status,
+        "version": offer.version,
+        "expires_at": iso_in_zone(offer.expires_at, tz),
+        "vacancy": offer.vacancy.ref,
+        "entry": offer.entry.ref,
+        "hold": offer.hold.ref,
+        "hold_status": offer.hold.status,
+        "policy_version": offer.policy_version,
+        "decision_ref": offer.decision_ref,
+    }

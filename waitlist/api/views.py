@@ -1,0 +1,184 @@
+"""Thin DRF views for the waitlist (API.md "Waitlist"): validate, call one service, shape the answer."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.response import Response
+
+from scheduling.api.base import ClinicAPIView
+
+from .. import selectors, services
+from .serializers import (
+    ClaimInput,
+    DecisionInput,
+    EntryCreateInput,
+    OptionalReasonInput,
+    ReasonInput,
+    entry_body,
+    offer_body,
+    vacancy_body,
+)
+
+
+def _ok(description: str):
+    return {200: OpenApiResponse(description=description)}
+
+
+class AppointmentCancelView(ClinicAPIView):
+    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit)."""
+
+    @extend_schema(request=ReasonInput, responses=_ok("{status, version, vacancy}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReasonInput)
+            appointment, vacancy = services.appointment_cancel_with_vacancy(
+                clinic=self.clinic,
+                appointment_ref=ref,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+            )
+            return 200, {
+                "status": appointment.status,
+                "version": appointment.version,
+                "vacancy": vacancy.ref if vacancy else None,
+            }
+
+        return self.command("appointment_cancel", execute)
+
+
+class EntryCreateView(ClinicAPIView):
+    @extend_schema(request=EntryCreateInput, responses={201: OpenApiResponse(description="entry")})
+    def post(self, request, clinic):
+        def execute(_receipt):
+            data = self.validated(EntryCreateInput)
+            entry = services.entry_create(clinic=self.clinic, **data)
+            return 201, entry_body(
+                selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
+            )
+
+        return self.command("entry_create", execute)
+
+
+class EntryDetailView(ClinicAPIView):
+    @extend_schema(responses=_ok("entry"))
+    def get(self, request, clinic, ref):
+        return Response(entry_body(selectors.entry_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
+
+
+class EntryWithdrawView(ClinicAPIView):
+    @extend_schema(request=ReasonInput, responses=_ok("entry"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReasonInput)
+            entry = services.entry_withdraw(
+                clinic=self.clinic,
+                entry_ref=ref,
+                actor=request.user,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+            )
+            return 200, entry_body(
+                selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
+            )
+
+        return self.command("entry_withdraw", execute)
+
+
+class VacancyDetailView(ClinicAPIView):
+    @extend_schema(responses=_ok("{ref, status, active_offer, starts_at, ends_at}"))
+    def get(self, request, clinic, ref):
+        vacancy, active = selectors.vacancy_detail(clinic=self.clinic, ref=ref)
+        return Response(vacancy_body(vacancy, active, self.clinic.timezone))
+
+
+class VacancyDispatchView(ClinicAPIView):
+    """Not (I): safe to repeat and to race; at most one offer results."""
+
+    @extend_schema(request=None, responses=_ok("{outcome, offer}"))
+    def post(self, request, clinic, ref):
+        result = services.vacancy_dispatch(clinic=self.clinic, vacancy_ref=ref, actor=request.user)
+        return Response({"outcome": result.outcome, "offer": result.offer.ref if result.offer else None})
+
+
+class OfferDetailView(ClinicAPIView):
+    @extend_schema(responses=_ok("offer"))
+    def get(self, request, clinic, ref):
+        return Response(offer_body(selectors.offer_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
+
+
+class OfferClaimView(ClinicAPIView):
+    @extend_schema(request=ClaimInput, responses=_ok("{status, hold, hold_expires_at, receipt}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ClaimInput)
+            receipt = services.offer_claim(
+                clinic=self.clinic,
+                offer_ref=ref,
+                expected_version=data["expected_version"],
+                actor=request.user,
+                idempotency_key=request.headers.get("Idempotency-Key"),
+            )
+            return 200, receipt.body
+
+        return self.command("offer_claim", execute)
+
+
+class OfferDeclineView(ClinicAPIView):
+    @extend_schema(request=OptionalReasonInput, responses=_ok("{status}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(OptionalReasonInput)
+            offer = services.offer_decline(
+                clinic=self.clinic,
+                offer_ref=ref,
+                actor=request.user,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+            )
+            return 200, {"status": offer.status, "version": offer.version}
+
+        return self.command("offer_decline", execute)
+
+
+class OfferWithdrawView(ClinicAPIView):
+    @extend_schema(request=ReasonInput, responses=_ok("{status}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReasonInput)
+            offer = services.offer_withdraw(
+                clinic=self.clinic,
+                offer_ref=ref,
+                actor=request.user,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+            )
+            return 200, {"status": offer.status, "version": offer.version}
+
+        return self.command("offer_withdraw", execute)
+
+
+class HoldBookView(ClinicAPIView):
+    @extend_schema(request=None, responses={201: OpenApiResponse(description="{appointment, status}")})
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            appointment, _created = services.offer_book(clinic=self.clinic, hold_ref=ref, actor=request.user)
+            return 201, {"appointment": appointment.ref, "status": appointment.status}
+
+        return self.command("hold_book", execute)
+
+
+class DecisionFeedView(ClinicAPIView):
+    """Feed one booking-reliability decision (read-only input to the matcher)."""
+
+    @extend_schema(request=DecisionInput, responses={201: OpenApiResponse(description="{ref, decision_ref}")})
+    def post(self, request, clinic):
+        def execute(_receipt):
+            data = self.validated(DecisionInput)
+            decision = services.decision_record(clinic=self.clinic, **data)
+            return 201, {
+                "ref": decision.ref,
+                "decision_ref": decision.decision_ref,
+                "status": decision.status,
+            }
+
+        return self.command("decision_record", execute)

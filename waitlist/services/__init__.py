@@ -1,0 +1,25 @@
+"""Waitlist commands: the only writers of waitlist rows. Each opens its own transaction."""
+
+from .booking import offer_book
+from .decisions import decision_record
+from .entries import entry_create, entry_withdraw
+from .offers import offer_claim, offer_decline, offer_expire, offer_withdraw, offers_expire_due
+from .policy import policy_current, policy_publish
+from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
+
+__all__ = [
+    "DispatchResult",
+    "appointment_cancel_with_vacancy",
+    "decision_record",
+    "entry_create",
+    "entry_withdraw",
+    "offer_book",
+    "offer_claim",
+    "offer_decline",
+    "offer_expire",
+    "offer_withdraw",
+    "offers_expire_due",
+    "policy_current",
+    "policy_publish",
+    "vacancy_dispatch",
+]

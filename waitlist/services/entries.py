@@ -1,0 +1,134 @@
+"""Waitlist entry commands."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.db import transaction
+from django.utils import timezone
+
+from common.cas import cas_update
+from common.errors import Conflict, ValidationFailed, VersionConflict
+from common.services import audit_record, new_correlation_id
+from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
+from scheduling.scoping import scoped_get
+from scheduling.services import hold_release
+
+from ..locks import lock_entry, lock_offer_chain
+from ..models import ACTIVE_OFFER_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
+from ._shared import actor_label, event_append, queue_dispatch
+
+
+def entry_create(
+    *,
+    clinic: Clinic,
+    patient: Patient,
+    treatment: Treatment,
+    earliest: datetime,
+    latest: datetime,
+    practitioner: Practitioner | None = None,
+    resource_kind: str = "",
+    priority_rank: int = 0,
+    now: datetime | None = None,
+) -> WaitlistEntry:
+    """Put a patient on the waitlist (WAITING) for a slot inside [earliest, latest]."""
+    wrong = [
+        name
+        for name, obj in (("patient", patient), ("treatment", treatment), ("practitioner", practitioner))
+        if obj is not None and obj.clinic_id != clinic.pk
+    ]
+    if wrong:
+        raise ValidationFailed(fields={name: ["Not found in this clinic."] for name in wrong})
+    if latest <= earliest:
+        raise ValidationFailed(fields={"latest": ["Must be after earliest."]})
+    return WaitlistEntry.objects.create(
+        clinic=clinic,
+        tenant_group_id=clinic.tenant_group_id,
+        patient=patient,
+        treatment=treatment,
+        practitioner=practitioner,
+        resource_kind=resource_kind,
+        earliest=earliest,
+        latest=latest,
+        priority_rank=priority_rank,
+        waiting_since=now or timezone.now(),
+    )
+
+
+def entry_withdraw(
+    *,
+    clinic: Clinic,
+    entry_ref: str,
+    actor,
+    reason: str,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> WaitlistEntry:
+    """Take an entry off the waitlist; an open offer of it is withdrawn and its hold released.
+
+    Withdrawing a WITHDRAWN entry is a no-op; a BOOKED entry is ENTRY_NOT_WITHDRAWABLE.
+    """
+    now = now or timezone.now()
+    correlation_id = correlation_id or new_correlation_id()
+    entry_id = scoped_get(WaitlistEntry, clinic, entry_ref).pk
+    label = actor_label(actor, "entry_withdraw")
+    for _attempt in range(3):
+        with transaction.atomic():
+            offer_id = (
+                Offer.objects.filter(entry_id=entry_id, status__in=ACTIVE_OFFER_STATUSES)
+                .values_list("pk", flat=True)
+                .first()
+            )
+            locks = lock_offer_chain(clinic=clinic, offer_id=offer_id) if offer_id else None
+            entry = locks.entry if locks else lock_entry(entry_id)
+            if locks is None and entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
+                continue  # an offer was made between the read and the lock: lock it in order
+            if locks is not None and locks.offer.status not in ACTIVE_OFFER_STATUSES:
+                continue
+            if entry.status == EntryStatus.WITHDRAWN:
+                return entry
+            if entry.status == EntryStatus.BOOKED:
+                raise Conflict("The entry is already booked.", code="ENTRY_NOT_WITHDRAWABLE")
+            if expected_version is not None and entry.version != expected_version:
+                raise VersionConflict("The entry was changed by someone else.")
+            if locks is not None:
+                offer, hold = locks.offer, locks.hold
+                if hold.status == HoldStatus.CONSUMED:
+                    raise Conflict("The offer is already booked.", code="ENTRY_NOT_WITHDRAWABLE")
+                previous = offer.status
+                cas_update(
+                    offer,
+                    expected_status=previous,
+                    status=OfferStatus.WITHDRAWN,
+                    reason_code="ENTRY_WITHDRAWN",
+                )
+                hold_release(hold=hold, reason="ENTRY_WITHDRAWN")
+                event_append(
+                    offer=offer,
+                    from_status=previous,
+                    to_status=OfferStatus.WITHDRAWN,
+                    reason_code="ENTRY_WITHDRAWN",
+                    actor=label,
+                    correlation_id=correlation_id,
+                    now=now,
+                )
+                queue_dispatch(offer.vacancy_id)
+            cas_update(
+                entry,
+                expected_status=entry.status,
+                status=EntryStatus.WITHDRAWN,
+                withdraw_reason=reason[:200],
+            )
+            audit_record(
+                actor=actor,
+                action="waitlist.entry_withdraw",
+                clinic=clinic,
+                target_ref=entry.ref,
+                reason=reason,
+                correlation_id=correlation_id,
+                result={"status": entry.status, "version": entry.version},
+                system_label="entry_withdraw",
+            )
+            return entry
+    raise VersionConflict("The entry keeps changing; try again.")

@@ -1,0 +1,316 @@
+"""Offer commands: claim, decline, expire, withdraw. Each locks vacancy → offer → hold → entry."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from common.cas import cas_update
+from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
+from common.refs import new_ref
+from common.services import audit_record, new_correlation_id
+from common.timefmt import iso_in_zone
+from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
+from scheduling.services import hold_accept, hold_release
+
+from ..decisions import Decision
+from ..locks import OfferLocks, lock_offer_chain
+from ..models import (
+    ACTIVE_OFFER_STATUSES,
+    DISPATCHABLE_VACANCY_STATUSES,
+    BookingReliabilityDecision,
+    DecisionStatus,
+    EntryStatus,
+    Offer,
+    OfferClaimReceipt,
+    OfferStatus,
+)
+from ._shared import actor_label, event_append, queue_dispatch
+from .policy import policy_current
+
+logger = logging.getLogger("waitlist")
+
+
+def _is_expired(offer: Offer, now: datetime) -> bool:
+    """Expiry is inclusive: at ``expires_at`` the offer is already expired."""
+    return offer.status == OfferStatus.EXPIRED or (
+        offer.status == OfferStatus.OFFERED and now >= offer.expires_at
+    )
+
+
+def _owner_check(locks: OfferLocks, patient: Patient | None) -> None:
+    # A claim on the patient's behalf names the patient; someone else's offer looks missing.
+    if patient is not None and locks.offer.patient_id != patient.pk:
+        raise NotFound()
+
+
+def _decision_status(offer: Offer, now: datetime) -> str:
+    """The offer's decision, unless a newer one was recorded since (then that one counts)."""
+    latest = (
+        BookingReliabilityDecision.objects.filter(clinic_id=offer.clinic_id, patient_id=offer.patient_id)
+        .order_by("-received_at", "-id")
+        .first()
+    )
+    if latest is not None and latest.decision_ref != offer.decision_ref:
+        return Decision(
+            latest.decision_ref, latest.status, latest.priority_rank, latest.expires_at
+        ).effective_status(now)
+    return Decision(offer.decision_ref, offer.decision_status, 0, offer.decision_expires_at).effective_status(
+        now
+    )
+
+
+def offer_claim(
+    *,
+    clinic: Clinic,
+    offer_ref: str,
+    expected_version: int,
+    actor=None,
+    patient: Patient | None = None,
+    idempotency_key: str | None = None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> OfferClaimReceipt:
+    """OFFERED → ACCEPTED with the hold ACTIVE → ACCEPTED; returns the stored claim receipt.
+
+    ACCEPTED is not CONFIRMED: the receipt names the hold and its expiry for the booking command.
+    A repeat of a successful claim (expected_version + 1 == version, no Idempotency-Key or the
+    same one) returns the same receipt. Refusals: OFFER_EXPIRED, OFFER_NOT_CLAIMABLE,
+    VERSION_CONFLICT, DECISION_STALE, SLOT_OCCUPIED; a foreign or unknown ref is NOT_FOUND.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
+        _owner_check(locks, patient)
+        offer, hold, entry, vacancy = locks.offer, locks.hold, locks.entry, locks.vacancy
+        if offer.status == OfferStatus.ACCEPTED and expected_version + 1 == offer.version:
+            receipt = OfferClaimReceipt.objects.filter(offer=offer).first()
+            if receipt is not None and (
+                idempotency_key is None or idempotency_key == receipt.idempotency_key
+            ):
+                return receipt
+        if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
+            raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
+        if offer.status != OfferStatus.OFFERED:
+            raise Conflict(f"The offer is {offer.status}.", code="OFFER_NOT_CLAIMABLE")
+        if offer.version != expected_version:
+            raise VersionConflict("The offer was changed; reload it.")
+        if (
+            entry.status != EntryStatus.OFFERED
+            or entry.patient_id != offer.patient_id
+            or hold.patient_id != offer.patient_id
+        ):
+            raise Conflict("The offer no longer belongs to this entry.", code="OFFER_NOT_CLAIMABLE")
+        if _decision_status(offer, now) != DecisionStatus.FRESH:
+            raise Conflict("The booking decision behind this offer is stale.", code="DECISION_STALE")
+        if (
+            hold.status != HoldStatus.ACTIVE
+            or not CapacityAllocation.objects.filter(hold=hold, active=True).exists()
+        ):
+            raise SlotOccupied("The slot is no longer reserved for this offer.")
+        cas_update(
+            offer,
+            expected_status=OfferStatus.OFFERED,
+            expected_version=expected_version,
+            status=OfferStatus.ACCEPTED,
+        )
+        hold_expires_at = min(now + timedelta(minutes=offer.policy.hold_minutes), vacancy.starts_at)
+        hold_accept(hold=hold, expires_at=hold_expires_at)
+        cas_update(entry, expected_status=EntryStatus.OFFERED, status=EntryStatus.ACCEPTED)
+        event_append(
+            offer=offer,
+            from_status=OfferStatus.OFFERED,
+            to_status=OfferStatus.ACCEPTED,
+            reason_code="CLAIMED",
+            actor=actor_label(actor, "claim"),
+            correlation_id=correlation_id,
+            now=now,
+            detail={"hold": hold.ref},
+        )
+        receipt_ref = new_ref("clr")
+        body = {
+            "status": OfferStatus.ACCEPTED.value,
+            "offer": offer.ref,
+            "version": offer.version,
+            "hold": hold.ref,
+            "hold_expires_at": iso_in_zone(hold_expires_at, clinic.timezone),
+            "receipt": receipt_ref,
+        }
+        return OfferClaimReceipt.objects.create(
+            ref=receipt_ref,
+            clinic=clinic,
+            offer=offer,
+            offer_version=offer.version,
+            hold_ref=hold.ref,
+            hold_expires_at=hold_expires_at,
+            idempotency_key=idempotency_key or "",
+            body=body,
+        )
+
+
+def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:
+    entry = locks.entry
+    if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
+        changes = {"status": EntryStatus.WAITING}
+        if suppressed_until is not None:
+            changes["suppressed_until"] = suppressed_until
+        cas_update(entry, expected_status=entry.status, **changes)
+
+
+def _close_offer(
+    locks: OfferLocks,
+    *,
+    to_status: str,
+    reason_code: str,
+    actor: str,
+    correlation_id: str,
+    now: datetime,
+    suppressed_until: datetime | None = None,
+) -> Offer:
+    """The shared tail of decline/expire/withdraw: offer CAS, hold released, entry back to WAITING,
+    one event, and the cascade to the next candidate queued for after commit."""
+    offer = locks.offer
+    previous = offer.status
+    cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code)
+    hold_release(hold=locks.hold, reason=reason_code)
+    _reopen_entry(locks, suppressed_until=suppressed_until)
+    event_append(
+        offer=offer,
+        from_status=previous,
+        to_status=to_status,
+        reason_code=reason_code,
+        actor=actor,
+        correlation_id=correlation_id,
+        now=now,
+    )
+    if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
+        queue_dispatch(locks.vacancy.pk)
+    return offer
+
+
+def offer_decline(
+    *,
+    clinic: Clinic,
+    offer_ref: str,
+    actor=None,
+    reason: str = "",
+    expected_version: int | None = None,
+    patient: Patient | None = None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> Offer:
+    """OFFERED → DECLINED: release the hold, suppress the entry for the policy's hours, cascade.
+
+    Declining a DECLINED offer again is a no-op.
+    """
+    now = now or timezone.now()
+    with transaction.atomic():
+        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
+        _owner_check(locks, patient)
+        offer = locks.offer
+        if offer.status == OfferStatus.DECLINED:
+            return offer
+        if _is_expired(offer, now):
+            raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
+        if offer.status != OfferStatus.OFFERED:
+            raise Conflict(f"The offer is {offer.status}.", code="OFFER_NOT_DECLINABLE")
+        if expected_version is not None and offer.version != expected_version:
+            raise VersionConflict("The offer was changed; reload it.")
+        policy = policy_current(clinic=clinic)
+        return _close_offer(
+            locks,
+            to_status=OfferStatus.DECLINED,
+            reason_code="DECLINED",
+            actor=actor_label(actor, "decline"),
+            correlation_id=correlation_id,
+            now=now,
+            suppressed_until=now + timedelta(hours=policy.decline_suppression_hours),
+        )
+
+
+def offer_expire(
+    *, clinic: Clinic, offer_ref: str, now: datetime | None = None, correlation_id: str = ""
+) -> Offer:
+    """OFFERED → EXPIRED once ``now >= expires_at``; anything else already closed is a no-op."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
+        offer = locks.offer
+        if offer.status != OfferStatus.OFFERED:
+            return offer
+        if now < offer.expires_at:
+            raise Conflict("The offer has not expired yet.", code="OFFER_NOT_DUE")
+        return _close_offer(
+            locks,
+            to_status=OfferStatus.EXPIRED,
+            reason_code="EXPIRED",
+            actor="system:expire",
+            correlation_id=correlation_id,
+            now=now,
+        )
+
+
+def offers_expire_due(*, now: datetime | None = None, limit: int = 100) -> int:
+    """Expire up to ``limit`` due offers, oldest first, each in its own transaction. Returns how many."""
+    now = now or timezone.now()
+    due = list(
+        Offer.objects.filter(status=OfferStatus.OFFERED, expires_at__lte=now)
+        .select_related("clinic")
+        .order_by("expires_at", "id")[:limit]
+    )
+    expired = 0
+    for offer in due:
+        try:
+            if offer_expire(clinic=offer.clinic, offer_ref=offer.ref, now=now).status == OfferStatus.EXPIRED:
+                expired += 1
+        except DomainError as exc:  # another worker got there first, or it changed: skip it
+            logger.info("offer %s not expired: %s", offer.ref, exc.code)
+    return expired
+
+
+def offer_withdraw(
+    *,
+    clinic: Clinic,
+    offer_ref: str,
+    actor,
+    reason: str,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> Offer:
+    """Staff take back an OFFERED or ACCEPTED (not yet booked) offer: hold released, entry waits again."""
+    now = now or timezone.now()
+    correlation_id = correlation_id or new_correlation_id()
+    with transaction.atomic():
+        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
+        offer = locks.offer
+        if offer.status == OfferStatus.WITHDRAWN:
+            return offer
+        if offer.status not in ACTIVE_OFFER_STATUSES or locks.hold.status == HoldStatus.CONSUMED:
+            raise Conflict(
+                f"The offer is {offer.status} and cannot be withdrawn.", code="OFFER_NOT_WITHDRAWABLE"
+            )
+        if expected_version is not None and offer.version != expected_version:
+            raise VersionConflict("The offer was changed; reload it.")
+        offer = _close_offer(
+            locks,
+            to_status=OfferStatus.WITHDRAWN,
+            reason_code="STAFF_WITHDRAWN",
+            actor=actor_label(actor, "withdraw"),
+            correlation_id=correlation_id,
+            now=now,
+        )
+        audit_record(
+            actor=actor,
+            action="waitlist.offer_withdraw",
+            clinic=clinic,
+            target_ref=offer.ref,
+            reason=reason,
+            correlation_id=correlation_id,
+            result={"status": offer.status, "version": offer.version},
+            system_label="withdraw",
+        )
+        return offer

@@ -1,0 +1,341 @@
+"""Opening a vacancy when a CONFIRMED appointment is cancelled, and dispatching it to one candidate."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from common.cas import cas_update
+from common.errors import NotFound, SlotOccupied
+from common.services import audit_record, new_correlation_id, outbox_enqueue
+from scheduling import services as scheduling
+from scheduling.models import Appointment, AppointmentStatus, Clinic, Patient
+
+from .. import matcher
+from ..decisions import Decision, get_decision_provider
+from ..locks import lock_entry, lock_vacancy
+from ..models import (
+    ACTIVE_OFFER_STATUSES,
+    DISPATCHABLE_VACANCY_STATUSES,
+    DecisionStatus,
+    EntryStatus,
+    NonFreshAction,
+    Offer,
+    OfferStatus,
+    Vacancy,
+    VacancyStatus,
+    WaitlistPolicy,
+)
+from ._shared import actor_label, event_append, queue_dispatch
+from .policy import policy_current
+
+logger = logging.getLogger("waitlist")
+
+OFFER_TOPIC = "waitlist.offer_made"
+OFFER_TEMPLATE = "waitlist_offer"
+
+
+def appointment_cancel_with_vacancy(
+    *,
+    clinic: Clinic,
+    appointment_ref: str,
+    reason: str,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+) -> tuple[Appointment, Vacancy | None]:
+    """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
+    from now, open a vacancy for its slot (the cancelling patient excluded) in the same
+    transaction; dispatch is queued for after the commit."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        appointment = scheduling.appointment_cancel(
+            clinic=clinic, appointment_ref=appointment_ref, reason=reason, expected_version=expected_version
+        )
+        if appointment.previous_status != AppointmentStatus.CONFIRMED:
+            return appointment, None
+        policy = policy_current(clinic=clinic)
+        if appointment.starts_at - now < timedelta(minutes=policy.min_lead_minutes):
+            return appointment, None
+        vacancy = Vacancy.objects.create(
+            vacancy_key=f"appointment:{appointment.ref}",
+            clinic=clinic,
+            tenant_group_id=clinic.tenant_group_id,
+            practitioner_id=appointment.practitioner_id,
+            treatment_id=appointment.treatment_id,
+            resource_id=appointment.resource_id,
+            starts_at=appointment.starts_at,
+            ends_at=appointment.ends_at,
+            excluded_patient_id=appointment.patient_id,
+            source_appointment=appointment,
+        )
+        logger.info("vacancy %s opened from %s", vacancy.ref, appointment.ref)
+        queue_dispatch(vacancy.pk)
+        return appointment, vacancy
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    outcome: str  # OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED
+    offer: Offer | None = None
+    stats: matcher.MatchStats | None = None
+
+
+class _Restart(Exception):
+    """The facts a candidate was chosen on changed (policy, decision): match again from the top."""
+
+
+def vacancy_dispatch(
+    *,
+    clinic: Clinic,
+    vacancy_ref: str,
+    actor=None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> DispatchResult:
+    """Offer the vacancy to the best eligible candidate: at most one active offer ever results.
+
+    Safe to run from many workers at once: candidates are read without locks, and promotion
+    re-validates under the vacancy fence; a worker that finds an offer committed by another
+    answers ALREADY_OFFERED and writes nothing.
+    """
+    now = now or timezone.now()
+    correlation_id = correlation_id or new_correlation_id()
+    label = actor_label(actor, "dispatch")
+    vacancy = (
+        Vacancy.objects.select_related("clinic", "resource")
+        .filter(clinic=clinic, ref=vacancy_ref if isinstance(vacancy_ref, str) else "")
+        .first()
+    )
+    if vacancy is None:
+        raise NotFound()
+    for _round in range(3):
+        early = _settled(vacancy, now)
+        if early is not None:
+            return early
+        try:
+            return _match_and_promote(vacancy, now=now, actor_label=label, correlation_id=correlation_id)
+        except _Restart:
+            vacancy.refresh_from_db()
+    return DispatchResult("NO_CANDIDATE")
+
+
+def _settled(vacancy: Vacancy, now: datetime) -> DispatchResult | None:
+    """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out."""
+    active = Offer.objects.filter(vacancy=vacancy, status__in=ACTIVE_OFFER_STATUSES).first()
+    if active is not None:
+        return DispatchResult("ALREADY_OFFERED", active)
+    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
+        return DispatchResult("CLOSED")
+    if vacancy.starts_at <= now:
+        with transaction.atomic():
+            locked = lock_vacancy(vacancy.pk)
+            if (
+                locked.status in DISPATCHABLE_VACANCY_STATUSES
+                and not locked.offers.filter(status__in=ACTIVE_OFFER_STATUSES).exists()
+            ):
+                cas_update(
+                    locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="STARTED"
+                )
+        return DispatchResult("CLOSED")
+    return None
+
+
+def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_id: str) -> DispatchResult:
+    policy = policy_current(clinic=vacancy.clinic)
+    provider = get_decision_provider()
+    stats = matcher.MatchStats()
+    for candidate in matcher.candidates(
+        vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats
+    ):
+        decision = candidate.decision
+        status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+        if status != DecisionStatus.FRESH:
+            action = policy.action_for(status)
+            if action == NonFreshAction.NEXT_CANDIDATE:
+                logger.info("vacancy %s skips %s: decision %s", vacancy.ref, candidate.entry_ref, status)
+                continue
+            if action == NonFreshAction.FRESH_READ:
+                # Outside any transaction: a provider may call out over the network.
+                decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
+                status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+            if status != DecisionStatus.FRESH:
+                # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
+                return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+        result = _promote(
+            vacancy,
+            candidate,
+            decision,
+            policy,
+            now=now,
+            actor_label=actor_label,
+            correlation_id=correlation_id,
+        )
+        if result is not None:
+            return DispatchResult(result.outcome, result.offer, stats)
+    logger.info(
+        "vacancy %s: no candidate (pages=%s candidates=%s budget=%s)",
+        vacancy.ref,
+        stats.pages,
+        stats.candidates,
+        stats.budget_hit or "-",
+    )
+    return DispatchResult("NO_CANDIDATE", None, stats)
+
+
+def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
+    with transaction.atomic():
+        locked = lock_vacancy(vacancy.pk)
+        active = Offer.objects.filter(vacancy=locked, status__in=ACTIVE_OFFER_STATUSES).first()
+        if active is not None:
+            return DispatchResult("ALREADY_OFFERED", active)
+        if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
+            return DispatchResult("CLOSED")
+        if locked.status != VacancyStatus.REVIEW or locked.review_entry_id != candidate.entry_id:
+            cas_update(
+                locked,
+                expected_status=locked.status,
+                status=VacancyStatus.REVIEW,
+                review_entry_id=candidate.entry_id,
+            )
+            audit_record(
+                actor=None,
+                action="waitlist.vacancy_review",
+                clinic=locked.clinic,
+                target_ref=locked.ref,
+                reason=f"DECISION_{status}",
+                correlation_id=correlation_id,
+                result={"entry": candidate.entry_ref, "decision_status": status},
+                system_label="dispatch",
+            )
+    return DispatchResult("STAFF_REVIEW")
+
+
+def _promote(
+    vacancy: Vacancy,
+    candidate: matcher.Candidate,
+    decision: Decision,
+    policy: WaitlistPolicy,
+    *,
+    now: datetime,
+    actor_label: str,
+    correlation_id: str,
+) -> DispatchResult | None:
+    """Under the vacancy fence: re-validate, then write offer + hold + entry + event + outbox.
+
+    Returns None when this candidate is no longer eligible (try the next one).
+    """
+    try:
+        with transaction.atomic():
+            locked = lock_vacancy(vacancy.pk)  # the fence: promoters of one vacancy queue here
+            active = Offer.objects.filter(vacancy=locked, status__in=ACTIVE_OFFER_STATUSES).first()
+            if active is not None:
+                return DispatchResult("ALREADY_OFFERED", active)
+            if locked.status not in DISPATCHABLE_VACANCY_STATUSES or locked.starts_at <= now:
+                return DispatchResult("CLOSED")
+            if policy_current(clinic=locked.clinic).pk != policy.pk:
+                raise _Restart()
+            if decision.effective_status(now) != DecisionStatus.FRESH:
+                raise _Restart()
+            entry = lock_entry(candidate.entry_id)
+            if entry.version != candidate.version:
+                return None
+            reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+            if reason is not None:
+                logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
+                return None
+            expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
+            try:
+                hold = scheduling.hold_place(
+                    clinic=locked.clinic,
+                    practitioner_id=locked.practitioner_id,
+                    treatment_id=locked.treatment_id,
+                    resource_id=locked.resource_id,
+                    patient_id=entry.patient_id,
+                    starts_at=locked.starts_at,
+                    ends_at=locked.ends_at,
+                    expires_at=expires_at,
+                )
+            except SlotOccupied:
+                # Someone booked the time directly: the exclusion constraint says the slot is gone.
+                cas_update(
+                    locked,
+                    expected_status=locked.status,
+                    status=VacancyStatus.CLOSED,
+                    close_reason="SLOT_TAKEN",
+                )
+                return DispatchResult("CLOSED")
+            offer = Offer.objects.create(
+                clinic_id=locked.clinic_id,
+                tenant_group_id=locked.tenant_group_id,
+                vacancy=locked,
+                entry=entry,
+                patient_id=entry.patient_id,
+                hold=hold,
+                expires_at=expires_at,
+                policy=policy,
+                policy_version=policy.version,
+                policy_digest=policy.digest(),
+                decision_ref=decision.decision_ref,
+                decision_status=DecisionStatus.FRESH,
+                decision_priority_rank=decision.priority_rank,
+                decision_expires_at=decision.expires_at,
+                slot_fit=candidate.slot_fit,
+                correlation_id=correlation_id,
+                created_at=now,
+            )
+            cas_update(
+                entry,
+                expected_status=EntryStatus.WAITING,
+                expected_version=candidate.version,
+                status=EntryStatus.OFFERED,
+            )
+            # Bumping the vacancy's version marks each promotion on the fence row itself.
+            cas_update(locked, expected_status=locked.status, status=VacancyStatus.OPEN, review_entry=None)
+            event_append(
+                offer=offer,
+                from_status="",
+                to_status=OfferStatus.OFFERED,
+                reason_code="MATCHED",
+                actor=actor_label,
+                correlation_id=correlation_id,
+                now=now,
+                detail={
+                    "vacancy": locked.ref,
+                    "entry": entry.ref,
+                    "hold": hold.ref,
+                    "slot_fit": candidate.slot_fit,
+                    "policy_version": policy.version,
+                    "decision_ref": decision.decision_ref,
+                },
+            )
+            patient = Patient.objects.only("ref", "language", "phone", "email").get(pk=entry.patient_id)
+            outbox_enqueue(
+                topic=OFFER_TOPIC,
+                tenant_group_ref=locked.tenant_group.ref,
+                clinic_ref=locked.clinic.ref,
+                aggregate_ref=offer.ref,
+                payload={
+                    "offer": offer.ref,
+                    "vacancy": locked.ref,
+                    "entry": entry.ref,
+                    "patient": patient.ref,
+                    "hold": hold.ref,
+                    "expires_at": offer.expires_at.isoformat(),
+                    "template": OFFER_TEMPLATE,
+                    "language": patient.language,
+                },
+                # Which channel, not the contact: the delivery worker resolves it at send time.
+                channel="sms" if patient.phone else ("email" if patient.email else "none"),
+                correlation_id=correlation_id,
+            )
+            return DispatchResult("OFFERED", offer)
+    except IntegrityError:
+        # Backstop: the partial unique index refused a second active offer. Read what won.
+        active = Offer.objects.filter(vacancy_id=vacancy.pk, status__in=ACTIVE_OFFER_STATUSES).first()
+        if active is None:
+            raise
+        return DispatchResult("ALREADY_OFFERED", active)
