@@ -15,19 +15,6 @@ from scheduling.models import Patient, Practitioner, Treatment
 from ..models import DecisionStatus, Offer, Vacancy, WaitlistEntry
 
 
-class RefOf(ClinicRefField):
-    """``ClinicRefField`` without CharField's max_length validator, which would run on the resolved
-    object (TypeError → 500) in the shared field; the length is checked on the raw ref instead."""
-
-    def __init__(self, model, **kwargs):
-        super().__init__(model, max_length=None, **kwargs)
-
-    def to_internal_value(self, data):
-        if isinstance(data, str) and len(data) > 40:
-            self.fail("not_found")
-        return super().to_internal_value(data)
-
-
 @extend_schema_field({"type": "string", "description": "YYYY-MM-DD (clinic zone) or ISO 8601 with offset"})
 class WindowBound(serializers.Field):
     """An aware datetime, or a date read in the clinic's zone: ``start`` → 00:00, ``end`` → 24:00."""
@@ -58,9 +45,9 @@ class WindowBound(serializers.Field):
 
 
 class EntryCreateInput(serializers.Serializer):
-    patient = RefOf(Patient)
-    treatment = RefOf(Treatment)
-    practitioner = RefOf(Practitioner, required=False, allow_null=True, default=None)
+    patient = ClinicRefField(Patient)
+    treatment = ClinicRefField(Treatment)
+    practitioner = ClinicRefField(Practitioner, required=False, allow_null=True, default=None)
     earliest = WindowBound(end=False)
     latest = WindowBound(end=True)
     priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
@@ -92,7 +79,7 @@ class ClaimInput(serializers.Serializer):
 
 
 class DecisionInput(serializers.Serializer):
-    patient = RefOf(Patient)
+    patient = ClinicRefField(Patient)
     decision_ref = serializers.CharField(max_length=80)
     status = serializers.ChoiceField(choices=DecisionStatus.choices)
     priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
