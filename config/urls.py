@@ -14,4 +14,6 @@ urlpatterns = [
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
+    path("crm-stub/", include("reevaluation.crm_stub")),
 ]
