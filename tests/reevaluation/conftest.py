@@ -51,13 +51,13 @@ class CRMServer:
     """A loopback HTTP CRM serving registered documents, with injectable faults.
 
     ``mode``: ok, slow (sleeps past the client's read timeout), error (503), tamper (changes the body
-    so its hash no longer matches), privacy (adds raw profile fields), revision (wrong revision),
-    garbage (not JSON).
+    so its hash no longer matches), privacy (adds raw profile fields), garbage (not JSON).
     """
 
     def __init__(self):
         self.documents: dict[str, dict] = {}
         self.mode = "ok"
+        self.delay = 0.6
         self.calls = 0
         server = self
 
@@ -70,7 +70,7 @@ class CRMServer:
                 ref = self.path.split("?")[0].rsplit("/", 1)[-1]
                 doc = dict(server.documents.get(ref) or {})
                 if server.mode == "slow":
-                    time.sleep(0.6)
+                    time.sleep(server.delay)
                 if server.mode == "error":
                     return self._send(503, b'{"error":"unavailable"}')
                 if server.mode == "tamper":
@@ -78,8 +78,6 @@ class CRMServer:
                 if server.mode == "privacy":
                     doc["name"] = "Zelda Quixote"
                     doc["score"] = 0.97
-                if server.mode == "revision":
-                    doc["profileRevision"] = doc.get("profileRevision", 0) + 100
                 if server.mode == "garbage":
                     return self._send(200, b"<html>oops</html>")
                 self._send(200, canonical(doc) if doc else b"{}")
