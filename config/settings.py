@@ -203,7 +203,6 @@ CRM_CONNECT_TIMEOUT_SECONDS = env.float("CRM_CONNECT_TIMEOUT_SECONDS", default=2
 CRM_READ_TIMEOUT_SECONDS = env.float("CRM_READ_TIMEOUT_SECONDS", default=5.0)
 CRM_MAX_RESPONSE_BYTES = env.int("CRM_MAX_RESPONSE_BYTES", default=65536)
 CRM_STUB_ENABLED = env.bool("CRM_STUB_ENABLED", default=not PRODUCTION)
-CELERY_TASK_ROUTES["reevaluation.tasks.*"] = {"queue": "reevaluation"}
 CELERY_BEAT_SCHEDULE.update(
     {
         "reevaluation-dispatch-round": {"task": "reevaluation.tasks.dispatch_round", "schedule": 5.0},

@@ -80,7 +80,7 @@ class InboxEvent(models.Model):
     """An accepted (authentic, well-formed, in-scope) event; ``event_id`` is processed once."""
 
     ref = RefField(prefix="rev")
-    event_id = models.CharField(max_length=100, unique=True)
+    event_id = models.CharField(max_length=100)
     tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
     fingerprint = models.CharField(max_length=64)
@@ -93,7 +93,13 @@ class InboxEvent(models.Model):
     received_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        indexes = [models.Index(fields=["clinic", "-received_at"], name="rinbox_clinic_recent")]
+        # The clinic leads every unique constraint (distributable by clinic); intake also refuses an
+        # event id already seen in another clinic (EVENT_ID_REUSED).
+        constraints = [models.UniqueConstraint(fields=["clinic", "event_id"], name="rinbox_event_once")]
+        indexes = [
+            models.Index(fields=["clinic", "-received_at"], name="rinbox_clinic_recent"),
+            models.Index(fields=["event_id"], name="rinbox_event_id"),
+        ]
 
     def __str__(self) -> str:
         return self.ref

@@ -9,7 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
-from common.errors import ValidationFailed
+from common.errors import PermissionDenied, ValidationFailed
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_user
 
@@ -61,7 +61,7 @@ def _validated(serializer_class, data) -> dict:
 
 
 class ProfileReevaluationOpsView(APIView):
-    """GET: STAFF snapshot of one clinic. POST (I): ADMIN redrive PREVIEW/EXECUTE."""
+    """GET: STAFF snapshot of one clinic. POST (I): redrive PREVIEW (STAFF) and EXECUTE (ADMIN)."""
 
     @extend_schema(responses={200: OpenApiResponse(description="snapshot")})
     def get(self, request):
@@ -79,8 +79,11 @@ class ProfileReevaluationOpsView(APIView):
             raise ValidationFailed(
                 "The request is not valid.", fields={"clinic": ["A clinic ref is required."]}
             )
-        # Scope first: a clinic outside the caller's scope is a 404 like a missing one; STAFF is a 403.
-        clinic = clinic_for_user(request.user, clinic_ref, role=Role.ADMIN)
+        # Scope first: a clinic outside the caller's scope is a 404 like a missing one. STAFF may
+        # PREVIEW (ARCHITECTURE.md: "STAFF read and preview; ADMIN executes"); EXECUTE is a 403.
+        clinic = clinic_for_user(request.user, clinic_ref, role=Role.STAFF)
+        if request.data.get("action") != "PREVIEW" and clinic.user_role != Role.ADMIN:
+            raise PermissionDenied("Executing a redrive needs the ADMIN role in this clinic.")
         key = request.headers.get("Idempotency-Key") or ""
 
         def execute(_receipt):

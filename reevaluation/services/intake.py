@@ -259,12 +259,17 @@ def _accept(body: bytes, data: dict, occurred: datetime, key_id: str, clinic: Cl
                 )
         except IntegrityError:
             known = (
-                InboxEvent.objects.filter(event_id=data["eventId"])
+                InboxEvent.objects.filter(clinic=clinic, event_id=data["eventId"])
                 .values_list("body_digest", flat=True)
                 .first()
             )
             if known == digest:
                 return IntakeResult(status="DUPLICATE")
+            reused = True
+        else:
+            # Event ids are global at the CRM; one seen in another clinic is a reuse, not a new event.
+            reused = InboxEvent.objects.filter(event_id=data["eventId"]).exclude(clinic=clinic).exists()
+        if reused:
             raise _Refused(
                 QuarantineReason.EVENT_ID_REUSED,
                 event_id=data["eventId"],

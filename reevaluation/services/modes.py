@@ -54,6 +54,14 @@ def due_minutes(row: ClinicReevaluationSettings, priority_class: str) -> int:
     return row.proposed_due_minutes or dj_settings.REEVALUATION_PROPOSED_DUE_MINUTES
 
 
+def _require_admin(actor, clinic) -> None:
+    """``actor`` None is a system job (management command); a user must be the clinic's ADMIN."""
+    if actor is not None:
+        from .redrive import require_admin
+
+        require_admin(actor, clinic)
+
+
 def _check_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
@@ -65,6 +73,7 @@ def mode_set(
     *, clinic, mode: str, actor, reason: str, idempotency_key: str = ""
 ) -> ClinicReevaluationSettings:
     """Change the clinic's mutation mode (any mode may follow any other: rollback is a mode change)."""
+    _require_admin(actor, clinic)
     reason = _check_reason(reason)
     if mode not in MutationMode.values:
         raise ValidationFailed(fields={"mode": [f"One of {', '.join(MutationMode.values)}."]})
@@ -93,6 +102,7 @@ def drain_set(
     Asking for DRAINING when no lease is active goes straight to DRAINED; asking for DRAINED while
     leases are active is a DRAIN_LEASES_ACTIVE conflict (the beat finishes the drain instead).
     """
+    _require_admin(actor, clinic)
     reason = _check_reason(reason)
     if state not in DrainState.values:
         raise ValidationFailed(fields={"state": [f"One of {', '.join(DrainState.values)}."]})
@@ -145,6 +155,7 @@ def due_override_set(
     idempotency_key: str = "",
 ) -> ClinicReevaluationSettings:
     """Set the clinic's due-time targets. Existing waiting jobs may move later, never earlier."""
+    _require_admin(actor, clinic)
     reason = _check_reason(reason)
     for name, value in (("held_minutes", held_minutes), ("proposed_minutes", proposed_minutes)):
         if value is not None and not (1 <= value <= 24 * 60):

@@ -16,8 +16,9 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from common.errors import Conflict, NotFound, ValidationFailed
+from common.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from common.services import audit_record, new_correlation_id
+from scheduling.scoping import clinics_for_user, user_is_admin
 
 from ..models import JobState, RedrivePreview, ReevaluationHead, ReevaluationJob
 from .modes import due_minutes, settings_for
@@ -43,6 +44,14 @@ class ExecuteResult:
     @property
     def count(self) -> int:
         return len(self.redriven)
+
+
+def require_admin(actor, clinic) -> None:
+    """Services check the role themselves too, so a console view cannot forget it."""
+    if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
+        raise NotFound()
+    if not user_is_admin(actor, clinic):
+        raise PermissionDenied("This action needs the ADMIN role in this clinic.")
 
 
 def _eligible(clinic):
@@ -86,7 +95,9 @@ def _check(reason: str, limit: int) -> str:
 def redrive_preview(
     *, clinic, actor, reason: str, limit: int, target_revision: int | None = None, idempotency_key: str = ""
 ) -> PreviewResult:
-    """Freeze and return the jobs an EXECUTE of this preview would redrive."""
+    """Freeze and return the jobs an EXECUTE of this preview would redrive (STAFF or ADMIN of ``clinic``)."""
+    if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
+        raise NotFound()
     reason = _check(reason, limit)
     with transaction.atomic():
         queryset = _eligible(clinic)
@@ -124,7 +135,8 @@ def redrive_preview(
 def redrive_execute(
     *, clinic, actor, preview_ref: str, reason: str, idempotency_key: str = ""
 ) -> ExecuteResult:
-    """Redrive the previewed jobs that are still eligible; report the others as skipped."""
+    """Redrive the previewed jobs that are still eligible; report the others as skipped (ADMIN only)."""
+    require_admin(actor, clinic)
     reason = _check(reason, 1)
     now = timezone.now()
     with transaction.atomic():

@@ -224,3 +224,44 @@ def test_clinic_override_never_moves_an_existing_due_at_backwards(world, admin):
         assert job.due_at == job.created_at + timedelta(minutes=45)
         newer = ReevaluationJob.objects.get(ref=post_event(world, "b" * 64, 1).job_ref)
         assert newer.due_at == newer.created_at + timedelta(minutes=45)
+
+
+def test_event_id_seen_in_another_clinic_is_a_reuse(anon_client, clinic):
+    from tests import factories as f
+
+    elsewhere = f.ClinicFactory()
+    raw = rf.encode(valid_body(clinic, 1, eventId="evt-global"))
+    assert send(anon_client, raw, rf.headers(raw)).status_code == 202
+    raw2 = rf.encode(valid_body(elsewhere, 1, eventId="evt-global"))
+    response = send(anon_client, raw2, rf.headers(raw2))
+    assert response.status_code == 422 and json_body(response)["code"] == "EVENT_ID_REUSED"
+    assert InboxEvent.objects.count() == 1
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_racing_revisions_leave_one_head_and_one_runnable_job():
+    from tests import factories as f
+    from tests.conftest import race
+
+    clinic = f.ClinicFactory()
+    fp = rf.fingerprint("CRM-race")
+    bodies = [
+        rf.encode(rf.event_body(clinic, fp, revision, assessment_hash="a" * 64)) for revision in (1, 2, 3, 4)
+    ]
+    duplicate = bodies[3]
+    results = race(lambda i: post_raw((bodies + [duplicate, duplicate])[i]), 6)
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert sorted(r.status for r in results) == ["ACCEPTED"] * 4 + ["DUPLICATE"] * 2
+    assert ReevaluationHead.objects.get().revision == 4
+    assert list(
+        ReevaluationJob.objects.filter(state=JobState.PENDING).values_list("revision", flat=True)
+    ) == [4]
+    assert ReevaluationJob.objects.filter(state=JobState.STALE).count() == 3
+    assert InboxEvent.objects.count() == 4
+
+
+def post_raw(raw: bytes):
+    from reevaluation.services import event_intake
+
+    return event_intake(body=raw, headers=rf.headers(raw))

@@ -6,6 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
+from common.errors import PermissionDenied
 from common.models import AuditEntry
 from reevaluation.models import JobState, RedrivePreview, ReevaluationJob
 from reevaluation.services import redrive_execute, redrive_preview
@@ -152,12 +153,16 @@ def test_target_revision_filters_the_preview(admin, world):
     )
 
 
-def test_staff_gets_403_on_execute_and_preview(staff_client, world):
-    failed_jobs(world, 1)
-    response = redrive(staff_client, world.clinic, "s1", action="EXECUTE", preview="rpv_x")
+def test_staff_may_preview_but_gets_403_on_execute(staff_client, staff, world):
+    jobs = failed_jobs(world, 1)
+    preview = redrive(staff_client, world.clinic, "s1", action="PREVIEW", limit=1)
+    assert preview.status_code == 200 and preview.json()["count"] == 1
+    response = redrive(staff_client, world.clinic, "s2", action="EXECUTE", preview=preview.json()["preview"])
     assert response.status_code == 403 and response.json()["code"] == "PERMISSION_DENIED"
-    assert redrive(staff_client, world.clinic, "s2", action="PREVIEW", limit=1).status_code == 403
-    assert not RedrivePreview.objects.exists()
+    assert not ReevaluationJob.objects.filter(redrive_of=jobs[0]).exists()
+    with pytest.raises(PermissionDenied):  # the service checks the role too
+        redrive_execute(clinic=world.clinic, actor=staff, preview_ref=preview.json()["preview"], reason="x")
+    assert RedrivePreview.objects.get().executed_at is None
 
 
 def test_admin_of_another_clinic_gets_404(outsider_client, world):
