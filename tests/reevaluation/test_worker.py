@@ -351,3 +351,15 @@ def test_heartbeat_renews_while_the_crm_is_slow(crm, settings):
     job = ReevaluationJob.objects.get(pk=claim.job_id)
     assert job.lease_renewed_at - job.first_claimed_at >= timedelta(seconds=0.9)
     assert job.renewal_failures == 0
+
+
+def test_lost_message_is_rescued_and_completed_once(scene, crm):
+    rf.enable(scene.clinic, "DRY_RUN")
+    post_event(scene, scene.fp, 1, crm, constraints=scene.constraints)
+    [lost] = dispatch_round()  # the task message for this claim never arrives
+    with time_machine.travel(timezone.now() + timedelta(seconds=61), tick=False):
+        assert rescue_expired_leases() == 1
+        assert run_round() == [JobState.COMPLETED]
+    # The message turns up late after all: its claim is stale and it does nothing.
+    assert worker_module.job_run(job_id=lost.job_id, owner=lost.owner, attempt=lost.attempt) == "NOOP"
+    assert OutboxMessage.objects.filter(topic="reevaluation.job_completed").count() == 1
