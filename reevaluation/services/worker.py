@@ -11,6 +11,7 @@ import logging
 import threading
 import uuid
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -122,14 +123,8 @@ def job_run(
         return _finish_stale(fence)
     client = client or AssessmentClient()
     try:
-        if heartbeat:
-            with LeaseKeeper(fence):
-                assessment = client.fetch(
-                    assessment_ref=job.assessment_ref,
-                    revision=job.revision,
-                    expected_hash=job.assessment_hash,
-                )
-        else:
+        # No transaction is open while we wait on the CRM; the keeper renews the lease meanwhile.
+        with LeaseKeeper(fence) if heartbeat else nullcontext():
             assessment = client.fetch(
                 assessment_ref=job.assessment_ref, revision=job.revision, expected_hash=job.assessment_hash
             )
@@ -137,7 +132,13 @@ def job_run(
         if exc.transient:
             return job_fail_transient(fence, code=exc.code)
         return job_quarantine(fence, error=exc)
-    return job_complete(fence, assessment=assessment)
+    try:
+        return job_complete(fence, assessment=assessment)
+    except Exception as exc:  # noqa: BLE001 - the job must not sit RUNNING until its lease expires
+        # Only the class name is logged: a message could carry row values.
+        logger.error("reevaluation job=%s write-back error=%s", job.ref, type(exc).__name__)
+        code = "CONFIRMED_PROTECTED" if isinstance(exc, ConfirmedInvariantViolated) else "WORKER_ERROR"
+        return job_fail_transient(fence, code=code)
 
 
 def _head_revision(job: ReevaluationJob) -> int | None:

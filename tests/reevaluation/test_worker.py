@@ -363,3 +363,22 @@ def test_lost_message_is_rescued_and_completed_once(scene, crm):
     # The message turns up late after all: its claim is stale and it does nothing.
     assert worker_module.job_run(job_id=lost.job_id, owner=lost.owner, attempt=lost.attempt) == "NOOP"
     assert OutboxMessage.objects.filter(topic="reevaluation.job_completed").count() == 1
+
+
+def test_write_back_that_would_touch_a_confirmed_row_is_rolled_back(scene, crm, monkeypatch):
+    """The production safety net: a CONFIRMED digest mismatch aborts the whole write-back."""
+    rf.enable(scene.clinic, "APPLY_PROPOSED_AND_HELD")
+    real = worker_module._decide_all
+
+    def buggy(job, assessment, mode):  # a hypothetical bug that edits a CONFIRMED appointment
+        decisions = real(job, assessment, mode)
+        Appointment.objects.filter(pk=scene.confirmed.pk).update(cancel_reason="oops")
+        return decisions
+
+    monkeypatch.setattr(worker_module, "_decide_all", buggy)
+    before = appointments_state()
+    job_ref, states = run_one(scene, crm)
+    assert states == [JobState.RETRY_WAIT]
+    job = ReevaluationJob.objects.get(ref=job_ref)
+    assert job.last_failure_code == "CONFIRMED_PROTECTED"
+    assert appointments_state() == before and not ReevaluationOutcome.objects.exists()
