@@ -77,7 +77,7 @@ def parse_document(
     """Check privacy, integrity, contract and revision, in that order; raise AssessmentError."""
     try:
         document = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):
         raise AssessmentError("ASSESSMENT_CONTRACT_INVALID", raw) from None
     if not isinstance(document, dict):
         raise AssessmentError("ASSESSMENT_CONTRACT_INVALID", raw)

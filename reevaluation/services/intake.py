@@ -171,7 +171,7 @@ def _validate(body: bytes) -> tuple[dict, datetime]:
         raise _Refused(QuarantineReason.SCHEMA_INVALID)
     try:
         data = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, RecursionError):  # RecursionError: absurdly nested input is bad input, not a 500
         raise _Refused(QuarantineReason.SCHEMA_INVALID) from None
     if not isinstance(data, dict):
         raise _Refused(QuarantineReason.SCHEMA_INVALID)
@@ -183,7 +183,10 @@ def _validate(body: bytes) -> tuple[dict, datetime]:
     if set(data) - EVENT_FIELDS:
         tg, clinic = _scope(data)
         raise _Refused(QuarantineReason.PRIVACY_BOUNDARY, event_id=event_id, tenant_group=tg, clinic=clinic)
-    occurred = parse_datetime(data["occurredAt"]) if isinstance(data.get("occurredAt"), str) else None
+    try:
+        occurred = parse_datetime(data["occurredAt"]) if isinstance(data.get("occurredAt"), str) else None
+    except ValueError:  # well-formed but impossible, e.g. month 13
+        occurred = None
     valid = (
         bool(event_id)
         and isinstance(data.get("tenantGroupId"), str)

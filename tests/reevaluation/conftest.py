@@ -10,6 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from reevaluation.assessment import AssessmentClient, canonical
+from reevaluation.models import ReevaluationJob
 from reevaluation.services import dispatch_round, event_intake
 from reevaluation.services import worker as worker_module
 from scheduling.models import Appointment, AppointmentStatus
@@ -35,8 +36,17 @@ def confirmed_unchanged(monkeypatch):
         before = _confirmed_rows()
         for pk, row in before.items():
             first_seen.setdefault(pk, row)
+        fingerprint = (
+            ReevaluationJob.objects.filter(pk=kwargs["job_id"]).values_list("fingerprint", flat=True).first()
+        )
         result = original(**kwargs)
-        assert _confirmed_rows() == before, "a reevaluation run changed a CONFIRMED appointment"
+        after = {row["id"]: row for row in Appointment.objects.filter(pk__in=before).values()}
+        assert after == before, "a reevaluation run changed a CONFIRMED appointment"
+        # No new CONFIRMED row for the job's patient (race tests may book others concurrently).
+        new = Appointment.objects.filter(
+            status=AppointmentStatus.CONFIRMED, patient__crm_fingerprint=fingerprint
+        )
+        assert not new.exclude(pk__in=before).exists(), "a reevaluation run created a CONFIRMED appointment"
         runs.append(result)
         return result
 

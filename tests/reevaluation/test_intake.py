@@ -84,6 +84,25 @@ def _tamper(kind: str, clinic, other_tenant_clinic):
         body["assessmentHash"] = "xyz"
         raw = rf.encode(body)
         h = rf.headers(raw)
+    elif kind == "SCHEMA_TOO_LARGE":
+        body["eventId"] = "x" * 20_000
+        raw = rf.encode(body)
+        h = rf.headers(raw)
+    elif kind == "SCHEMA_DEEP_NESTING":
+        raw = b"[" * 5000 + b"]" * 5000
+        h = rf.headers(raw)
+    elif kind == "SCHEMA_BAD_DATE":
+        body["occurredAt"] = "2030-13-45T10:00:00+09:00"
+        raw = rf.encode(body)
+        h = rf.headers(raw)
+    elif kind == "SCHEMA_NAIVE_DATE":
+        body["occurredAt"] = "2030-01-01T10:00:00"
+        raw = rf.encode(body)
+        h = rf.headers(raw)
+    elif kind == "SCHEMA_BOOL_REVISION":
+        body["profileRevision"] = True
+        raw = rf.encode(body)
+        h = rf.headers(raw)
     elif kind == "FINGERPRINT_INVALID":
         body["patientReferenceFingerprint"] = body["patientReferenceFingerprint"].upper()
         raw = rf.encode(body)
@@ -119,6 +138,11 @@ def _tamper(kind: str, clinic, other_tenant_clinic):
         ("SCHEMA_NOT_JSON", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
         ("SCHEMA_MISSING_FIELD", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
         ("SCHEMA_BAD_HASH", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
+        ("SCHEMA_TOO_LARGE", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
+        ("SCHEMA_DEEP_NESTING", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
+        ("SCHEMA_BAD_DATE", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
+        ("SCHEMA_NAIVE_DATE", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
+        ("SCHEMA_BOOL_REVISION", 400, "SCHEMA_INVALID", "SCHEMA_INVALID"),
         ("FINGERPRINT_INVALID", 400, "SCHEMA_INVALID", "FINGERPRINT_INVALID"),
         ("SCOPE_UNKNOWN_CLINIC", 422, "SCOPE_INVALID", "SCOPE_INVALID"),
         ("SCOPE_FOREIGN_TENANT", 422, "SCOPE_INVALID", "SCOPE_INVALID"),

@@ -382,3 +382,54 @@ def test_write_back_that_would_touch_a_confirmed_row_is_rolled_back(scene, crm, 
     job = ReevaluationJob.objects.get(ref=job_ref)
     assert job.last_failure_code == "CONFIRMED_PROTECTED"
     assert appointments_state() == before and not ReevaluationOutcome.objects.exists()
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_hold_replacement_racing_a_booking_for_the_same_slot(crm):
+    """The exclusion constraint judges: either the hold moves or the booking wins, never both."""
+    clinic = f.ClinicFactory()
+    from tests.reevaluation.conftest import World
+
+    world = World(clinic)
+    held = world.book("HELD", 11)
+    rf.enable(clinic, "APPLY_PROPOSED_AND_HELD")
+    post_event(world, world.fp, 1, crm, constraints={"requiredPractitioner": world.dr_b.ref})
+    [claim] = dispatch_round()
+
+    def work(i):
+        if i == 0:
+            return worker_module.job_run(job_id=claim.job_id, owner=claim.owner, attempt=claim.attempt)
+        return appointment_book(
+            clinic=clinic,
+            patient=world.other_patient,
+            practitioner=world.dr_b,
+            treatment=world.treatment,
+            starts_at=seoul(5, 11),
+            status="CONFIRMED",
+        )
+
+    job_state, booking = race(work, 2)
+    assert job_state == JobState.COMPLETED
+    outcome = ReevaluationOutcome.objects.get(appointment_ref=held.ref).outcome
+    dr_b_active = CapacityAllocation.objects.filter(practitioner=world.dr_b, active=True).count()
+    assert dr_b_active == 1
+    if isinstance(booking, Exception):
+        assert outcome == Outcome.HOLD_REPLACED
+    else:
+        assert outcome == Outcome.FALLBACK_TO_PROPOSED
+        held.refresh_from_db()
+        assert held.status == AppointmentStatus.PROPOSED
+
+
+def test_stale_settings_copy_is_a_version_conflict(world, admin):
+    from common.errors import VersionConflict
+    from reevaluation.services.modes import cas_update_settings, settings_for
+
+    stale = settings_for(world.clinic)
+    from reevaluation.services import mode_set
+
+    mode_set(clinic=world.clinic, mode="DRY_RUN", actor=admin, reason="rollout")
+    with pytest.raises(VersionConflict):
+        cas_update_settings(stale, mutation_mode="APPLY_PROPOSED")
+    assert ClinicReevaluationSettings.objects.get(clinic=world.clinic).mutation_mode == "DRY_RUN"
