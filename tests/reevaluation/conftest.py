@@ -87,7 +87,7 @@ class CRMServer:
                     doc["policyGeneration"] = doc.get("policyGeneration", 0) + 1
                 if server.mode == "privacy":
                     doc["name"] = "Zelda Quixote"
-                    doc["score"] = 0.97
+                    doc["score"] = 0.8675309
                 if server.mode == "garbage":
                     return self._send(200, b"<html>oops</html>")
                 self._send(200, canonical(doc) if doc else b"{}")
