@@ -37,7 +37,7 @@ from ..models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-from .jobs import Fence, fenced, lease_renew, retry_delay
+from .jobs import Fence, fenced, head_revision, lease_renew, retry_delay
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +118,7 @@ def job_run(
     if fence is None:
         return "NOOP"
     job = ReevaluationJob.objects.get(pk=job_id)
-    head = _head_revision(job)
+    head = head_revision(job)
     if head is not None and job.revision < head:
         return _finish_stale(fence)
     client = client or AssessmentClient()
@@ -139,16 +139,6 @@ def job_run(
         logger.error("reevaluation job=%s write-back error=%s", job.ref, type(exc).__name__)
         code = "CONFIRMED_PROTECTED" if isinstance(exc, ConfirmedInvariantViolated) else "WORKER_ERROR"
         return job_fail_transient(fence, code=code)
-
-
-def _head_revision(job: ReevaluationJob) -> int | None:
-    return (
-        ReevaluationHead.objects.filter(
-            clinic_id=job.clinic_id, tenant_group_id=job.tenant_group_id, fingerprint=job.fingerprint
-        )
-        .values_list("revision", flat=True)
-        .first()
-    )
 
 
 def _finish_stale(fence: Fence) -> str:
@@ -387,7 +377,7 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
                 for d in decisions
             ]
         )
-        counts = dict(sorted(Counter(d.outcome for d in decisions).items()))
+        counts = dict(sorted(Counter(str(d.outcome) for d in decisions).items()))
         updated = fenced(fence).update(
             state=JobState.COMPLETED,
             outcome_counts=counts,
