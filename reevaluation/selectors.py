@@ -87,6 +87,7 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
             "proposed_minutes": row["proposed_due_minutes"],
         },
         "action_queue": action_queue(clinic, limit=queue_limit),
+        "recent_quarantine": quarantine_list(clinic, limit=10),
     }
 
 

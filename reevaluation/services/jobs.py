@@ -16,6 +16,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from common.errors import VersionConflict
 from scheduling.models import Appointment, AppointmentStatus
 
 from ..models import (
@@ -101,7 +102,7 @@ def record_revision(
 
     late = event.profile_revision < head.revision
     if event.profile_revision > head.revision:
-        ReevaluationHead.objects.filter(pk=head.pk, version=head.version).update(
+        updated = ReevaluationHead.objects.filter(pk=head.pk, version=head.version).update(
             revision=event.profile_revision,
             assessment_ref=assessment_ref,
             assessment_hash=assessment_hash,
@@ -109,6 +110,8 @@ def record_revision(
             version=F("version") + 1,
             updated_at=now,
         )
+        if updated != 1:  # cannot happen under the row lock; refuse rather than fork the head
+            raise VersionConflict("The scope head changed.")
     # A newer revision makes every older waiting job STALE (RUNNING ones notice at write-back).
     if not late:
         ReevaluationJob.objects.filter(
