@@ -208,3 +208,41 @@ if PRODUCTION:
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 30)
 # --- end operations ---
+
+# --- reevaluation ---
+# CRM → service signed events (HMAC-SHA256 over the raw body). Several keys at once allow rotation:
+# "key_id:secret,key_id2:secret2". Production has no default secret.
+REEVALUATION_HMAC_KEYS = (
+    env.list("REEVALUATION_HMAC_KEYS")
+    if PRODUCTION
+    else env.list("REEVALUATION_HMAC_KEYS", default=["demo:demo-secret-change-me"])
+)
+REEVALUATION_ISSUER = env("REEVALUATION_ISSUER", default="demo-crm")
+REEVALUATION_AUDIENCE = env("REEVALUATION_AUDIENCE", default="clinic-waitlist")
+REEVALUATION_MAX_BODY_BYTES = env.int("REEVALUATION_MAX_BODY_BYTES", default=16384)
+# A clinic without a settings row starts here (rollout order: DISABLED → DRY_RUN → APPLY_*).
+REEVALUATION_DEFAULT_MODE = env("REEVALUATION_DEFAULT_MODE", default="DISABLED")
+REEVALUATION_HELD_DUE_MINUTES = env.int("REEVALUATION_HELD_DUE_MINUTES", default=5)
+REEVALUATION_PROPOSED_DUE_MINUTES = env.int("REEVALUATION_PROPOSED_DUE_MINUTES", default=30)
+REEVALUATION_MAX_ATTEMPTS = env.int("REEVALUATION_MAX_ATTEMPTS", default=5)
+REEVALUATION_COOLDOWN_SECONDS = env.int("REEVALUATION_COOLDOWN_SECONDS", default=30)
+REEVALUATION_MAX_COOLDOWN_SECONDS = env.int("REEVALUATION_MAX_COOLDOWN_SECONDS", default=900)
+REEVALUATION_LEASE_SECONDS = env.int("REEVALUATION_LEASE_SECONDS", default=60)
+REEVALUATION_DISPATCH_GLOBAL_LIMIT = env.int("REEVALUATION_DISPATCH_GLOBAL_LIMIT", default=50)
+REEVALUATION_DISPATCH_PER_CLINIC_LIMIT = env.int("REEVALUATION_DISPATCH_PER_CLINIC_LIMIT", default=5)
+REEVALUATION_REDRIVE_PREVIEW_MINUTES = env.int("REEVALUATION_REDRIVE_PREVIEW_MINUTES", default=15)
+# The CRM assessment API (the demo serves a stub at /crm-stub/ from this same app).
+CRM_BASE_URL = env("CRM_BASE_URL", default="http://127.0.0.1:8000/crm-stub")
+CRM_API_TOKEN = env("CRM_API_TOKEN") if PRODUCTION else env("CRM_API_TOKEN", default="demo-crm-token")
+CRM_CONNECT_TIMEOUT_SECONDS = env.float("CRM_CONNECT_TIMEOUT_SECONDS", default=2.0)
+CRM_READ_TIMEOUT_SECONDS = env.float("CRM_READ_TIMEOUT_SECONDS", default=5.0)
+CRM_MAX_RESPONSE_BYTES = env.int("CRM_MAX_RESPONSE_BYTES", default=65536)
+CRM_STUB_ENABLED = env.bool("CRM_STUB_ENABLED", default=not PRODUCTION)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "reevaluation-dispatch-round": {"task": "reevaluation.tasks.dispatch_round", "schedule": 5.0},
+        "reevaluation-rescue-leases": {"task": "reevaluation.tasks.rescue_leases", "schedule": 30.0},
+        "reevaluation-wake-retries": {"task": "reevaluation.tasks.wake_retries", "schedule": 10.0},
+    }
+)
+# --- end reevaluation ---

@@ -15,4 +15,6 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
     path("console/", include("operations.console_urls")),
+    # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
+    path("crm-stub/", include("reevaluation.crm_stub")),
 ]

@@ -1,0 +1,117 @@
+"""Thin DRF views: CRM event intake (HMAC, no user auth) and the operations snapshot/redrive."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiResponse, extend_schema
+from rest_framework.parsers import BaseParser
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from common.api import field_errors, idempotent_response
+from common.errors import PermissionDenied, ValidationFailed
+from scheduling.models import Role
+from scheduling.scoping import clinic_for_user
+
+from .. import selectors
+from ..services import event_intake, redrive_execute, redrive_preview
+from .serializers import RedriveInput, SnapshotQuery
+
+
+class _RawParser(BaseParser):
+    """The signature covers the raw bytes, so the view reads ``request.body`` itself."""
+
+    media_type = "*/*"
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        return {}
+
+
+class EventIntakeView(APIView):
+    """POST /api/v1/events/patient-scheduling-assessment-changed: authenticated by HMAC, not by a user."""
+
+    authentication_classes: list = []
+    permission_classes = [AllowAny]
+    parser_classes = [_RawParser]
+
+    @extend_schema(
+        request=None,
+        responses={
+            202: OpenApiResponse(description='{status: "ACCEPTED", job}'),
+            200: OpenApiResponse(description='{status: "DUPLICATE"}'),
+            401: OpenApiResponse(description="SIGNATURE_INVALID"),
+            400: OpenApiResponse(description="SCHEMA_INVALID"),
+            422: OpenApiResponse(description="SCOPE_INVALID, PRIVACY_BOUNDARY"),
+        },
+    )
+    def post(self, request):
+        result = event_intake(body=request.body, headers=request.headers)
+        if result.status == "DUPLICATE":
+            return Response({"status": "DUPLICATE"}, status=200)
+        return Response(
+            {"status": "ACCEPTED", "job": result.job_ref, "job_state": result.job_state}, status=202
+        )
+
+
+def _validated(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        raise ValidationFailed("The request is not valid.", fields=field_errors(serializer.errors))
+    return serializer.validated_data
+
+
+class ProfileReevaluationOpsView(APIView):
+    """GET: STAFF snapshot of one clinic. POST (I): redrive PREVIEW (STAFF) and EXECUTE (ADMIN)."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="snapshot")})
+    def get(self, request):
+        query = _validated(SnapshotQuery, request.query_params)
+        clinic = clinic_for_user(request.user, query["clinic"], role=Role.STAFF)
+        body = selectors.snapshot(clinic, queue_limit=query["limit"])
+        if query.get("after"):
+            body["action_queue"] = selectors.action_queue(clinic, limit=query["limit"], after=query["after"])
+        return Response(body)
+
+    @extend_schema(request=RedriveInput, responses={200: OpenApiResponse(description="preview or result")})
+    def post(self, request):
+        clinic_ref = request.data.get("clinic") if isinstance(request.data, dict) else None
+        if not isinstance(clinic_ref, str) or not clinic_ref:
+            raise ValidationFailed(
+                "The request is not valid.", fields={"clinic": ["A clinic ref is required."]}
+            )
+        # Scope first: a clinic outside the caller's scope is a 404 like a missing one. STAFF may
+        # PREVIEW (ARCHITECTURE.md: "STAFF read and preview; ADMIN executes"); EXECUTE is a 403.
+        clinic = clinic_for_user(request.user, clinic_ref, role=Role.STAFF)
+        if request.data.get("action") != "PREVIEW" and clinic.user_role != Role.ADMIN:
+            raise PermissionDenied("Executing a redrive needs the ADMIN role in this clinic.")
+        key = request.headers.get("Idempotency-Key") or ""
+
+        def execute(_receipt):
+            data = _validated(RedriveInput, request.data)
+            if data["action"] == "PREVIEW":
+                result = redrive_preview(
+                    clinic=clinic,
+                    actor=request.user,
+                    reason=data["reason"],
+                    limit=data["limit"],
+                    target_revision=data.get("target_revision"),
+                    idempotency_key=key,
+                )
+                return 200, {"preview": result.preview_ref, "targets": result.targets, "count": result.count}
+            result = redrive_execute(
+                clinic=clinic,
+                actor=request.user,
+                preview_ref=data["preview"],
+                reason=data["reason"],
+                idempotency_key=key,
+            )
+            return 200, {
+                "redriven": result.redriven,
+                "skipped": result.skipped,
+                "count": result.count,
+                "skipped_count": len(result.skipped),
+            }
+
+        return idempotent_response(
+            request, scope=f"{clinic.ref}:{request.user.pk}", command="reevaluation_redrive", execute=execute
+        )

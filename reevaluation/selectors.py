@@ -1,0 +1,188 @@
+"""Reevaluation reads for the API and the operations console: refs, states, codes and counts only."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db.models import Avg, Case, Count, F, IntegerField, Max, Min, Q, Sum, Value, When
+from django.utils import timezone
+
+from common.errors import NotFound
+
+from .models import (
+    ClinicReevaluationSettings,
+    DrainState,
+    JobState,
+    QuarantineCase,
+    ReevaluationJob,
+)
+
+#: The action queue shows what STAFF should look at first: failures, then waits, then work in flight.
+QUEUE_STATES = (JobState.FAILED, JobState.RETRY_WAIT, JobState.RUNNING, JobState.PENDING)
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _age(now: datetime, value: datetime | None) -> int | None:
+    return int((now - value).total_seconds()) if value is not None else None
+
+
+def _settings_values(clinic) -> dict:
+    row = ClinicReevaluationSettings.objects.filter(clinic_id=clinic.pk).values().first()
+    return row or {
+        "mutation_mode": settings.REEVALUATION_DEFAULT_MODE,
+        "drain_state": DrainState.ACTIVE,
+        "consecutive_assessment_failures": 0,
+        "lease_renewal_failures": 0,
+        "held_due_minutes": None,
+        "proposed_due_minutes": None,
+    }
+
+
+def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> dict:
+    """The operational snapshot of one clinic (API.md "Operations"), in a fixed number of queries."""
+    now = now or timezone.now()
+    jobs = ReevaluationJob.objects.filter(clinic_id=clinic.pk)
+    counts = {state: 0 for state in JobState.values}
+    for row in jobs.values("state").annotate(n=Count("id")).order_by():
+        counts[row["state"]] = row["n"]
+    agg = jobs.aggregate(
+        active_leases=Count("id", filter=Q(state=JobState.RUNNING, lease_expires_at__gt=now)),
+        expired_leases=Count("id", filter=Q(state=JobState.RUNNING, lease_expires_at__lte=now)),
+        oldest_backlog=Min("created_at", filter=Q(state__in=[JobState.PENDING, JobState.RETRY_WAIT])),
+        oldest_pending=Min("created_at", filter=Q(state=JobState.PENDING)),
+        overdue=Count("id", filter=Q(state__in=[JobState.PENDING, JobState.RETRY_WAIT], due_at__lt=now)),
+        renewal_failures_active=Sum("renewal_failures", filter=Q(state=JobState.RUNNING)),
+    )
+    latency = jobs.filter(first_claimed_at__isnull=False, first_claimed_at__gte=now - timedelta(hours=1))
+    latency = latency.aggregate(
+        avg=Avg(F("first_claimed_at") - F("created_at")), worst=Max(F("first_claimed_at") - F("created_at"))
+    )
+    row = _settings_values(clinic)
+    open_quarantine = QuarantineCase.objects.filter(clinic_id=clinic.pk).count()
+    return {
+        "clinic": clinic.ref,
+        "counts": counts,
+        "active_leases": agg["active_leases"],
+        "expired_leases": agg["expired_leases"],
+        "oldest_backlog_age_seconds": _age(now, agg["oldest_backlog"]),
+        "oldest_pending_age_seconds": _age(now, agg["oldest_pending"]),
+        "overdue_count": agg["overdue"],
+        "claim_latency_seconds": {
+            "avg_last_hour": round(latency["avg"].total_seconds(), 3) if latency["avg"] is not None else None,
+            "max_last_hour": round(latency["worst"].total_seconds(), 3)
+            if latency["worst"] is not None
+            else None,
+        },
+        "lease_renewal_failures": row["lease_renewal_failures"],
+        "consecutive_assessment_failures": row["consecutive_assessment_failures"],
+        "quarantine_count": open_quarantine,
+        "drain_state": row["drain_state"],
+        "mutation_mode": row["mutation_mode"],
+        "due_overrides": {
+            "held_minutes": row["held_due_minutes"],
+            "proposed_minutes": row["proposed_due_minutes"],
+        },
+        "action_queue": action_queue(clinic, limit=queue_limit),
+        "recent_quarantine": quarantine_list(clinic, limit=10),
+    }
+
+
+def _queue_rank():
+    return Case(
+        *[When(state=state, then=Value(i)) for i, state in enumerate(QUEUE_STATES)],
+        output_field=IntegerField(),
+    )
+
+
+def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[dict]:
+    """Jobs needing attention in order (state rank, priority, due_at, ref); keyset page after a job ref."""
+    limit = max(1, min(int(limit), 200))
+    queryset = (
+        ReevaluationJob.objects.filter(clinic_id=clinic.pk, state__in=QUEUE_STATES)
+        .annotate(rank=_queue_rank())
+        .order_by("rank", "priority", "due_at", "ref")
+    )
+    if after:
+        anchor = queryset.filter(ref=after).values("rank", "priority", "due_at", "ref").first()
+        if anchor is None:
+            raise NotFound()
+        r, p, d, ref = anchor["rank"], anchor["priority"], anchor["due_at"], anchor["ref"]
+        queryset = queryset.filter(
+            Q(rank__gt=r)
+            | Q(rank=r, priority__gt=p)
+            | Q(rank=r, priority=p, due_at__gt=d)
+            | Q(rank=r, priority=p, due_at=d, ref__gt=ref)
+        )
+    return [
+        {
+            "job": job.ref,
+            "state": job.state,
+            "target_revision": job.revision,
+            "priority_class": job.priority_class,
+            "due_at": _iso(job.due_at),
+            "next_attempt_at": _iso(job.next_attempt_at),
+            "last_failure_code": job.last_failure_code or None,
+            "attempts": job.attempts,
+            "max_attempts": job.max_attempts,
+            "outcome_counts": job.outcome_counts,
+            "target_policy_ref": job.target_policy_ref or None,
+            "target_policy_generation": job.target_policy_generation,
+            "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+        }
+        for job in queryset.select_related("redrive_of")[:limit]
+    ]
+
+
+def quarantine_list(clinic, *, limit: int = 50, after: str | None = None) -> list[dict]:
+    """Quarantine cases attributed to the clinic, newest first (keyset after a case ref)."""
+    limit = max(1, min(int(limit), 200))
+    queryset = QuarantineCase.objects.filter(clinic_id=clinic.pk).order_by("-created_at", "-id")
+    if after:
+        anchor = queryset.filter(ref=after).values("created_at", "id").first()
+        if anchor is None:
+            raise NotFound()
+        queryset = queryset.filter(
+            Q(created_at__lt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
+        )
+    return [
+        {
+            "case": case.ref,
+            "reason_code": case.reason_code,
+            "category": case.category,
+            "source": case.source,
+            "evidence_digest": case.evidence_digest,
+            "job": case.job.ref if case.job_id else None,
+            "correlation_id": case.correlation_id,
+            "created_at": _iso(case.created_at),
+        }
+        for case in queryset.select_related("job")[:limit]
+    ]
+
+
+def job_detail(clinic, job_ref: str) -> dict:
+    job = (
+        ReevaluationJob.objects.filter(clinic_id=clinic.pk, ref=job_ref).select_related("redrive_of").first()
+    )
+    if job is None:
+        raise NotFound()
+    outcomes = list(
+        job.outcomes.order_by("pk").values("appointment_ref", "status_before", "outcome", "applied", "mode")
+    )
+    return {
+        "job": job.ref,
+        "state": job.state,
+        "target_revision": job.revision,
+        "priority_class": job.priority_class,
+        "due_at": _iso(job.due_at),
+        "attempts": job.attempts,
+        "last_failure_code": job.last_failure_code or None,
+        "target_policy_ref": job.target_policy_ref or None,
+        "target_policy_generation": job.target_policy_generation,
+        "outcome_counts": job.outcome_counts,
+        "outcomes": outcomes,
+        "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+    }

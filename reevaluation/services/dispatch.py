@@ -1,0 +1,144 @@
+"""The fair dispatcher: a global and a per-clinic limit per round, resuming after the last clinic served.
+
+Cost per round grows with the number of clinics served, not with the backlog:
+1. pick up to ``global_limit`` clinics with claimable work, in id order after the cursor (wrapping),
+   each by an index probe (EXISTS over ``rjob_claim``);
+2. claim up to ``per_clinic_limit`` PENDING jobs per picked clinic with one ``LATERAL`` subquery
+   ordered by (priority, due_at, id) over the same partial index, ``FOR UPDATE SKIP LOCKED``;
+3. keep the first ``global_limit`` rows in clinic order, move them to RUNNING with a fresh lease,
+   and set the cursor to the last clinic actually served.
+
+The cursor row is locked for the round, so rounds (and cursor writes) are serialized: a duplicate
+beat tick waits, then sees the first round's claims as RUNNING and claims only what is left.
+
+Bound: with ``N`` clinics holding claimable work, a round serves at least
+``K = global_limit // per_clinic_limit`` clinics, taken round-robin after the cursor, so every such
+clinic is served within ``ceil(N / K)`` rounds, however large any one clinic's backlog is.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings as dj_settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from ..models import DispatchCursor, DrainState, JobState, MutationMode
+from .jobs import Fence
+
+_CLINICS_SQL = """
+SELECT s.clinic_id FROM reevaluation_clinicreevaluationsettings s
+WHERE s.clinic_id {op} %(cursor)s
+  AND s.drain_state = %(active)s AND s.mutation_mode <> %(disabled)s
+  AND EXISTS (
+    SELECT 1 FROM reevaluation_reevaluationjob j WHERE j.clinic_id = s.clinic_id AND j.state = %(pending)s
+  )
+ORDER BY s.clinic_id
+LIMIT %(limit)s
+"""
+
+_CLAIM_SQL = """
+SELECT c.ord, j.id, j.clinic_id
+FROM unnest(%(clinics)s::bigint[]) WITH ORDINALITY AS c(clinic_id, ord)
+CROSS JOIN LATERAL (
+    SELECT id, clinic_id, priority, due_at FROM reevaluation_reevaluationjob
+    WHERE clinic_id = c.clinic_id AND state = %(pending)s
+    ORDER BY priority, due_at, id
+    LIMIT %(per_clinic)s
+    FOR UPDATE SKIP LOCKED
+) j
+ORDER BY c.ord, j.priority, j.due_at, j.id
+"""
+
+_TAKE_SQL = """
+UPDATE reevaluation_reevaluationjob AS j
+SET state = %(running)s, attempts = j.attempts + 1, lease_owner = v.owner,
+    lease_expires_at = %(expires)s, lease_renewed_at = NULL, next_attempt_at = NULL,
+    first_claimed_at = COALESCE(j.first_claimed_at, %(now)s), version = j.version + 1, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(owners)s::text[]) AS v(id, owner)
+WHERE j.id = v.id AND j.state = %(pending)s
+RETURNING j.id, j.ref, j.clinic_id, j.lease_owner, j.attempts
+"""
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: int
+    job_ref: str
+    clinic_id: int
+    owner: str
+    attempt: int
+
+    @property
+    def fence(self) -> Fence:
+        return Fence(self.job_id, self.owner, self.attempt)
+
+
+def _pick_clinics(cursor, after: int, limit: int) -> list[int]:
+    params = {
+        "cursor": after,
+        "active": DrainState.ACTIVE,
+        "disabled": MutationMode.DISABLED,
+        "pending": JobState.PENDING,
+        "limit": limit,
+    }
+    cursor.execute(_CLINICS_SQL.format(op=">"), params)
+    picked = [row[0] for row in cursor.fetchall()]
+    if len(picked) < limit:
+        # Wrap around: clinics up to and including the cursor's come after the ones past it.
+        cursor.execute(_CLINICS_SQL.format(op="<="), {**params, "limit": limit - len(picked)})
+        picked += [row[0] for row in cursor.fetchall() if row[0] not in picked]
+    return picked
+
+
+def dispatch_round(
+    *,
+    global_limit: int | None = None,
+    per_clinic_limit: int | None = None,
+    now: datetime | None = None,
+    cursor_name: str = "default",
+) -> list[Claim]:
+    """Claim one fair round of jobs and return them (each with its own lease owner token).
+
+    The caller hands each claim to a worker (a Celery task queued on commit, or inline). A claim
+    whose message is lost simply expires and is rescued.
+    """
+    global_limit = global_limit or dj_settings.REEVALUATION_DISPATCH_GLOBAL_LIMIT
+    per_clinic_limit = per_clinic_limit or dj_settings.REEVALUATION_DISPATCH_PER_CLINIC_LIMIT
+    now = now or timezone.now()
+    with transaction.atomic():
+        DispatchCursor.objects.get_or_create(name=cursor_name)
+        state = DispatchCursor.objects.select_for_update().get(name=cursor_name)
+        with connection.cursor() as cursor:
+            clinics = _pick_clinics(cursor, state.last_clinic_id, global_limit)
+            if not clinics:
+                return []
+            cursor.execute(
+                _CLAIM_SQL, {"clinics": clinics, "pending": JobState.PENDING, "per_clinic": per_clinic_limit}
+            )
+            rows = cursor.fetchall()[:global_limit]
+            if not rows:
+                return []
+            ids = [row[1] for row in rows]
+            owners = [f"dispatch:{uuid.uuid4().hex}" for _ in ids]
+            cursor.execute(
+                _TAKE_SQL,
+                {
+                    "running": JobState.RUNNING,
+                    "pending": JobState.PENDING,
+                    "expires": now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
+                    "now": now,
+                    "ids": ids,
+                    "owners": owners,
+                },
+            )
+            taken = {row[0]: Claim(row[0], row[1], row[2], row[3], row[4]) for row in cursor.fetchall()}
+        claims = [taken[i] for i in ids if i in taken]
+        if claims:
+            DispatchCursor.objects.filter(pk=state.pk).update(
+                last_clinic_id=claims[-1].clinic_id, rounds=state.rounds + 1, updated_at=now
+            )
+        return claims

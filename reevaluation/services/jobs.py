@@ -1,0 +1,240 @@
+"""Heads and jobs: advancing a scope's head, one job per revision, and fenced job transitions.
+
+Every job write is a conditional UPDATE whose row count is checked. Writes by a worker are fenced
+on ``lease_owner`` and ``attempts``: a worker whose lease was rescued (and maybe re-claimed) no
+longer matches, so it can change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings as dj_settings
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from common.errors import VersionConflict
+from scheduling.models import Appointment, AppointmentStatus
+
+from ..models import (
+    PRIORITY_RANK,
+    ClinicReevaluationSettings,
+    InboxEvent,
+    InboxStatus,
+    JobState,
+    PriorityClass,
+    ReevaluationHead,
+    ReevaluationJob,
+)
+from .modes import due_minutes, settings_for
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Fence:
+    """Who holds a RUNNING job's lease, and for which attempt."""
+
+    job_id: int
+    owner: str
+    attempt: int
+
+
+def scope_targets(clinic_id: int, fingerprint: str) -> tuple[list[str], list[str]]:
+    """Refs of the fingerprint's HELD and PROPOSED appointments in the clinic (CONFIRMED left out)."""
+    rows = (
+        Appointment.objects.filter(
+            clinic_id=clinic_id,
+            patient__crm_fingerprint=fingerprint,
+            status__in=[AppointmentStatus.HELD, AppointmentStatus.PROPOSED],
+        )
+        .order_by("pk")
+        .values_list("ref", "status")
+    )
+    held = [ref for ref, status in rows if status == AppointmentStatus.HELD]
+    proposed = [ref for ref, status in rows if status == AppointmentStatus.PROPOSED]
+    return held, proposed
+
+
+def record_revision(
+    *, event: InboxEvent, assessment_ref: str, assessment_hash: str
+) -> ReevaluationJob | None:
+    """Advance the scope head and create the revision's job, in the caller's transaction.
+
+    Returns the new job (PENDING, or STALE when an older revision arrives late), or None when a job
+    for this exact revision exists already (the event is then marked DUPLICATE_REVISION).
+    The head row is locked first, so two events for one scope serialize here.
+    """
+    now = timezone.now()
+    with connection.cursor() as cursor:
+        # Create the head if missing without racing: ON CONFLICT leaves the first writer's row.
+        cursor.execute(
+            "INSERT INTO reevaluation_reevaluationhead (tenant_group_id, clinic_id, fingerprint, revision,"
+            " assessment_ref, assessment_hash, event_id, version, updated_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, 1, now())"
+            " ON CONFLICT (clinic_id, tenant_group_id, fingerprint) DO NOTHING",
+            [
+                event.tenant_group_id,
+                event.clinic_id,
+                event.fingerprint,
+                event.profile_revision,
+                assessment_ref,
+                assessment_hash,
+                event.pk,
+            ],
+        )
+    head = ReevaluationHead.objects.select_for_update().get(
+        clinic_id=event.clinic_id, tenant_group_id=event.tenant_group_id, fingerprint=event.fingerprint
+    )
+    scope = {
+        "clinic_id": event.clinic_id,
+        "tenant_group_id": event.tenant_group_id,
+        "fingerprint": event.fingerprint,
+    }
+    if ReevaluationJob.objects.filter(
+        revision=event.profile_revision, redrive_of__isnull=True, **scope
+    ).exists():
+        InboxEvent.objects.filter(pk=event.pk).update(status=InboxStatus.DUPLICATE_REVISION)
+        return None
+
+    late = event.profile_revision < head.revision
+    if event.profile_revision > head.revision:
+        updated = ReevaluationHead.objects.filter(pk=head.pk, version=head.version).update(
+            revision=event.profile_revision,
+            assessment_ref=assessment_ref,
+            assessment_hash=assessment_hash,
+            event_id=event.pk,
+            version=F("version") + 1,
+            updated_at=now,
+        )
+        if updated != 1:  # cannot happen under the row lock; refuse rather than fork the head
+            raise VersionConflict("The scope head changed.")
+    # A newer revision makes every older waiting job STALE (RUNNING ones notice at write-back).
+    if not late:
+        ReevaluationJob.objects.filter(
+            revision__lt=event.profile_revision, state__in=[JobState.PENDING, JobState.RETRY_WAIT], **scope
+        ).update(state=JobState.STALE, finished_at=now, lease_owner="", version=F("version") + 1)
+
+    row = settings_for(event.clinic)
+    held, proposed = scope_targets(event.clinic_id, event.fingerprint)
+    priority_class = PriorityClass.HELD_PRESENT if held else PriorityClass.PROPOSED_ONLY
+    job = ReevaluationJob.objects.create(
+        tenant_group_id=event.tenant_group_id,
+        clinic_id=event.clinic_id,
+        fingerprint=event.fingerprint,
+        revision=event.profile_revision,
+        event=event,
+        assessment_ref=assessment_ref,
+        assessment_hash=assessment_hash,
+        material_change=event.material_change,
+        state=JobState.STALE if late else JobState.PENDING,
+        priority_class=priority_class,
+        priority=PRIORITY_RANK[priority_class],
+        due_at=now + timedelta(minutes=due_minutes(row, priority_class)),
+        max_attempts=dj_settings.REEVALUATION_MAX_ATTEMPTS,
+        cooldown_seconds=dj_settings.REEVALUATION_COOLDOWN_SECONDS,
+        held_targets=held,
+        proposed_targets=proposed,
+        created_at=now,
+        finished_at=now if late else None,
+    )
+    if late:
+        InboxEvent.objects.filter(pk=event.pk).update(status=InboxStatus.LATE)
+    return job
+
+
+def head_revision(job: ReevaluationJob) -> int | None:
+    return (
+        ReevaluationHead.objects.filter(
+            clinic_id=job.clinic_id, tenant_group_id=job.tenant_group_id, fingerprint=job.fingerprint
+        )
+        .values_list("revision", flat=True)
+        .first()
+    )
+
+
+def fenced(fence: Fence):
+    """The queryset matching the job only while ``fence`` still holds its lease."""
+    return ReevaluationJob.objects.filter(
+        pk=fence.job_id, state=JobState.RUNNING, lease_owner=fence.owner, attempts=fence.attempt
+    )
+
+
+def lease_renew(fence: Fence, *, now: datetime | None = None) -> bool:
+    """Extend a live lease. An expired or lost lease is not revived: the failure is counted instead."""
+    now = now or timezone.now()
+    updated = (
+        fenced(fence)
+        .filter(lease_expires_at__gt=now)
+        .update(
+            lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
+            lease_renewed_at=now,
+            version=F("version") + 1,
+        )
+    )
+    if updated == 1:
+        return True
+    job = ReevaluationJob.objects.filter(pk=fence.job_id).values("clinic_id").first()
+    if job is not None:
+        ReevaluationJob.objects.filter(pk=fence.job_id).update(renewal_failures=F("renewal_failures") + 1)
+        ClinicReevaluationSettings.objects.filter(clinic_id=job["clinic_id"]).update(
+            lease_renewal_failures=F("lease_renewal_failures") + 1
+        )
+    logger.warning("reevaluation lease renewal failed job_id=%s attempt=%s", fence.job_id, fence.attempt)
+    return False
+
+
+def retry_delay(job: ReevaluationJob, attempt: int) -> timedelta:
+    """Exponential cooldown, capped."""
+    seconds = job.cooldown_seconds * (2 ** max(attempt - 1, 0))
+    return timedelta(seconds=min(seconds, dj_settings.REEVALUATION_MAX_COOLDOWN_SECONDS))
+
+
+def rescue_expired_leases(*, now: datetime | None = None, limit: int = 500) -> int:
+    """Beat: RUNNING jobs whose lease expired go back to PENDING (or FAILED when attempts are spent).
+
+    Rows are taken with SKIP LOCKED so a worker mid-write-back is not waited on; its own fenced
+    write-back decides. Returns how many jobs were rescued.
+    """
+    now = now or timezone.now()
+    rescued = 0
+    with transaction.atomic():
+        expired = list(
+            ReevaluationJob.objects.select_for_update(skip_locked=True)
+            .filter(state=JobState.RUNNING, lease_expires_at__lt=now)
+            .order_by("pk")[:limit]
+        )
+        for job in expired:
+            exhausted = job.attempts >= job.max_attempts
+            updated = ReevaluationJob.objects.filter(
+                pk=job.pk, state=JobState.RUNNING, lease_owner=job.lease_owner, attempts=job.attempts
+            ).update(
+                state=JobState.FAILED if exhausted else JobState.PENDING,
+                last_failure_code="LEASE_EXPIRED",
+                lease_owner="",
+                lease_expires_at=None,
+                finished_at=now if exhausted else None,
+                version=F("version") + 1,
+            )
+            rescued += updated
+    if rescued:
+        logger.info("reevaluation rescued %s expired leases", rescued)
+    return rescued
+
+
+def wake_retries(*, now: datetime | None = None, limit: int = 1000) -> int:
+    """Beat: RETRY_WAIT jobs whose cooldown has passed become PENDING (claimable). Idempotent."""
+    now = now or timezone.now()
+    ids = list(
+        ReevaluationJob.objects.filter(state=JobState.RETRY_WAIT, next_attempt_at__lte=now)
+        .order_by("next_attempt_at", "pk")
+        .values_list("pk", flat=True)[:limit]
+    )
+    if not ids:
+        return 0
+    return ReevaluationJob.objects.filter(
+        pk__in=ids, state=JobState.RETRY_WAIT, next_attempt_at__lte=now
+    ).update(state=JobState.PENDING, version=F("version") + 1)
