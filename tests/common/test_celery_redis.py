@@ -8,6 +8,7 @@ import uuid
 import pytest
 from celery.contrib.testing.worker import start_worker
 from celery.signals import task_postrun
+from django.db import connections
 
 from common import outbox
 from common.models import OutboxMessage, OutboxStatus
@@ -24,6 +25,8 @@ def test_a_delivery_task_sent_through_redis_is_run_by_a_worker():
     finished = threading.Event()
 
     def on_postrun(task_id=None, **_kwargs):
+        # Runs in the worker's thread: close its DB connection so the test database can be dropped.
+        connections.close_all()
         if task_id == task_ids[0]:
             finished.set()
 
