@@ -135,6 +135,15 @@ REST_FRAMEWORK = {
     "EXCEPTION_HANDLER": "common.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # Counters live in the Redis cache; generous by default, tighten per deployment.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": env("API_THROTTLE_ANON", default="600/min"),
+        "user": env("API_THROTTLE_USER", default="6000/min"),
+    },
 }
 
 SPECTACULAR_SETTINGS = {

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -21,6 +22,17 @@ from tests import factories as f
 hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_cache():
+    """Each test process gets its own cache key prefix on the shared Redis (throttles, sign-in counters)."""
+    from django.conf import settings
+    from django.test import override_settings
+
+    prefix = f"test-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}-{uuid.uuid4().hex[:8]}"
+    with override_settings(CACHES={"default": {**settings.CACHES["default"], "KEY_PREFIX": prefix}}):
+        yield
 
 
 @pytest.fixture
