@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -69,6 +68,7 @@ class CRMServer:
         self.mode = "ok"
         self.delay = 0.6
         self.calls = 0
+        self.released = threading.Event()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -80,7 +80,8 @@ class CRMServer:
                 ref = self.path.split("?")[0].rsplit("/", 1)[-1]
                 doc = dict(server.documents.get(ref) or {})
                 if server.mode == "slow":
-                    time.sleep(server.delay)
+                    # Hold the answer past the client's read timeout (released early at close).
+                    server.released.wait(server.delay)
                 if server.mode == "error":
                     return self._send(503, b'{"error":"unavailable"}')
                 if server.mode == "tamper":
@@ -109,6 +110,7 @@ class CRMServer:
         return rf.doc_hash(doc)
 
     def close(self):
+        self.released.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
