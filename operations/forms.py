@@ -35,3 +35,59 @@ class ReasonConfirmForm(forms.Form):
     idempotency_key = forms.CharField(
         max_length=200, validators=[printable], widget=forms.HiddenInput, initial=new_idempotency_key
     )
+
+
+class CursorForm(forms.Form):
+    """A keyset cursor (the ref of the last row shown) for "load more" fragments."""
+
+    after = forms.CharField(max_length=40, required=False, validators=[printable])
+
+
+class RedrivePreviewForm(forms.Form):
+    """PREVIEW a redrive in the current clinic (the scope is the URL's clinic, never a field).
+
+    No confirm box: a preview changes no job. The key makes a double submit show the same preview.
+    """
+
+    target_revision = forms.IntegerField(
+        required=False, min_value=0, label="Target revision (optional)", widget=forms.NumberInput
+    )
+    limit = forms.IntegerField(min_value=1, max_value=100, initial=20)
+    reason = forms.CharField(min_length=5, max_length=500, strip=True, widget=forms.Textarea(attrs={"rows": 2}))
+    idempotency_key = forms.CharField(
+        max_length=200, validators=[printable], widget=forms.HiddenInput, initial=new_idempotency_key
+    )
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "preview_%s")
+        super().__init__(*args, **kwargs)
+
+
+class RedriveExecuteForm(ReasonConfirmForm):
+    """EXECUTE exactly one earlier preview: its ref, a reason, the confirm box and the key."""
+
+    preview = forms.CharField(max_length=40, validators=[printable], widget=forms.HiddenInput)
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", "execute_%s")  # element ids stay unique beside the other forms
+        super().__init__(*args, **kwargs)
+
+
+class ModeSetForm(ReasonConfirmForm):
+    mode = forms.ChoiceField(label="Mutation mode")
+
+    def __init__(self, *args, choices=(), **kwargs):
+        kwargs.setdefault("auto_id", "mode_%s")
+        super().__init__(*args, **kwargs)
+        self.fields["mode"].choices = [(c, c) for c in choices]
+        self.fields["confirm"].label = "I want to change this clinic's mutation mode."
+
+
+class DrainSetForm(ReasonConfirmForm):
+    state = forms.ChoiceField(label="Drain state")
+
+    def __init__(self, *args, choices=(), **kwargs):
+        kwargs.setdefault("auto_id", "drain_%s")
+        super().__init__(*args, **kwargs)
+        self.fields["state"].choices = [(c, c) for c in choices]
+        self.fields["confirm"].label = "I want to change this clinic's drain state."

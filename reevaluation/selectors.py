@@ -186,3 +186,59 @@ def job_detail(clinic, job_ref: str) -> dict:
         "outcomes": outcomes,
         "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
     }
+
+
+def job_panel(clinic, job_ref: str) -> dict:
+    """What the console's detail panel shows for one job of ``clinic``, in three queries.
+
+    Scope (tenant group, clinic, the fingerprint's first 8 hex characters only), revision, target
+    policy, state, timings, attempts, the latest outcome and the redrive lineage (parent, root and
+    children). No patient data: the fingerprint is pseudonymous and is shortened anyway.
+    A missing job and another clinic's job are the same ``NotFound``.
+    """
+    job = (
+        ReevaluationJob.objects.filter(clinic_id=clinic.pk, ref=job_ref)
+        .select_related("tenant_group", "redrive_of", "lineage_root")
+        .first()
+    )
+    if job is None:
+        raise NotFound()
+    latest = (
+        job.outcomes.order_by("-created_at", "-pk")
+        .values("appointment_ref", "status_before", "outcome", "applied", "mode", "replacement_ref")
+        .first()
+    )
+    children = list(
+        ReevaluationJob.objects.filter(clinic_id=clinic.pk, redrive_of_id=job.pk)
+        .order_by("created_at", "pk")
+        .values("ref", "state")
+    )
+    return {
+        "job": job.ref,
+        "tenant_group": job.tenant_group.ref,
+        "clinic": clinic.ref,
+        "fingerprint_prefix": job.fingerprint[:8],
+        "state": job.state,
+        "target_revision": job.revision,
+        "priority_class": job.priority_class,
+        "due_at": _iso(job.due_at),
+        "next_attempt_at": _iso(job.next_attempt_at),
+        "created_at": _iso(job.created_at),
+        "finished_at": _iso(job.finished_at),
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "last_failure_code": job.last_failure_code or None,
+        "target_policy_ref": job.target_policy_ref or None,
+        "target_policy_generation": job.target_policy_generation,
+        "outcome_counts": job.outcome_counts,
+        "latest_outcome": latest,
+        "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+        "lineage_root": job.lineage_root.ref if job.lineage_root_id else None,
+        "redrives": children,
+    }
+
+
+def clinic_switches(clinic) -> dict:
+    """The clinic's mutation mode and drain state (defaults when no settings row exists yet): one query."""
+    row = _settings_values(clinic)
+    return {"mutation_mode": row["mutation_mode"], "drain_state": row["drain_state"]}

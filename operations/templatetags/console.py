@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from django import template
+from django.utils.dateparse import parse_datetime
 
 register = template.Library()
 
@@ -16,3 +19,35 @@ def compact_json(value, limit: int = 200) -> str:
         return "—"
     text = json.dumps(value, sort_keys=True, separators=(", ", ": "), ensure_ascii=False, default=str)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def in_zone(value, tz_name: str) -> str:
+    """An ISO 8601 string or aware datetime shown in the clinic's zone: ``2030-12-03 10:02 KST``.
+
+    Selectors hand times over as ISO strings in UTC; the console always shows the clinic's wall clock.
+    """
+    if value in (None, ""):
+        return "—"
+    moment = value if isinstance(value, datetime) else parse_datetime(str(value))
+    if moment is None:
+        return "—"
+    return moment.astimezone(ZoneInfo(tz_name)).strftime("%Y-%m-%d %H:%M %Z")
+
+
+@register.filter
+def duration(seconds) -> str:
+    """Seconds as a short age: ``45s``, ``12m 5s``, ``3h 20m``, ``2d 4h``; ``—`` when unknown."""
+    if seconds in (None, ""):
+        return "—"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m {sec}s"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 48:
+        return f"{hours}h {minutes}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d {hours}h"

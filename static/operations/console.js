@@ -43,6 +43,15 @@
     showToast("The server could not be reached.", "error");
   });
 
+  // A click anywhere on a queue row opens its detail panel: it follows the row's own link (htmx).
+  document.addEventListener("click", function (event) {
+    var target = event.target;
+    if (!(target instanceof Element) || target.closest("a, button, input, select, textarea, label")) return;
+    var row = target.closest("tr[data-detail-row]");
+    var link = row && row.querySelector("a[hx-get]");
+    if (link) link.click();
+  });
+
   // Close the clinic switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
     var open = document.querySelectorAll("details.switcher[open]");

@@ -191,3 +191,87 @@ def test_switcher_lists_only_the_users_clinics(open_page, staff, clinic, second_
     # A tablet-width page does not scroll sideways: the layout fits.
     assert page.evaluate("document.documentElement.scrollWidth") <= TABLET["width"]
     assert page.errors == []
+
+
+def _reevaluation_world(clinic, failed: int = 2) -> list[str]:
+    """FAILED jobs (still their scope's head) and one PENDING job, through signed intake."""
+    from reevaluation.models import JobState, ReevaluationJob
+    from tests.reevaluation import factories as rf
+    from tests.reevaluation.conftest import post_event
+
+    refs = [post_event(clinic, rf.fingerprint(f"browser-{clinic.pk}-{i}"), 1).job_ref for i in range(failed)]
+    ReevaluationJob.objects.filter(ref__in=refs).update(
+        state=JobState.FAILED, attempts=5, last_failure_code="ASSESSMENT_TIMEOUT"
+    )
+    post_event(clinic, rf.fingerprint(f"browser-{clinic.pk}-pending"), 1)
+    return refs
+
+
+def _preview(page, reason: str = "CRM outage is over") -> None:
+    page.fill("#preview_reason", reason)
+    page.click("button:has-text('Preview')")
+    sync_api.expect(page.get_by_test_id("redrive-result")).to_contain_text("would be redriven")
+
+
+def test_staff_reads_the_reevaluation_page_and_previews_but_cannot_execute(open_page, staff, clinic):
+    failed = _reevaluation_world(clinic)
+    page = open_page()
+    sign_in(page, staff.username)
+    page.click("nav.sections >> text=Reevaluation")
+    page.wait_for_url(re.compile(r"/reevaluation/$"))
+    sync_api.expect(page.locator("#queue-rows tr[data-job]")).to_have_count(3)
+    sync_api.expect(page.locator("[data-count=FAILED]")).to_have_text("2")
+    sync_api.expect(page.get_by_test_id("mode-readonly")).to_have_text("DISABLED")
+    # Clicking a row (not only its link) loads the detail panel with htmx.
+    page.click(f"#queue-rows tr[data-job='{failed[0]}'] td:nth-child(2)")
+    sync_api.expect(page.get_by_test_id("job-detail")).to_contain_text("ASSESSMENT_TIMEOUT")
+    assert page.url.endswith("/reevaluation/")  # no navigation: a partial swap
+    _preview(page)
+    result = page.get_by_test_id("redrive-result")
+    for ref in failed:
+        sync_api.expect(result).to_contain_text(ref)
+    sync_api.expect(page.get_by_test_id("admin-only")).to_be_visible()
+    sync_api.expect(page.locator("button:has-text('Execute redrive')")).to_have_count(0)
+    sync_api.expect(page.locator("button:has-text('Set mode')")).to_have_count(0)
+    shot(page, "reevaluation-staff-preview")
+    assert page.errors == []
+
+
+def test_admin_previews_executes_and_follows_the_lineage(open_page, admin, clinic):
+    from reevaluation.models import ReevaluationJob
+
+    failed = _reevaluation_world(clinic)
+    page = open_page()
+    sign_in(page, admin.username)
+    page.goto(f"/console/c/{clinic.ref}/reevaluation/")
+    _preview(page)
+    shot(page, "reevaluation-admin-preview")
+    page.check("#execute_confirm")
+    page.click("button:has-text('Execute redrive')")
+    execute_result = page.get_by_test_id("execute-result")
+    sync_api.expect(execute_result).to_contain_text("Redriven 2, skipped 0")
+    sync_api.expect(page.get_by_test_id("toast").first).to_contain_text("Redriven 2")
+    children = dict(
+        ReevaluationJob.objects.filter(redrive_of__ref__in=failed).values_list("redrive_of__ref", "ref")
+    )
+    assert set(children) == set(failed)
+    for parent, child in children.items():
+        sync_api.expect(page.locator(f"li[data-parent='{parent}'][data-child='{child}']")).to_have_count(1)
+    # The snapshot refreshed itself after the change: two new PENDING jobs.
+    sync_api.expect(page.locator("[data-count=PENDING]")).to_have_text("3")
+    child = children[failed[0]]
+    page.click(f"li[data-child='{child}'] >> text={child}")
+    detail = page.get_by_test_id("job-detail")
+    sync_api.expect(detail).to_contain_text("redrive of")
+    sync_api.expect(detail.locator(f"[data-lineage='{failed[0]}']")).to_have_count(1)
+    shot(page, "reevaluation-admin-executed")
+    # Mode switch with a reason; the snapshot shows the new mode.
+    page.select_option("#mode_mode", "DRY_RUN")
+    page.fill("#mode_reason", "rollout step 2")
+    page.check("#mode_confirm")
+    page.click("button:has-text('Set mode')")
+    sync_api.expect(page.get_by_test_id("mutation-mode")).to_have_text("DRY_RUN")
+    page.set_viewport_size(TABLET)
+    shot(page, "reevaluation-admin-tablet")
+    assert page.evaluate("document.documentElement.scrollWidth") <= TABLET["width"]
+    assert page.errors == []

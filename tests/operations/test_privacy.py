@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 from django.urls import reverse
 
+from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import AppointmentStatus
 from tests import factories as f
 from tests.conftest import assert_no_pii
 from tests.operations.conftest import make_audit
+from tests.reevaluation import factories as rf
+from tests.reevaluation.conftest import World, post_event
 
 pytestmark = pytest.mark.django_db
 
@@ -58,3 +63,45 @@ def test_index_login_and_error_pages_show_no_patient_data(staff_web, client, cli
     nobody = Client()
     nobody.force_login(f.UserFactory())
     assert_no_pii(nobody.get(reverse("console:index")).content.decode(), patients)
+
+
+def test_reevaluation_pages_show_no_patient_data(staff_web, admin_web, clinic, second_clinic, patients):
+    """The page, the detail panel, both "load more" fragments, the preview and the execute result."""
+    world = World(clinic)
+    everyone = [*patients, world.patient, world.other_patient]
+    world.book("HELD", 10)
+    refs = [post_event(world, world.fp, 1).job_ref]
+    refs += [post_event(world, rf.fingerprint(f"{world.crm_ref}-{i}"), 1).job_ref for i in range(24)]
+    failed = ReevaluationJob.objects.filter(ref__in=refs[1:])
+    failed.update(state=JobState.FAILED, last_failure_code="ASSESSMENT_TIMEOUT")
+    for _ in range(12):
+        QuarantineCase.objects.create(
+            reason_code="PRIVACY_BOUNDARY", category="PRIVACY", evidence_digest="f" * 64, clinic=clinic
+        )
+    page = reverse("console:reevaluation", kwargs={"clinic_ref": clinic.ref})
+    hx = {"HTTP_HX_REQUEST": "true"}
+    html = admin_web.get(page).content.decode()
+    texts = [html, staff_web.get(page).content.decode()]
+    texts.append(admin_web.get(page, HTTP_HX_TARGET="reeval-snapshot", **hx).content.decode())
+    for name in ("after", "qafter"):
+        after = re.search(rf'hx-get="[^"]*\?{name}=([^"&]+)"', html).group(1)
+        texts.append(admin_web.get(f"{page}?{name}={after}", **hx).content.decode())
+    for ref in refs[:3]:
+        job_url = reverse("console:reevaluation-job", kwargs={"clinic_ref": clinic.ref, "job_ref": ref})
+        texts += [admin_web.get(job_url, **hx).content.decode(), admin_web.get(job_url).content.decode()]
+    preview = admin_web.post(
+        reverse("console:reevaluation-preview", kwargs={"clinic_ref": clinic.ref}),
+        {"reason": "CRM outage over", "limit": 5, "idempotency_key": "priv-1"},
+        **hx,
+    ).content.decode()
+    preview_ref = re.search(r'name="preview" value="([^"]+)"', preview).group(1)
+    result = admin_web.post(
+        reverse("console:reevaluation-execute", kwargs={"clinic_ref": clinic.ref}),
+        {"preview": preview_ref, "reason": "CRM outage over", "confirm": "on", "idempotency_key": "priv-2"},
+        **hx,
+    ).content.decode()
+    assert 'data-testid="execute-result"' in result
+    audit = admin_web.get(reverse("console:audit", kwargs={"clinic_ref": clinic.ref})).content.decode()
+    for text in [*texts, preview, result, audit]:
+        assert_no_pii(text, everyone)
+        assert world.fp not in text  # the full fingerprint never shows either

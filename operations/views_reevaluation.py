@@ -1,0 +1,323 @@
+"""The reevaluation console page: snapshot, action queue, detail panel, quarantine, redrive and switches.
+
+Thin views: scope and role through ``clinic_view``, reads through ``reevaluation.selectors``, writes
+through ``reevaluation.services`` (which check scope and role again). Every write runs under the
+form's idempotency key (``common.idempotency.run_idempotent``), so a double submit or a replayed
+request shows the first answer instead of acting twice. The actor is always ``request.user``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from common.errors import DomainError, NotFound
+from common.idempotency import StoredResponse, request_digest, run_idempotent
+from reevaluation import selectors
+from reevaluation.models import DrainState, MutationMode
+from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
+from scheduling.models import Clinic, Role
+
+from .decorators import clinic_view
+from .forms import CursorForm, DrainSetForm, ModeSetForm, RedriveExecuteForm, RedrivePreviewForm
+from .responses import console_error, render_clinic_page, with_toast
+
+PAGE = "operations/reevaluation.html"
+JOB_PAGE = "operations/reevaluation_job.html"
+#: The snapshot's ``recent_quarantine`` is the quarantine list's first page (10 rows).
+QUARANTINE_PAGE_SIZE = 10
+#: Fired after a change so the snapshot block refreshes at once (it also polls every 15 s).
+CHANGED_EVENT = "reevaluation-changed"
+
+
+def queue_page_size() -> int:
+    return int(getattr(settings, "CONSOLE_REEVALUATION_PAGE_SIZE", 20))
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[dict]
+    #: The ref of the last row shown when more rows exist: the keyset "load more" cursor.
+    next_cursor: str | None
+
+
+def _page(rows: list[dict], size: int, key: str) -> Page:
+    """Rows fetched with ``limit=size + 1``: the extra row only tells whether there is more."""
+    shown = rows[:size]
+    return Page(shown, shown[-1][key] if len(rows) > size and shown else None)
+
+
+def _is_admin(clinic: Clinic) -> bool:
+    return clinic.user_role == Role.ADMIN
+
+
+def _switch_forms(clinic: Clinic, *, mode_form=None, drain_form=None) -> dict:
+    if not _is_admin(clinic):
+        return {}
+    return {
+        "mode_form": mode_form or ModeSetForm(choices=MutationMode.values),
+        "drain_form": drain_form or DrainSetForm(choices=DrainState.values),
+    }
+
+
+@clinic_view()
+def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    """The page; htmx asks for ``#reeval-snapshot`` (poll), queue rows (``after``) or quarantine rows (``qafter``)."""
+    cursors = CursorForm(request.GET)
+    qcursors = CursorForm({"after": request.GET.get("qafter", "")})
+    if not cursors.is_valid() or not qcursors.is_valid():
+        return console_error(request, 400, "The cursor is not valid.")
+    after, qafter = cursors.cleaned_data["after"], qcursors.cleaned_data["after"]
+    size = queue_page_size()
+    try:
+        if request.htmx and after:
+            queue = _page(selectors.action_queue(clinic, limit=size + 1, after=after), size, "job")
+            return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": queue})
+        if request.htmx and qafter:
+            rows = selectors.quarantine_list(clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
+            quarantine = _page(rows, QUARANTINE_PAGE_SIZE, "case")
+            return render(request, f"{PAGE}#quarantine-rows", {"clinic": clinic, "quarantine": quarantine})
+        snapshot = selectors.snapshot(clinic, queue_limit=size + 1)
+        if request.htmx and request.htmx.target == "reeval-snapshot":
+            return render(request, f"{PAGE}#snapshot", {"clinic": clinic, "snapshot": snapshot})
+        # Without htmx, "load more" links open the full page starting after the cursor.
+        rows = selectors.action_queue(clinic, limit=size + 1, after=after) if after else snapshot["action_queue"]
+        qrows = (
+            selectors.quarantine_list(clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
+            if qafter
+            else snapshot["recent_quarantine"]
+        )
+    except NotFound:
+        return console_error(request, 404)
+    quarantine = (
+        _page(qrows, QUARANTINE_PAGE_SIZE, "case")
+        if qafter
+        # The snapshot's first page holds 10 rows; the clinic's case count says whether more exist.
+        else Page(qrows, qrows[-1]["case"] if qrows and snapshot["quarantine_count"] > len(qrows) else None)
+    )
+    context = {
+        "snapshot": snapshot,
+        "queue": _page(rows, size, "job"),
+        "quarantine": quarantine,
+        "switches": {"mutation_mode": snapshot["mutation_mode"], "drain_state": snapshot["drain_state"]},
+        "preview_form": RedrivePreviewForm(),
+        **_switch_forms(clinic),
+    }
+    return render_clinic_page(request, PAGE, clinic, "reevaluation", context)
+
+
+@clinic_view()
+def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
+    """The detail panel of one job (htmx), or the same panel on its own page."""
+    try:
+        job = selectors.job_panel(clinic, job_ref)
+    except NotFound:
+        return console_error(request, 404)
+    if request.htmx:
+        return render(request, f"{JOB_PAGE}#detail", {"clinic": clinic, "job": job})
+    return render_clinic_page(request, JOB_PAGE, clinic, "reevaluation", {"job": job})
+
+
+def _run(
+    request: HttpRequest,
+    clinic: Clinic,
+    *,
+    command: str,
+    key: str,
+    parts: tuple,
+    execute: Callable[[], dict],
+) -> StoredResponse:
+    """Run a console command once per (clinic, user, key); a replay returns the stored answer.
+
+    The same key with a different request raises ``IdempotencyKeyReused`` (a 422 for the caller).
+    """
+    return run_idempotent(
+        scope=f"console:{clinic.ref}:{request.user.pk}",
+        key=key,
+        command=command,
+        digest=request_digest(command, *parts),
+        execute=lambda _receipt: (200, execute()),
+    )
+
+
+def _refused(request: HttpRequest, stored: StoredResponse) -> HttpResponse | None:
+    if stored.status_code == 200:
+        return None
+    body = json.loads(stored.body)
+    return console_error(request, stored.status_code, body.get("detail", ""))
+
+
+@clinic_view(methods=("POST",))
+def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    """PREVIEW (STAFF and ADMIN): the exact jobs an EXECUTE would redrive, frozen under a preview ref."""
+    form = RedrivePreviewForm(request.POST)
+    if not form.is_valid():
+        response = render(request, f"{PAGE}#redrive-form", {"clinic": clinic, "preview_form": form})
+        # The form posts into the result area; its errors belong in place of the form itself.
+        response["HX-Retarget"] = "#redrive-form"
+        response["HX-Reswap"] = "outerHTML"
+        return response
+    data = form.cleaned_data
+    key, reason = data["idempotency_key"], data["reason"]
+    target_revision, limit = data["target_revision"], data["limit"]
+
+    def execute() -> dict:
+        result = redrive_preview(
+            clinic=clinic,
+            actor=request.user,
+            reason=reason,
+            limit=limit,
+            target_revision=target_revision,
+            idempotency_key=key,
+        )
+        return {
+            "preview": result.preview_ref,
+            "targets": result.targets,
+            "count": result.count,
+            "reason": reason,
+            "target_revision": target_revision,
+            "limit": limit,
+        }
+
+    try:
+        stored = _run(
+            request,
+            clinic,
+            command="console.reevaluation.redrive_preview",
+            key=key,
+            parts=(target_revision, limit, reason),
+            execute=execute,
+        )
+    except DomainError as exc:
+        return console_error(request, exc.status_code, exc.detail)
+    if (refused := _refused(request, stored)) is not None:
+        return refused
+    preview = json.loads(stored.body)
+    execute_form = None
+    if _is_admin(clinic) and preview["count"]:
+        execute_form = RedriveExecuteForm(initial={"preview": preview["preview"], "reason": preview["reason"]})
+    response = render(
+        request,
+        f"{PAGE}#preview-result",
+        {"clinic": clinic, "preview": preview, "execute_form": execute_form, "replayed": stored.replayed},
+    )
+    return with_toast(response, f"Preview: {preview['count']} job(s) would be redriven.")
+
+
+@clinic_view(Role.ADMIN, methods=("POST",))
+def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    """EXECUTE one preview (ADMIN only; STAFF get 403 from the decorator and nothing runs)."""
+    form = RedriveExecuteForm(request.POST)
+    if not form.is_valid():
+        return render(request, f"{PAGE}#execute-form", {"clinic": clinic, "execute_form": form})
+    data = form.cleaned_data
+    key, reason, preview_ref = data["idempotency_key"], data["reason"], data["preview"]
+
+    def execute() -> dict:
+        result = redrive_execute(
+            clinic=clinic, actor=request.user, preview_ref=preview_ref, reason=reason, idempotency_key=key
+        )
+        return {
+            "preview": preview_ref,
+            "redriven": result.redriven,
+            "skipped": result.skipped,
+            "count": result.count,
+            "skipped_count": len(result.skipped),
+        }
+
+    try:
+        stored = _run(
+            request,
+            clinic,
+            command="console.reevaluation.redrive_execute",
+            key=key,
+            parts=(preview_ref, reason),
+            execute=execute,
+        )
+    except DomainError as exc:
+        return console_error(request, exc.status_code, exc.detail)
+    if (refused := _refused(request, stored)) is not None:
+        return refused
+    result = json.loads(stored.body)
+    response = render(
+        request, f"{PAGE}#execute-result", {"clinic": clinic, "result": result, "replayed": stored.replayed}
+    )
+    response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
+    message = f"Redriven {result['count']} job(s), skipped {result['skipped_count']}."
+    return with_toast(response, message, level="success")
+
+
+def _switch_response(request: HttpRequest, clinic: Clinic, partial: str, **forms) -> HttpResponse:
+    context = {"clinic": clinic, "switches": selectors.clinic_switches(clinic), **_switch_forms(clinic, **forms)}
+    return render(request, f"{PAGE}#{partial}", context)
+
+
+def _switch(
+    request: HttpRequest,
+    clinic: Clinic,
+    *,
+    form,
+    form_name: str,
+    partial: str,
+    command: str,
+    field: str,
+    service: Callable,
+    label: str,
+) -> HttpResponse:
+    if not form.is_valid():
+        return _switch_response(request, clinic, partial, **{form_name: form})
+    data = form.cleaned_data
+    key, reason, value = data["idempotency_key"], data["reason"], data[field]
+
+    def execute() -> dict:
+        row = service(clinic=clinic, actor=request.user, reason=reason, idempotency_key=key, **{field: value})
+        return {"mutation_mode": row.mutation_mode, "drain_state": row.drain_state}
+
+    try:
+        stored = _run(request, clinic, command=command, key=key, parts=(value, reason), execute=execute)
+    except DomainError as exc:
+        return console_error(request, exc.status_code, exc.detail)
+    if (refused := _refused(request, stored)) is not None:
+        return refused
+    now = json.loads(stored.body)
+    response = _switch_response(request, clinic, partial)
+    response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
+    current = now["mutation_mode"] if field == "mode" else now["drain_state"]
+    return with_toast(response, f"{label} is now {current}.", level="success")
+
+
+@clinic_view(Role.ADMIN, methods=("POST",))
+def reevaluation_mode(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    """Set the clinic's mutation mode through ``mode_set`` (which writes the audit row)."""
+    return _switch(
+        request,
+        clinic,
+        form=ModeSetForm(request.POST, choices=MutationMode.values),
+        form_name="mode_form",
+        partial="mode-switch",
+        command="console.reevaluation.mode_set",
+        field="mode",
+        service=mode_set,
+        label="Mutation mode",
+    )
+
+
+@clinic_view(Role.ADMIN, methods=("POST",))
+def reevaluation_drain(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    """Set the clinic's drain state through ``drain_set`` (which writes the audit row)."""
+    return _switch(
+        request,
+        clinic,
+        form=DrainSetForm(request.POST, choices=DrainState.values),
+        form_name="drain_form",
+        partial="drain-switch",
+        command="console.reevaluation.drain_set",
+        field="state",
+        service=drain_set,
+        label="Drain state",
+    )
