@@ -99,12 +99,12 @@ def _queue_rank():
 
 
 def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[dict]:
-    """Jobs needing attention in order (state rank, priority, due_at, ref); keyset page after a job ref."""
+    """Jobs needing attention: HELD_PRESENT before PROPOSED_ONLY, then state rank, due_at, ref (keyset)."""
     limit = max(1, min(int(limit), 200))
     queryset = (
         ReevaluationJob.objects.filter(clinic_id=clinic.pk, state__in=QUEUE_STATES)
         .annotate(rank=_queue_rank())
-        .order_by("rank", "priority", "due_at", "ref")
+        .order_by("priority", "rank", "due_at", "ref")
     )
     if after:
         anchor = queryset.filter(ref=after).values("rank", "priority", "due_at", "ref").first()
@@ -112,10 +112,10 @@ def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[d
             raise NotFound()
         r, p, d, ref = anchor["rank"], anchor["priority"], anchor["due_at"], anchor["ref"]
         queryset = queryset.filter(
-            Q(rank__gt=r)
-            | Q(rank=r, priority__gt=p)
-            | Q(rank=r, priority=p, due_at__gt=d)
-            | Q(rank=r, priority=p, due_at=d, ref__gt=ref)
+            Q(priority__gt=p)
+            | Q(priority=p, rank__gt=r)
+            | Q(priority=p, rank=r, due_at__gt=d)
+            | Q(priority=p, rank=r, due_at=d, ref__gt=ref)
         )
     return [
         {

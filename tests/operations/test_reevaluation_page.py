@@ -114,8 +114,8 @@ def test_snapshot_queue_and_read_only_switches_for_staff(staff_web, world):
     for label in ("Active leases", "Oldest backlog", "Lease-renewal failures", "Consecutive assessment failures"):
         assert label in html
     assert 'hx-trigger="every 15s, reevaluation-changed from:body"' in html
-    # FAILED first, then PENDING with HELD_PRESENT before PROPOSED_ONLY.
-    assert queue_refs(html) == [failed[0].ref, pending, other]
+    # HELD_PRESENT before PROPOSED_ONLY; within a class FAILED before PENDING.
+    assert queue_refs(html) == [pending, failed[0].ref, other]
     assert "ASSESSMENT_TIMEOUT" in html and "HELD_PRESENT" in html and "PROPOSED_ONLY" in html
     assert " KST" in html  # due times in the clinic's zone
     # STAFF: mode and drain read-only, a PREVIEW form, no execute or switch controls.
