@@ -188,9 +188,10 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
     """Readiness, fill metrics and the first page of the action queue for one clinic (STAFF read)."""
     now = now or timezone.now()
     policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version", "ref").first()
+    # Jobs run across all clinics: only their timestamps are shown here (their counts are global).
     jobs = {
-        name: {"last_run_at": iso_in_zone(at, clinic.timezone), "last_result": result}
-        for name, at, result in JobRun.objects.values_list("name", "last_run_at", "last_result")
+        name: {"last_run_at": iso_in_zone(at, clinic.timezone)}
+        for name, at in JobRun.objects.values_list("name", "last_run_at")
     }
     return {
         "clinic": clinic.ref,

@@ -10,7 +10,7 @@ from django.core.management import CommandError, call_command
 from common.models import AuditEntry
 from scheduling.models import AppointmentStatus, HoldStatus, Role
 from tests import factories as f
-from tests.conftest import seoul, token_client
+from tests.conftest import race, seoul, token_client
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from waitlist import services
 from waitlist.models import EntryStatus, OfferEvent, OfferStatus, VacancyStatus
@@ -152,3 +152,40 @@ def test_recover_command_refuses_non_admins_and_unknown_refs(world):
     admin = f.user_with_role(world.clinic, Role.ADMIN)
     with pytest.raises(CommandError, match="NOT_FOUND"):
         run("close-vacancy", "--ref", "vac_x", *common, "--actor-username", admin.username)
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_closing_a_vacancy_while_the_patient_accepts_leaves_one_consistent_outcome():
+    import time_machine
+
+    from common.errors import DomainError
+    from scheduling.models import Appointment, CapacityAllocation
+    from tests.waitlist.factories import NOW, make_world
+    from waitlist.models import Offer, Vacancy
+
+    with time_machine.travel(NOW, tick=False):
+        world = make_world()
+        offer = make_offer(world)
+
+        def work(i):
+            try:
+                if i == 0:
+                    return services.vacancy_close(clinic=world.clinic, vacancy_ref=offer.vacancy.ref, actor=None,
+                                                  reason="race")[0].status
+                receipt = services.offer_claim(clinic=world.clinic, offer_ref=offer.ref, expected_version=1)
+                return services.offer_book(clinic=world.clinic, hold_ref=receipt.hold_ref)[0].status
+            except DomainError as exc:
+                return exc.code
+
+        results = race(work, 2)
+    vacancy = Vacancy.objects.get(pk=offer.vacancy_id)
+    offer = Offer.objects.select_related("hold").get(pk=offer.pk)
+    confirmed = Appointment.objects.filter(patient=offer.patient, status=AppointmentStatus.CONFIRMED).count()
+    if vacancy.status == VacancyStatus.FILLED:
+        assert results[0] == "VACANCY_NOT_CLOSABLE" and confirmed == 1, results
+        assert offer.status == OfferStatus.ACCEPTED and offer.hold.status == HoldStatus.CONSUMED
+    else:
+        assert vacancy.status == VacancyStatus.CLOSED and confirmed == 0, results
+        assert offer.status == OfferStatus.WITHDRAWN and offer.hold.status == HoldStatus.RELEASED
+        assert not CapacityAllocation.objects.filter(hold=offer.hold, active=True).exists()
