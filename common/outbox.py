@@ -39,6 +39,15 @@ class DeliveryDeferred(Exception):
         super().__init__(code)
 
 
+class DeliverySkipped(Exception):
+    """Nothing to send any more (e.g. the offer closed): the row is finished as SENT with ``code`` and
+    provider "skipped", but without ``sent_at``, so per-patient contact caps do not count it."""
+
+    def __init__(self, code: str):
+        self.code = code
+        super().__init__(code)
+
+
 @dataclass(frozen=True)
 class Leased:
     id: int
@@ -127,6 +136,10 @@ def outbox_deliver(lease: Leased) -> str:
             "status": OutboxStatus.PENDING, "next_attempt_at": deferred.until, "attempts": F("attempts") - 1,
             "last_error_code": deferred.code})
         return DeliveryOutcome.DEFERRED
+    except DeliverySkipped as skipped:
+        done = _finish(lease, started_at=started_at, outcome=DeliveryOutcome.SENT, code=skipped.code,
+                       provider="skipped", changes={"status": OutboxStatus.SENT, "last_error_code": skipped.code})
+        return DeliveryOutcome.SENT if done else DeliveryOutcome.FENCED
     except DeliveryFailed as failed:
         return _fail(lease, started_at, failed.code)
     except Exception:  # noqa: BLE001 - a provider bug must not kill the loop; the code is bounded

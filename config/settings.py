@@ -255,3 +255,24 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 # --- end reevaluation ---
+
+# --- waitlist ---
+# The operating loop (waitlist app): beat jobs, booking retry, claim links and ops metrics.
+WAITLIST_BOOKING_RETRY_MINUTES = env.int("WAITLIST_BOOKING_RETRY_MINUTES", default=5)
+WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = env.int("WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES", default=24 * 60)
+WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
+WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)
+WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=30)
+CELERY_BEAT_SCHEDULE.update(
+    {
+        "waitlist-expire-offers": {
+            "task": "waitlist.tasks.expire_offers",
+            "schedule": env.float("WAITLIST_EXPIRE_EVERY_SECONDS", default=30.0),
+        },
+        "waitlist-reconcile": {
+            "task": "waitlist.tasks.reconcile",
+            "schedule": env.float("WAITLIST_RECONCILE_EVERY_SECONDS", default=60.0),
+        },
+    }
+)
+# --- end waitlist ---

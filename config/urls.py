@@ -15,6 +15,8 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
     path("console/", include("operations.console_urls")),
+    # The patient claim page (waitlist): signed single-offer links from the notification.
+    path("claim/", include("waitlist.claim_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
 ]

@@ -3,3 +3,10 @@ from django.apps import AppConfig
 
 class WaitlistConfig(AppConfig):
     name = "waitlist"
+
+    def ready(self) -> None:
+        from common.outbox import register_handler
+
+        from .notifications import OFFER_TOPIC, deliver_offer_notice
+
+        register_handler(OFFER_TOPIC, deliver_offer_notice)

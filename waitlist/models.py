@@ -72,7 +72,8 @@ VACANCY_TRANSITIONS: dict[str, set[str]] = {
     VacancyStatus.OPEN: {VacancyStatus.REVIEW, VacancyStatus.FILLED, VacancyStatus.CLOSED},
     VacancyStatus.REVIEW: {VacancyStatus.OPEN, VacancyStatus.FILLED, VacancyStatus.CLOSED},
     VacancyStatus.FILLED: set(),
-    VacancyStatus.CLOSED: set(),
+    # Only the recovery command reopens a closed vacancy (waitlist_recover reopen-vacancy).
+    VacancyStatus.CLOSED: {VacancyStatus.OPEN},
 }
 DISPATCHABLE_VACANCY_STATUSES = (VacancyStatus.OPEN, VacancyStatus.REVIEW)
 
@@ -276,6 +277,9 @@ class Vacancy(models.Model):
         related_name="+",
         help_text="the candidate whose decision sent the vacancy to staff review",
     )
+    exhausted_at = models.DateTimeField(
+        null=True, blank=True, help_text="when a dispatch first found no candidate left (the exhausted-list metric)"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -391,3 +395,15 @@ class OfferClaimReceipt(models.Model):
 
     def __str__(self) -> str:
         return self.ref
+
+
+class JobRun(models.Model):
+    """The last run of each waitlist beat job (readiness evidence) and its resume cursor."""
+
+    name = models.CharField(max_length=40, unique=True)
+    last_run_at = models.DateTimeField()
+    last_result = models.JSONField(default=dict, help_text="counts and codes only")
+    cursor = models.BigIntegerField(default=0, help_text="keyset position of the bounded scan")
+
+    def __str__(self) -> str:
+        return self.name

@@ -24,5 +24,9 @@ urlpatterns = [
     path(C + "offers/<str:ref>/decline", views.OfferDeclineView.as_view(), name="offer-decline"),
     path(C + "offers/<str:ref>/withdraw", views.OfferWithdrawView.as_view(), name="offer-withdraw"),
     path(C + "holds/<str:ref>/book", views.HoldBookView.as_view(), name="hold-book"),
+    path(C + "vacancies/<str:ref>/close", views.VacancyCloseView.as_view(), name="vacancy-close"),
+    path(C + "vacancies/<str:ref>/reopen", views.VacancyReopenView.as_view(), name="vacancy-reopen"),
+    path(C + "holds/<str:ref>/retry-booking", views.HoldRetryBookingView.as_view(), name="hold-retry-booking"),
+    path("ops/waitlist", views.WaitlistOpsView.as_view(), name="waitlist-ops"),
     path(C + "booking-decisions/", views.DecisionFeedView.as_view(), name="booking-decision-feed"),
 ]

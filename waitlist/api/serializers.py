@@ -134,3 +134,15 @@ def offer_body(offer: Offer, tz: str) -> dict:
         "policy_version": offer.policy_version,
         "decision_ref": offer.decision_ref,
     }
+
+
+class RecoveryInput(serializers.Serializer):
+    """``actor`` is not a field: the actor is the authenticated user, whatever the body says."""
+
+    reason = serializers.CharField(max_length=500)
+
+
+class OpsQuery(serializers.Serializer):
+    clinic = serializers.CharField(max_length=40)
+    after = serializers.CharField(max_length=200, required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
+from common.api import field_errors
+from common.errors import Conflict, ValidationFailed
+from common.services import new_correlation_id
 from scheduling.api.base import ClinicAPIView
+from scheduling.models import Role
+from scheduling.scoping import clinic_for_user
 
 from .. import selectors, services
 from .serializers import (
     ClaimInput,
     DecisionInput,
     EntryCreateInput,
+    OpsQuery,
     OptionalReasonInput,
     ReasonInput,
+    RecoveryInput,
     entry_body,
     offer_body,
     vacancy_body,
@@ -182,3 +190,84 @@ class DecisionFeedView(ClinicAPIView):
             }
 
         return self.command("decision_record", execute)
+
+
+# --- recovery (flow 9) and the ops read (API.md "Operations") ---
+
+
+class VacancyCloseView(ClinicAPIView):
+    """ADMIN (destructive: withdraws the active offer and gives the time up). 409 VACANCY_NOT_CLOSABLE."""
+
+    required_role = Role.ADMIN
+
+    @extend_schema(request=RecoveryInput, responses=_ok("{status, version, withdrawn_offer, correlation_id}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(RecoveryInput)
+            correlation_id = new_correlation_id()
+            vacancy, withdrawn = services.vacancy_close(
+                clinic=self.clinic, vacancy_ref=ref, actor=request.user, reason=data["reason"],
+                correlation_id=correlation_id,
+            )
+            return 200, {"status": vacancy.status, "version": vacancy.version,
+                         "withdrawn_offer": withdrawn.ref if withdrawn else None, "correlation_id": correlation_id}
+
+        return self.command("vacancy_close", execute)
+
+
+class VacancyReopenView(ClinicAPIView):
+    """ADMIN (re-offers capacity). 409 VACANCY_NOT_REOPENABLE, VACANCY_STARTED."""
+
+    required_role = Role.ADMIN
+
+    @extend_schema(request=RecoveryInput, responses=_ok("{status, version, correlation_id}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(RecoveryInput)
+            correlation_id = new_correlation_id()
+            vacancy = services.vacancy_reopen(
+                clinic=self.clinic, vacancy_ref=ref, actor=request.user, reason=data["reason"],
+                correlation_id=correlation_id,
+            )
+            return 200, {"status": vacancy.status, "version": vacancy.version, "correlation_id": correlation_id}
+
+        return self.command("vacancy_reopen", execute)
+
+
+class HoldRetryBookingView(ClinicAPIView):
+    """STAFF: the booking command again (not destructive; same as holds/{ref}/book). 409 HOLD_NOT_BOOKABLE."""
+
+    @extend_schema(request=RecoveryInput, responses={201: OpenApiResponse(description="{appointment, status}")})
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(RecoveryInput)
+            correlation_id = new_correlation_id()
+            try:
+                appointment = services.hold_retry_booking(
+                    clinic=self.clinic, hold_ref=ref, actor=request.user, reason=data["reason"],
+                    correlation_id=correlation_id,
+                )
+            except Conflict as exc:
+                # Answered, not raised: a raised error rolls the command back, and the refusal's
+                # BOOKING_RETRY_FAILED event and audit row must stay.
+                return exc.status_code, {**exc.as_body(), "correlation_id": correlation_id}
+            return 201, {"appointment": appointment.ref, "status": appointment.status,
+                         "correlation_id": correlation_id}
+
+        return self.command("hold_retry_booking", execute)
+
+
+class WaitlistOpsView(APIView):
+    """GET /api/v1/ops/waitlist?clinic=…&limit=…&after=…: STAFF readiness, fill metrics, action queue."""
+
+    @extend_schema(parameters=[OpsQuery], responses=_ok("{readiness, metrics, action_queue}"))
+    def get(self, request):
+        query = OpsQuery(data=request.query_params)
+        if not query.is_valid():
+            raise ValidationFailed("The request is not valid.", fields=field_errors(query.errors))
+        data = query.validated_data
+        clinic = clinic_for_user(request.user, data["clinic"], role=Role.STAFF)
+        body = selectors.ops_snapshot(clinic=clinic, queue_limit=data["limit"])
+        if data.get("after"):
+            body["action_queue"] = selectors.ops_action_queue(clinic=clinic, limit=data["limit"], after=data["after"])
+        return Response(body)

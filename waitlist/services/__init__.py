@@ -3,8 +3,10 @@
 from .booking import offer_book
 from .decisions import decision_record
 from .entries import entry_create, entry_withdraw
+from .loop import expire_run, reconcile_run
 from .offers import offer_claim, offer_decline, offer_expire, offer_withdraw, offers_expire_due
 from .policy import policy_current, policy_publish
+from .recovery import hold_retry_booking, vacancy_close, vacancy_reopen
 from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
 
 __all__ = [
@@ -13,6 +15,8 @@ __all__ = [
     "decision_record",
     "entry_create",
     "entry_withdraw",
+    "expire_run",
+    "hold_retry_booking",
     "offer_book",
     "offer_claim",
     "offer_decline",
@@ -21,5 +25,8 @@ __all__ = [
     "offers_expire_due",
     "policy_current",
     "policy_publish",
+    "reconcile_run",
+    "vacancy_close",
     "vacancy_dispatch",
+    "vacancy_reopen",
 ]

@@ -14,6 +14,7 @@ from common.errors import NotFound, SlotOccupied
 from common.services import audit_record, new_correlation_id, outbox_enqueue
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic, Patient
+from scheduling.services.features import feature_enabled
 
 from .. import matcher
 from ..decisions import Decision, get_decision_provider
@@ -116,6 +117,11 @@ def vacancy_dispatch(
         early = _settled(vacancy, now)
         if early is not None:
             return early
+        # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
+        # notification. Closing a started vacancy above still runs; re-enabling dispatches again and
+        # the partial unique index keeps it to one active offer.
+        if not feature_enabled("waitlist", vacancy.clinic):
+            return DispatchResult("DISABLED")
         try:
             return _match_and_promote(vacancy, now=now, actor_label=label, correlation_id=correlation_id)
         except _Restart:
@@ -176,6 +182,7 @@ def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_i
         )
         if result is not None:
             return DispatchResult(result.outcome, result.offer, stats)
+    _mark_exhausted(vacancy, now)
     logger.info(
         "vacancy %s: no candidate (pages=%s candidates=%s budget=%s)",
         vacancy.ref,
@@ -184,6 +191,19 @@ def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_i
         stats.budget_hit or "-",
     )
     return DispatchResult("NO_CANDIDATE", None, stats)
+
+
+def _mark_exhausted(vacancy: Vacancy, now: datetime) -> None:
+    """Record (once) that the list ran out for this vacancy: the "exhausted" fill metric."""
+    with transaction.atomic():
+        locked = lock_vacancy(vacancy.pk)
+        if (
+            locked.exhausted_at is None
+            and locked.status in DISPATCHABLE_VACANCY_STATUSES
+            and not locked.offers.filter(status__in=ACTIVE_OFFER_STATUSES).exists()
+        ):
+            # A marker, not a state: no version bump, so in-flight CAS writers are not disturbed.
+            Vacancy.objects.filter(pk=locked.pk).update(exhausted_at=now)
 
 
 def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
@@ -331,6 +351,7 @@ def _promote(
                 # Which channel, not the contact: the delivery worker resolves it at send time.
                 channel="sms" if patient.phone else ("email" if patient.email else "none"),
                 correlation_id=correlation_id,
+                recipient_ref=patient.ref,
             )
             return DispatchResult("OFFERED", offer)
     except IntegrityError:

@@ -1,0 +1,39 @@
+"""The demo seed: idempotent, and cancelling a CONFIRMED appointment tomorrow makes an offer and a link."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+from django.core.management import call_command
+
+from common.models import AuditEntry
+from scheduling.models import Appointment, AppointmentStatus, Clinic
+from scheduling.services.features import feature_enabled
+from tests.waitlist.loop_helpers import deliver
+from waitlist import services
+from waitlist.models import BookingReliabilityDecision, WaitlistEntry, WaitlistPolicy
+
+
+def counts():
+    return (WaitlistEntry.objects.count(), WaitlistPolicy.objects.count(),
+            BookingReliabilityDecision.objects.count(), AuditEntry.objects.count())
+
+
+def test_seed_demo_is_idempotent_and_a_cancellation_makes_an_offer(db, caplog):
+    call_command("seed_demo", stdout=StringIO())
+    first = counts()
+    call_command("seed_demo", stdout=StringIO())
+    assert counts() == first and first[0] == 5
+    gangnam = Clinic.objects.get(ref="cl_demo_gangnam")
+    assert feature_enabled("waitlist", gangnam)
+    assert not feature_enabled("waitlist", Clinic.objects.get(ref="cl_demo_other"))  # another tenant
+
+    appointment = (Appointment.objects.filter(clinic=gangnam, status=AppointmentStatus.CONFIRMED)
+                   .order_by("starts_at").first())
+    _, vacancy = services.appointment_cancel_with_vacancy(
+        clinic=gangnam, appointment_ref=appointment.ref, reason="demo")
+    result = services.vacancy_dispatch(clinic=gangnam, vacancy_ref=vacancy.ref)
+    assert result.outcome == "OFFERED"
+    with caplog.at_level("INFO", logger="common.notify"):
+        assert deliver() == {"SENT": 1}
+    assert "/claim/" in caplog.text

@@ -1,0 +1,103 @@
+"""Delivery of ``waitlist.offer_made`` outbox rows: the handler registered in ``WaitlistConfig.ready``.
+
+The outbox row carries refs only (offer, entry, patient, template, language, channel). At send time
+this handler loads the offer, its patient and clinic by ref, decides whether a notice is still
+wanted, renders it in the patient's language with the claim link and hands it to the clinic's
+provider. It never changes an offer, a hold or a claim, and never logs a contact.
+
+Outcomes (``common.outbox``):
+- sent → the provider's name is recorded on the attempt;
+- offer no longer OFFERED (or past its expiry) → ``DeliverySkipped("OFFER_CLOSED")``: finished, not
+  retried, not counted against the patient's contact cap;
+- waitlist flag off for the clinic → ``DeliverySkipped("FEATURE_OFF")``: "no new notification" means
+  the row is finished without a send (re-enabling does not replay old notices; the offer expires
+  and the cascade makes fresh ones);
+- quiet hours or the per-patient daily cap → ``DeliveryDeferred`` (no attempt spent);
+- a provider failure → ``DeliveryFailed(code)``: retried with backoff, DEAD at the bound. The offer
+  stays OFFERED and claimable; its own expiry still cascades.
+"""
+
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo
+
+from django.utils import formats, timezone, translation
+from django.utils.translation import gettext as _
+
+from common.models import OutboxMessage
+from common.notify import Notice, check_send_window, provider_for
+from common.outbox import DeliverySkipped
+from scheduling.services.features import feature_enabled
+
+from .models import Offer, OfferStatus
+from .tokens import claim_link
+
+OFFER_TOPIC = "waitlist.offer_made"
+LANGUAGES = ("en", "ko")
+
+
+def local_datetime(value, tz_name: str) -> str:
+    """``value`` in the clinic's zone, in the active language's DATETIME_FORMAT."""
+    return formats.date_format(timezone.localtime(value, ZoneInfo(tz_name)), "DATETIME_FORMAT")
+
+
+def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]:
+    """(subject, body) in ``language``: clinic, treatment, the slot's time in the clinic's zone, expiry."""
+    clinic, vacancy = offer.clinic, offer.vacancy
+    with translation.override(language if language in LANGUAGES else "en"):
+        values = {
+            "clinic": clinic.name,
+            "treatment": vacancy.treatment.name,
+            "when": local_datetime(vacancy.starts_at, clinic.timezone),
+            "until": local_datetime(offer.expires_at, clinic.timezone),
+            "link": link,
+        }
+        subject = _("A time opened up at %(clinic)s") % values
+        body = _(
+            "A %(treatment)s appointment at %(clinic)s on %(when)s is available for you.\n"
+            "It is held for you until %(until)s.\n"
+            "Open this link to accept or decline:\n%(link)s\n"
+        ) % values
+    return subject, body
+
+
+def deliver_offer_notice(message: OutboxMessage) -> str:
+    """The outbox handler for ``waitlist.offer_made``; returns the provider name."""
+    now = timezone.now()
+    offer_ref = (message.payload or {}).get("offer") or message.aggregate_ref
+    offer = (
+        Offer.objects.select_related("clinic", "patient", "entry", "vacancy__treatment")
+        .filter(ref=offer_ref, clinic__ref=message.clinic_ref)
+        .first()
+    )
+    if offer is None:
+        raise DeliverySkipped("OFFER_MISSING")
+    if offer.status != OfferStatus.OFFERED or now >= offer.expires_at:
+        raise DeliverySkipped("OFFER_CLOSED")
+    clinic, patient = offer.clinic, offer.patient
+    if not feature_enabled("waitlist", clinic):
+        raise DeliverySkipped("FEATURE_OFF")
+    check_send_window(
+        clinic_settings=clinic.settings,
+        tz_name=clinic.timezone,
+        recipient_ref=message.recipient_ref or patient.ref,
+        now=now,
+    )
+    link = claim_link(offer)
+    subject, body = offer_notice_text(offer, link, patient.language)
+    provider = provider_for(clinic.settings)
+    # The contact is read here, at send time, and goes only to the provider (never to a log).
+    provider.send(
+        Notice(
+            message_ref=message.ref,
+            clinic_ref=clinic.ref,
+            recipient_ref=patient.ref,
+            language=patient.language,
+            subject=subject,
+            body=body,
+            email=patient.email,
+            phone=patient.phone,
+            link=link,
+        )
+    )
+    return provider.name

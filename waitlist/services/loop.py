@@ -1,0 +1,154 @@
+"""The operating loop's jobs: bounded, idempotent runs that beat, Celery and management commands call.
+
+Neither job checks the waitlist flag for housekeeping (expiry, stale offers, stuck bookings, holds
+that lost their slot): ARCHITECTURE.md flow 8. New offers only come from ``vacancy_dispatch``,
+which answers DISABLED while the flag is off.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
+from django.utils import timezone
+
+from common.errors import DomainError
+from common.services import new_correlation_id
+from scheduling.models import CapacityAllocation, HoldStatus
+
+from ..models import (
+    ACTIVE_OFFER_STATUSES,
+    DISPATCHABLE_VACANCY_STATUSES,
+    JobRun,
+    Offer,
+    OfferEvent,
+    OfferStatus,
+    Vacancy,
+    VacancyStatus,
+)
+from ._shared import event_append
+from .booking import offer_book
+from .offers import offers_expire_due
+from .recovery import offer_close_without_hold
+from .vacancies import vacancy_dispatch
+
+logger = logging.getLogger("waitlist")
+
+JOB_EXPIRE = "expire"
+JOB_RECONCILE = "reconcile"
+
+
+def job_record(name: str, *, now: datetime, result: dict, cursor: int | None = None) -> None:
+    """Remember the job's last run (readiness evidence on the ops snapshot)."""
+    defaults = {"last_run_at": now, "last_result": result}
+    if cursor is not None:
+        defaults["cursor"] = cursor
+    JobRun.objects.update_or_create(name=name, defaults=defaults)
+
+
+def booking_retry_minutes() -> int:
+    return int(getattr(settings, "WAITLIST_BOOKING_RETRY_MINUTES", 5))
+
+
+def expire_run(*, now: datetime | None = None, limit: int | None = None) -> dict:
+    """Expire up to ``limit`` due OFFERED offers (their holds are released, the vacancy cascades)."""
+    now = now or timezone.now()
+    limit = limit or int(getattr(settings, "WAITLIST_EXPIRE_BATCH", 100))
+    result = {"expired": offers_expire_due(now=now, limit=limit)}
+    job_record(JOB_EXPIRE, now=now, result=result)
+    return result
+
+
+def stuck_accepted_offers(now: datetime):
+    """ACCEPTED offers whose hold is still ACCEPTED (not booked) N minutes after the claim."""
+    return Offer.objects.filter(
+        status=OfferStatus.ACCEPTED,
+        hold__status=HoldStatus.ACCEPTED,
+        updated_at__lte=now - timedelta(minutes=booking_retry_minutes()),
+    )
+
+
+def offers_without_active_hold():
+    """Active offers (not yet booked) whose hold no longer reserves the slot: invariant 2 broken."""
+    active_allocation = CapacityAllocation.objects.filter(hold=OuterRef("hold"), active=True)
+    return Offer.objects.filter(status__in=ACTIVE_OFFER_STATUSES).exclude(hold__status=HoldStatus.CONSUMED).filter(
+        Q(hold__status=HoldStatus.RELEASED) | ~Exists(active_allocation)
+    )
+
+
+def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> dict:
+    """One bounded reconcile pass (each step at most ``limit`` rows, each row its own transaction):
+
+    1. stale offers: OFFERED past ``expires_at`` (an expiry run was missed) → EXPIRED, cascade;
+    2. OFFERED offers without an active hold → WITHDRAWN (``NO_ACTIVE_HOLD``), cascade;
+    3. ACCEPTED holds not booked ``WAITLIST_BOOKING_RETRY_MINUTES`` after the claim → the booking
+       command once more; if it still refuses, one ``BOOKING_STUCK`` event flags it for staff (the
+       action queue lists it; staff use retry-booking or withdraw);
+    4. vacancies with no active offer that should have one (OPEN, not started) → ``vacancy_dispatch``
+       (DISABLED while the flag is off; ALREADY_OFFERED if someone else won: never a second offer);
+       started ones are CLOSED. A keyset cursor (``JobRun.cursor``) resumes where the last run stopped.
+    """
+    now = now or timezone.now()
+    limit = limit or int(getattr(settings, "WAITLIST_RECONCILE_BATCH", 50))
+    correlation_id = new_correlation_id()
+    counts: dict[str, int] = {"expired": offers_expire_due(now=now, limit=limit)}
+
+    repaired = 0
+    broken = offers_without_active_hold().filter(status=OfferStatus.OFFERED).select_related("clinic")
+    for offer in broken.order_by("id")[:limit]:
+        try:
+            if offer_close_without_hold(clinic=offer.clinic, offer_id=offer.pk, now=now,
+                                        correlation_id=correlation_id):
+                repaired += 1
+        except DomainError as exc:
+            logger.info("reconcile: offer %s not repaired: %s", offer.ref, exc.code)
+    counts["withdrawn_no_hold"] = repaired
+
+    booked = flagged = 0
+    flagged_already = OfferEvent.objects.filter(offer=OuterRef("pk"), reason_code="BOOKING_STUCK")
+    stuck = (
+        stuck_accepted_offers(now).exclude(Exists(flagged_already)).select_related("clinic", "hold")
+        .order_by("updated_at", "id")[:limit]
+    )
+    for offer in stuck:
+        try:
+            offer_book(clinic=offer.clinic, hold_ref=offer.hold.ref, now=now, correlation_id=correlation_id)
+            booked += 1
+        except DomainError as exc:
+            with transaction.atomic():
+                event_append(offer=offer, from_status=offer.status, to_status=offer.status,
+                             reason_code="BOOKING_STUCK", actor="system:reconcile", correlation_id=correlation_id,
+                             now=now, detail={"hold": offer.hold.ref, "code": exc.code})
+            flagged += 1
+    counts["booked"], counts["flagged_stuck"] = booked, flagged
+
+    cursor = JobRun.objects.filter(name=JOB_RECONCILE).values_list("cursor", flat=True).first() or 0
+    has_active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
+    candidates = (
+        Vacancy.objects.filter(status__in=DISPATCHABLE_VACANCY_STATUSES)
+        .filter(Q(status=VacancyStatus.OPEN) | Q(starts_at__lte=now))
+        .exclude(Exists(has_active))
+        .select_related("clinic")
+    )
+    batch = list(candidates.filter(pk__gt=cursor).order_by("pk")[:limit])
+    if len(batch) < limit:  # wrap around: the next run starts from the beginning again
+        seen = {v.pk for v in batch}
+        batch += [v for v in candidates.order_by("pk")[: limit - len(batch)] if v.pk not in seen]
+        next_cursor = 0
+    else:
+        next_cursor = batch[-1].pk
+    outcomes: dict[str, int] = {}
+    for vacancy in batch:
+        try:
+            outcome = vacancy_dispatch(clinic=vacancy.clinic, vacancy_ref=vacancy.ref, now=now,
+                                       correlation_id=correlation_id).outcome
+        except DomainError as exc:
+            outcome = exc.code
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    counts["dispatch"] = outcomes  # type: ignore[assignment]
+    job_record(JOB_RECONCILE, now=now, result=counts, cursor=next_cursor)
+    logger.info("reconcile correlation=%s %s", correlation_id, counts)
+    return counts

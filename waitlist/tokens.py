@@ -1,0 +1,52 @@
+"""Claim-page tokens: signed, salted, single-offer, and only as alive as the offer they name.
+
+The token is ``django.core.signing.dumps({"o": offer_ref, "e": entry_ref}, salt="waitlist.claim")``
+(HMAC-SHA256 with SECRET_KEY, timestamped). The signature and age are checked here; whether the
+offer is still open is checked by the page against the database (the token dies with the offer).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core import signing
+
+from .models import Offer
+
+SALT = "waitlist.claim"
+MAX_TOKEN_CHARS = 400
+
+
+class TokenInvalid(Exception):
+    """Forged, malformed or unknown: the page answers 404."""
+
+
+class TokenExpired(Exception):
+    """Genuine but older than the claim horizon: the page answers 410."""
+
+
+def claim_token_make(offer: Offer) -> str:
+    return signing.dumps({"o": offer.ref, "e": offer.entry.ref}, salt=SALT, compress=False)
+
+
+def max_age_seconds() -> int:
+    # The offer itself expires much sooner (policy hold_minutes); this bounds a leaked link anyway.
+    return int(getattr(settings, "WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES", 24 * 60)) * 60
+
+
+def claim_token_read(token) -> tuple[str, str]:
+    """``(offer_ref, entry_ref)`` from a genuine, unexpired token; TokenInvalid/TokenExpired otherwise."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        raise TokenInvalid()
+    try:
+        data = signing.loads(token, salt=SALT, max_age=max_age_seconds())
+    except signing.SignatureExpired as exc:
+        raise TokenExpired() from exc
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise TokenInvalid() from exc
+    if not isinstance(data, dict) or not isinstance(data.get("o"), str) or not isinstance(data.get("e"), str):
+        raise TokenInvalid()
+    return data["o"], data["e"]
+
+
+def claim_link(offer: Offer) -> str:
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/claim/{claim_token_make(offer)}/"
