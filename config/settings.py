@@ -198,6 +198,11 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    # Beat ticks every few seconds; per-task "received/succeeded" lines would drown the useful ones.
+    "loggers": {
+        name: {"level": env("CELERY_TASK_LOG_LEVEL", default="WARNING")}
+        for name in ("celery.app.trace", "celery.worker.strategy", "celery.beat")
+    },
 }
 
 # --- operations ---
