@@ -35,6 +35,12 @@ def isolated_cache():
         yield
 
 
+@pytest.fixture(autouse=True)
+def fast_password_hashing(settings):
+    """Factories hash a password per user; the production hasher's cost is not what tests test."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def clinic(db):
     return f.ClinicFactory(name="Gangnam Clinic", timezone="Asia/Seoul")

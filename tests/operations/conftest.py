@@ -22,12 +22,6 @@ def isolated_cache(settings):
     settings.CACHES = caches
 
 
-@pytest.fixture(autouse=True)
-def fast_password_hashing(settings):
-    """Sign-in tests hash many passwords; the production hasher's cost is not what they test."""
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def signed_in(user) -> Client:
     client = Client()
     client.force_login(user)
