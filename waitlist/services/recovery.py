@@ -35,7 +35,7 @@ from ._shared import actor_label, event_append, queue_dispatch
 from .booking import offer_book
 from .offers import _close_offer
 from .policy import policy_current
-from .vacancies import DispatchResult, _mark_exhausted, _promote, _Restart, _to_review
+from .vacancies import DispatchResult, _mark_exhausted, _promote, _Restart, _to_review, vacancy_dispatch
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -143,6 +143,30 @@ def vacancy_reopen(
         return vacancy
 
 
+def vacancy_redispatch(
+    *,
+    clinic: Clinic,
+    vacancy_ref: str,
+    actor,
+    reason: str,
+    now: datetime | None = None,
+    correlation_id: str = "",
+    idempotency_key: str = "",
+) -> DispatchResult:
+    """Staff ask for dispatch again (``vacancy_dispatch`` with the actor on its events) and the ask is
+    audited with the reason and the outcome. Safe to repeat and to race: at most one offer results
+    (``ALREADY_OFFERED`` for the loser); a closed vacancy answers ``CLOSED``."""
+    correlation_id = correlation_id or new_correlation_id()
+    _vacancy_id(clinic, vacancy_ref)  # scope first: a foreign ref is a plain 404
+    result = vacancy_dispatch(clinic=clinic, vacancy_ref=vacancy_ref, actor=actor, now=now,
+                              correlation_id=correlation_id)
+    audit_record(actor=actor, action="waitlist.vacancy_redispatch", clinic=clinic, target_ref=vacancy_ref,
+                 reason=reason, correlation_id=correlation_id, idempotency_key=idempotency_key,
+                 result={"outcome": result.outcome, "offer": result.offer.ref if result.offer else None},
+                 system_label="recover")
+    return result
+
+
 def hold_retry_booking(
     *,
     clinic: Clinic,
@@ -151,6 +175,7 @@ def hold_retry_booking(
     reason: str,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> Appointment:
     """Run the booking command again for an ACCEPTED hold (idempotent: a booked hold answers its
     appointment). A refusal is recorded (event ``BOOKING_RETRY_FAILED`` with the code) and re-raised."""
@@ -174,10 +199,10 @@ def hold_retry_booking(
                          correlation_id=correlation_id, now=now, detail={"hold": hold_ref, "code": exc.code})
             audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref,
                          reason=reason, correlation_id=correlation_id, result={"code": exc.code},
-                         system_label="recover")
+                         idempotency_key=idempotency_key, system_label="recover")
         raise
     audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref, reason=reason,
-                 correlation_id=correlation_id,
+                 correlation_id=correlation_id, idempotency_key=idempotency_key,
                  result={"appointment": appointment.ref, "created": created, "status": appointment.status},
                  system_label="recover")
     return appointment
@@ -223,6 +248,7 @@ def vacancy_review_resolve(
     expected_version: int | None = None,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> ReviewResult:
     """Staff resolve a vacancy in REVIEW (its best candidate's decision was STALE or UNAVAILABLE).
 
@@ -300,6 +326,7 @@ def vacancy_review_resolve(
             target_ref=vacancy.ref,
             reason=reason,
             correlation_id=correlation_id,
+            idempotency_key=idempotency_key,
             result={**evidence, "outcome": result.outcome, "offer": offer.ref if offer else None,
                     "status": vacancy.status, "version": vacancy.version},
             system_label="review",
