@@ -13,6 +13,7 @@ from django.urls import reverse
 
 from common.models import AuditEntry, CommandReceipt
 from scheduling.models import AppointmentStatus, HoldStatus
+from tests.conftest import seoul
 from tests.operations.waitlist_helpers import (
     bulk_reviews,
     bulk_vacancies,
@@ -21,7 +22,6 @@ from tests.operations.waitlist_helpers import (
     review_vacancy,
     waitlist_world,
 )
-from tests.conftest import seoul
 from tests.waitlist.factories import NOW
 from waitlist import services
 from waitlist.models import EntryStatus, Offer, OfferEvent, OfferStatus, VacancyStatus

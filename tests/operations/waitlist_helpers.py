@@ -9,7 +9,6 @@ from tests import factories as f
 from tests.conftest import seoul
 from tests.waitlist.factories import WaitlistEntryFactory, World, decide
 from tests.waitlist.loop_helpers import make_offer, review_vacancy
-from waitlist import services
 from waitlist.models import DecisionStatus, Vacancy, VacancyStatus
 
 
