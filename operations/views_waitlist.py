@@ -174,8 +174,15 @@ def _command(
     body = json.loads(stored.body)
     if stored.status_code != 200:
         return console_error(request, stored.status_code, f"{body.get('code')}: {body.get('detail', '')}")
-    response = render(request, f"{PANEL}#command-result",
-                      {"clinic": clinic, "command": command, "result": body, "replayed": stored.replayed})
+    # Answer with the whole panel, refreshed, the result on top: the forms of a settled row disappear.
+    try:
+        panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
+    except NotFound:
+        return console_error(request, 404)
+    context = {**_panel_context(clinic, panel), "done": command, "result": body, "replayed": stored.replayed}
+    response = render(request, f"{PANEL}#detail", context)
+    response["HX-Retarget"] = "#wl-detail"
+    response["HX-Reswap"] = "innerHTML"
     response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
     return with_toast(response, body["message"], level="success")
 
@@ -187,7 +194,8 @@ def waitlist_withdraw(request: HttpRequest, clinic: Clinic, offer_ref: str) -> H
     def execute(data: dict, correlation_id: str) -> dict:
         offer = services.offer_withdraw(clinic=clinic, offer_ref=offer_ref, actor=request.user,
                                         reason=data["reason"], correlation_id=correlation_id)
-        return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status}
+        return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status,
+                "vacancy": selectors.ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
 
     form = WaitlistCommandForm(request.POST, command="withdraw")
     return _command(request, clinic, name="withdraw", target=offer_ref, form=form, execute=execute)
@@ -204,7 +212,7 @@ def waitlist_redispatch(request: HttpRequest, clinic: Clinic, vacancy_ref: str) 
         offer = result.offer.ref if result.offer else None
         suffix = f": offer {offer}" if offer else ""
         return {"message": f"Vacancy {vacancy_ref}: {result.outcome}{suffix}.", "ref": vacancy_ref,
-                "status": result.outcome, "offer": offer}
+                "status": result.outcome, "offer": offer, "vacancy": vacancy_ref}
 
     form = WaitlistCommandForm(request.POST, command="redispatch")
     return _command(request, clinic, name="redispatch", target=vacancy_ref, form=form, execute=execute)
@@ -219,7 +227,8 @@ def waitlist_retry_booking(request: HttpRequest, clinic: Clinic, hold_ref: str) 
                                                   reason=data["reason"], correlation_id=correlation_id,
                                                   idempotency_key=data["idempotency_key"])
         return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
-                "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref}
+                "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
+                "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
 
     form = WaitlistCommandForm(request.POST, command="retry_booking")
     return _command(request, clinic, name="retry_booking", target=hold_ref, form=form, execute=execute)
@@ -237,7 +246,8 @@ def waitlist_review(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> H
         offer = result.offer.ref if result.offer else None
         suffix = f": offer {offer}" if offer else ""
         return {"message": f"Review of {vacancy_ref} resolved ({result.resolution}): {result.outcome}{suffix}.",
-                "ref": vacancy_ref, "status": result.outcome, "offer": offer, "resolution": result.resolution}
+                "ref": vacancy_ref, "status": result.outcome, "offer": offer, "resolution": result.resolution,
+                "vacancy": vacancy_ref}
 
     return _command(request, clinic, name="review", target=vacancy_ref, form=WaitlistReviewForm(request.POST),
                     execute=execute)

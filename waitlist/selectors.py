@@ -569,3 +569,10 @@ def ops_vacancy_panel(*, clinic: Clinic, vacancy_ref: str, now: datetime | None 
         ],
         "commands": commands,
     }
+
+
+def ops_vacancy_ref(*, clinic: Clinic, offer_ref: str = "", hold_ref: str = "") -> str | None:
+    """The vacancy of an offer (by its ref or its hold's ref) in this clinic, for the console's panel."""
+    offers = Offer.objects.filter(clinic=clinic)
+    offers = offers.filter(ref=offer_ref) if offer_ref else offers.filter(hold__ref=hold_ref)
+    return offers.values_list("vacancy__ref", flat=True).first()
