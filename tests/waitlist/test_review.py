@@ -180,3 +180,30 @@ def test_api_review_refusals(world, staff_api):
     vacancy.refresh_from_db()
     assert vacancy.status == VacancyStatus.REVIEW
     assert staff_api.get(url).status_code == 405
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_two_staff_resolving_one_review_at_once_make_one_offer():
+    import time_machine
+
+    from common.errors import DomainError
+    from tests.conftest import race
+    from tests.waitlist.factories import NOW, make_world
+
+    with time_machine.travel(NOW, tick=False):
+        world = make_world()
+        vacancy, _entry = review_vacancy(world)
+        world.waiting(priority_rank=-1)  # a FRESH second candidate for the SKIP side
+
+        def work(i):
+            try:
+                return resolve(world, vacancy, ("PROMOTE", "SKIP")[i]).outcome
+            except DomainError as exc:
+                return exc.code
+
+        results = race(work, 2)
+    assert sorted(results, key=str).count("VACANCY_NOT_IN_REVIEW") == 1, results
+    assert "OFFERED" in results
+    assert Offer.objects.filter(vacancy=vacancy, status=OfferStatus.OFFERED).count() == 1
+    assert AuditEntry.objects.filter(action="waitlist.vacancy_review_resolve").count() == 1
