@@ -98,9 +98,10 @@ def waitlist_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     if request.htmx and (after or target == "wl-queue-rows"):
         queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after or None)
         return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": _rows(clinic, queue)})
-    snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=size)
-    if target == "wl-readiness":
+    if target == "wl-readiness":  # the poll: readiness and metrics (the queue refreshes on its own)
+        snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=1)
         return render(request, f"{PAGE}#readiness", {"clinic": clinic, "snapshot": snapshot})
+    snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=size)
     queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
     context = {"snapshot": snapshot, "queue": _rows(clinic, queue)}
     return render_clinic_page(request, PAGE, clinic, "waitlist", context)

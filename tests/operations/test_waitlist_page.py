@@ -202,6 +202,25 @@ def test_admin_withdraws_with_toast_refresh_audit_and_replay(admin_web, admin, w
     assert "waitlist.offer_withdraw" in audit_page
 
 
+def test_another_clinics_refs_are_404_and_change_nothing(admin_web, world, other_tenant_clinic):
+    from tests import factories as f
+    from tests.operations.waitlist_helpers import waitlist_world as other_world
+
+    foreign = dead_delivery_offer(other_world(other_tenant_clinic, f.UserFactory()))
+    for name, kwargs in (("withdraw", {"offer_ref": foreign.ref}), ("retry-booking", {"hold_ref": foreign.hold.ref}),
+                         ("redispatch", {"vacancy_ref": foreign.vacancy.ref})):
+        response = command(admin_web, name, world.clinic, key=f"f-{name}", **kwargs)
+        assert response.status_code == 404 and response["HX-Reswap"] == "none", name
+    response = command(admin_web, "review", world.clinic, key="f-review", vacancy_ref=foreign.vacancy.ref,
+                       data={"resolution": "PROMOTE"})
+    assert response.status_code == 404
+    assert admin_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=foreign.vacancy.ref)).status_code == 404
+    foreign.refresh_from_db()
+    assert foreign.status == OfferStatus.OFFERED
+    assert not AuditEntry.objects.filter(action__in=["waitlist.offer_withdraw", "waitlist.vacancy_redispatch",
+                                                      "waitlist.booking_retry"]).exists()
+
+
 def test_staff_marks_a_review_promoted(staff_web, staff, world):
     vacancy, entry = review_vacancy(world)
     response = command(staff_web, "review", world.clinic, vacancy_ref=vacancy.ref, key="rv-1",
