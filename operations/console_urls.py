@@ -1,14 +1,13 @@
 """Console routes, mounted at /console/ by config/urls.py (namespace ``console``).
 
 Clinic pages take ``<str:clinic_ref>`` and are decorated with ``operations.decorators.clinic_view``.
-The nav slots in ``operations/nav.py`` light up when these names exist:
-``console:waitlist`` and ``console:reevaluation`` (add them below, e.g.
-``path("c/<str:clinic_ref>/waitlist/", waitlist_console.page, name="waitlist")``).
+The nav slots in ``operations/nav.py`` light up when these names exist
+(``console:waitlist``, ``console:reevaluation``: both routed now).
 """
 
 from django.urls import path
 
-from . import views, views_reevaluation
+from . import views, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -38,6 +37,30 @@ urlpatterns = [
     path(
         "c/<str:clinic_ref>/reevaluation/drain/", views_reevaluation.reevaluation_drain, name="reevaluation-drain"
     ),
-    # --- slots for later pages (same clinic_ref argument, names used by the nav) ---
-    # path("c/<str:clinic_ref>/waitlist/", ..., name="waitlist"),
+    path("c/<str:clinic_ref>/waitlist/", views_waitlist.waitlist_page, name="waitlist"),
+    path(
+        "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/",
+        views_waitlist.waitlist_vacancy,
+        name="waitlist-vacancy",
+    ),
+    path(
+        "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/dispatch/",
+        views_waitlist.waitlist_redispatch,
+        name="waitlist-redispatch",
+    ),
+    path(
+        "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/review/",
+        views_waitlist.waitlist_review,
+        name="waitlist-review",
+    ),
+    path(
+        "c/<str:clinic_ref>/waitlist/offers/<str:offer_ref>/withdraw/",
+        views_waitlist.waitlist_withdraw,
+        name="waitlist-withdraw",
+    ),
+    path(
+        "c/<str:clinic_ref>/waitlist/holds/<str:hold_ref>/retry-booking/",
+        views_waitlist.waitlist_retry_booking,
+        name="waitlist-retry-booking",
+    ),
 ]

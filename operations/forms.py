@@ -91,3 +91,39 @@ class DrainSetForm(ReasonConfirmForm):
         super().__init__(*args, **kwargs)
         self.fields["state"].choices = [(c, c) for c in choices]
         self.fields["confirm"].label = "I want to change this clinic's drain state."
+
+
+class WaitlistCursorForm(forms.Form):
+    """The waitlist action queue's keyset cursor (``<at>|<kind>|<ref>`` from ``ops_action_queue``)."""
+
+    after = forms.CharField(max_length=200, required=False, validators=[printable])
+
+
+WAITLIST_CONFIRM_LABELS = {
+    "withdraw": "I want to withdraw this offer (its hold is released; the next candidate is offered).",
+    "redispatch": "I want to dispatch this vacancy again.",
+    "retry_booking": "I want to run the booking command for this hold again.",
+    "review": "I have checked the evidence and want to resolve this review.",
+}
+
+
+class WaitlistCommandForm(ReasonConfirmForm):
+    """One waitlist command on one row: reason, confirm box, idempotency key. The target ref is the URL's."""
+
+    def __init__(self, *args, command: str, **kwargs):
+        kwargs.setdefault("auto_id", f"{command}_%s")  # ids stay unique beside the panel's other forms
+        super().__init__(*args, **kwargs)
+        self.fields["confirm"].label = WAITLIST_CONFIRM_LABELS[command]
+
+
+class WaitlistReviewForm(WaitlistCommandForm):
+    resolution = forms.ChoiceField(
+        label="Resolution",
+        choices=[
+            ("PROMOTE", "PROMOTE: offer the slot to this candidate despite the decision"),
+            ("SKIP", "SKIP: pass over this candidate and dispatch to the next"),
+        ],
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, command="review", **kwargs)

@@ -6,7 +6,8 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Max, Min, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, Min, OuterRef, Q, Subquery
+from django.db.models.functions import Collate
 from django.utils import timezone
 
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
@@ -17,10 +18,13 @@ from scheduling.services.features import feature_enabled
 
 from .models import (
     ACTIVE_OFFER_STATUSES,
+    DISPATCHABLE_VACANCY_STATUSES,
     BookingReliabilityDecision,
+    DecisionStatus,
     JobRun,
     Offer,
     OfferEvent,
+    OfferStatus,
     Vacancy,
     VacancyStatus,
     WaitlistEntry,
@@ -254,19 +258,31 @@ def ops_action_queue(
     since = position[0] if position else None
     rows: list[dict] = []
 
-    def bounded(qs, field):
-        return qs.filter(**{f"{field}__gte": since}) if since else qs
+    def bounded(qs, field, kind, ref_field="ref"):
+        """The full keyset bound ``(at, kind, ref) > after`` in SQL for a source of one ``kind`` (a bare
+        ``at >= since`` would return the same first ``limit`` rows again when more than ``limit`` rows
+        share the cursor's timestamp). Refs compare in the "C" collation, as Python's merge sort does."""
+        qs = qs.annotate(_key=Collate(ref_field, "C"))
+        if not since:
+            return qs
+        _at, cursor_kind, cursor_ref = position
+        if kind > cursor_kind:
+            return qs.filter(**{f"{field}__gte": since})
+        if kind < cursor_kind:
+            return qs.filter(**{f"{field}__gt": since})
+        return qs.filter(Q(**{f"{field}__gt": since}) | Q(**{field: since, "_key__gt": cursor_ref}))
 
     latest_decision = BookingReliabilityDecision.objects.filter(
         clinic=clinic, patient=OuterRef("review_entry__patient")
     ).order_by("-received_at", "-id")
     current_policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version")[:1]
-    reviews = bounded(Vacancy.objects.filter(clinic=clinic, status=VacancyStatus.REVIEW), "updated_at").annotate(
+    in_review = Vacancy.objects.filter(clinic=clinic, status=VacancyStatus.REVIEW)
+    reviews = bounded(in_review, "updated_at", "VACANCY_REVIEW").annotate(
         decision_ref=Subquery(latest_decision.values("decision_ref")[:1]),
         decision_status=Subquery(latest_decision.values("status")[:1]),
         policy_version=Subquery(current_policy),
     ).values("ref", "updated_at", "review_entry__ref", "decision_ref", "decision_status", "policy_version")
-    for v in reviews.order_by("updated_at", "ref")[:limit]:
+    for v in reviews.order_by("updated_at", "_key")[:limit]:
         rows.append({"kind": "VACANCY_REVIEW", "ref": v["ref"], "_at": v["updated_at"],
                      "reason_code": f"DECISION_{v['decision_status'] or 'UNAVAILABLE'}", "vacancy": v["ref"],
                      "entry": v["review_entry__ref"], "policy_version": v["policy_version"],
@@ -275,11 +291,12 @@ def ops_action_queue(
     last_code = OfferEvent.objects.filter(
         offer=OuterRef("pk"), reason_code__in=["BOOKING_STUCK", "BOOKING_RETRY_FAILED"]
     ).order_by("-id").values("detail__code")[:1]
-    stuck = bounded(stuck_accepted_offers(now).filter(clinic=clinic), "updated_at").annotate(
+    stuck_offers = stuck_accepted_offers(now).filter(clinic=clinic)
+    stuck = bounded(stuck_offers, "updated_at", "BOOKING_STUCK", "hold__ref").annotate(
         last_code=Subquery(last_code)
     ).values("ref", "updated_at", "hold__ref", "vacancy__ref", "entry__ref", "policy_version", "decision_ref",
              "last_code")
-    for o in stuck.order_by("updated_at", "ref")[:limit]:
+    for o in stuck.order_by("updated_at", "_key")[:limit]:
         rows.append({"kind": "BOOKING_STUCK", "ref": o["hold__ref"], "_at": o["updated_at"],
                      "reason_code": o["last_code"] or "NOT_BOOKED", "offer": o["ref"], "hold": o["hold__ref"],
                      "vacancy": o["vacancy__ref"], "entry": o["entry__ref"], "policy_version": o["policy_version"],
@@ -287,22 +304,23 @@ def ops_action_queue(
 
     offer_facts = Offer.objects.filter(clinic=clinic, ref=OuterRef("aggregate_ref"))
     dead = bounded(
-        OutboxMessage.objects.filter(clinic_ref=clinic.ref, topic=OFFER_TOPIC, status=OutboxStatus.DEAD), "created_at"
+        OutboxMessage.objects.filter(clinic_ref=clinic.ref, topic=OFFER_TOPIC, status=OutboxStatus.DEAD), "created_at",
+        "DELIVERY_DEAD",
     ).annotate(
         offer_status=Subquery(offer_facts.values("status")[:1]),
         policy_version=Subquery(offer_facts.values("policy_version")[:1]),
         decision_ref=Subquery(offer_facts.values("decision_ref")[:1]),
     ).values("ref", "created_at", "aggregate_ref", "last_error_code", "attempts", "offer_status", "policy_version",
              "decision_ref")
-    for m in dead.order_by("created_at", "ref")[:limit]:
+    for m in dead.order_by("created_at", "_key")[:limit]:
         rows.append({"kind": "DELIVERY_DEAD", "ref": m["ref"], "_at": m["created_at"],
                      "reason_code": m["last_error_code"] or "DEAD", "offer": m["aggregate_ref"],
                      "offer_status": m["offer_status"], "attempts": m["attempts"],
                      "policy_version": m["policy_version"], "decision_ref": m["decision_ref"]})
 
-    broken = bounded(offers_without_active_hold().filter(clinic=clinic), "created_at").values(
+    broken = bounded(offers_without_active_hold().filter(clinic=clinic), "created_at", "OFFER_WITHOUT_HOLD").values(
         "ref", "created_at", "status", "hold__ref", "hold__status", "vacancy__ref", "policy_version", "decision_ref")
-    for o in broken.order_by("created_at", "ref")[:limit]:
+    for o in broken.order_by("created_at", "_key")[:limit]:
         rows.append({"kind": "OFFER_WITHOUT_HOLD", "ref": o["ref"], "_at": o["created_at"],
                      "reason_code": f"HOLD_{o['hold__status']}", "offer": o["ref"], "offer_status": o["status"],
                      "hold": o["hold__ref"], "vacancy": o["vacancy__ref"], "policy_version": o["policy_version"],
@@ -320,3 +338,241 @@ def ops_action_queue(
         last = page[-1]
         next_cursor = _cursor_encode(datetime.fromisoformat(items[-1]["at"]), last["kind"], last["ref"])
     return {"items": items, "next": next_cursor}
+
+
+# --- operations console: evidence per queue row, the vacancy panel, and the commands each allows ---
+
+#: Hard-eligibility checks shown as evidence (the matcher's ``PAGE_SQL``; the weekly cap is checked at promotion).
+ELIGIBILITY_CHECKS = (
+    "WAITING", "TREATMENT", "PRACTITIONER", "WINDOW", "RESOURCE", "NOT_CANCELLING_PATIENT", "NOT_SUPPRESSED",
+    "NOT_OFFERED_BEFORE",
+)
+
+
+def _review_vacancies(clinic: Clinic, now: datetime):
+    """Vacancies with their review candidate's eligibility evaluated in SQL (one row each, no N+1)."""
+    entry = "review_entry__"
+    latest = BookingReliabilityDecision.objects.filter(
+        clinic=clinic, patient=OuterRef(f"{entry}patient")
+    ).order_by("-received_at", "-id")
+    current_policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version")[:1]
+
+    def check(q):
+        return ExpressionWrapper(q, output_field=BooleanField())
+
+    return Vacancy.objects.filter(clinic=clinic).annotate(
+        chk_WAITING=check(Q(**{f"{entry}status": "WAITING"})),
+        chk_TREATMENT=check(Q(**{f"{entry}treatment_id": F("treatment_id")})),
+        chk_PRACTITIONER=check(
+            Q(**{f"{entry}practitioner__isnull": True}) | Q(**{f"{entry}practitioner_id": F("practitioner_id")})
+        ),
+        chk_WINDOW=check(Q(**{f"{entry}earliest__lte": F("starts_at"), f"{entry}latest__gte": F("ends_at")})),
+        chk_RESOURCE=check(Q(**{f"{entry}resource_kind": ""}) | Q(**{f"{entry}resource_kind": F("resource__kind")})),
+        chk_NOT_CANCELLING_PATIENT=check(
+            Q(excluded_patient__isnull=True) | ~Q(**{f"{entry}patient_id": F("excluded_patient_id")})
+        ),
+        chk_NOT_SUPPRESSED=check(
+            Q(**{f"{entry}suppressed_until__isnull": True}) | Q(**{f"{entry}suppressed_until__lte": now})
+        ),
+        chk_NOT_OFFERED_BEFORE=~Exists(Offer.objects.filter(vacancy=OuterRef("pk"), entry=OuterRef("review_entry"))),
+        has_active_offer=Exists(Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)),
+        review_decision_ref=Subquery(latest.values("decision_ref")[:1]),
+        review_decision_status=Subquery(latest.values("status")[:1]),
+        review_decision_expires_at=Subquery(latest.values("expires_at")[:1]),
+        current_policy_version=Subquery(current_policy),
+    )
+
+
+REVIEW_VACANCY_FIELDS = (
+    "ref", "status", "version", "starts_at", "ends_at", "close_reason", "exhausted_at", "created_at",
+    "practitioner_id", "review_entry__ref", "review_entry__practitioner_id", "review_entry__priority_rank",
+    "review_entry__waiting_since", "review_entry__status", "review_decision_ref", "review_decision_status",
+    "review_decision_expires_at", "current_policy_version", "has_active_offer",
+    *(f"chk_{name}" for name in ELIGIBILITY_CHECKS),
+)
+
+
+def _effective(status: str | None, expires_at: datetime | None, now: datetime) -> str:
+    from .decisions import Decision
+
+    if status is None:
+        return DecisionStatus.UNAVAILABLE
+    return Decision("", status, 0, expires_at).effective_status(now)
+
+
+def ops_commands(
+    *, vacancy_status: str, starts_at: datetime, has_active_offer: bool, in_review: bool, now: datetime,
+    offer: dict | None = None,
+) -> list[dict]:
+    """The recovery commands that apply to a vacancy/offer in its current state (roles are the console's):
+    ``withdraw`` an active unbooked offer, ``retry_booking`` an ACCEPTED hold, ``redispatch`` a dispatchable
+    vacancy with no active offer, ``review`` (PROMOTE/SKIP) a vacancy in staff review."""
+    commands = []
+    if offer and offer["status"] in ACTIVE_OFFER_STATUSES and offer["hold_status"] != "CONSUMED":
+        commands.append({"name": "withdraw", "target": offer["ref"]})
+    if offer and offer["status"] == OfferStatus.ACCEPTED and offer["hold_status"] == "ACCEPTED":
+        commands.append({"name": "retry_booking", "target": offer["hold"]})
+    dispatchable = vacancy_status in DISPATCHABLE_VACANCY_STATUSES and starts_at > now
+    if dispatchable and in_review:
+        commands.append({"name": "review", "target": None})
+    if dispatchable and not has_active_offer:
+        commands.append({"name": "redispatch", "target": None})
+    return commands
+
+
+def _review_evidence(v: dict, clinic: Clinic, now: datetime) -> dict:
+    return {
+        "vacancy": v["ref"],
+        "vacancy_status": v["status"],
+        "vacancy_version": v["version"],
+        "starts_at": iso_in_zone(v["starts_at"], clinic.timezone),
+        "entry": v["review_entry__ref"],
+        "entry_status": v["review_entry__status"],
+        "slot_fit": 1 if v["review_entry__practitioner_id"] == v["practitioner_id"] else 0,
+        "priority_rank": v["review_entry__priority_rank"],
+        "waiting_since": iso_in_zone(v["review_entry__waiting_since"], clinic.timezone)
+        if v["review_entry__waiting_since"] else None,
+        "policy_version": v["current_policy_version"],
+        "decision_ref": v["review_decision_ref"],
+        "decision_status": _effective(v["review_decision_status"], v["review_decision_expires_at"], now),
+        "checks": [{"name": name, "passed": bool(v[f"chk_{name}"])} for name in ELIGIBILITY_CHECKS]
+        if v["review_entry__ref"] else [],
+        "checks_at": "now",
+        "offer": None,
+    }
+
+
+OFFER_EVIDENCE_FIELDS = (
+    "ref", "status", "version", "slot_fit", "policy_version", "decision_ref", "decision_status",
+    "decision_expires_at", "expires_at", "created_at", "reason_code", "entry__ref", "entry__priority_rank",
+    "entry__waiting_since", "entry__status", "hold__ref", "hold__status", "vacancy__ref", "vacancy__status",
+    "vacancy__version", "vacancy__starts_at", "vacancy_has_active_offer",
+)
+
+
+def _offer_evidence(o: dict, clinic: Clinic) -> dict:
+    tz = clinic.timezone
+    return {
+        "vacancy": o["vacancy__ref"],
+        "vacancy_status": o["vacancy__status"],
+        "vacancy_version": o["vacancy__version"],
+        "starts_at": iso_in_zone(o["vacancy__starts_at"], tz),
+        "entry": o["entry__ref"],
+        "entry_status": o["entry__status"],
+        "slot_fit": o["slot_fit"],
+        "priority_rank": o["entry__priority_rank"],
+        "waiting_since": iso_in_zone(o["entry__waiting_since"], tz),
+        "policy_version": o["policy_version"],
+        "decision_ref": o["decision_ref"],
+        "decision_status": o["decision_status"],
+        # An offer exists only if every hard check passed under the vacancy fence (its MATCHED event).
+        "checks": [{"name": name, "passed": True} for name in ELIGIBILITY_CHECKS],
+        "checks_at": "promotion",
+        "offer": {
+            "ref": o["ref"], "status": o["status"], "version": o["version"], "hold": o["hold__ref"],
+            "hold_status": o["hold__status"], "expires_at": iso_in_zone(o["expires_at"], tz),
+            "created_at": iso_in_zone(o["created_at"], tz), "reason_code": o["reason_code"],
+        },
+    }
+
+
+def _offers_with_evidence(clinic: Clinic):
+    active = Offer.objects.filter(vacancy=OuterRef("vacancy"), status__in=ACTIVE_OFFER_STATUSES)
+    return Offer.objects.filter(clinic=clinic).annotate(vacancy_has_active_offer=Exists(active))
+
+
+def ops_queue_evidence(*, clinic: Clinic, items: list[dict], now: datetime | None = None) -> list[dict]:
+    """The action queue's rows with ``evidence`` (eligibility checks, ordering key, policy version,
+    decision ref and status, offer/hold state) and the ``commands`` that apply, for one page of rows in
+    two queries whatever its size (one over the review vacancies, one over the offers)."""
+    now = now or timezone.now()
+    review_refs = [i["vacancy"] for i in items if i["kind"] == "VACANCY_REVIEW"]
+    offer_refs = [i["offer"] for i in items if i["kind"] != "VACANCY_REVIEW" and i.get("offer")]
+    reviews = {
+        v["ref"]: v for v in _review_vacancies(clinic, now).filter(ref__in=review_refs).values(*REVIEW_VACANCY_FIELDS)
+    } if review_refs else {}
+    offers = {
+        o["ref"]: o for o in _offers_with_evidence(clinic).filter(ref__in=offer_refs).values(*OFFER_EVIDENCE_FIELDS)
+    } if offer_refs else {}
+    rows = []
+    for item in items:
+        evidence, commands = None, []
+        if item["kind"] == "VACANCY_REVIEW" and item["vacancy"] in reviews:
+            v = reviews[item["vacancy"]]
+            evidence = _review_evidence(v, clinic, now)
+            commands = ops_commands(vacancy_status=v["status"], starts_at=v["starts_at"],
+                                    has_active_offer=v["has_active_offer"], in_review=v["status"] == "REVIEW",
+                                    now=now)
+        elif item.get("offer") in offers:
+            o = offers[item["offer"]]
+            evidence = _offer_evidence(o, clinic)
+            commands = ops_commands(vacancy_status=o["vacancy__status"], starts_at=o["vacancy__starts_at"],
+                                    has_active_offer=o["vacancy_has_active_offer"], in_review=False, now=now,
+                                    offer=evidence["offer"])
+        for command in commands:
+            command["target"] = command["target"] or (evidence or {}).get("vacancy")
+        rows.append({**item, "evidence": evidence, "commands": commands})
+    return rows
+
+
+def ops_vacancy_panel(*, clinic: Clinic, vacancy_ref: str, now: datetime | None = None, events: int = 30) -> dict:
+    """One vacancy for the console's detail panel: state, slot, review candidate with evidence, its offers
+    (each with ordering key, policy version, decision ref and status, hold), the latest offer events, and
+    the commands that apply. Three queries; a foreign or unknown ref is NotFound."""
+    from common.errors import NotFound
+
+    now = now or timezone.now()
+    tz = clinic.timezone
+    if not isinstance(vacancy_ref, str):
+        raise NotFound()
+    found = list(_review_vacancies(clinic, now).filter(ref=vacancy_ref).values(
+        *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref"))
+    if not found:
+        raise NotFound()
+    v = found[0]
+    offers = [
+        _offer_evidence(o, clinic)
+        for o in _offers_with_evidence(clinic).filter(vacancy_id=v["id"]).order_by("created_at", "id")
+        .values(*OFFER_EVIDENCE_FIELDS)
+    ]
+    history = list(
+        OfferEvent.objects.filter(clinic=clinic, offer__vacancy_id=v["id"]).order_by("-id")
+        .values("offer__ref", "from_status", "to_status", "reason_code", "actor", "correlation_id", "created_at")
+        [:events]
+    )
+    active = next((o["offer"] for o in offers if o["offer"]["status"] in ACTIVE_OFFER_STATUSES), None)
+    commands = ops_commands(vacancy_status=v["status"], starts_at=v["starts_at"], has_active_offer=active is not None,
+                            in_review=v["status"] == "REVIEW" and v["review_entry__ref"] is not None, now=now,
+                            offer=active)
+    for command in commands:
+        command["target"] = command["target"] or v["ref"]
+    return {
+        "vacancy": v["ref"],
+        "status": v["status"],
+        "version": v["version"],
+        "close_reason": v["close_reason"],
+        "starts_at": iso_in_zone(v["starts_at"], tz),
+        "ends_at": iso_in_zone(v["ends_at"], tz),
+        "created_at": iso_in_zone(v["created_at"], tz),
+        "exhausted_at": iso_in_zone(v["exhausted_at"], tz) if v["exhausted_at"] else None,
+        "practitioner": v["practitioner__ref"],
+        "treatment": v["treatment__ref"],
+        "resource": v["resource__ref"],
+        "review": _review_evidence(v, clinic, now) if v["review_entry__ref"] and v["status"] == "REVIEW" else None,
+        "offers": offers,
+        "active_offer": active,
+        "events": [
+            {"offer": e["offer__ref"], "from_status": e["from_status"], "to_status": e["to_status"],
+             "reason_code": e["reason_code"], "actor": e["actor"], "correlation_id": e["correlation_id"],
+             "created_at": iso_in_zone(e["created_at"], tz)}
+            for e in history
+        ],
+        "commands": commands,
+    }
+
+
+def ops_vacancy_ref(*, clinic: Clinic, offer_ref: str = "", hold_ref: str = "") -> str | None:
+    """The vacancy of an offer (by its ref or its hold's ref) in this clinic, for the console's panel."""
+    offers = Offer.objects.filter(clinic=clinic)
+    offers = offers.filter(ref=offer_ref) if offer_ref else offers.filter(hold__ref=hold_ref)
+    return offers.values_list("vacancy__ref", flat=True).first()

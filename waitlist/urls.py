@@ -26,6 +26,7 @@ urlpatterns = [
     path(C + "holds/<str:ref>/book", views.HoldBookView.as_view(), name="hold-book"),
     path(C + "vacancies/<str:ref>/close", views.VacancyCloseView.as_view(), name="vacancy-close"),
     path(C + "vacancies/<str:ref>/reopen", views.VacancyReopenView.as_view(), name="vacancy-reopen"),
+    path(C + "vacancies/<str:ref>/review", views.VacancyReviewView.as_view(), name="vacancy-review"),
     path(C + "holds/<str:ref>/retry-booking", views.HoldRetryBookingView.as_view(), name="hold-retry-booking"),
     path("ops/waitlist", views.WaitlistOpsView.as_view(), name="waitlist-ops"),
     path(C + "booking-decisions/", views.DecisionFeedView.as_view(), name="booking-decision-feed"),

@@ -51,3 +51,11 @@ def duration(seconds) -> str:
         return f"{hours}h {minutes}m"
     days, hours = divmod(hours, 24)
     return f"{days}d {hours}h"
+
+
+@register.filter
+def percent(ratio) -> str:
+    """A 0–1 ratio as ``87.5%``; ``—`` when undefined (no denominator)."""
+    if ratio in (None, ""):
+        return "—"
+    return f"{float(ratio) * 100:.1f}%"

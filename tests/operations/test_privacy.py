@@ -12,7 +12,7 @@ from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import AppointmentStatus
 from tests import factories as f
 from tests.conftest import assert_no_pii
-from tests.operations.conftest import make_audit
+from tests.operations.conftest import make_audit, signed_in
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import World, post_event
 
@@ -37,6 +37,7 @@ def console_urls(clinic, second_clinic) -> list[str]:
             reverse("console:clinic-home", kwargs={"clinic_ref": c.ref}),
             reverse("console:audit", kwargs={"clinic_ref": c.ref}),
             reverse("console:audit", kwargs={"clinic_ref": c.ref}) + "?action=offer.withdraw",
+            reverse("console:waitlist", kwargs={"clinic_ref": c.ref}),
         ]
     return urls
 
@@ -105,3 +106,57 @@ def test_reevaluation_pages_show_no_patient_data(staff_web, admin_web, clinic, s
     for text in [*texts, preview, result, audit]:
         assert_no_pii(text, everyone)
         assert world.fp not in text  # the full fingerprint never shows either
+
+
+def test_waitlist_pages_show_no_patient_data(admin, clinic, staff, patients, settings, monkeypatch):
+    """The page, the readiness poll, queue refresh and "load more", the vacancy panel, every command's
+    result, and the audit log, with the waitlist's patients (names, e-mails, phones) in the database."""
+    import time_machine
+
+    from scheduling.models import Patient
+    from tests.operations.waitlist_helpers import bulk_reviews, dead_delivery_offer, review_vacancy, waitlist_world
+    from tests.waitlist.factories import NOW
+    from waitlist import services, tasks
+
+    settings.CONSOLE_WAITLIST_PAGE_SIZE = 2
+    hx = {"HTTP_HX_REQUEST": "true"}
+    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)  # no broker here
+    if True:
+        with time_machine.travel(NOW, tick=False):
+            staff_web, admin_web = signed_in(staff), signed_in(admin)  # sessions made in the frozen time
+            world = waitlist_world(clinic, staff)
+            dead = dead_delivery_offer(world)
+            stuck = dead_delivery_offer(world, starts_at=NOW.replace(day=5, hour=10))
+            services.offer_claim(clinic=clinic, offer_ref=stuck.ref, expected_version=1)
+            review, _entry = review_vacancy(world, starts_at=NOW.replace(day=6, hour=10))
+            bulk_reviews(world, 3)
+            everyone = [*patients, *Patient.objects.filter(clinic=clinic)]
+            page = reverse("console:waitlist", kwargs={"clinic_ref": clinic.ref})
+            html = admin_web.get(page).content.decode()
+            texts = [html, staff_web.get(page).content.decode()]
+            texts.append(admin_web.get(page, HTTP_HX_TARGET="wl-readiness", **hx).content.decode())
+            texts.append(admin_web.get(page, HTTP_HX_TARGET="wl-queue-rows", **hx).content.decode())
+            more = re.search(r'hx-get="[^"]*\?after=([^"&]+)"', html)
+            after = more.group(1)
+            texts.append(admin_web.get(f"{page}?after={after}", **hx).content.decode())
+            for vacancy_ref in (dead.vacancy.ref, stuck.vacancy.ref, review.ref):
+                panel = reverse("console:waitlist-vacancy",
+                                kwargs={"clinic_ref": clinic.ref, "vacancy_ref": vacancy_ref})
+                texts += [admin_web.get(panel, **hx).content.decode(), staff_web.get(panel).content.decode()]
+
+            def post(name, key, **kwargs):
+                data = {"reason": "checked with the patient", "confirm": "on", "idempotency_key": key,
+                        **kwargs.pop("data", {})}
+                target = reverse(f"console:waitlist-{name}", kwargs={"clinic_ref": clinic.ref, **kwargs})
+                response = admin_web.post(target, data, **hx)
+                assert response.status_code == 200, response.content
+                return response.content.decode() + response["HX-Trigger"]
+
+            texts.append(post("withdraw", "p1", offer_ref=dead.ref))
+            texts.append(post("retry-booking", "p2", hold_ref=stuck.hold.ref))
+            texts.append(post("review", "p3", vacancy_ref=review.ref, data={"resolution": "PROMOTE"}))
+            texts.append(post("redispatch", "p4", vacancy_ref=dead.vacancy.ref))
+            texts.append(admin_web.get(reverse("console:audit", kwargs={"clinic_ref": clinic.ref})).content.decode())
+    assert len(everyone) > len(patients) + 5
+    for text in texts:
+        assert_no_pii(text, everyone)

@@ -128,10 +128,18 @@ def test_clinic_home_shows_the_clinic_and_nav_slots(staff_web, clinic):
     html = response.content.decode()
     assert "Gangnam Clinic" in html and clinic.ref in html
     assert reverse("console:audit", kwargs={"clinic_ref": clinic.ref}) in html
-    # Unrouted slots render disabled until their pages are added to operations/console_urls.py.
-    assert re.search(r'<span class="soon"[^>]*>Waitlist</span>', html)
-    # The reevaluation page is routed: its slot is a link.
+    # The waitlist and reevaluation pages are routed: their slots are links, none is "soon".
+    assert reverse("console:waitlist", kwargs={"clinic_ref": clinic.ref}) in html
     assert reverse("console:reevaluation", kwargs={"clinic_ref": clinic.ref}) in html
+    assert 'class="soon"' not in html
+
+
+def test_an_unrouted_slot_renders_disabled(staff_web, clinic, monkeypatch):
+    from operations import nav
+
+    monkeypatch.setattr(nav, "CLINIC_NAV", (*nav.CLINIC_NAV, nav.NavSlot("later", "Later", "console:later")))
+    html = staff_web.get(reverse("console:clinic-home", kwargs={"clinic_ref": clinic.ref})).content.decode()
+    assert re.search(r'<span class="soon"[^>]*>Later</span>', html)
 
 
 def test_switcher_lists_only_the_users_clinics(staff_web, clinic, second_clinic, other_tenant_clinic):

@@ -66,3 +66,20 @@ def submit(client: Client, path: str, action: str):
     token = CSRF.search(page.content.decode())
     assert token, page.content.decode()[:500]
     return client.post(path, {"csrfmiddlewaretoken": token.group(1), "action": action})
+
+
+def review_vacancy(world, starts_at=None, patient=None, **entry_kw):
+    """A vacancy sent to staff review: its best (only) candidate's decision is STALE.
+
+    Returns ``(vacancy, entry)`` with the vacancy reloaded (status REVIEW, ``review_entry`` = entry).
+    """
+    from tests.waitlist.factories import decide
+    from waitlist.models import DecisionStatus
+
+    entry = world.waiting(patient, fresh=False, **entry_kw)
+    decide(entry.patient, DecisionStatus.STALE)
+    vacancy = open_vacancy(world, starts_at)
+    result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert result.outcome == "STAFF_REVIEW", result.outcome
+    vacancy.refresh_from_db()
+    return vacancy, entry

@@ -142,6 +142,14 @@ class RecoveryInput(serializers.Serializer):
     reason = serializers.CharField(max_length=500)
 
 
+class ReviewInput(serializers.Serializer):
+    """Resolve a vacancy in staff review. ``actor`` is not a field: it is the authenticated user."""
+
+    resolution = serializers.ChoiceField(choices=["PROMOTE", "SKIP"])
+    reason = serializers.CharField(max_length=500)
+    expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
 class OpsQuery(serializers.Serializer):
     clinic = serializers.CharField(max_length=40)
     after = serializers.CharField(max_length=200, required=False)

@@ -22,6 +22,7 @@ from .serializers import (
     OptionalReasonInput,
     ReasonInput,
     RecoveryInput,
+    ReviewInput,
     entry_body,
     offer_body,
     vacancy_body,
@@ -255,6 +256,32 @@ class HoldRetryBookingView(ClinicAPIView):
                          "correlation_id": correlation_id}
 
         return self.command("hold_retry_booking", execute)
+
+
+class VacancyReviewView(ClinicAPIView):
+    """STAFF (not destructive: it resolves a review the dispatcher asked staff for). PROMOTE offers the
+    reviewed candidate despite the non-fresh decision; SKIP dispatches to the next candidate.
+    409 VACANCY_NOT_IN_REVIEW, VERSION_CONFLICT, VACANCY_STARTED, CANDIDATE_INELIGIBLE."""
+
+    @extend_schema(
+        request=ReviewInput,
+        responses=_ok("{status, version, resolution, outcome, offer, reviewed_entry, correlation_id}"),
+    )
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReviewInput)
+            correlation_id = new_correlation_id()
+            result = services.vacancy_review_resolve(
+                clinic=self.clinic, vacancy_ref=ref, actor=request.user, reason=data["reason"],
+                resolution=data["resolution"], expected_version=data.get("expected_version"),
+                correlation_id=correlation_id,
+            )
+            return 200, {"status": result.vacancy.status, "version": result.vacancy.version,
+                         "resolution": result.resolution, "outcome": result.outcome,
+                         "offer": result.offer.ref if result.offer else None,
+                         "reviewed_entry": result.reviewed_entry, "correlation_id": correlation_id}
+
+        return self.command("vacancy_review_resolve", execute)
 
 
 class WaitlistOpsView(APIView):

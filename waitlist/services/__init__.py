@@ -6,11 +6,19 @@ from .entries import entry_create, entry_withdraw
 from .loop import expire_run, reconcile_run
 from .offers import offer_claim, offer_decline, offer_expire, offer_withdraw, offers_expire_due
 from .policy import policy_current, policy_publish
-from .recovery import hold_retry_booking, vacancy_close, vacancy_reopen
+from .recovery import (
+    ReviewResult,
+    hold_retry_booking,
+    vacancy_close,
+    vacancy_redispatch,
+    vacancy_reopen,
+    vacancy_review_resolve,
+)
 from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
 
 __all__ = [
     "DispatchResult",
+    "ReviewResult",
     "appointment_cancel_with_vacancy",
     "decision_record",
     "entry_create",
@@ -28,5 +36,7 @@ __all__ = [
     "reconcile_run",
     "vacancy_close",
     "vacancy_dispatch",
+    "vacancy_redispatch",
     "vacancy_reopen",
+    "vacancy_review_resolve",
 ]

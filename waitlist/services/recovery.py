@@ -1,26 +1,41 @@
 """Recovery commands (ARCHITECTURE.md flow 9: a command with a reason and a correlation id, never
-manual SQL): close or reopen a vacancy and retry a stuck booking. Staff withdrawal of an offer is
-``offer_withdraw``. Each writes the offer's event rows (actor, reason code, correlation id) where an
-offer changes, and one ``AuditEntry`` (actor, free-text reason, correlation id, result) always.
+manual SQL): close or reopen a vacancy, retry a stuck booking, resolve a vacancy in staff review.
+Staff withdrawal of an offer is ``offer_withdraw``. Each writes the offer's event rows (actor, reason
+code, correlation id) where an offer changes, and one ``AuditEntry`` (actor, free-text reason,
+correlation id, result) always.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
 
 from common.cas import cas_update
-from common.errors import Conflict, DomainError, NotFound
+from common.errors import Conflict, DomainError, NotFound, ValidationFailed, VersionConflict
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Appointment, Clinic, HoldStatus
 
-from ..locks import lock_offer_chain, lock_vacancy
-from ..models import ACTIVE_OFFER_STATUSES, Offer, OfferStatus, Vacancy, VacancyStatus
+from .. import matcher
+from ..decisions import Decision, get_decision_provider
+from ..locks import lock_entry, lock_offer_chain, lock_vacancy
+from ..models import (
+    ACTIVE_OFFER_STATUSES,
+    BookingReliabilityDecision,
+    DecisionStatus,
+    NonFreshAction,
+    Offer,
+    OfferStatus,
+    Vacancy,
+    VacancyStatus,
+)
 from ._shared import actor_label, event_append, queue_dispatch
 from .booking import offer_book
 from .offers import _close_offer
+from .policy import policy_current
+from .vacancies import DispatchResult, _mark_exhausted, _promote, _Restart, _to_review, vacancy_dispatch
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -128,6 +143,30 @@ def vacancy_reopen(
         return vacancy
 
 
+def vacancy_redispatch(
+    *,
+    clinic: Clinic,
+    vacancy_ref: str,
+    actor,
+    reason: str,
+    now: datetime | None = None,
+    correlation_id: str = "",
+    idempotency_key: str = "",
+) -> DispatchResult:
+    """Staff ask for dispatch again (``vacancy_dispatch`` with the actor on its events) and the ask is
+    audited with the reason and the outcome. Safe to repeat and to race: at most one offer results
+    (``ALREADY_OFFERED`` for the loser); a closed vacancy answers ``CLOSED``."""
+    correlation_id = correlation_id or new_correlation_id()
+    _vacancy_id(clinic, vacancy_ref)  # scope first: a foreign ref is a plain 404
+    result = vacancy_dispatch(clinic=clinic, vacancy_ref=vacancy_ref, actor=actor, now=now,
+                              correlation_id=correlation_id)
+    audit_record(actor=actor, action="waitlist.vacancy_redispatch", clinic=clinic, target_ref=vacancy_ref,
+                 reason=reason, correlation_id=correlation_id, idempotency_key=idempotency_key,
+                 result={"outcome": result.outcome, "offer": result.offer.ref if result.offer else None},
+                 system_label="recover")
+    return result
+
+
 def hold_retry_booking(
     *,
     clinic: Clinic,
@@ -136,6 +175,7 @@ def hold_retry_booking(
     reason: str,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> Appointment:
     """Run the booking command again for an ACCEPTED hold (idempotent: a booked hold answers its
     appointment). A refusal is recorded (event ``BOOKING_RETRY_FAILED`` with the code) and re-raised."""
@@ -159,10 +199,10 @@ def hold_retry_booking(
                          correlation_id=correlation_id, now=now, detail={"hold": hold_ref, "code": exc.code})
             audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref,
                          reason=reason, correlation_id=correlation_id, result={"code": exc.code},
-                         system_label="recover")
+                         idempotency_key=idempotency_key, system_label="recover")
         raise
     audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref, reason=reason,
-                 correlation_id=correlation_id,
+                 correlation_id=correlation_id, idempotency_key=idempotency_key,
                  result={"appointment": appointment.ref, "created": created, "status": appointment.status},
                  system_label="recover")
     return appointment
@@ -179,3 +219,174 @@ def offer_close_without_hold(*, clinic: Clinic, offer_id: int, now: datetime, co
             return None  # repaired meanwhile
         return _close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="NO_ACTIVE_HOLD",
                             actor="system:reconcile", correlation_id=correlation_id, now=now)
+
+
+# --- staff review of a REVIEW vacancy (a STALE/UNAVAILABLE decision stopped automatic promotion) ---
+
+REVIEW_RESOLUTIONS = ("PROMOTE", "SKIP")
+
+
+@dataclass(frozen=True)
+class ReviewResult:
+    """``outcome``: PROMOTE → ``OFFERED`` (or ``CLOSED`` when the slot was taken meanwhile);
+    SKIP → the next dispatch's outcome (``OFFERED``, ``STAFF_REVIEW``, ``NO_CANDIDATE``, ``CLOSED``)."""
+
+    vacancy: Vacancy
+    resolution: str
+    outcome: str
+    reviewed_entry: str
+    offer: Offer | None = None
+
+
+def vacancy_review_resolve(
+    *,
+    clinic: Clinic,
+    vacancy_ref: str,
+    actor,
+    reason: str,
+    resolution: str,
+    expected_version: int | None = None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+    idempotency_key: str = "",
+) -> ReviewResult:
+    """Staff resolve a vacancy in REVIEW (its best candidate's decision was STALE or UNAVAILABLE).
+
+    ``PROMOTE``: staff accept that candidate despite the non-fresh decision. Under the vacancy fence
+    the entry is re-checked (full hard eligibility: 409 ``CANDIDATE_INELIGIBLE`` with the code) and
+    promoted with dispatch's own offer transaction (hold, offer, entry, vacancy, ``MATCHED`` event,
+    outbox). The staff review stands in for freshness for this offer only: the offer records the
+    reviewed decision's ref with status FRESH until the offer's own expiry (so the patient can claim
+    it), and a ``STAFF_REVIEWED`` event (+ the audit row) records what was reviewed
+    (``reviewed_decision_status``), by whom and why. A newer decision recorded later still wins at
+    claim time, as for any offer.
+
+    ``SKIP``: pass over that candidate and dispatch the vacancy to the next one, in the same
+    transaction (the fence is held throughout; a FRESH_READ policy is treated as staff review here,
+    so no provider call runs under the lock). The skipped entry is excluded from this dispatch only:
+    a later cascade of the same vacancy may consider it again (durable per-vacancy suppression needs
+    a skip row read by the matcher — not in this change).
+
+    Refusals (nothing changed): unknown/foreign ref 404; not REVIEW → 409 ``VACANCY_NOT_IN_REVIEW``;
+    ``expected_version`` differs → 409 ``VERSION_CONFLICT``; started → 409 ``VACANCY_STARTED``;
+    a bad resolution → 400. Lock order: vacancy → (hold placed) → entry, as in dispatch.
+    """
+    if resolution not in REVIEW_RESOLUTIONS:
+        raise ValidationFailed("Resolution must be PROMOTE or SKIP.", fields={"resolution": ["PROMOTE or SKIP."]})
+    now = now or timezone.now()
+    correlation_id = correlation_id or new_correlation_id()
+    label = actor_label(actor, "review")
+    vacancy_id = _vacancy_id(clinic, vacancy_ref)
+    with transaction.atomic():
+        vacancy = lock_vacancy(vacancy_id)
+        if vacancy.status != VacancyStatus.REVIEW or vacancy.review_entry_id is None:
+            raise Conflict(f"The vacancy is {vacancy.status}, not in staff review.", code="VACANCY_NOT_IN_REVIEW")
+        if expected_version is not None and vacancy.version != expected_version:
+            raise VersionConflict("The vacancy was changed; reload it.")
+        if vacancy.starts_at <= now:
+            raise Conflict("The vacancy's time has started.", code="VACANCY_STARTED")
+        if Offer.objects.filter(vacancy=vacancy, status__in=ACTIVE_OFFER_STATUSES).exists():
+            raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
+        policy = policy_current(clinic=clinic)
+        entry = lock_entry(vacancy.review_entry_id)  # after the vacancy: the fixed lock order
+        latest = (
+            BookingReliabilityDecision.objects.filter(clinic=clinic, patient_id=entry.patient_id)
+            .order_by("-received_at", "-id")
+            .first()
+        )
+        reviewed = (
+            Decision(latest.decision_ref, latest.status, latest.priority_rank, latest.expires_at)
+            if latest is not None
+            else None
+        )
+        reviewed_status = reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE
+        evidence = {
+            "resolution": resolution,
+            "entry": entry.ref,
+            "reviewed_decision_ref": reviewed.decision_ref if reviewed else "",
+            "reviewed_decision_status": reviewed_status,
+            "policy_version": policy.version,
+        }
+        if resolution == "PROMOTE":
+            result = _review_promote(vacancy, entry, reviewed, policy, now=now, label=label,
+                                     correlation_id=correlation_id)
+        else:
+            # Resolve the review first (REVIEW → OPEN, version + 1), then dispatch past the skipped entry.
+            cas_update(vacancy, expected_status=VacancyStatus.REVIEW, status=VacancyStatus.OPEN, review_entry=None)
+            result = _review_skip(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
+        offer = result.offer if result.outcome == "OFFERED" else None
+        if offer is not None:
+            event_append(offer=offer, from_status=offer.status, to_status=offer.status, reason_code="STAFF_REVIEWED",
+                         actor=label, correlation_id=correlation_id, now=now, detail=evidence)
+        vacancy.refresh_from_db(fields=["status", "version", "review_entry", "close_reason"])
+        audit_record(
+            actor=actor,
+            action="waitlist.vacancy_review_resolve",
+            clinic=clinic,
+            target_ref=vacancy.ref,
+            reason=reason,
+            correlation_id=correlation_id,
+            idempotency_key=idempotency_key,
+            result={**evidence, "outcome": result.outcome, "offer": offer.ref if offer else None,
+                    "status": vacancy.status, "version": vacancy.version},
+            system_label="review",
+        )
+        return ReviewResult(vacancy=vacancy, resolution=resolution, outcome=result.outcome,
+                            reviewed_entry=entry.ref, offer=offer)
+
+
+def _review_promote(
+    vacancy: Vacancy, entry, reviewed: Decision | None, policy, *, now: datetime, label: str, correlation_id: str
+) -> DispatchResult:
+    why = matcher.ineligibility(entry=entry, vacancy=vacancy, policy=policy, now=now)
+    if why is not None:
+        raise Conflict(f"The candidate is no longer eligible ({why}).", code="CANDIDATE_INELIGIBLE")
+    expires_at = min(now + timedelta(minutes=policy.hold_minutes), vacancy.starts_at)
+    # Staff review stands in for freshness until this offer expires; the reviewed status is in the event.
+    override = Decision(
+        reviewed.decision_ref if reviewed else "",
+        DecisionStatus.FRESH,
+        reviewed.priority_rank if reviewed else 0,
+        expires_at,
+    )
+    candidate = matcher.Candidate(
+        entry_id=entry.pk,
+        entry_ref=entry.ref,
+        patient_id=entry.patient_id,
+        version=entry.version,
+        slot_fit=1 if entry.practitioner_id == vacancy.practitioner_id else 0,
+        priority_rank=entry.priority_rank,
+        waiting_since=entry.waiting_since,
+        decision=override,
+    )
+    try:
+        result = _promote(vacancy, candidate, override, policy, now=now, actor_label=label,
+                         correlation_id=correlation_id)
+    except _Restart as exc:
+        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED") from exc
+    if result is None:  # cannot happen under our locks (re-checked above); refuse rather than guess
+        raise Conflict("The candidate is no longer eligible.", code="CANDIDATE_INELIGIBLE")
+    if result.outcome == "ALREADY_OFFERED":
+        raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
+    return result
+
+
+def _review_skip(
+    vacancy: Vacancy, skipped, policy, *, now: datetime, label: str, correlation_id: str
+) -> DispatchResult:
+    """Dispatch's candidate loop with one entry passed over (see ``vacancy_review_resolve``)."""
+    for candidate in matcher.candidates(vacancy=vacancy, policy=policy, provider=get_decision_provider(), now=now):
+        if candidate.entry_id == skipped.pk:
+            continue
+        decision = candidate.decision
+        status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+        if status != DecisionStatus.FRESH:
+            if policy.action_for(status) == NonFreshAction.NEXT_CANDIDATE:
+                continue
+            return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+        result = _promote(vacancy, candidate, decision, policy, now=now, actor_label=label,
+                          correlation_id=correlation_id)
+        if result is not None:
+            return result
+    _mark_exhausted(vacancy, now)
+    return DispatchResult("NO_CANDIDATE")
