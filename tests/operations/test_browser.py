@@ -63,6 +63,8 @@ def browser(chromium_executable):
     previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
     try:
+        # Generous waits: assertions retry until true, so a loaded CI machine only makes them slower.
+        sync_api.expect.set_options(timeout=20_000)
         with sync_api.sync_playwright() as playwright:
             browser = playwright.chromium.launch(
                 executable_path=chromium_executable, headless=True, args=CHROMIUM_ARGS
@@ -87,7 +89,7 @@ def open_page(browser, live_server):
 
     def make(viewport=LAPTOP):
         context = browser.new_context(base_url=live_server.url, viewport=viewport)
-        context.set_default_timeout(10_000)
+        context.set_default_timeout(20_000)
         contexts.append(context)
         page = context.new_page()
         page.errors = []
