@@ -315,6 +315,9 @@ class Offer(models.Model):
     decision_status = models.CharField(max_length=12, choices=DecisionStatus.choices)
     decision_priority_rank = models.IntegerField(default=0)
     decision_expires_at = models.DateTimeField()
+    staff_reviewed = models.BooleanField(
+        default=False, help_text="staff promoted this offer past a non-fresh decision (vacancy review)"
+    )
     slot_fit = models.PositiveSmallIntegerField()
     correlation_id = models.CharField(max_length=64)
     reason_code = models.CharField(max_length=60, blank=True, default="")

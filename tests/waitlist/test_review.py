@@ -41,6 +41,8 @@ def test_promote_offers_the_reviewed_candidate_and_records_the_review(world):
     assert audit.actor == world.staff and audit.reason == "decision service is lagging"
     assert audit.correlation_id == "corr-review-1" and audit.result["offer"] == offer.ref
     assert OutboxMessage.objects.filter(aggregate_ref=offer.ref).count() == 1  # the patient is notified
+    # The offer records the decision as it really was, and that staff vouched for it.
+    assert offer.staff_reviewed and offer.decision_status == "STALE"
     # Staff review stands in for freshness: the patient can claim the offer.
     receipt = services.offer_claim(clinic=world.clinic, offer_ref=offer.ref, expected_version=offer.version)
     assert receipt.body["status"] == "ACCEPTED"

@@ -48,7 +48,10 @@ def _owner_check(locks: OfferLocks, patient: Patient | None) -> None:
 
 
 def _decision_status(offer: Offer, now: datetime) -> str:
-    """The offer's decision, unless a newer one was recorded since (then that one counts)."""
+    """The offer's decision, unless a newer one was recorded since (then that one counts).
+
+    A staff review vouches for the decision it reviewed, not for a newer one.
+    """
     latest = (
         BookingReliabilityDecision.objects.filter(clinic_id=offer.clinic_id, patient_id=offer.patient_id)
         .order_by("-received_at", "-id")
@@ -58,6 +61,8 @@ def _decision_status(offer: Offer, now: datetime) -> str:
         return Decision(
             latest.decision_ref, latest.status, latest.priority_rank, latest.expires_at
         ).effective_status(now)
+    if offer.staff_reviewed:
+        return DecisionStatus.FRESH
     return Decision(offer.decision_ref, offer.decision_status, 0, offer.decision_expires_at).effective_status(
         now
     )

@@ -256,8 +256,8 @@ def vacancy_review_resolve(
     the entry is re-checked (full hard eligibility: 409 ``CANDIDATE_INELIGIBLE`` with the code) and
     promoted with dispatch's own offer transaction (hold, offer, entry, vacancy, ``MATCHED`` event,
     outbox). The staff review stands in for freshness for this offer only: the offer records the
-    reviewed decision's ref with status FRESH until the offer's own expiry (so the patient can claim
-    it), and a ``STAFF_REVIEWED`` event (+ the audit row) records what was reviewed
+    reviewed decision as it was with ``staff_reviewed`` set (which the claim accepts in place of a
+    FRESH status), and a ``STAFF_REVIEWED`` event (+ the audit row) records what was reviewed
     (``reviewed_decision_status``), by whom and why. A newer decision recorded later still wins at
     claim time, as for any offer.
 
@@ -342,7 +342,8 @@ def _review_promote(
     if why is not None:
         raise Conflict(f"The candidate is no longer eligible ({why}).", code="CANDIDATE_INELIGIBLE")
     expires_at = min(now + timedelta(minutes=policy.hold_minutes), vacancy.starts_at)
-    # Staff review stands in for freshness until this offer expires; the reviewed status is in the event.
+    # Promotion runs the normal offer path, which admits fresh decisions only; the offer then records
+    # the reviewed decision as it really is, with ``staff_reviewed`` standing in for freshness.
     override = Decision(
         reviewed.decision_ref if reviewed else "",
         DecisionStatus.FRESH,
@@ -368,6 +369,12 @@ def _review_promote(
         raise Conflict("The candidate is no longer eligible.", code="CANDIDATE_INELIGIBLE")
     if result.outcome == "ALREADY_OFFERED":
         raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
+    Offer.objects.filter(pk=result.offer.pk).update(
+        staff_reviewed=True,
+        decision_status=reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE,
+        decision_expires_at=reviewed.expires_at if reviewed else expires_at,
+    )
+    result.offer.refresh_from_db()
     return result
 
 
