@@ -43,6 +43,8 @@ WHERE e.status = 'WAITING'
   AND (e.suppressed_until IS NULL OR e.suppressed_until <= %(now)s)
   AND NOT EXISTS (
       SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = %(vacancy)s AND o.entry_id = e.id)
+  AND NOT EXISTS (
+      SELECT 1 FROM waitlist_vacancyskip k WHERE k.vacancy_id = %(vacancy)s AND k.entry_id = e.id)
   AND (%(cap)s::integer IS NULL OR (
       SELECT count(*) FROM waitlist_offer w
       WHERE w.clinic_id = e.clinic_id AND w.patient_id = e.patient_id AND w.created_at > %(week_ago)s
@@ -163,7 +165,7 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
 
     Returns a reason code, or None when the entry may be offered this vacancy.
     """
-    from .models import EntryStatus, Offer  # local: keeps the module's import surface small
+    from .models import EntryStatus, Offer, VacancySkip  # local: keeps the module's import surface small
 
     if entry.status != EntryStatus.WAITING:
         return "ENTRY_NOT_WAITING"
@@ -183,6 +185,8 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
         return "SUPPRESSED"
     if Offer.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk).exists():
         return "ALREADY_OFFERED"
+    if VacancySkip.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk).exists():
+        return "SKIPPED_BY_STAFF"
     if policy.weekly_offer_cap is not None:
         recent = Offer.objects.filter(
             clinic_id=entry.clinic_id, patient_id=entry.patient_id, created_at__gt=now - WEEK

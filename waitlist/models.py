@@ -410,3 +410,21 @@ class JobRun(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class VacancySkip(models.Model):
+    """Staff passed over this entry for this vacancy (review resolution SKIP): the matcher never
+    offers it this vacancy again, however often the vacancy is dispatched."""
+
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    vacancy = models.ForeignKey(Vacancy, on_delete=models.CASCADE, related_name="skips")
+    entry = models.ForeignKey(WaitlistEntry, on_delete=models.CASCADE, related_name="skips")
+    actor = models.CharField(max_length=150)
+    correlation_id = models.CharField(max_length=64, blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["clinic", "vacancy", "entry"], name="wl_skip_once")]
+
+    def __str__(self) -> str:
+        return f"skip {self.entry_id} for {self.vacancy_id}"

@@ -80,6 +80,15 @@ def test_skip_to_another_stale_candidate_goes_back_to_review_with_that_one(world
     assert result.vacancy.status == VacancyStatus.REVIEW and result.vacancy.review_entry_id == second.pk
 
 
+def test_a_skipped_candidate_is_never_offered_that_vacancy_again(world):
+    vacancy, skipped = review_vacancy(world)
+    assert resolve(world, vacancy, "SKIP").outcome == "NO_CANDIDATE"
+    skipped.refresh_from_db()
+    assert skipped.status == EntryStatus.WAITING  # still waiting for other vacancies
+    again = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert again.outcome == "NO_CANDIDATE" and not Offer.objects.filter(entry=skipped).exists()
+
+
 def test_skip_the_last_candidate_leaves_the_vacancy_open_and_exhausted(world):
     vacancy, _entry = review_vacancy(world)
     result = resolve(world, vacancy, "SKIP")

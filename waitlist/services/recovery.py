@@ -29,6 +29,7 @@ from ..models import (
     Offer,
     OfferStatus,
     Vacancy,
+    VacancySkip,
     VacancyStatus,
 )
 from ._shared import actor_label, event_append, queue_dispatch
@@ -263,9 +264,8 @@ def vacancy_review_resolve(
 
     ``SKIP``: pass over that candidate and dispatch the vacancy to the next one, in the same
     transaction (the fence is held throughout; a FRESH_READ policy is treated as staff review here,
-    so no provider call runs under the lock). The skipped entry is excluded from this dispatch only:
-    a later cascade of the same vacancy may consider it again (durable per-vacancy suppression needs
-    a skip row read by the matcher — not in this change).
+    so no provider call runs under the lock). A ``VacancySkip`` row keeps the entry out of every later
+    dispatch of this vacancy.
 
     Refusals (nothing changed): unknown/foreign ref 404; not REVIEW → 409 ``VACANCY_NOT_IN_REVIEW``;
     ``expected_version`` differs → 409 ``VERSION_CONFLICT``; started → 409 ``VACANCY_STARTED``;
@@ -311,8 +311,13 @@ def vacancy_review_resolve(
             result = _review_promote(vacancy, entry, reviewed, policy, now=now, label=label,
                                      correlation_id=correlation_id)
         else:
-            # Resolve the review first (REVIEW → OPEN, version + 1), then dispatch past the skipped entry.
+            # Resolve the review first (REVIEW → OPEN, version + 1), record the skip so no later dispatch
+            # of this vacancy offers the entry again, then dispatch past it.
             cas_update(vacancy, expected_status=VacancyStatus.REVIEW, status=VacancyStatus.OPEN, review_entry=None)
+            VacancySkip.objects.get_or_create(
+                clinic_id=vacancy.clinic_id, vacancy=vacancy, entry=entry,
+                defaults={"actor": label, "correlation_id": correlation_id},
+            )
             result = _review_skip(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
         offer = result.offer if result.outcome == "OFFERED" else None
         if offer is not None:
@@ -381,10 +386,8 @@ def _review_promote(
 def _review_skip(
     vacancy: Vacancy, skipped, policy, *, now: datetime, label: str, correlation_id: str
 ) -> DispatchResult:
-    """Dispatch's candidate loop with one entry passed over (see ``vacancy_review_resolve``)."""
+    """Dispatch's candidate loop; the matcher already passes over the skipped entry (``VacancySkip``)."""
     for candidate in matcher.candidates(vacancy=vacancy, policy=policy, provider=get_decision_provider(), now=now):
-        if candidate.entry_id == skipped.pk:
-            continue
         decision = candidate.decision
         status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
         if status != DecisionStatus.FRESH:
