@@ -44,7 +44,8 @@ WHERE e.status = 'WAITING'
   AND NOT EXISTS (
       SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = %(vacancy)s AND o.entry_id = e.id)
   AND NOT EXISTS (
-      SELECT 1 FROM waitlist_vacancyskip k WHERE k.vacancy_id = %(vacancy)s AND k.entry_id = e.id)
+      SELECT 1 FROM waitlist_vacancyskip k
+      WHERE k.clinic_id = e.clinic_id AND k.vacancy_id = %(vacancy)s AND k.entry_id = e.id)
   AND (%(cap)s::integer IS NULL OR (
       SELECT count(*) FROM waitlist_offer w
       WHERE w.clinic_id = e.clinic_id AND w.patient_id = e.patient_id AND w.created_at > %(week_ago)s
