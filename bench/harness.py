@@ -1,0 +1,346 @@
+"""Shared benchmark machinery: machine facts, statistics, result files, the markdown doc and plots.
+
+Every figure is the median of at least three runs with min and max; every absolute figure is reported
+with the machine it came from; comparisons are ratios measured within one run.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "bench" / "results"
+DOC_PATH = ROOT / "docs" / "benchmarks.md"
+PLOTS_DIR = ROOT / "docs" / "benchmarks"
+
+MIN_RUNS = 3
+
+# --- scale -------------------------------------------------------------------------------------
+
+SCALES: dict[str, dict] = {
+    # A few minutes on 2 cores.
+    "quick": {
+        "runs": 3,
+        "matcher_sizes": [10_000, 50_000, 100_000],
+        "matcher_spread": (100_000, 100),  # entries, clinics
+        "matcher_samples": 60,
+        "contention_vacancies": 300,
+        "contention_dispatchers": 32,
+        "claims_offers": 1_200,
+        "claims_seconds": 10,
+        "claims_concurrency": 32,
+        "pgbench_scale": 10,
+        "reeval_jobs": 1_000,
+        "procrastinate_jobs": 1_000,
+        "fairness_big": 100_000,
+        "fairness_small_clinics": 99,
+        "fairness_small_jobs": 10,
+        "console_rows": 10_000,
+        "console_requests": 10,
+    },
+    # The issue's sizes: under 30 minutes on 2 cores.
+    "full": {
+        "runs": 3,
+        "matcher_sizes": [10_000, 100_000, 1_000_000],
+        "matcher_spread": (1_000_000, 100),
+        "matcher_samples": 200,
+        "contention_vacancies": 1_000,
+        "contention_dispatchers": 32,
+        "claims_offers": 4_000,
+        "claims_seconds": 30,
+        "claims_concurrency": 32,
+        "pgbench_scale": 10,
+        "reeval_jobs": 3_000,
+        "procrastinate_jobs": 3_000,
+        "fairness_big": 100_000,
+        "fairness_small_clinics": 99,
+        "fairness_small_jobs": 10,
+        "console_rows": 10_000,
+        "console_requests": 20,
+    },
+}
+
+
+def scale_name() -> str:
+    name = os.environ.get("BENCH_SCALE", "quick")
+    if name not in SCALES:
+        raise SystemExit(f"BENCH_SCALE must be one of {sorted(SCALES)}, not {name!r}")
+    return name
+
+
+def scale() -> dict:
+    return SCALES[scale_name()]
+
+
+# --- machine -----------------------------------------------------------------------------------
+
+
+def machine_info() -> dict:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW server_version")
+        pg_version = cursor.fetchone()[0]
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem_gib = None
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal"):
+                mem_gib = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": cpu_model,
+        "memory_gib": mem_gib,
+        "postgresql": pg_version,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def machine_line(m: dict) -> str:
+    load = "/".join(str(x) for x in m.get("load_average_at_start", []))
+    return (
+        f"{m['cores']} cores ({m.get('cpu_model') or 'unknown CPU'}), {m.get('memory_gib')} GiB, "
+        f"PostgreSQL {m['postgresql']}, Python {m['python']}, load average at start {load}"
+    )
+
+
+# --- statistics --------------------------------------------------------------------------------
+
+
+def percentile(values: Iterable[float], p: float) -> float:
+    """Nearest-rank-with-interpolation percentile (p in 0..100)."""
+    data = sorted(values)
+    if not data:
+        return math.nan
+    if len(data) == 1:
+        return data[0]
+    k = (len(data) - 1) * p / 100
+    lo, hi = math.floor(k), math.ceil(k)
+    return data[lo] + (data[hi] - data[lo]) * (k - lo)
+
+
+@dataclass
+class Stat:
+    """The median, min and max of one figure over the runs."""
+
+    runs: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.runs) if self.runs else math.nan
+
+    def as_dict(self) -> dict:
+        return {
+            "median": self.median,
+            "min": min(self.runs) if self.runs else math.nan,
+            "max": max(self.runs) if self.runs else math.nan,
+            "runs": self.runs,
+        }
+
+
+def stat(runs: Iterable[float]) -> dict:
+    return Stat(list(runs)).as_dict()
+
+
+def fmt(value, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, float) and math.isnan(value):
+        return "–"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}g}"
+
+
+def fmt_stat(s: dict | None, digits: int = 3) -> str:
+    """``median (min–max)``."""
+    if not s:
+        return "–"
+    return f"{fmt(s['median'], digits)} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)})"
+
+
+class Timer:
+    def __enter__(self) -> Timer:
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds = time.perf_counter() - self.start
+
+
+def timed(fn: Callable[[], object]) -> tuple[float, object]:
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def jain(values: list[float]) -> float:
+    """Jain's fairness index: 1 when all equal, 1/n when one takes everything."""
+    if not values:
+        return math.nan
+    total = sum(values)
+    squares = sum(v * v for v in values)
+    return (total * total) / (len(values) * squares) if squares else math.nan
+
+
+# --- results -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    title: str
+    tables: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    plots: list[str] = field(default_factory=list)
+    data: dict = field(default_factory=dict)
+    status: str = "ok"
+
+    def table(self, title: str, columns: list[str], rows: list[list]) -> None:
+        self.tables.append({"title": title, "columns": columns, "rows": rows})
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+
+def write_result(result: Result, *, machine: dict, seconds: float) -> Path:
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
+    path = RESULTS_DIR / f"{result.name}.json"
+    payload = {
+        "name": result.name,
+        "title": result.title,
+        "status": result.status,
+        "scale": scale_name(),
+        "scale_config": scale(),
+        "machine": machine,
+        "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_seconds": round(seconds, 1),
+        "tables": result.tables,
+        "notes": result.notes,
+        "plots": result.plots,
+        "data": result.data,
+    }
+    path.write_text(json.dumps(payload, indent=2, default=_json_default) + "\n")
+    return path
+
+
+def _json_default(value):
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return str(value)
+
+
+# --- plots -------------------------------------------------------------------------------------
+
+
+def plot(filename: str, draw: Callable) -> str:
+    """Draw with matplotlib (headless) into docs/benchmarks/<filename>; returns the doc-relative path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    PLOTS_DIR.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+    draw(fig, ax)
+    fig.tight_layout()
+    fig.savefig(PLOTS_DIR / filename)
+    plt.close(fig)
+    return f"benchmarks/{filename}"
+
+
+# --- the doc -----------------------------------------------------------------------------------
+
+ORDER = ["matcher", "contention", "claims", "reevaluation", "console"]
+
+INTRO = """# Benchmarks
+
+`make bench` (or `BENCH_SCALE=full make bench`) builds its own data in a separate database
+(`BENCH_DATABASE_URL`, default `postgres://postgres@127.0.0.1:5432/clinic_waitlist_bench`, dropped and
+recreated on every run), runs the benchmarks below, writes `bench/results/<name>.json` and regenerates
+this page and its plots (`docs/benchmarks/*.png`). `python -m bench.run --only NAME` runs one
+benchmark and rewrites this page from every result file present. Benchmarks are not part of
+`make test` and assert no timings: they measure.
+
+How to read the numbers:
+
+* every figure is **median (min–max)** over at least three runs;
+* absolute figures hold for the machine named in each section (cores, PostgreSQL version, and the
+  load average when the run started: other work sharing the machine makes them noisier);
+* comparisons with a peer or with the database's own limit are **ratios measured in the same run**,
+  so they travel better between machines than the absolute figures;
+* `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in a few minutes;
+  `BENCH_SCALE=full` uses the issue's sizes (1M entries, 1,000 vacancies, 30 s of claims).
+"""
+
+
+def render_doc() -> Path:
+    results = {}
+    for path in sorted(RESULTS_DIR.glob("*.json")):
+        data = json.loads(path.read_text())
+        results[data["name"]] = data
+    lines = [INTRO]
+    scales = sorted({r["scale"] for r in results.values()})
+    if results:
+        lines.append(
+            "**The numbers on this page** come from the result files committed with it: scale "
+            + ", ".join(f"`{s}`" for s in scales)
+            + " (each section says which), measured on the machine each section names. "
+            "They are a snapshot of that machine, not a promise for yours: run `make bench` to get your own.\n"
+        )
+    lines.append("Contents: " + " · ".join(f"[{results[n]['title']}](#{n})" for n in ORDER if n in results) + "\n")
+    for name in ORDER + sorted(set(results) - set(ORDER)):
+        r = results.get(name)
+        if r is None:
+            continue
+        lines.append(f'<a id="{name}"></a>\n\n## {r["title"]}\n')
+        lines.append(
+            f"Scale `{r['scale']}` · machine: {machine_line(r['machine'])} · finished {r['finished_at']} "
+            f"· {r['wall_seconds']} s wall · raw: [`bench/results/{name}.json`](../bench/results/{name}.json)\n"
+        )
+        if r.get("status") != "ok":
+            lines.append(f"**Status: {r['status']}**\n")
+        for table in r["tables"]:
+            lines.append(f"**{table['title']}**\n")
+            lines.append("| " + " | ".join(table["columns"]) + " |")
+            lines.append("| " + " | ".join("---" for _ in table["columns"]) + " |")
+            for row in table["rows"]:
+                lines.append("| " + " | ".join(str(c) for c in row) + " |")
+            lines.append("")
+        for p in r["plots"]:
+            lines.append(f"![{name}]({p})\n")
+        for note in r["notes"]:
+            lines.append(note.rstrip() + "\n")
+    DOC_PATH.write_text("\n".join(lines).rstrip() + "\n")
+    return DOC_PATH
+
+
+def log(message: str) -> None:
+    print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
