@@ -34,9 +34,9 @@ SCALES: dict[str, dict] = {
         "matcher_sizes": [10_000, 50_000, 100_000],
         "matcher_spread": (100_000, 100),  # entries, clinics
         "matcher_samples": 60,
-        "contention_vacancies": 300,
+        "contention_vacancies": 200,
         "contention_dispatchers": 32,
-        "claims_offers": 1_200,
+        "claims_offers": 1_000,
         "claims_seconds": 10,
         "claims_concurrency": 32,
         "pgbench_scale": 10,
@@ -315,6 +315,13 @@ def render_doc() -> Path:
             + " (each section says which), measured on the machine each section names. "
             "They are a snapshot of that machine, not a promise for yours: run `make bench` to get your own.\n"
         )
+    summary = _summary(results)
+    if summary:
+        lines.append("## Summary\n")
+        lines.append("| benchmark | headline (median, min–max) | against |")
+        lines.append("| --- | --- | --- |")
+        lines += summary
+        lines.append("")
     lines.append("Contents: " + " · ".join(f"[{results[n]['title']}](#{n})" for n in ORDER if n in results) + "\n")
     for name in ORDER + sorted(set(results) - set(ORDER)):
         r = results.get(name)
@@ -340,6 +347,69 @@ def render_doc() -> Path:
             lines.append(note.rstrip() + "\n")
     DOC_PATH.write_text("\n".join(lines).rstrip() + "\n")
     return DOC_PATH
+
+
+def _summary(results: dict) -> list[str]:
+    """One line per benchmark with its headline figure and its comparison (missing keys are skipped)."""
+    out = []
+
+    def get(name, *keys):
+        value = results.get(name, {}).get("data", {})
+        for key in keys:
+            if not isinstance(value, dict) or key not in value:
+                return None
+            value = value[key]
+        return value
+
+    try:
+        m = results.get("matcher", {}).get("data", {})
+        sizes = [k for k, v in m.items() if isinstance(v, dict) and "ours_p50_ms" in v]
+        if sizes:
+            big = max(sizes, key=lambda k: (m[k]["clinics"] == 1, m[k]["entries"]))
+            out.append(
+                f"| matcher | {fmt_stat(m[big]['ours_p50_ms'])} ms p50 at {big}; "
+                f"growth ×{fmt(m['growth_ours']['median'])} "
+                f"over the size range | peer (load all, filter in memory) {fmt_stat(m[big]['peer_p50_ms'])} ms: "
+                f"×{fmt(m[big]['peer_over_ours_p50']['median'])} slower |"
+            )
+        c = get("contention", "offers_per_s_many")
+        if c:
+            ok = get("contention", "invariants_ok_every_run")
+            out.append(
+                f"| contention | {fmt_stat(c)} offers/s with 32 dispatchers; invariants "
+                f"{'held in every run' if ok else '**broken**'} | 1 dispatcher alone: "
+                f"{fmt_stat(get('contention', 'offers_per_s_one'))} offers/s |"
+            )
+        h = get("claims", "claims_per_s")
+        if h:
+            out.append(
+                f"| claims over HTTP | {fmt_stat(h)} claims/s, p99 {fmt_stat(get('claims', 'p99_ms'))} ms, "
+                f"errors {fmt_stat(get('claims', 'errors'))} | pgbench {fmt_stat(get('claims', 'pgbench_tps'))} tps: "
+                f"ratio {fmt_stat(get('claims', 'ratio'))} |"
+            )
+        r = get("reevaluation", "throughput")
+        if r:
+            one, two = r.get("1") or r.get(1), r.get("2") or r.get(2)
+            fair = get("reevaluation", "fairness")
+            out.append(
+                f"| reevaluation | {fmt_stat(one['ours'])} jobs/s (1 process), {fmt_stat(two['ours'])} (2); "
+                f"Jain per cycle {fmt(fair['fair']['jain_first_cycle']['median'])}, worst small-clinic wait "
+                f"{fmt(fair['fair']['worst_small_wait_rounds']['median'])} rounds | Procrastinate no-op "
+                f"{fmt_stat(one['procrastinate'])} jobs/s (ratio {fmt(one['ratio']['median'])}); FIFO: Jain "
+                f"{fmt(fair['fifo']['jain_first_cycle'])}, wait {fmt(fair['fifo']['worst_small_wait_rounds'])} rounds |"
+            )
+        k = results.get("console")
+        if k:
+            parts = []
+            for name, v in k.get("data", {}).items():
+                parts.append(
+                    f"`{name}`: "
+                    + (f"{fmt_stat(v['p50_ms'])} ms p50" if v.get("available") else "not available in this build")
+                )
+            out.append(f"| console | {'; '.join(parts)} | – |")
+    except (KeyError, TypeError, ValueError):
+        pass
+    return out
 
 
 def log(message: str) -> None:
