@@ -329,6 +329,11 @@ def run() -> Result:
         per_run,
     )
     result.note(
+        "Offers ACCEPTED = distinct claims answered 200 (requests − replays) + 1 in-process probe claim + the "
+        "requests still in flight when wrk stopped at the deadline (up to the concurrency): the server finished "
+        "them after wrk stopped listening. Every replay came back 200 (the stored response of the first claim)."
+    )
+    result.note(
         f"**What runs.** Each run makes {n:,} OFFERED offers through `vacancy_dispatch` (two clinics, one "
         f"dispatcher process each), a STAFF user of both clinics with an API token, then starts the app "
         f"under gunicorn on 127.0.0.1 ({GUNICORN_WORKERS} gthread "

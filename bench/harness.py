@@ -289,6 +289,20 @@ this page and its plots (`docs/benchmarks/*.png`). `python -m bench.run --only N
 benchmark and rewrites this page from every result file present. Benchmarks are not part of
 `make test` and assert no timings: they measure.
 
+```sh
+make bench                      # quick scale: smaller data (each section below shows its wall time)
+BENCH_SCALE=full make bench     # the issue's sizes
+BENCH_ARGS="--only matcher" make bench
+```
+
+`make bench` needs PostgreSQL and Redis up (`BENCH_DATABASE_URL`, `REDIS_URL`, default
+`redis://127.0.0.1:6379/7`). It installs the project with the `test` and `bench` extras into `.venv`
+(`matplotlib`, `procrastinate`), and Debian's `wrk` (HTTP load generator, driven by
+`bench/claims.lua`) and `pgbench` (`postgresql-client`) with apt when they are missing. Load is sent
+only to 127.0.0.1 and every load loop is bounded in requests and time. Code: `bench/` (`run.py` the
+entry point, `harness.py` machine facts, statistics, this page and the plots, `db.py` the bulk data
+builders, one module per benchmark).
+
 How to read the numbers:
 
 * every figure is **median (min–max)** over at least three runs;
@@ -296,6 +310,9 @@ How to read the numbers:
   load average when the run started: other work sharing the machine makes them noisier);
 * comparisons with a peer or with the database's own limit are **ratios measured in the same run**,
   so they travel better between machines than the absolute figures;
+* the machine may be shared: each section gives the load average when its benchmark started (on a
+  2-core machine anything above 2 means other work was competing for the cores, which lowers the
+  absolute figures and widens min–max; same-run ratios suffer less);
 * `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in a few minutes;
   `BENCH_SCALE=full` uses the issue's sizes (1M entries, 1,000 vacancies, 30 s of claims).
 """

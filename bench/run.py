@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only or list(BENCHMARKS):
         module = importlib.import_module(BENCHMARKS[name])
         log(f"=== {name}")
+        machine = machine_info()  # per benchmark: the load average when it started
         start = time.perf_counter()
         try:
             result = module.run()
