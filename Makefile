@@ -29,3 +29,22 @@ lint: $(STAMP)
 
 clean-data:
 	rm -rf .data
+
+# Benchmarks (not part of `make test`): BENCH_SCALE=quick (default, a few minutes) or full (the issue's
+# sizes, under 30 minutes on 2 cores). Needs PostgreSQL and Redis up (BENCH_DATABASE_URL, REDIS_URL);
+# installs the bench extras, and wrk and pgbench with apt when missing. See docs/benchmarks.md.
+BENCH_SCALE ?= quick
+BENCH_ARGS ?=
+BENCH_STAMP := $(VENV)/.bench-installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+$(BENCH_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test,bench]"
+	rm -f $(VENV)/.bench-installed-*
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
+	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
+	@command -v pgbench >/dev/null || (apt-get update -qq && apt-get install -y -qq postgresql-client)
+	BENCH_SCALE=$(BENCH_SCALE) $(PY) -m bench.run $(BENCH_ARGS)

@@ -1,0 +1,69 @@
+"""Entry point: ``python -m bench.run [--only NAME ...] [--keep-db] [--doc-only]``.
+
+Recreates the bench database (``BENCH_DATABASE_URL``), migrates it, runs the benchmarks, writes
+``bench/results/<name>.json`` and regenerates ``docs/benchmarks.md`` from every result file present.
+``BENCH_SCALE`` is ``quick`` (default) or ``full``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import time
+import traceback
+
+from . import db
+
+BENCHMARKS = {
+    "matcher": "bench.matcher",
+    "contention": "bench.contention",
+    "claims": "bench.claims",
+    "reevaluation": "bench.reevaluation",
+    "console": "bench.console",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run")
+    parser.add_argument("--only", action="append", choices=sorted(BENCHMARKS), help="run only this benchmark")
+    parser.add_argument("--keep-db", action="store_true", help="reuse the bench database (no drop/recreate)")
+    parser.add_argument("--doc-only", action="store_true", help="only regenerate docs/benchmarks.md")
+    args = parser.parse_args(argv)
+
+    db.configure_environment()
+    from .harness import log, machine_info, render_doc, scale_name, write_result
+
+    if args.doc_only:
+        log(f"wrote {render_doc()}")
+        return 0
+    if not args.keep_db:
+        log(f"recreating {db.db_name(db.bench_url())}")
+        db.recreate_database(db.bench_url())
+    import django
+
+    django.setup()
+    log("migrating")
+    db.migrate()
+    machine = machine_info()
+    log(f"scale {scale_name()} on {machine}")
+    failures = 0
+    for name in args.only or list(BENCHMARKS):
+        module = importlib.import_module(BENCHMARKS[name])
+        log(f"=== {name}")
+        machine = machine_info()  # per benchmark: the load average when it started
+        start = time.perf_counter()
+        try:
+            result = module.run()
+        except Exception:  # noqa: BLE001 - one benchmark failing must not lose the others' results
+            failures += 1
+            log(f"{name} FAILED:\n{traceback.format_exc()}")
+            continue
+        path = write_result(result, machine=machine, seconds=time.perf_counter() - start)
+        log(f"{name}: {time.perf_counter() - start:.0f} s -> {path}")
+        render_doc()
+    log(f"wrote {render_doc()}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
