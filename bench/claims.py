@@ -68,6 +68,7 @@ def make_offers(label: str, n: int, worlds: int = 2) -> tuple[list, list[tuple[s
 
 def start_gunicorn(port: int) -> subprocess.Popen:
     env = dict(os.environ)
+    env.setdefault("DATABASE_CONN_MAX_AGE", "60")  # as the web tier runs under `make run`
     cmd = [
         str(Path(sys.executable).parent / "gunicorn"),
         "config.wsgi:application",

@@ -68,11 +68,12 @@ def main() -> int:
     _manage(env, "seed_demo")
 
     venv_bin = Path(sys.executable).parent
+    web_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
     processes = {
         "web": subprocess.Popen(
             [str(venv_bin / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}", "--workers", "2",
              "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5"],
-            cwd=BASE_DIR, env=env,
+            cwd=BASE_DIR, env=web_env,
         ),
         "worker": subprocess.Popen(
             [str(venv_bin / "celery"), "-A", "config", "worker", "-Q", "delivery,reevaluation,maintenance",
