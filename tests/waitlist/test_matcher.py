@@ -170,6 +170,24 @@ def test_time_budget_stops_matching(world):
     assert stats.budget_hit == "TIME" and len(found) < 4
 
 
+def test_time_the_caller_spends_between_candidates_is_not_the_matchers(world):
+    """A dispatcher blocked on an entry lock must not make the matcher give up on the list."""
+    for _ in range(4):
+        world.waiting()
+    policy = services.policy_current(clinic=world.clinic)
+    policy.page_size = 1
+    now = [0.0]
+    stats = matcher.MatchStats()
+    found = []
+    for candidate in matcher.candidates(
+        vacancy=vacancy_for(world), policy=policy, provider=StoredDecisionProvider(), now=NOW, stats=stats,
+        clock=lambda: now[0],
+    ):
+        found.append(candidate)
+        now[0] += 3600  # the caller waited an hour on a lock
+    assert len(found) == 4 and stats.budget_hit == "" and stats.exhausted
+
+
 def test_explain_uses_the_match_index_without_a_sort(world):
     """The page query seeks the partial index and reads it in order: O(log n + page)."""
     clinic = world.clinic

@@ -182,7 +182,9 @@ def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_i
         )
         if result is not None:
             return DispatchResult(result.outcome, result.offer, stats)
-    _mark_exhausted(vacancy, now)
+    if not stats.budget_hit:
+        # Only a list read to its end is exhausted; a budget cut leaves the vacancy to reconcile.
+        _mark_exhausted(vacancy, now)
     logger.info(
         "vacancy %s: no candidate (pages=%s candidates=%s budget=%s)",
         vacancy.ref,
