@@ -33,7 +33,10 @@ def lock_vacancy(vacancy_id: int) -> Vacancy:
     )
 
 
-def lock_entry(entry_id: int) -> WaitlistEntry:
+def lock_entry(entry_id: int, *, skip_locked: bool = False) -> WaitlistEntry | None:
+    """Lock an entry; with ``skip_locked``, None when another transaction holds it right now."""
+    if skip_locked:
+        return WaitlistEntry.objects.select_for_update(skip_locked=True).filter(pk=entry_id).first()
     return WaitlistEntry.objects.select_for_update().get(pk=entry_id)
 
 

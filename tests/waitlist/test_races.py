@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
+from django.db import connection, transaction
 
 from common.models import CommandReceipt, OutboxMessage
 from scheduling.models import CapacityAllocation, CapacityHold, HoldStatus
 from tests.conftest import race, seoul, token_client
 from waitlist import services
-from waitlist.models import EntryStatus, Offer, OfferClaimReceipt, OfferEvent, OfferStatus
+from waitlist.models import EntryStatus, Offer, OfferClaimReceipt, OfferEvent, OfferStatus, WaitlistEntry
 
 N = 16
 
@@ -131,3 +133,32 @@ def test_two_vacancies_racing_for_one_entry_offer_it_once(world):
     offers = Offer.objects.filter(status=OfferStatus.OFFERED)
     assert offers.count() == 2
     assert sorted(o.entry_id for o in offers) == sorted([top.pk, runner_up.pk])  # never the same entry twice
+
+
+def test_a_dispatcher_passes_over_an_entry_another_transaction_is_promoting(world):
+    """No convoy: while the best entry is locked elsewhere, dispatch offers the next one at once."""
+    best = world.waiting(priority_rank=9)
+    runner_up = world.waiting(priority_rank=1)
+    vacancy = open_vacancy(world)
+    locked, release = threading.Event(), threading.Event()
+
+    def hold_the_best_entry():
+        try:
+            with transaction.atomic():
+                WaitlistEntry.objects.select_for_update().get(pk=best.pk)
+                locked.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_the_best_entry)
+    holder.start()
+    try:
+        assert locked.wait(timeout=30)
+        result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    finally:
+        release.set()
+        holder.join(timeout=30)
+    assert result.outcome == "OFFERED" and result.offer.entry_id == runner_up.pk
+    best.refresh_from_db()
+    assert best.status == EntryStatus.WAITING  # still first in line for the next vacancy

@@ -179,6 +179,7 @@ def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_i
             now=now,
             actor_label=actor_label,
             correlation_id=correlation_id,
+            wait_for_entry=False,
         )
         if result is not None:
             return DispatchResult(result.outcome, result.offer, stats)
@@ -245,10 +246,13 @@ def _promote(
     now: datetime,
     actor_label: str,
     correlation_id: str,
+    wait_for_entry: bool = True,
 ) -> DispatchResult | None:
     """Under the vacancy fence: re-validate, then write offer + hold + entry + event + outbox.
 
-    Returns None when this candidate is no longer eligible (try the next one).
+    Returns None when this candidate is no longer eligible (try the next one). Automatic dispatch
+    passes ``wait_for_entry=False``: an entry locked by another dispatcher is being promoted for
+    another vacancy right now, so waiting on it would only queue every dispatcher behind one row.
     """
     try:
         with transaction.atomic():
@@ -262,8 +266,8 @@ def _promote(
                 raise _Restart()
             if decision.effective_status(now) != DecisionStatus.FRESH:
                 raise _Restart()
-            entry = lock_entry(candidate.entry_id)
-            if entry.version != candidate.version:
+            entry = lock_entry(candidate.entry_id, skip_locked=not wait_for_entry)
+            if entry is None or entry.version != candidate.version:
                 return None
             reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
             if reason is not None:
