@@ -90,6 +90,8 @@ def main() -> int:
     print(
         f"\n  Console:   {url}/console/\n  API:       {url}/api/v1/   (docs: {url}/api/docs/)\n"
         f"  Admin:     {url}/admin/\n"
+        f"  For manage.py in another shell: export DATABASE_URL='{env['DATABASE_URL']}' "
+        f"REDIS_URL='{env['REDIS_URL']}'\n"
         "  Sign-ins are listed above (staff, admin, outsider). Ctrl-C stops everything.\n",
         flush=True,
     )
