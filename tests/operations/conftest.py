@@ -65,3 +65,8 @@ def make_audit(clinic, n: int, *, action: str = "offer.withdraw", actor=None, **
         )
         for i in range(n)
     ]
+
+
+# One definition of the browser fixtures per process (a second Playwright session in the same
+# process would fail inside the first one's event loop).
+from tests.operations.browser_support import browser, chromium_executable, open_page  # noqa: E402, F401

@@ -1,5 +1,4 @@
-# ruff: noqa: F811 - the browser fixtures are imported from test_browser.py and requested by name
-"""The waitlist console page and the patient claim page in a real browser (same fixtures as test_browser.py).
+"""The waitlist console page and the patient claim page in a real browser (fixtures from browser_support via conftest).
 
 Screenshots: ``test-artifacts/screenshots/waitlist-*.png``. Run with ``pytest -m browser``.
 """
@@ -12,16 +11,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.operations.test_browser import (  # noqa: F401 - fixtures
-    LAPTOP,
-    TABLET,
-    browser,
-    chromium_executable,
-    open_page,
-    shot,
-    sign_in,
-    sync_api,
-)
+from tests.operations.browser_support import TABLET, shot, sign_in, sync_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 PHONE = {"width": 390, "height": 844}
