@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint bench clean-data
+.PHONY: run test install lint bench clean-data demo-event
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,12 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
+
+# With `make run` up: sign and post a CRM assessment event for a Gangnam demo patient.
+REVISION ?= $(shell date +%s)
+demo-event: $(STAMP)
+	set -a; . .data/run.env; set +a; $(PY) manage.py reevaluation_demo_event --clinic cl_demo_gangnam \
+		--crm-patient-ref crm-cl_demo_gangnam-3 --revision $(REVISION) --url $$DEMO_BASE_URL
 
 clean-data:
 	rm -rf .data

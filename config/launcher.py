@@ -68,6 +68,11 @@ def main() -> int:
     _manage(env, "seed_demo")
 
     venv_bin = Path(sys.executable).parent
+    # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
+    (DATA_DIR / "run.env").write_text(
+        "".join(f"{key}={env[key]}\n" for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL") if key in env)
+        + f"DEMO_BASE_URL=http://{host}:{port}\n"
+    )
     web_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
     processes = {
         "web": subprocess.Popen(
@@ -90,8 +95,7 @@ def main() -> int:
     print(
         f"\n  Console:   {url}/console/\n  API:       {url}/api/v1/   (docs: {url}/api/docs/)\n"
         f"  Admin:     {url}/admin/\n"
-        f"  For manage.py in another shell: export DATABASE_URL='{env['DATABASE_URL']}' "
-        f"REDIS_URL='{env['REDIS_URL']}'\n"
+        "  Try a CRM event: make demo-event   (manage.py in another shell: set -a; . .data/run.env)\n"
         "  Sign-ins are listed above (staff, admin, outsider). Ctrl-C stops everything.\n",
         flush=True,
     )
