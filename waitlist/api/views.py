@@ -132,38 +132,37 @@ class OfferClaimView(ClinicAPIView):
         return self.command("offer_claim", execute)
 
 
+def _close_offer_command(view: ClinicAPIView, ref: str, *, command: str, service, input_class):
+    """Decline and withdraw share one shape: (reason, expected_version?) in, {status, version} out."""
+
+    def execute(_receipt):
+        data = view.validated(input_class)
+        offer = service(
+            clinic=view.clinic,
+            offer_ref=ref,
+            actor=view.request.user,
+            reason=data["reason"],
+            expected_version=data.get("expected_version"),
+        )
+        return 200, {"status": offer.status, "version": offer.version}
+
+    return view.command(command, execute)
+
+
 class OfferDeclineView(ClinicAPIView):
     @extend_schema(request=OptionalReasonInput, responses=_ok("{status}"))
     def post(self, request, clinic, ref):
-        def execute(_receipt):
-            data = self.validated(OptionalReasonInput)
-            offer = services.offer_decline(
-                clinic=self.clinic,
-                offer_ref=ref,
-                actor=request.user,
-                reason=data["reason"],
-                expected_version=data.get("expected_version"),
-            )
-            return 200, {"status": offer.status, "version": offer.version}
-
-        return self.command("offer_decline", execute)
+        return _close_offer_command(
+            self, ref, command="offer_decline", service=services.offer_decline, input_class=OptionalReasonInput
+        )
 
 
 class OfferWithdrawView(ClinicAPIView):
     @extend_schema(request=ReasonInput, responses=_ok("{status}"))
     def post(self, request, clinic, ref):
-        def execute(_receipt):
-            data = self.validated(ReasonInput)
-            offer = services.offer_withdraw(
-                clinic=self.clinic,
-                offer_ref=ref,
-                actor=request.user,
-                reason=data["reason"],
-                expected_version=data.get("expected_version"),
-            )
-            return 200, {"status": offer.status, "version": offer.version}
-
-        return self.command("offer_withdraw", execute)
+        return _close_offer_command(
+            self, ref, command="offer_withdraw", service=services.offer_withdraw, input_class=ReasonInput
+        )
 
 
 class HoldBookView(ClinicAPIView):
