@@ -444,4 +444,4 @@ def _summary(results: dict) -> list[str]:
 
 
 def log(message: str) -> None:
-    print(f"[bench {datetime.now().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    print(f"[bench {datetime.now().astimezone().strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
