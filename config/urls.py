@@ -19,4 +19,6 @@ urlpatterns = [
     path("claim/", include("waitlist.claim_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
+    # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).
+    path("", include("observability.urls")),
 ]
