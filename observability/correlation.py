@@ -12,8 +12,9 @@ from celery.signals import before_task_publish, task_postrun, task_prerun
 from common.correlation import _current, clean, current_correlation_id, fresh_correlation_id
 
 HEADER = "X-Correlation-ID"
-#: The Celery message header (protocol 2 puts custom headers on ``task.request``).
-TASK_HEADER = "correlation_id"
+#: The Celery message header (protocol 2 puts custom headers on ``task.request``; not "correlation_id",
+#: which Celery already uses for the task id).
+TASK_HEADER = "story_correlation_id"
 
 
 class CorrelationIdMiddleware:
