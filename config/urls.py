@@ -7,6 +7,7 @@ api_v1 = [
     path("", include("waitlist.urls")),
     path("", include("reevaluation.urls")),
     path("", include("operations.urls")),
+    path("", include("interop.urls")),  # read-only FHIR R4 Slot/Appointment
 ]
 
 urlpatterns = [
