@@ -313,4 +313,7 @@ if LOG_FORMAT == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"
 # Workers log through LOGGING above (JSON included), not Celery's own root handler.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Several deployments (or the scale-out test) sharing one Redis keep their queues apart by a key prefix.
+if env("CELERY_BROKER_KEY_PREFIX", default=""):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env("CELERY_BROKER_KEY_PREFIX")}
 # --- end observability ---
