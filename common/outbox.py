@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from .correlation import bound
 from .models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 
 logger = logging.getLogger(__name__)
@@ -122,9 +123,15 @@ def _finish(lease: Leased, *, started_at: datetime, outcome: str, code: str = ""
 
 
 def outbox_deliver(lease: Leased) -> str:
-    """Deliver one leased message; returns the outcome recorded."""
+    """Deliver one leased message under the correlation id of the change that wrote it (so the
+    delivery's log lines join that story); returns the outcome recorded."""
     started_at = timezone.now()
     message = OutboxMessage.objects.get(id=lease.id)
+    with bound(message.correlation_id):
+        return _deliver(lease, message, started_at)
+
+
+def _deliver(lease: Leased, message: OutboxMessage, started_at: datetime) -> str:
     handler = _HANDLERS.get(lease.topic)
     try:
         if handler is None:
@@ -147,6 +154,8 @@ def outbox_deliver(lease: Leased) -> str:
         return _fail(lease, started_at, "HANDLER_ERROR")
     done = _finish(lease, started_at=started_at, outcome=DeliveryOutcome.SENT, provider=provider, changes={
         "status": OutboxStatus.SENT, "sent_at": timezone.now(), "last_error_code": ""})
+    logger.info("outbox delivered message=%s topic=%s attempt=%s provider=%s fenced=%s", lease.ref, lease.topic,
+                lease.attempt, provider, not done)
     return DeliveryOutcome.SENT if done else DeliveryOutcome.FENCED
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
-
+from .correlation import current_correlation_id, fresh_correlation_id
 from .models import AuditEntry, OutboxMessage
 
 
 def new_correlation_id() -> str:
-    return uuid.uuid4().hex
+    """The id of the request or task in progress, so every row it writes tells one story; a fresh one
+    outside any (a shell, a management command)."""
+    return current_correlation_id() or fresh_correlation_id()
 
 
 def outbox_enqueue(
@@ -59,6 +60,6 @@ def audit_record(
         target_ref=target_ref,
         reason=reason[:500],
         idempotency_key=idempotency_key[:200],
-        correlation_id=correlation_id,
+        correlation_id=correlation_id or current_correlation_id(),
         result=result or {},
     )

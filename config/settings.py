@@ -284,3 +284,36 @@ CELERY_BEAT_SCHEDULE.update(
     }
 )
 # --- end waitlist ---
+
+# --- observability ---
+# /metrics, /healthz, /readyz, correlation ids and JSON logs (docs/deployment.md, docs/runbook.md).
+INSTALLED_APPS.append("observability")
+# Outermost: the correlation id is bound before anything logs; latency covers the whole stack.
+MIDDLEWARE[:0] = [
+    "observability.correlation.CorrelationIdMiddleware",
+    "observability.metrics.RequestLatencyMiddleware",
+]
+# "scope:token" entries; scope "*" sees every clinic, a tenant group ref only that group's clinics.
+METRICS_SCRAPE_TOKENS = (
+    env.list("METRICS_SCRAPE_TOKENS", default=[])
+    if PRODUCTION
+    else env.list("METRICS_SCRAPE_TOKENS", default=["*:demo-metrics-token"])
+)
+METRICS_CACHE_SECONDS = env.int("METRICS_CACHE_SECONDS", default=10)
+READYZ_BEAT_MAX_AGE_SECONDS = env.int("READYZ_BEAT_MAX_AGE_SECONDS", default=300)
+READYZ_BROKER_TIMEOUT_SECONDS = env.float("READYZ_BROKER_TIMEOUT_SECONDS", default=1.0)
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
+LOGGING.setdefault("filters", {})["correlation"] = {"()": "observability.logs.CorrelationFilter"}
+LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
+LOGGING["formatters"]["plain"] = {
+    "format": "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"
+}
+LOGGING["handlers"]["console"].setdefault("filters", []).append("correlation")
+if LOG_FORMAT == "json":
+    LOGGING["handlers"]["console"]["formatter"] = "json"
+# Workers log through LOGGING above (JSON included), not Celery's own root handler.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Several deployments (or the scale-out test) sharing one Redis keep their queues apart by a key prefix.
+if env("CELERY_BROKER_KEY_PREFIX", default=""):
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env("CELERY_BROKER_KEY_PREFIX")}
+# --- end observability ---

@@ -7,6 +7,7 @@ api_v1 = [
     path("", include("waitlist.urls")),
     path("", include("reevaluation.urls")),
     path("", include("operations.urls")),
+    path("", include("interop.urls")),  # read-only FHIR R4 Slot/Appointment
 ]
 
 urlpatterns = [
@@ -19,4 +20,6 @@ urlpatterns = [
     path("claim/", include("waitlist.claim_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
+    # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).
+    path("", include("observability.urls")),
 ]

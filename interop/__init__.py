@@ -1,0 +1,1 @@
+"""Standard-format read views for other systems: FHIR R4 Slot and Appointment (docs/fhir.md)."""

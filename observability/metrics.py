@@ -1,0 +1,232 @@
+"""Prometheus metrics: request latency by view, and per-clinic domain gauges read at scrape time.
+
+The domain gauges are the numbers the console already shows, computed by the same selectors
+(``waitlist.selectors``, ``reevaluation.selectors``): a fixed number of bounded queries per clinic,
+whatever the number of rows (tests/observability/test_metrics.py measures it). The computed samples
+are cached for ``METRICS_CACHE_SECONDS`` so several scrapers or web processes do not multiply the cost.
+
+Labels carry refs and states only: no names, no patient data.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.conf import settings
+from django.core.cache import cache
+from django.db.models import Count, Max, Min, Q
+from django.utils import timezone
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from reevaluation import selectors as reevaluation_selectors
+from reevaluation.models import DrainState, JobState, QuarantineCase, ReevaluationJob
+from scheduling.models import Clinic
+from waitlist import selectors as waitlist_selectors
+from waitlist.models import (
+    ACTIVE_OFFER_STATUSES,
+    BookingReliabilityDecision,
+    JobRun,
+    Offer,
+    Vacancy,
+    VacancyStatus,
+)
+
+# --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
+
+_process_registry = CollectorRegistry(auto_describe=True)
+REQUEST_LATENCY = Histogram(
+    "http_request_duration_seconds",
+    "Latency of HTTP requests by view (URL name), method and status class.",
+    ["view", "method", "status"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+    registry=_process_registry,
+)
+
+
+class RequestLatencyMiddleware:
+    """Times every request; the label is the matched URL's name, so cardinality is the URL table's."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        started = time.perf_counter()
+        response = self.get_response(request)
+        match = getattr(request, "resolver_match", None)
+        view = (match.view_name or "unnamed") if match else "unmatched"
+        REQUEST_LATENCY.labels(view, request.method, f"{response.status_code // 100}xx").observe(
+            time.perf_counter() - started
+        )
+        return response
+
+
+# --- the catalogue of domain gauges (the alert rules may only name these) ---
+
+C = ("tenant_group", "clinic")
+
+GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "waitlist_vacancies": ("Vacancies waiting for a patient, by state (OPEN, REVIEW).", (*C, "state")),
+    "waitlist_offers_active": ("Offers OFFERED or ACCEPTED (not yet booked).", C),
+    "waitlist_review_oldest_age_seconds": ("Age of the oldest vacancy in staff review.", C),
+    "waitlist_outbox_backlog": ("Offer notifications PENDING or LEASED.", C),
+    "waitlist_outbox_dead": ("Offer notifications DEAD (attempt bound reached).", C),
+    "waitlist_outbox_oldest_pending_age_seconds": ("Age of the oldest undelivered offer notification.", C),
+    "waitlist_decisions": ("WAITING patients by freshness of their newest reliability decision.", (*C, "freshness")),
+    "waitlist_decision_feed_age_seconds": ("Seconds since the clinic's newest booking-reliability decision.", C),
+    "waitlist_window_vacancies": ("Vacancies opened in the metrics window, by outcome.", (*C, "outcome")),
+    "waitlist_fill_rate": ("FILLED / (FILLED + CLOSED) over the metrics window.", C),
+    "waitlist_time_to_fill_seconds": ("Vacancy opened to BOOKED, over the metrics window.", (*C, "quantile")),
+    "waitlist_job_last_run_timestamp_seconds": ("Unix time of the last run of a waitlist beat job.", ("job",)),
+    "reevaluation_jobs": ("Reevaluation jobs by state.", (*C, "state")),
+    "reevaluation_backlog_oldest_age_seconds": ("Age of the oldest PENDING or RETRY_WAIT job.", C),
+    "reevaluation_jobs_overdue": ("PENDING or RETRY_WAIT jobs past their due time.", C),
+    "reevaluation_leases_active": ("RUNNING jobs holding an unexpired lease.", C),
+    "reevaluation_leases_expired": ("RUNNING jobs whose lease expired (a worker died; rescue pending).", C),
+    "reevaluation_lease_oldest_renewal_age_seconds": ("Seconds since the stalest active lease was renewed.", C),
+    "reevaluation_lease_renewal_failures": ("Lease renewals that failed (clinic counter).", C),
+    "reevaluation_consecutive_assessment_failures": ("Consecutive CRM assessment fetch failures.", C),
+    "reevaluation_quarantine_cases": ("Quarantine cases attributed to the clinic.", C),
+    "reevaluation_quarantine_unattributed": ("Quarantine cases no clinic could be attributed to.", ()),
+    "reevaluation_drain_state": ("1 for the clinic's current drain state, 0 for the others.", (*C, "state")),
+}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What one scrape token may see: every clinic (``*``) or one tenant group's."""
+
+    tenant_group: str
+
+    def clinics(self):
+        clinics = Clinic.objects.select_related("tenant_group").order_by("pk")
+        return clinics if self.tenant_group == "*" else clinics.filter(tenant_group__ref=self.tenant_group)
+
+
+def scope_for_token(header: str) -> Scope | None:
+    """``Authorization: Bearer <token>`` → the scope of the matching ``METRICS_SCRAPE_TOKENS`` entry."""
+    prefix = "Bearer "
+    if not header.startswith(prefix):
+        return None
+    presented = header[len(prefix):].strip().encode()
+    found = None
+    for entry in getattr(settings, "METRICS_SCRAPE_TOKENS", []):
+        scope, _, token = entry.partition(":")
+        # Compare every entry (constant time each) so timing does not tell which one matched.
+        if token and hmac.compare_digest(presented, token.encode()) and found is None:
+            found = Scope(scope or "*")
+    return found
+
+
+def _age(now: datetime, at: datetime | None) -> float | None:
+    return max(0.0, (now - at).total_seconds()) if at is not None else None
+
+
+def _clinic_samples(clinic: Clinic, now: datetime, add) -> None:
+    """All gauges of one clinic: a fixed number of queries (the selectors' plus three small aggregates)."""
+    labels = (clinic.tenant_group.ref, clinic.ref)
+    vacancies = Vacancy.objects.filter(clinic=clinic).aggregate(
+        open=Count("id", filter=Q(status=VacancyStatus.OPEN)),
+        review=Count("id", filter=Q(status=VacancyStatus.REVIEW)),
+        oldest_review=Min("updated_at", filter=Q(status=VacancyStatus.REVIEW)),
+    )
+    add("waitlist_vacancies", (*labels, "OPEN"), vacancies["open"])
+    add("waitlist_vacancies", (*labels, "REVIEW"), vacancies["review"])
+    add("waitlist_review_oldest_age_seconds", labels, _age(now, vacancies["oldest_review"]) or 0)
+    add("waitlist_offers_active", labels, Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES).count())
+
+    outbox = waitlist_selectors.outbox_health(clinic=clinic, now=now)
+    add("waitlist_outbox_backlog", labels, outbox["pending"])
+    add("waitlist_outbox_dead", labels, outbox["dead"])
+    add("waitlist_outbox_oldest_pending_age_seconds", labels, outbox["oldest_pending_age_seconds"] or 0)
+
+    for freshness, count in waitlist_selectors.decision_freshness(clinic=clinic, now=now).items():
+        add("waitlist_decisions", (*labels, freshness), count)
+    newest = BookingReliabilityDecision.objects.filter(clinic=clinic).aggregate(at=Max("received_at"))["at"]
+    if newest is not None:  # absent (not 0) when the feed never delivered: "absent" alerts can tell
+        add("waitlist_decision_feed_age_seconds", labels, _age(now, newest))
+
+    fill = waitlist_selectors.fill_metrics(clinic=clinic, now=now)
+    for outcome, count in fill["vacancies"].items():
+        add("waitlist_window_vacancies", (*labels, outcome), count)
+    if fill["fill_rate"] is not None:
+        add("waitlist_fill_rate", labels, fill["fill_rate"])
+    for quantile, key in (("0.5", "p50"), ("0.9", "p90")):
+        if fill["time_to_fill_seconds"][key] is not None:
+            add("waitlist_time_to_fill_seconds", (*labels, quantile), fill["time_to_fill_seconds"][key])
+
+    snap = reevaluation_selectors.snapshot(clinic, now=now, queue_limit=1)
+    for state, count in snap["counts"].items():
+        add("reevaluation_jobs", (*labels, state), count)
+    add("reevaluation_backlog_oldest_age_seconds", labels, snap["oldest_backlog_age_seconds"] or 0)
+    add("reevaluation_jobs_overdue", labels, snap["overdue_count"])
+    add("reevaluation_leases_active", labels, snap["active_leases"])
+    add("reevaluation_leases_expired", labels, snap["expired_leases"])
+    add("reevaluation_lease_renewal_failures", labels, snap["lease_renewal_failures"])
+    add("reevaluation_consecutive_assessment_failures", labels, snap["consecutive_assessment_failures"])
+    add("reevaluation_quarantine_cases", labels, snap["quarantine_count"])
+    for state in DrainState.values:
+        add("reevaluation_drain_state", (*labels, state), 1 if snap["drain_state"] == state else 0)
+    stalest = ReevaluationJob.objects.filter(
+        clinic_id=clinic.pk, state=JobState.RUNNING, lease_expires_at__gt=now
+    ).aggregate(at=Min("lease_renewed_at"), claimed=Min("first_claimed_at"))
+    add("reevaluation_lease_oldest_renewal_age_seconds", labels, _age(now, stalest["at"] or stalest["claimed"]) or 0)
+
+
+def domain_samples(scope: Scope, now: datetime | None = None) -> dict[str, list[tuple[tuple, float]]]:
+    """name → [(label values, value)] for every clinic in ``scope`` plus the global gauges."""
+    now = now or timezone.now()
+    samples: dict[str, list[tuple[tuple, float]]] = {name: [] for name in GAUGES}
+
+    def add(name: str, labels: tuple, value) -> None:
+        samples[name].append((labels, float(value)))
+
+    for clinic in scope.clinics():
+        _clinic_samples(clinic, now, add)
+    for job, at in JobRun.objects.order_by("name").values_list("name", "last_run_at"):
+        add("waitlist_job_last_run_timestamp_seconds", (job,), at.timestamp())
+    if scope.tenant_group == "*":
+        add("reevaluation_quarantine_unattributed", (), QuarantineCase.objects.filter(clinic__isnull=True).count())
+    return samples
+
+
+def cached_domain_samples(scope: Scope) -> dict:
+    seconds = int(getattr(settings, "METRICS_CACHE_SECONDS", 10))
+    if seconds <= 0:
+        return domain_samples(scope)
+    key = f"metrics:domain:{scope.tenant_group}"
+    samples = cache.get(key)
+    if samples is None:
+        samples = domain_samples(scope)
+        cache.set(key, samples, seconds)
+    return samples
+
+
+class _DomainCollector:
+    def __init__(self, samples: dict):
+        self.samples = samples
+
+    def collect(self):
+        for name, (doc, labels) in GAUGES.items():
+            family = GaugeMetricFamily(name, doc, labels=list(labels))
+            for values, value in self.samples.get(name, []):
+                family.add_metric(list(values), value)
+            yield family
+
+
+def exposition(scope: Scope) -> bytes:
+    """The text format: this process's (or, in multiprocess mode, all processes') request metrics and
+    the domain gauges of ``scope``."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        requests = CollectorRegistry()
+        MultiProcessCollector(requests)
+    else:
+        requests = _process_registry
+    domain = CollectorRegistry(auto_describe=False)
+    domain.register(_DomainCollector(cached_domain_samples(scope)))
+    return generate_latest(requests) + generate_latest(domain)

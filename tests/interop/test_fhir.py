@@ -1,0 +1,143 @@
+"""FHIR R4 read view: valid Slot/Appointment resources (validated by fhir.resources), the status
+mapping, clinic scoping (404 out of scope), keyset paging, and no patient identity beyond a ref."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import time_machine
+from fhir.resources.R4B.appointment import Appointment as FhirAppointment
+from fhir.resources.R4B.bundle import Bundle
+from fhir.resources.R4B.slot import Slot as FhirSlot
+
+from interop.fhir import fhir_id
+from scheduling.models import AppointmentStatus
+from scheduling.services import appointment_book
+from tests.conftest import assert_no_pii, seoul, token_client
+from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.loop_helpers import make_offer, open_vacancy
+
+WINDOW = {"start": seoul(2, 0).isoformat(), "end": seoul(9, 0).isoformat()}
+
+
+@pytest.fixture(autouse=True)
+def frozen_clock():
+    with time_machine.travel(NOW, tick=False):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def no_dispatch_tasks(monkeypatch):
+    from waitlist import tasks
+
+    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
+
+
+@pytest.fixture
+def schedule(db):
+    """One of each: a free slot (vacancy, nobody to offer), a hold (offer out), HELD, CONFIRMED,
+    PROPOSED and CANCELLED appointments."""
+    world = make_world()
+    offer = make_offer(world, starts_at=seoul(3, 10))  # its source appointment is CANCELLED
+    free = open_vacancy(world, seoul(4, 10))
+    def book(day, status):
+        return appointment_book(clinic=world.clinic, patient=world.patient(), practitioner=world.doctor,
+                                treatment=world.treatment, starts_at=seoul(day, 11), status=status)
+
+    held = book(5, AppointmentStatus.HELD)
+    confirmed = book(6, AppointmentStatus.CONFIRMED)
+    proposed = book(7, AppointmentStatus.PROPOSED)
+    return world, offer, free, held, confirmed, proposed
+
+
+def get(client, clinic, path, **params):
+    return client.get(f"/api/v1/clinics/{clinic.ref}/fhir/{path}", params)
+
+
+def resources(response, model):
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"] == "application/fhir+json"
+    bundle = Bundle.model_validate_json(response.content)
+    assert bundle.type == "searchset"
+    return [model.model_validate(entry.resource.model_dump()) for entry in bundle.entry or []]
+
+
+def test_slots_are_valid_fhir_with_free_tentative_and_busy(schedule):
+    world, offer, free, held, confirmed, _ = schedule
+    slots = {s.id: s.status for s in resources(get(token_client(world.staff), world.clinic, "Slot", **WINDOW),
+                                               FhirSlot)}
+    assert slots[fhir_id(free.ref)] == "free"
+    assert slots[fhir_id(offer.hold.ref)] == "busy-tentative"
+    assert slots[fhir_id(held.ref)] == "busy"
+    assert slots[fhir_id(confirmed.ref)] == "busy"
+    assert fhir_id(offer.vacancy.ref) not in slots  # offered out: its hold is the slot
+
+
+def test_appointments_map_proposed_pending_booked_cancelled(schedule):
+    world, offer, _, held, confirmed, proposed = schedule
+    found = {a.id: a for a in resources(get(token_client(world.staff), world.clinic, "Appointment", **WINDOW),
+                                        FhirAppointment)}
+    assert found[fhir_id(proposed.ref)].status == "proposed"
+    assert found[fhir_id(held.ref)].status == "pending"
+    assert found[fhir_id(confirmed.ref)].status == "booked"
+    cancelled = [a for a in found.values() if a.status == "cancelled"]
+    assert len(cancelled) == 2  # the two whose cancellations opened the vacancies
+
+
+def test_an_appointment_names_the_patient_only_by_an_opaque_reference(schedule):
+    world, _, _, held, *_ = schedule
+    response = get(token_client(world.staff), world.clinic, f"Appointment/{fhir_id(held.ref)}")
+    appointment = FhirAppointment.model_validate_json(response.content)
+    patient = next(p for p in appointment.participant if p.actor.reference.startswith("Patient/"))
+    assert patient.actor.reference == f"Patient/{fhir_id(held.patient.ref)}"
+    assert patient.actor.display is None
+    assert_no_pii(response.content.decode(), [held.patient])
+
+
+def test_search_bodies_carry_no_patient_data(schedule):
+    world, offer, _, held, confirmed, proposed = schedule
+    client = token_client(world.staff)
+    body = get(client, world.clinic, "Appointment", **WINDOW).content.decode()
+    body += get(client, world.clinic, "Slot", **WINDOW).content.decode()
+    assert_no_pii(body, [offer.entry.patient, held.patient, confirmed.patient, proposed.patient])
+
+
+def test_a_slot_reads_by_id(schedule):
+    world, _, free, *_ = schedule
+    response = get(token_client(world.staff), world.clinic, f"Slot/{fhir_id(free.ref)}")
+    assert FhirSlot.model_validate_json(response.content).status == "free"
+
+
+def test_another_clinics_resources_are_404_like_missing_ones(schedule, db):
+    world, _, _, held, *_ = schedule
+    other = make_world()
+    client = token_client(other.staff)
+    assert get(client, other.clinic, f"Appointment/{fhir_id(held.ref)}").status_code == 404
+    assert get(client, other.clinic, "Appointment/apt.missing").status_code == 404
+    assert get(client, world.clinic, "Slot", **WINDOW).status_code == 404  # a clinic outside the caller's scope
+
+
+def test_paging_with_next_links_visits_every_slot_once(schedule):
+    world = schedule[0]
+    client = token_client(world.staff)
+    everything = [s.id for s in resources(get(client, world.clinic, "Slot", **WINDOW), FhirSlot)]
+    seen, url = [], f"/api/v1/clinics/{world.clinic.ref}/fhir/Slot"
+    params = {**WINDOW, "_count": 1}
+    for _ in range(10):
+        response = client.get(url, params)
+        seen += [s.id for s in resources(response, FhirSlot)]
+        links = {link["relation"]: link["url"] for link in json.loads(response.content).get("link", [])}
+        if "next" not in links:
+            break
+        url, params = links["next"].replace("http://testserver", ""), None
+    assert seen == everything and len(seen) == 4
+
+
+@pytest.mark.parametrize("params", [{"start": "tomorrow"}, {"start": "2030-12-01T00:00:00"}, {"_count": "0"},
+                                    {"start": "2030-12-01T00:00:00+00:00", "end": "2031-02-01T00:00:00+00:00"}])
+def test_bad_search_parameters_are_a_typed_400(schedule, params):
+    world = schedule[0]
+    response = get(token_client(world.staff), world.clinic, "Slot", **params)
+    assert response.status_code == 400
+    assert json.loads(response.content)["code"] == "VALIDATION_ERROR"

@@ -1,0 +1,60 @@
+"""Two beats by mistake: every beat job of the schedule, sent twice per tick and run concurrently,
+does each piece of work once (locks, SKIP LOCKED and compare-and-set make a second run a no-op)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+import time_machine
+from django.conf import settings
+
+from common.models import OutboxAttempt, OutboxMessage, OutboxStatus
+from config.celery import app
+from reevaluation import tasks as reevaluation_tasks
+from reevaluation.models import JobState, ReevaluationJob
+from tests.conftest import race, seoul
+from tests.observability.invariants import violations
+from tests.reevaluation.factories import bulk_jobs, enable
+from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.loop_helpers import make_offer
+from waitlist import tasks as waitlist_tasks
+from waitlist.models import Offer, OfferEvent, OfferStatus
+
+
+def beat_tick() -> None:
+    """What one beat sends in one tick: every task of CELERY_BEAT_SCHEDULE, run here and now."""
+    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+        app.tasks[entry["task"]]()
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_two_beats_running_every_job_concurrently_do_each_thing_once(monkeypatch):
+    handed_out: list[int] = []
+    monkeypatch.setattr(reevaluation_tasks.run_job, "delay", lambda job_id, owner, attempt: handed_out.append(job_id))
+    monkeypatch.setattr(waitlist_tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
+    with time_machine.travel(NOW, tick=False) as clock:
+        worlds = [make_world() for _ in range(2)]
+        offers = [make_offer(world, starts_at=seoul(3, hour)) for world in worlds for hour in (10, 11, 12)]
+        for world in worlds:
+            enable(world.clinic)
+            bulk_jobs(world.clinic, 4)
+        clock.shift(timedelta(hours=2))  # every offer is past its expiry; every notification is due
+
+        app.loader.import_default_modules()  # register every task before the threads look them up
+        results = race(lambda _beat: [beat_tick() for _tick in range(2)], 2)
+
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    assert violations() == []
+    expired = Counter(OfferEvent.objects.filter(to_status=OfferStatus.EXPIRED).values_list("offer_id", flat=True))
+    assert expired == Counter({offer.pk: 1 for offer in offers})
+    assert set(Offer.objects.filter(pk__in=[o.pk for o in offers]).values_list("status", flat=True)) == {
+        OfferStatus.EXPIRED}
+    sent = Counter(OutboxAttempt.objects.filter(outcome="SENT").values_list("message_id", flat=True))
+    messages = OutboxMessage.objects.all()
+    assert messages.exclude(status=OutboxStatus.SENT).count() == 0
+    assert sent == Counter({m.pk: 1 for m in messages})
+    assert len(handed_out) == len(set(handed_out)) == 8  # every job claimed by exactly one dispatch round
+    assert ReevaluationJob.objects.filter(state=JobState.RUNNING).count() == 8
