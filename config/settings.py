@@ -157,6 +157,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One schema name per shared choice set (the policy's two actions, consent channels).
+    "ENUM_NAME_OVERRIDES": {
+        "NonFreshActionEnum": "waitlist.models.NonFreshAction",
+        "ContactChannelEnum": "scheduling.models.ContactChannel",
+    },
 }
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)

@@ -19,7 +19,7 @@ from common.idempotency import request_digest, run_idempotent
 from scheduling.models import Clinic, Role
 from waitlist import services
 from waitlist.forms import policy_changes
-from waitlist.selectors_controls import controls_snapshot
+from waitlist.selectors_controls import consent_changes, controls_snapshot
 
 from .decorators import clinic_view
 from .forms import ReasonConfirmForm
@@ -53,7 +53,8 @@ def _panel(request: HttpRequest, clinic: Clinic, context: dict) -> HttpResponse:
 
 @clinic_view()
 def controls_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
-    return render_clinic_page(request, PAGE, clinic, "controls", _context(clinic))
+    context = {**_context(clinic), "consent_changes": consent_changes(clinic=clinic)}
+    return render_clinic_page(request, PAGE, clinic, "controls", context)
 
 
 def _submit(request: HttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_name: str, command: str,

@@ -23,3 +23,9 @@ def consent_view(patient: Patient, limit: int = 50) -> dict:
         "current": consent_current(patient.pk),
         "history": [{**row, "recorded_at": row["recorded_at"].isoformat()} for row in history],
     }
+
+
+def consent_recent(clinic: Clinic, limit: int = 20) -> list[dict]:
+    """The clinic's newest consent changes by patient ref (states and sources; never contact data)."""
+    return list(ContactConsent.objects.filter(clinic=clinic).order_by("-id")
+                .values("patient__ref", "channel", "state", "source", "actor", "recorded_at")[:limit])

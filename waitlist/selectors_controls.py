@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from scheduling.models import Clinic
+from scheduling.selectors import consent_recent
 from scheduling.services.features import feature_state
 
 from .models import WaitlistPolicy
@@ -36,3 +37,7 @@ def controls_snapshot(*, clinic: Clinic) -> dict:
     policy = policy_current(clinic=clinic)
     return {"switch": state.as_dict(), "tenant_group": clinic.tenant_group.ref, "policy": policy,
             "policy_fields": policy_fields(policy), "policy_body": policy_body(policy)}
+
+
+def consent_changes(*, clinic: Clinic, limit: int = 20) -> list[dict]:
+    return consent_recent(clinic, limit)

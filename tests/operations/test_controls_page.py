@@ -59,3 +59,17 @@ def test_an_invalid_policy_value_shows_the_field_error_and_publishes_nothing(cli
                  expected_version=current.version).content.decode()
     assert "field-error" in html
     assert services.policy_current(clinic=clinic).version == current.version
+
+
+def test_the_page_lists_consent_changes_as_states_without_contact_data(clinic, staff_web):
+    from scheduling.models import ConsentSource, ConsentState, ContactChannel
+    from scheduling.services import consent_record
+    from tests import factories as f
+    from tests.conftest import assert_no_pii
+
+    patient = f.PatientFactory(clinic=clinic)
+    consent_record(patient=patient, channels=[ContactChannel.SMS], state=ConsentState.REVOKED,
+                   source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
+    html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
+    assert patient.ref in html and "REVOKED" in html and "OPT_OUT_LINK" in html
+    assert_no_pii(html, [patient])
