@@ -145,3 +145,19 @@ def test_the_policy_command_refuses_an_invalid_value(db, clinic, admin):
         call_command("waitlist_policy", "set", "--clinic", clinic.ref, "--set", "hold_minutes=soon",
                      "--reason", "bad", "--actor-username", admin.username)
     assert services.policy_current(clinic=clinic).version == 1
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_publishing_from_the_same_version_make_one_version_and_one_conflict(clinic, admin):
+    from tests.conftest import race
+
+    services.policy_current(clinic=clinic)
+    results = race(lambda i: services.policy_change(clinic=clinic, actor=admin, reason=f"change {i}",
+                                                    changes={"hold_minutes": 30 + i}, expected_version=1), 2)
+    published = [r for r in results if isinstance(r, WaitlistPolicy)]
+    refused = [r for r in results if not isinstance(r, WaitlistPolicy)]
+    assert len(published) == 1 and published[0].version == 2
+    assert getattr(refused[0], "code", None) == "VERSION_CONFLICT"
+    assert WaitlistPolicy.objects.filter(clinic=clinic).count() == 2
+    assert AuditEntry.objects.filter(action="waitlist.policy_publish").count() == 1
