@@ -42,6 +42,8 @@ def configure_environment() -> None:
     os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/7")
     os.environ.setdefault("CACHE_KEY_PREFIX", "cw-bench")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # Bench clinics are made per run; a new tenant starts with the waitlist off, so turn it on for all.
+    os.environ.setdefault("WAITLIST_ENABLED_BY_DEFAULT", "true")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
 

@@ -57,6 +57,12 @@ class SlotOccupied(Conflict):
     code = "SLOT_OCCUPIED"
 
 
+class PatientOverlap(SlotOccupied):
+    """The patient already holds or has booked a time that overlaps this one (the slot itself may be free)."""
+
+    code = "PATIENT_OVERLAP"
+
+
 class IdempotencyKeyReused(DomainError):
     status_code = 422
     code = "IDEMPOTENCY_KEY_REUSED"

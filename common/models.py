@@ -5,6 +5,16 @@ from django.db import models
 from .refs import RefField
 
 
+class AppendOnlyQuerySet(models.QuerySet):
+    """For history tables (offer events, contact consent): rows are added, never updated or deleted."""
+
+    def update(self, **kwargs):
+        raise TypeError(f"{self.model.__name__} is append-only.")
+
+    def delete(self):
+        raise TypeError(f"{self.model.__name__} is append-only.")
+
+
 class CommandReceipt(models.Model):
     """The stored answer of a command run with an Idempotency-Key, replayed byte for byte.
 

@@ -94,7 +94,7 @@ def main() -> int:
     url = f"http://{host}:{port}"
     print(
         f"\n  Console:   {url}/console/\n  API:       {url}/api/v1/   (docs: {url}/api/docs/)\n"
-        f"  Admin:     {url}/admin/\n"
+        f"  Admin:     {url}/admin/   (read-only; sign in as admin)\n"
         "  Try a CRM event: make demo-event   (manage.py in another shell: set -a; . .data/run.env)\n"
         "  Sign-ins are listed above (staff, admin, outsider). Ctrl-C stops everything.\n",
         flush=True,

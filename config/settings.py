@@ -157,6 +157,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # One schema name per shared choice set (the policy's two actions, consent channels).
+    "ENUM_NAME_OVERRIDES": {
+        "NonFreshActionEnum": "waitlist.models.NonFreshAction",
+        "ContactChannelEnum": "scheduling.models.ContactChannel",
+    },
 }
 
 CELERY_BROKER_URL = env("CELERY_BROKER_URL", default=REDIS_URL)
@@ -175,7 +180,7 @@ CELERY_BEAT_SCHEDULE: dict = {
     "reclaim-outbox": {"task": "common.tasks.reclaim_outbox", "schedule": 60.0},
 }
 # With no FeatureFlag row a feature takes this default; `feature_set` writes the row.
-FEATURE_DEFAULTS = {"waitlist": env.bool("WAITLIST_ENABLED_BY_DEFAULT", default=True)}
+FEATURE_DEFAULTS = {"waitlist": env.bool("WAITLIST_ENABLED_BY_DEFAULT", default=False)}
 OUTBOX_MAX_ATTEMPTS = env.int("OUTBOX_MAX_ATTEMPTS", default=6)
 OUTBOX_BACKOFF_SECONDS = env.int("OUTBOX_BACKOFF_SECONDS", default=30)
 NOTIFY_DEFAULT_PROVIDER = env("NOTIFY_DEFAULT_PROVIDER", default="console")

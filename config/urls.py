@@ -18,6 +18,8 @@ urlpatterns = [
     path("console/", include("operations.console_urls")),
     # The patient claim page (waitlist): signed single-offer links from the notification.
     path("claim/", include("waitlist.claim_urls")),
+    # The opt-out page linked from every notice (signed patient token, no sign-in).
+    path("optout/", include("waitlist.optout_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
     # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).

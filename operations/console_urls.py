@@ -7,7 +7,7 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import views, views_reevaluation, views_waitlist
+from . import views, views_controls, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -63,4 +63,8 @@ urlpatterns = [
         views_waitlist.waitlist_retry_booking,
         name="waitlist-retry-booking",
     ),
+    path("c/<str:clinic_ref>/controls/", views_controls.controls_page, name="controls"),
+    path("c/<str:clinic_ref>/controls/switch/", views_controls.controls_switch, name="controls-switch"),
+    path("c/<str:clinic_ref>/controls/allowlist/", views_controls.controls_allowlist, name="controls-allowlist"),
+    path("c/<str:clinic_ref>/controls/policy/", views_controls.controls_policy, name="controls-policy"),
 ]

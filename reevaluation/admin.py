@@ -2,6 +2,8 @@
 
 from django.contrib import admin
 
+from common.admin import ReadOnlyAdmin as _ReadOnly
+
 from .models import (
     ClinicReevaluationSettings,
     InboxEvent,
@@ -11,17 +13,6 @@ from .models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-
-
-class _ReadOnly(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(ReevaluationJob)

@@ -1,6 +1,8 @@
 from django.contrib import admin
 from guardian.admin import GuardedModelAdmin
 
+from common.admin import ReadOnlyAdmin
+
 from . import models
 
 
@@ -34,37 +36,34 @@ class PatientAdmin(admin.ModelAdmin):
 
 
 @admin.register(models.Appointment)
-class AppointmentAdmin(admin.ModelAdmin):
-    """Read-mostly: state changes go through the services so versions and allocations stay right."""
+class AppointmentAdmin(ReadOnlyAdmin):
+    """Read-only: state changes go through the services so versions and allocations stay right."""
 
     list_display = ("ref", "clinic", "status", "starts_at", "practitioner", "version")
     list_select_related = ("clinic", "practitioner")
     list_filter = ("clinic", "status")
     search_fields = ("ref",)
-    readonly_fields = ("status", "version")
 
 
 @admin.register(models.CapacityHold)
-class CapacityHoldAdmin(admin.ModelAdmin):
+class CapacityHoldAdmin(ReadOnlyAdmin):
     list_display = ("ref", "clinic", "status", "starts_at", "expires_at", "version")
     list_filter = ("clinic", "status")
-    readonly_fields = ("status", "version")
 
 
 @admin.register(models.CapacityAllocation)
-class CapacityAllocationAdmin(admin.ModelAdmin):
+class CapacityAllocationAdmin(ReadOnlyAdmin):
     list_display = ("pk", "clinic", "practitioner", "resource", "period", "kind", "active")
     list_filter = ("clinic", "kind", "active")
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
 
 @admin.register(models.FeatureFlag)
-class FeatureFlagAdmin(admin.ModelAdmin):
-    """Read-only here: flags change through `feature_set` so each change is audited."""
+class FeatureFlagAdmin(ReadOnlyAdmin):
+    """Read-only here: flags change through `feature_set` (console, API, `waitlist_rollout`), audited."""
 
     list_display = ("name", "enabled", "all_tenants", "version", "updated_at")
 
-    def has_change_permission(self, request, obj=None):
-        return False
+
+@admin.register(models.ClinicFeatureSwitch)
+class ClinicFeatureSwitchAdmin(ReadOnlyAdmin):
+    list_display = ("flag", "clinic", "enabled", "updated_at")

@@ -12,12 +12,23 @@ from rest_framework.authtoken.models import Token
 
 from common.errors import SlotOccupied
 
-from .models import Appointment, Clinic, Patient, Practitioner, Resource, Role, TenantGroup, Treatment
+from .models import (
+    Appointment,
+    Clinic,
+    ConsentSource,
+    ContactChannel,
+    Patient,
+    Practitioner,
+    Resource,
+    Role,
+    TenantGroup,
+    Treatment,
+)
 from .services import appointment_book, clinic_grant_role, patient_create
 
 DEMO_USERS = {
     "staff": ("staff-demo-password", "STAFF at Gangnam Clinic (Asia/Seoul)"),
-    "admin": ("admin-demo-password", "ADMIN at Gangnam Clinic and Lisbon Clinic"),
+    "admin": ("admin-demo-password", "ADMIN at Gangnam Clinic and Lisbon Clinic; reads the Django admin"),
     "outsider": ("outsider-demo-password", "STAFF at another tenant's clinic (sees none of the above)"),
 }
 
@@ -58,8 +69,28 @@ def _clinic(tenant: TenantGroup, spec) -> Clinic:
                 phone=f"+8210555{i:04d}",
                 language=language,
                 crm_patient_ref=f"crm-{ref}-{i}",
+                contact_consent=ContactChannel.values,
+                consent_source=ConsentSource.IMPORT,
+                actor_label="system:seed_demo",
             )
     return clinic
+
+
+#: The demo ADMIN may open the Django admin to read these apps' rows (never patients: contacts stay out).
+ADMIN_SITE_APPS = ("scheduling", "waitlist", "reevaluation", "common")
+ADMIN_SITE_HIDDEN = {("scheduling", "patient")}
+
+
+def _admin_site_reader(user) -> None:
+    """Staff status plus ``view_*`` permissions only: the admin shows rows and can change none."""
+    from django.contrib.auth.models import Permission
+
+    if not user.is_staff:
+        user.is_staff = True
+        user.save(update_fields=["is_staff"])
+    views = Permission.objects.filter(content_type__app_label__in=ADMIN_SITE_APPS, codename__startswith="view_")
+    user.user_permissions.add(*[p for p in views.select_related("content_type")
+                                if (p.content_type.app_label, p.content_type.model) not in ADMIN_SITE_HIDDEN])
 
 
 def _user(username: str):
@@ -106,6 +137,7 @@ def seed_scheduling() -> dict:
         clinic_grant_role(clinic=clinics[0], user=staff, role=Role.STAFF)
         for clinic in clinics:
             clinic_grant_role(clinic=clinic, user=admin, role=Role.ADMIN)
+        _admin_site_reader(admin)
         clinic_grant_role(clinic=other, user=outsider, role=Role.STAFF)
         for clinic in [*clinics, other]:
             _appointments(clinic)

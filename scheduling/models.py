@@ -1,7 +1,7 @@
 """Tenancy, clinics, patients (the only PII), appointments and capacity allocations.
 
-PostgreSQL is the authority: an exclusion constraint keeps active allocations of one
-practitioner, and of one resource, from ever overlapping.
+PostgreSQL is the authority: exclusion constraints keep active allocations of one practitioner,
+of one resource, and of one patient from ever overlapping.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from django.db import models
 from django.db.models import Q
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
 
+from common.models import AppendOnlyQuerySet
 from common.refs import RefField
 
 
@@ -223,13 +224,18 @@ class CapacityHold(models.Model):
         return self.ref
 
 
+#: Named so that a violation can be told apart from a practitioner/resource overlap (PATIENT_OVERLAP).
+PATIENT_OVERLAP_CONSTRAINT = "allocation_no_patient_overlap"
+
+
 class AllocationKind(models.TextChoices):
     HOLD = "HOLD"
     APPOINTMENT = "APPOINTMENT"
 
 
 class CapacityAllocation(models.Model):
-    """The reserved time of one practitioner (and resource). Active rows never overlap.
+    """The reserved time of one practitioner (and resource) for one patient. Active rows never overlap
+    per practitioner, per resource, or per patient (nobody holds or books two times at once).
 
     An allocation belongs either to a hold or to a HELD/CONFIRMED appointment; booking a hold
     moves its allocation to the appointment in place, so the slot is never free in between.
@@ -240,6 +246,7 @@ class CapacityAllocation(models.Model):
     resource = models.ForeignKey(
         Resource, on_delete=models.PROTECT, null=True, blank=True, related_name="allocations"
     )
+    patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="allocations")
     period = DateTimeRangeField()
     active = models.BooleanField(default=True)
     kind = models.CharField(max_length=12, choices=AllocationKind.choices)
@@ -270,6 +277,11 @@ class CapacityAllocation(models.Model):
                     ("period", RangeOperators.OVERLAPS),
                 ],
                 condition=Q(active=True, resource__isnull=False),
+            ),
+            ExclusionConstraint(
+                name=PATIENT_OVERLAP_CONSTRAINT,
+                expressions=[("patient", RangeOperators.EQUAL), ("period", RangeOperators.OVERLAPS)],
+                condition=Q(active=True),
             ),
             models.CheckConstraint(
                 condition=Q(hold__isnull=False) | Q(appointment__isnull=False), name="allocation_has_owner"
@@ -315,3 +327,58 @@ class ClinicFeatureSwitch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.flag_id}@{self.clinic_id}={self.enabled}"
+
+
+class ContactChannel(models.TextChoices):
+    """How a notice reaches a patient: EMAIL (the email provider) or SMS (the webhook/SMS provider)."""
+
+    EMAIL = "EMAIL"
+    SMS = "SMS"
+
+
+class ConsentState(models.TextChoices):
+    GRANTED = "GRANTED"
+    REVOKED = "REVOKED"
+
+
+class ConsentSource(models.TextChoices):
+    """Where a consent change came from (kept with every row as evidence)."""
+
+    API = "API"  # an integration or staff tool, through the API
+    STAFF = "STAFF"  # a console or shell operator
+    OPT_OUT_LINK = "OPT_OUT_LINK"  # the patient, through the link in a notice (no sign-in)
+    IMPORT = "IMPORT"  # seed data or a bulk import
+
+
+class ContactConsent(models.Model):
+    """Append-only consent history per patient and channel: the newest row of a (patient, channel) is
+    its current state; no row means never consented. Opting out adds a row, nothing is ever deleted.
+    Holds no contact data (that stays on the patient row)."""
+
+    ref = RefField(prefix="cns")
+    clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="+")
+    patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="consents")
+    channel = models.CharField(max_length=8, choices=ContactChannel.choices)
+    state = models.CharField(max_length=8, choices=ConsentState.choices)
+    source = models.CharField(max_length=16, choices=ConsentSource.choices)
+    actor = models.CharField(max_length=150, help_text="username, or 'patient' / 'system:<job>'")
+    recorded_at = models.DateTimeField()
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        indexes = [
+            # The newest row per (patient, channel): the matcher's and delivery's current-state lookup.
+            models.Index(fields=["patient", "channel", "-id"], name="consent_latest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.patient_id} {self.channel} {self.state}"
+
+    def save(self, *args, **kwargs):
+        if self.pk is not None:
+            raise TypeError("ContactConsent is append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("ContactConsent is append-only.")

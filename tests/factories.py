@@ -56,6 +56,7 @@ class ResourceFactory(factory.django.DjangoModelFactory):
 class PatientFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = sm.Patient
+        skip_postgeneration_save = True
 
     clinic = factory.SubFactory(ClinicFactory)
     tenant_group = factory.SelfAttribute("clinic.tenant_group")
@@ -63,6 +64,16 @@ class PatientFactory(factory.django.DjangoModelFactory):
     email = factory.Sequence(lambda n: f"zelda.quixote{n:04d}@patients.example")
     phone = factory.Sequence(lambda n: f"+82105550{n:04d}")
     language = "en"
+
+    @factory.post_generation
+    def consent(obj, create, extracted, **kwargs):
+        """Consented to both channels unless ``consent=False`` (or a list of channels) is given."""
+        from scheduling.services.consent import consent_record
+
+        channels = list(sm.ContactChannel.values) if extracted is None or extracted is True else extracted or []
+        if create and channels:
+            consent_record(patient=obj, channels=channels, state=sm.ConsentState.GRANTED,
+                           source=sm.ConsentSource.IMPORT, actor_label="system:tests")
 
 
 class AppointmentFactory(factory.django.DjangoModelFactory):
@@ -98,3 +109,10 @@ def user_with_role(clinic: sm.Clinic, role: sm.Role = sm.Role.STAFF, **kwargs):
     user = UserFactory(**kwargs)
     clinic_grant_role(clinic=clinic, user=user, role=role)
     return user
+
+
+def waitlist_on(clinic: sm.Clinic) -> None:
+    """Switch the waitlist on for ``clinic`` (a new tenant starts with it off): its tenant on the allowlist.
+    Written directly, like the other factories, so tests that count audit rows see only their own."""
+    flag, _ = sm.FeatureFlag.objects.get_or_create(name="waitlist", defaults={"enabled": True})
+    flag.tenant_allowlist.add(clinic.tenant_group)

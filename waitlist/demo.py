@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from django.db import transaction
 from django.utils import timezone
 
-from scheduling.models import Clinic, FeatureFlag
+from scheduling.models import Clinic
 from scheduling.services.features import feature_enabled, feature_set
 
 from .models import DecisionStatus, EntryStatus, WaitlistEntry, WaitlistPolicy
@@ -35,10 +35,14 @@ WAITING = {
 
 
 def _flag_on(tenant, clinics: list[Clinic]) -> None:
-    flag = FeatureFlag.objects.filter(name="waitlist").first()
-    if flag is not None and all(feature_enabled("waitlist", c) for c in clinics):
+    """A new tenant starts with the waitlist off: the demo allowlists its tenant and switches its clinics on."""
+    if all(feature_enabled("waitlist", c) for c in clinics):
         return
-    feature_set(name="waitlist", actor=None, reason="demo seed", enabled=True, allow_tenants=[tenant])
+    feature_set(name="waitlist", actor=None, reason="demo seed", enabled=True, tenant=tenant, tenant_allowed=True,
+                system_label="seed_demo")
+    for clinic in clinics:
+        feature_set(name="waitlist", actor=None, reason="demo seed", clinic=clinic, clinic_enabled=True,
+                    system_label="seed_demo")
 
 
 def _waiting(clinic: Clinic, now: datetime) -> None:

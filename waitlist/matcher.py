@@ -16,21 +16,39 @@ Order: ``slot_fit DESC, priority_rank DESC, waiting_since ASC, entry_id ASC`` wh
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from django.db import connection
+
+from scheduling.services.consent import consent_granted, provider_channels
 
 from .decisions import Decision, DecisionProvider
 from .models import Vacancy, WaitlistPolicy
 
 WEEK = timedelta(days=7)
+logger = logging.getLogger("waitlist")
 
-# Hard eligibility, all in SQL. The status literal matches the partial index's predicate.
+# Hard eligibility, all in SQL. The status literal matches the partial index's predicate. Two conditions are
+# not filtered but named (``pass_reason``), so a passed-over candidate is recorded with its reason rather than
+# silently missing: no consent for the clinic's channel, and a time overlapping the patient's own bookings.
 PAGE_SQL = """
-SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since
+SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since,
+  CASE
+    WHEN NOT EXISTS (  -- the newest consent row of a channel the clinic's provider uses is GRANTED
+        SELECT 1 FROM scheduling_contactconsent c
+        WHERE c.patient_id = e.patient_id AND c.channel = ANY(%(channels)s) AND c.state = 'GRANTED'
+          AND c.id = (SELECT max(n.id) FROM scheduling_contactconsent n
+                      WHERE n.patient_id = c.patient_id AND n.channel = c.channel))
+      THEN 'NO_CONTACT_CONSENT'
+    WHEN EXISTS (  -- the patient's own holds and HELD/CONFIRMED appointments (the exclusion constraint's index)
+        SELECT 1 FROM scheduling_capacityallocation a
+        WHERE a.patient_id = e.patient_id AND a.active AND a.period && tstzrange(%(starts_at)s, %(ends_at)s, '[)'))
+      THEN 'PATIENT_OVERLAP'
+  END AS pass_reason
 FROM waitlist_waitlistentry e
 WHERE e.status = 'WAITING'
   AND e.clinic_id = %(clinic)s
@@ -77,6 +95,8 @@ class MatchStats:
     candidates: int = 0
     exhausted: bool = False  # True when every eligible entry was seen (not cut by a budget)
     budget_hit: str = ""
+    #: (entry ref, reason) of each candidate read but passed over (NO_CONTACT_CONSENT, PATIENT_OVERLAP).
+    passed_over: list[tuple[str, str]] = field(default_factory=list)
 
 
 def page_sql(slot_fit: int) -> str:
@@ -95,6 +115,7 @@ def page_params(
         "ends_at": vacancy.ends_at,
         "resource_kind": vacancy.resource.kind if vacancy.resource_id else None,
         "excluded_patient": vacancy.excluded_patient_id,
+        "channels": list(provider_channels(vacancy.clinic.settings)),
         "now": now,
         "vacancy": vacancy.pk,
         "cap": policy.weekly_offer_cap,
@@ -148,8 +169,12 @@ def candidates(
                 break
             decisions = provider.decisions_for(clinic=vacancy.clinic, patient_ids={r[2] for r in rows})
             spent += clock() - started
-            for entry_id, ref, patient_id, version, rank, since in rows:
+            for entry_id, ref, patient_id, version, rank, since, pass_reason in rows:
                 stats.candidates += 1
+                if pass_reason:
+                    stats.passed_over.append((ref, pass_reason))
+                    logger.info("vacancy %s passes over %s: %s", vacancy.ref, ref, pass_reason)
+                    continue
                 yield Candidate(
                     entry_id=entry_id,
                     entry_ref=ref,
@@ -172,6 +197,9 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
 
     Returns a reason code, or None when the entry may be offered this vacancy.
     """
+    from scheduling.models import CapacityAllocation
+    from scheduling.services.allocations import period
+
     from .models import EntryStatus, Offer, VacancySkip  # local: keeps the module's import surface small
 
     if entry.status != EntryStatus.WAITING:
@@ -194,6 +222,12 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
         return "ALREADY_OFFERED"
     if VacancySkip.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk).exists():
         return "SKIPPED_BY_STAFF"
+    if not consent_granted(entry.patient_id, provider_channels(vacancy.clinic.settings)):
+        return "NO_CONTACT_CONSENT"
+    if CapacityAllocation.objects.filter(
+        patient_id=entry.patient_id, active=True, period__overlap=period(vacancy.starts_at, vacancy.ends_at)
+    ).exists():
+        return "PATIENT_OVERLAP"
     if policy.weekly_offer_cap is not None:
         recent = Offer.objects.filter(
             clinic_id=entry.clinic_id, patient_id=entry.patient_id, created_at__gt=now - WEEK

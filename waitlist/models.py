@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
 
+from common.models import AppendOnlyQuerySet
 from common.refs import RefField
 
 
@@ -141,6 +142,15 @@ class WaitlistPolicy(models.Model):
     def digest(self) -> str:
         canonical = json.dumps({k: getattr(self, k) for k in self.DIGEST_FIELDS}, sort_keys=True)
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+    #: Matcher budgets: engineering knobs, kept out of the ADMIN editor (they still count in the digest).
+    TUNING_FIELDS = ("version", "page_size", "max_candidates", "max_pages", "time_budget_ms")
+
+    @classmethod
+    def editable_fields(cls) -> tuple[str, ...]:
+        """The fields an ADMIN edits (console, API, ``waitlist_policy``): every digest field but the
+        tuning ones, so a field added to ``DIGEST_FIELDS`` shows up in every editor by itself."""
+        return tuple(name for name in cls.DIGEST_FIELDS if name not in cls.TUNING_FIELDS)
 
     def action_for(self, decision_status: str) -> str:
         return self.stale_action if decision_status == DecisionStatus.STALE else self.unavailable_action
@@ -343,14 +353,6 @@ class Offer(models.Model):
 
     def __str__(self) -> str:
         return self.ref
-
-
-class AppendOnlyQuerySet(models.QuerySet):
-    def update(self, **kwargs):
-        raise TypeError("The offer event log is append-only.")
-
-    def delete(self):
-        raise TypeError("The offer event log is append-only.")
 
 
 class OfferEvent(models.Model):

@@ -9,6 +9,8 @@ Outcomes (``common.outbox``):
 - sent → the provider's name is recorded on the attempt;
 - offer no longer OFFERED (or past its expiry) → ``DeliverySkipped("OFFER_CLOSED")``: finished, not
   retried, not counted against the patient's contact cap;
+- no GRANTED contact consent on a channel the clinic's provider uses (the patient opted out, or never
+  consented) → ``DeliverySkipped("CONSENT_REVOKED")``: nothing is sent on a revoked channel;
 - waitlist flag off for the clinic → ``DeliverySkipped("FEATURE_OFF")``: "no new notification" means
   the row is finished without a send (re-enabling does not replay old notices; the offer expires
   and the cascade makes fresh ones);
@@ -27,10 +29,11 @@ from django.utils.translation import gettext as _
 from common.models import OutboxMessage
 from common.notify import Notice, check_send_window, provider_for
 from common.outbox import DeliverySkipped
+from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
 
 from .models import Offer, OfferStatus
-from .tokens import claim_link
+from .tokens import claim_link, optout_link
 
 OFFER_TOPIC = "waitlist.offer_made"
 LANGUAGES = ("en", "ko")
@@ -61,6 +64,12 @@ def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]
     return subject, body
 
 
+def optout_line(link: str, language: str) -> str:
+    """The line every notice ends with: how to stop these messages, without signing in."""
+    with translation.override(language if language in LANGUAGES else "en"):
+        return "\n" + _("To stop waiting-list messages, open:\n%(link)s\n") % {"link": link}
+
+
 def deliver_offer_notice(message: OutboxMessage) -> str:
     """The outbox handler for ``waitlist.offer_made``; returns the provider name."""
     now = timezone.now()
@@ -77,6 +86,8 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     clinic, patient = offer.clinic, offer.patient
     if not feature_enabled("waitlist", clinic):
         raise DeliverySkipped("FEATURE_OFF")
+    if not consent_granted(patient.pk, provider_channels(clinic.settings)):
+        raise DeliverySkipped("CONSENT_REVOKED")
     check_send_window(
         clinic_settings=clinic.settings,
         tz_name=clinic.timezone,
@@ -85,6 +96,7 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     )
     link = claim_link(offer)
     subject, body = offer_notice_text(offer, link, patient.language)
+    body += optout_line(optout_link(patient), patient.language)
     provider = provider_for(clinic.settings)
     # The contact is read here, at send time, and goes only to the provider (never to a log).
     provider.send(

@@ -50,3 +50,28 @@ def claim_token_read(token) -> tuple[str, str]:
 
 def claim_link(offer: Offer) -> str:
     return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/claim/{claim_token_make(offer)}/"
+
+
+OPTOUT_SALT = "waitlist.optout"
+
+
+def optout_token_make(patient) -> str:
+    """The opt-out link's token: signed, names one patient, never expires (a notice may be read late)."""
+    return signing.dumps({"p": patient.ref}, salt=OPTOUT_SALT, compress=False)
+
+
+def optout_token_read(token) -> str:
+    """The patient ref of a genuine opt-out token; TokenInvalid otherwise."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        raise TokenInvalid()
+    try:
+        data = signing.loads(token, salt=OPTOUT_SALT)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise TokenInvalid() from exc
+    if not isinstance(data, dict) or not isinstance(data.get("p"), str):
+        raise TokenInvalid()
+    return data["p"]
+
+
+def optout_link(patient) -> str:
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/optout/{optout_token_make(patient)}/"

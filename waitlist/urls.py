@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .api import views
+from .api import controls, views
 
 C = "clinics/<str:clinic>/"
 
@@ -30,4 +30,9 @@ urlpatterns = [
     path(C + "holds/<str:ref>/retry-booking", views.HoldRetryBookingView.as_view(), name="hold-retry-booking"),
     path("ops/waitlist", views.WaitlistOpsView.as_view(), name="waitlist-ops"),
     path(C + "booking-decisions/", views.DecisionFeedView.as_view(), name="booking-decision-feed"),
+    # Operator controls (ADMIN writes): switch, tenant allowlist, policy versions.
+    path(C + "waitlist/controls", controls.WaitlistControlsView.as_view(), name="waitlist-controls"),
+    path(C + "waitlist/switch", controls.WaitlistSwitchView.as_view(), name="waitlist-switch"),
+    path(C + "waitlist/tenant-allowlist", controls.WaitlistAllowlistView.as_view(), name="waitlist-allowlist"),
+    path(C + "waitlist/policy", controls.WaitlistPolicyView.as_view(), name="waitlist-policy"),
 ]

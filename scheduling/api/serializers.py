@@ -6,7 +6,17 @@ from rest_framework import serializers
 
 from common.timefmt import iso_in_zone
 
-from ..models import Appointment, AppointmentStatus, Language, Patient, Practitioner, Resource, Treatment
+from ..models import (
+    Appointment,
+    AppointmentStatus,
+    ConsentState,
+    ContactChannel,
+    Language,
+    Patient,
+    Practitioner,
+    Resource,
+    Treatment,
+)
 from .base import ClinicRefField
 
 
@@ -16,6 +26,16 @@ class PatientCreateInput(serializers.Serializer):
     phone = serializers.RegexField(r"^\+?[0-9 ()-]{3,40}$", required=False, allow_blank=True, default="")
     language = serializers.ChoiceField(choices=Language.choices)
     crm_patient_ref = serializers.CharField(required=False, max_length=200)
+    contact_consent = serializers.ListField(
+        child=serializers.ChoiceField(choices=ContactChannel.choices), required=False, default=list, max_length=2,
+        help_text="channels the patient agreed to be contacted on (recorded GRANTED, source API)",
+    )
+
+
+class ConsentInput(serializers.Serializer):
+    channels = serializers.ListField(child=serializers.ChoiceField(choices=ContactChannel.choices), min_length=1,
+                                     max_length=2)
+    state = serializers.ChoiceField(choices=ConsentState.choices)
 
 
 class AppointmentCreateInput(serializers.Serializer):

@@ -10,6 +10,8 @@ urlpatterns = [
     path("clinics/<str:clinic>/treatments/", views.TreatmentListView.as_view(), name="treatment-list"),
     path("clinics/<str:clinic>/resources/", views.ResourceListView.as_view(), name="resource-list"),
     path("clinics/<str:clinic>/patients/", views.PatientCreateView.as_view(), name="patient-create"),
+    path("clinics/<str:clinic>/patients/<str:ref>/consent", views.PatientConsentView.as_view(),
+         name="patient-consent"),
     path(
         "clinics/<str:clinic>/appointments/", views.AppointmentCreateView.as_view(), name="appointment-create"
     ),

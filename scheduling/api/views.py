@@ -7,11 +7,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import selectors, services
-from ..models import Practitioner, Resource, Treatment
-from ..scoping import clinics_for_user
+from ..models import ConsentSource, Patient, Practitioner, Resource, Treatment
+from ..scoping import clinics_for_user, scoped_get
 from .base import ClinicAPIView
 from .serializers import (
     AppointmentCreateInput,
+    ConsentInput,
     PatientCreateInput,
     appointment_body,
     reference_body,
@@ -56,7 +57,7 @@ class PatientCreateView(ClinicAPIView):
     def post(self, request, clinic):
         def execute(_receipt):
             data = self.validated(PatientCreateInput)
-            patient = services.patient_create(clinic=self.clinic, **data)
+            patient = services.patient_create(clinic=self.clinic, actor_label=request.user.get_username(), **data)
             return 201, {"ref": patient.ref}
 
         return self.command("patient_create", execute)
@@ -79,3 +80,23 @@ class AppointmentDetailView(ClinicAPIView):
     @extend_schema(responses={200: OpenApiResponse(description="appointment")})
     def get(self, request, clinic, ref):
         return Response(appointment_body(selectors.appointment_detail(self.clinic, ref)))
+
+
+class PatientConsentView(ClinicAPIView):
+    """A patient's contact consent: the current state per channel and the newest history rows (states, sources and
+    times only, never contact data). POST records a change (source API, actor = the caller)."""
+
+    @extend_schema(responses={200: OpenApiResponse(description="{patient, current, history}")})
+    def get(self, request, clinic, ref):
+        return Response(selectors.consent_view(scoped_get(Patient, self.clinic, ref)))
+
+    @extend_schema(request=ConsentInput, responses={200: OpenApiResponse(description="{patient, current, history}")})
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            patient = scoped_get(Patient, self.clinic, ref)
+            data = self.validated(ConsentInput)
+            services.consent_record(patient=patient, channels=data["channels"], state=data["state"],
+                                    source=ConsentSource.API, actor_label=request.user.get_username())
+            return 200, selectors.consent_view(patient)
+
+        return self.command("consent_record", execute)

@@ -6,6 +6,7 @@ from .appointments import (
     appointment_move,
     appointment_set_status,
 )
+from .consent import consent_current, consent_record
 from .features import feature_enabled, feature_set
 from .holds import hold_accept, hold_book, hold_place, hold_release
 from .patients import patient_create
@@ -18,6 +19,8 @@ __all__ = [
     "appointment_set_status",
     "clinic_grant_role",
     "clinic_revoke_role",
+    "consent_current",
+    "consent_record",
     "feature_enabled",
     "feature_set",
     "hold_accept",

@@ -1,4 +1,5 @@
-"""Allocation writes. The exclusion constraint is the judge; a violation becomes SLOT_OCCUPIED."""
+"""Allocation writes. The exclusion constraints are the judge: a practitioner/resource overlap is
+SLOT_OCCUPIED, an overlap with the same patient's other holds or appointments PATIENT_OVERLAP."""
 
 from __future__ import annotations
 
@@ -10,9 +11,9 @@ from django.db import IntegrityError, OperationalError, transaction
 from psycopg.errors import DeadlockDetected, ExclusionViolation
 from psycopg.types.range import Range
 
-from common.errors import SlotOccupied
+from common.errors import PatientOverlap, SlotOccupied
 
-from ..models import AllocationKind, CapacityAllocation
+from ..models import PATIENT_OVERLAP_CONSTRAINT, AllocationKind, CapacityAllocation
 
 T = TypeVar("T")
 
@@ -34,6 +35,8 @@ def occupy(write: Callable[[], T]) -> T:
                 return write()
         except IntegrityError as exc:
             if isinstance(exc.__cause__, ExclusionViolation):
+                if exc.__cause__.diag.constraint_name == PATIENT_OVERLAP_CONSTRAINT:
+                    raise PatientOverlap("The patient has a hold or appointment at an overlapping time.") from exc
                 raise SlotOccupied("That time is already taken for this practitioner or resource.") from exc
             raise
         except OperationalError as exc:
@@ -45,12 +48,13 @@ def occupy(write: Callable[[], T]) -> T:
 
 
 def allocate(
-    *, clinic_id, practitioner_id, resource_id, starts_at, ends_at, kind, hold=None, appointment=None
+    *, clinic_id, practitioner_id, resource_id, patient_id, starts_at, ends_at, kind, hold=None, appointment=None
 ):
     return occupy(
         lambda: CapacityAllocation.objects.create(
             clinic_id=clinic_id,
             practitioner_id=practitioner_id,
+            patient_id=patient_id,
             resource_id=resource_id,
             period=period(starts_at, ends_at),
             kind=kind,
@@ -65,6 +69,7 @@ def allocate_for_appointment(appointment) -> CapacityAllocation:
         clinic_id=appointment.clinic_id,
         practitioner_id=appointment.practitioner_id,
         resource_id=appointment.resource_id,
+        patient_id=appointment.patient_id,
         starts_at=appointment.starts_at,
         ends_at=appointment.ends_at,
         kind=AllocationKind.APPOINTMENT,
@@ -81,6 +86,7 @@ def reallocate_appointment(appointment) -> CapacityAllocation:
             clinic_id=appointment.clinic_id,
             practitioner_id=appointment.practitioner_id,
             resource_id=appointment.resource_id,
+            patient_id=appointment.patient_id,
             period=period(appointment.starts_at, appointment.ends_at),
             kind=AllocationKind.APPOINTMENT,
             appointment=appointment,

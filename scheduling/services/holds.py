@@ -34,7 +34,8 @@ def hold_place(
     expires_at: datetime,
     purpose: str = "WAITLIST_OFFER",
 ) -> CapacityHold:
-    """Reserve the slot for one patient until ``expires_at``; SLOT_OCCUPIED if anything overlaps."""
+    """Reserve the slot for one patient until ``expires_at``; SLOT_OCCUPIED if the practitioner or resource
+    is taken, PATIENT_OVERLAP if the patient holds or has booked an overlapping time."""
     with transaction.atomic():
         hold = CapacityHold.objects.create(
             clinic=clinic,
@@ -51,6 +52,7 @@ def hold_place(
             clinic_id=clinic.pk,
             practitioner_id=practitioner_id,
             resource_id=resource_id,
+            patient_id=patient_id,
             starts_at=starts_at,
             ends_at=ends_at,
             kind=AllocationKind.HOLD,

@@ -2,7 +2,8 @@ import hashlib
 
 from django.db import transaction
 
-from ..models import Clinic, Language, Patient
+from ..models import Clinic, ConsentSource, ConsentState, Language, Patient
+from .consent import consent_record
 
 
 def crm_fingerprint(crm_patient_ref: str) -> str:
@@ -18,9 +19,13 @@ def patient_create(
     phone: str = "",
     language: str = Language.EN,
     crm_patient_ref: str | None = None,
+    contact_consent: list[str] | tuple[str, ...] = (),
+    consent_source: str = ConsentSource.API,
+    actor_label: str = "",
 ) -> Patient:
+    """Create a patient; ``contact_consent`` channels are recorded GRANTED (with the source) in the same transaction."""
     with transaction.atomic():
-        return Patient.objects.create(
+        patient = Patient.objects.create(
             tenant_group_id=clinic.tenant_group_id,
             clinic=clinic,
             display_name=display_name,
@@ -29,3 +34,7 @@ def patient_create(
             language=language,
             crm_fingerprint=crm_fingerprint(crm_patient_ref) if crm_patient_ref else "",
         )
+        if contact_consent:
+            consent_record(patient=patient, channels=contact_consent, state=ConsentState.GRANTED,
+                           source=consent_source, actor_label=actor_label or "system:patient_create")
+        return patient

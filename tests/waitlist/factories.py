@@ -53,6 +53,9 @@ class World:
     other_treatment: object
     staff: object
 
+    def __post_init__(self):
+        f.waitlist_on(self.clinic)  # a new tenant starts with the waitlist off
+
     def patient(self, **kw):
         return f.PatientFactory(clinic=self.clinic, **kw)
 

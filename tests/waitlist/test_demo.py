@@ -37,3 +37,20 @@ def test_seed_demo_is_idempotent_and_a_cancellation_makes_an_offer(db, caplog):
     with caplog.at_level("INFO", logger="common.notify"):
         assert deliver() == {"SENT": 1}
     assert "/claim/" in caplog.text
+
+
+def test_the_demo_admin_reads_the_django_admin_and_changes_nothing(db):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    call_command("seed_demo", stdout=StringIO())
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="admin"))
+    assert client.get("/admin/waitlist/waitlistentry/").status_code == 200
+    entry = WaitlistEntry.objects.first()
+    assert client.get(f"/admin/waitlist/waitlistentry/{entry.pk}/change/").status_code == 200  # view only
+    assert client.post(f"/admin/waitlist/waitlistentry/{entry.pk}/change/", {"status": "WITHDRAWN"}).status_code == 403
+    assert client.get("/admin/waitlist/waitlistentry/add/").status_code == 403
+    assert client.get("/admin/scheduling/patient/").status_code == 403  # contacts stay out of the admin
+    entry.refresh_from_db()
+    assert entry.status == "WAITING"

@@ -52,6 +52,7 @@ class WaitlistMachine(RuleBasedStateMachine):
     @initialize()
     def world(self):
         self.clinic = f.ClinicFactory(timezone="Asia/Seoul")
+        f.waitlist_on(self.clinic)
         self.doctor = f.PractitionerFactory(clinic=self.clinic)
         self.treatment = f.TreatmentFactory(clinic=self.clinic, duration_minutes=30)
         self.patients = [f.PatientFactory(clinic=self.clinic) for _ in range(4)]

@@ -1,11 +1,12 @@
 """Waitlist commands: the only writers of waitlist rows. Each opens its own transaction."""
 
 from .booking import offer_book
+from .controls import waitlist_switch_set, waitlist_tenant_allow
 from .decisions import decision_record
 from .entries import entry_create, entry_withdraw
 from .loop import expire_run, reconcile_run
 from .offers import offer_claim, offer_decline, offer_expire, offer_withdraw, offers_expire_due
-from .policy import policy_current, policy_publish
+from .policy import policy_change, policy_current, policy_publish
 from .recovery import (
     ReviewResult,
     hold_retry_booking,
@@ -31,6 +32,7 @@ __all__ = [
     "offer_expire",
     "offer_withdraw",
     "offers_expire_due",
+    "policy_change",
     "policy_current",
     "policy_publish",
     "reconcile_run",
@@ -39,4 +41,6 @@ __all__ = [
     "vacancy_redispatch",
     "vacancy_reopen",
     "vacancy_review_resolve",
+    "waitlist_switch_set",
+    "waitlist_tenant_allow",
 ]

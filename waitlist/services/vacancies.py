@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from common.cas import cas_update
-from common.errors import NotFound, SlotOccupied
+from common.errors import NotFound, PatientOverlap, SlotOccupied
 from common.services import audit_record, new_correlation_id, outbox_enqueue
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic, Patient
@@ -285,6 +285,10 @@ def _promote(
                     ends_at=locked.ends_at,
                     expires_at=expires_at,
                 )
+            except PatientOverlap:
+                # The patient booked or was offered an overlapping time since the check above: next candidate.
+                logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
+                return None
             except SlotOccupied:
                 # Someone booked the time directly: the exclusion constraint says the slot is gone.
                 cas_update(

@@ -1,0 +1,48 @@
+"""Forms of the waitlist controls page: each is the ADMIN reason + confirm + idempotency-key form plus
+its own fields; the policy form's fields come from the model (``waitlist.forms.policy_form_class``)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from waitlist.forms import policy_form_class
+
+from .forms import ReasonConfirmForm
+
+ON_OFF = [("on", "ON"), ("off", "OFF")]
+
+
+class _ControlForm(ReasonConfirmForm):
+    prefix_name = ""
+    confirm_label = ""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("auto_id", f"{self.prefix_name}_%s")  # ids stay unique beside the other forms
+        super().__init__(*args, **kwargs)
+        self.fields["confirm"].label = self.confirm_label
+
+
+class SwitchForm(_ControlForm):
+    prefix_name = "switch"
+    confirm_label = "I want to change whether this clinic makes waitlist offers."
+    state = forms.ChoiceField(choices=ON_OFF, label="Waitlist at this clinic")
+
+
+class AllowlistForm(_ControlForm):
+    prefix_name = "allowlist"
+    confirm_label = "I want to change the rollout allowlist for every clinic of this tenant."
+    state = forms.ChoiceField(choices=[("on", "Allowed"), ("off", "Not allowed")], label="Tenant on the allowlist")
+
+
+def policy_edit_form(current, data=None) -> ReasonConfirmForm:
+    """The model-derived policy fields, then reason, confirm and key; ``expected_version`` pins the version
+    the ADMIN looked at, so a change made meanwhile is a VERSION_CONFLICT rather than silently overwritten."""
+
+    class PolicyEditForm(_ControlForm, policy_form_class()):
+        prefix_name = "policy"
+        confirm_label = "I want to publish these values as a new policy version."
+        expected_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
+
+    names = current.editable_fields()
+    initial = {name: getattr(current, name) for name in names} | {"expected_version": current.version}
+    return PolicyEditForm(data=data, initial=initial)

@@ -1,0 +1,68 @@
+"""Contact consent: append a row per change; the newest row per (patient, channel) is the current state.
+
+Dispatch (``waitlist.matcher``) offers only to a patient with a GRANTED channel the clinic's provider uses,
+and delivery sends only on a GRANTED channel. A no-op change (same state again) appends nothing, so the
+history shows changes, not clicks.
+"""
+
+from __future__ import annotations
+
+from django.db import transaction
+from django.utils import timezone
+
+from common.errors import ValidationFailed
+
+from ..models import ConsentSource, ConsentState, ContactChannel, ContactConsent, Patient
+
+#: The channel each notification provider uses (``clinic.settings["notification"]["provider"]``). The demo's
+#: console provider stands in for either, so either consent will do.
+PROVIDER_CHANNELS = {
+    "email": (ContactChannel.EMAIL,),
+    "webhook": (ContactChannel.SMS,),
+    "console": (ContactChannel.EMAIL, ContactChannel.SMS),
+}
+
+
+def consent_current(patient_id: int) -> dict[str, str | None]:
+    """``{channel: GRANTED | REVOKED | None}`` from the newest row of each channel (one query)."""
+    state: dict[str, str | None] = dict.fromkeys(ContactChannel.values)
+    rows = (ContactConsent.objects.filter(patient_id=patient_id).order_by("channel", "-id")
+            .distinct("channel").values_list("channel", "state"))
+    state.update(dict(rows))
+    return state
+
+
+def consent_record(
+    *, patient: Patient, channels: list[str] | tuple[str, ...], state: str, source: str, actor_label: str, now=None
+) -> list[ContactConsent]:
+    """Set ``channels`` to ``state`` for the patient; returns the rows appended (none for a no-op)."""
+    if state not in ConsentState.values or source not in ConsentSource.values:
+        raise ValidationFailed("Unknown consent state or source.", fields={"state": [state], "source": [source]})
+    unknown = [c for c in channels if c not in ContactChannel.values]
+    if unknown or not channels:
+        raise ValidationFailed("Unknown contact channel.", fields={"channels": unknown or ["Give a channel."]})
+    now = now or timezone.now()
+    with transaction.atomic():
+        # Serialise changes of one patient so "newest row" and "no-op" are judged on the truth.
+        Patient.objects.select_for_update(no_key=True).filter(pk=patient.pk).first()
+        current = consent_current(patient.pk)
+        return [
+            ContactConsent.objects.create(clinic_id=patient.clinic_id, patient=patient, channel=channel, state=state,
+                                          source=source, actor=actor_label[:150], recorded_at=now)
+            for channel in dict.fromkeys(channels)
+            if current[channel] != state
+        ]
+
+
+def consent_granted(patient_id: int, channels) -> bool:
+    """True when any of ``channels`` is currently GRANTED for the patient."""
+    current = consent_current(patient_id)
+    return any(current[c] == ConsentState.GRANTED for c in channels)
+
+
+def provider_channels(clinic_settings: dict) -> tuple[str, ...]:
+    from django.conf import settings
+
+    config = (clinic_settings or {}).get("notification") or {}
+    kind = config.get("provider", getattr(settings, "NOTIFY_DEFAULT_PROVIDER", "console"))
+    return PROVIDER_CHANNELS.get(kind, PROVIDER_CHANNELS["console"])

@@ -1,0 +1,75 @@
+"""The waitlist controls page: everyone in scope reads it, only ADMIN change the switch and the policy."""
+
+from __future__ import annotations
+
+from common.models import AuditEntry
+from scheduling.services.features import feature_enabled
+from waitlist import services
+from waitlist.models import WaitlistPolicy
+
+PAGE = "/console/c/{}/controls/"
+
+
+def _post(client, url, *, htmx=False, **fields):
+    body = {"reason": "because of the drill", "confirm": "on", "idempotency_key": fields.pop("key", "key-1"), **fields}
+    return client.post(url, body, headers={"HX-Request": "true"} if htmx else {})
+
+
+def test_the_page_shows_the_switch_state_and_the_current_policy(clinic, staff_web):
+    policy = services.policy_current(clinic=clinic)
+    html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
+    assert 'data-testid="switch-effective">OFF' in html
+    assert policy.digest()[:16] in html and 'data-field="hold_minutes"' in html
+    assert "reason-confirm" not in html  # STAFF see no forms
+
+
+def test_staff_cannot_post_a_switch(clinic, staff_web):
+    response = _post(staff_web, PAGE.format(clinic.ref) + "switch/", state="on")
+    assert response.status_code == 403 and not AuditEntry.objects.exists()
+
+
+def test_an_admin_allowlists_the_tenant_from_the_console(clinic, admin_web):
+    response = _post(admin_web, PAGE.format(clinic.ref) + "allowlist/", state="on", htmx=True)
+    assert response.status_code == 200 and response["HX-Retarget"] == "#controls-panel"
+    assert feature_enabled("waitlist", clinic)
+    assert AuditEntry.objects.get().reason == "because of the drill"
+
+
+def test_a_double_submit_of_the_switch_acts_once(clinic, admin_web):
+    for _ in range(2):
+        _post(admin_web, PAGE.format(clinic.ref) + "switch/", state="off", key="same-key")
+    assert AuditEntry.objects.count() == 1
+
+
+def test_an_admin_publishes_a_policy_version_from_the_model_form(clinic, admin_web):
+    current = services.policy_current(clinic=clinic)
+    fields = {name: ("" if getattr(current, name) is None else getattr(current, name))
+              for name in WaitlistPolicy.editable_fields()}
+    fields.update(hold_minutes=7, expected_version=current.version)
+    html = _post(admin_web, PAGE.format(clinic.ref) + "policy/", **fields).content.decode()
+    new = services.policy_current(clinic=clinic)
+    assert new.version == current.version + 1 and new.hold_minutes == 7
+    assert new.digest()[:16] in html
+
+
+def test_an_invalid_policy_value_shows_the_field_error_and_publishes_nothing(clinic, admin_web):
+    current = services.policy_current(clinic=clinic)
+    html = _post(admin_web, PAGE.format(clinic.ref) + "policy/", hold_minutes=0, min_lead_minutes=10,
+                 stale_action="STAFF_REVIEW", unavailable_action="STAFF_REVIEW", decline_suppression_hours=1,
+                 expected_version=current.version).content.decode()
+    assert "field-error" in html
+    assert services.policy_current(clinic=clinic).version == current.version
+
+
+def test_the_page_lists_consent_changes_as_states_without_contact_data(clinic, staff_web):
+    from scheduling.models import ConsentSource, ConsentState, ContactChannel
+    from scheduling.services import consent_record
+    from tests import factories as f
+    from tests.conftest import assert_no_pii
+
+    patient = f.PatientFactory(clinic=clinic)
+    consent_record(patient=patient, channels=[ContactChannel.SMS], state=ConsentState.REVOKED,
+                   source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
+    html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
+    assert patient.ref in html and "REVOKED" in html and "OPT_OUT_LINK" in html
+    assert_no_pii(html, [patient])

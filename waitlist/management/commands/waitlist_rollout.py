@@ -1,0 +1,59 @@
+"""The waitlist rollout from the shell, through the same audited commands as the console and the API.
+
+    manage.py waitlist_rollout show      --clinic CL --actor-username NAME
+    manage.py waitlist_rollout switch    --clinic CL --on|--off --reason TEXT --actor-username NAME
+    manage.py waitlist_rollout allowlist --clinic CL --on|--off --reason TEXT --actor-username NAME
+
+``switch`` turns the waitlist on or off for one clinic; ``allowlist`` puts the clinic's tenant group on the
+rollout allowlist or takes it off (a new tenant starts off). The actor must be an ADMIN of the clinic.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError
+
+from common.errors import DomainError
+from scheduling.models import Clinic, Role
+from scheduling.scoping import clinic_for_user
+from waitlist import services
+from waitlist.selectors_controls import controls_snapshot
+
+
+def admin_scope(username: str, clinic_ref: str):
+    """(user, clinic) for an active ADMIN of the clinic; CommandError otherwise (unknown looks like foreign)."""
+    user = get_user_model().objects.filter(username=username, is_active=True).first() if username else None
+    if user is None:
+        raise CommandError("--actor-username: unknown or inactive user")
+    try:
+        clinic: Clinic = clinic_for_user(user, clinic_ref, role=Role.ADMIN)
+    except DomainError as exc:
+        raise CommandError(f"{exc.code}: the user is not an ADMIN of that clinic") from exc
+    return user, clinic
+
+
+class Command(BaseCommand):
+    help = "Show the waitlist switch of a clinic, switch it, or change its tenant's place on the allowlist."
+
+    def add_arguments(self, parser):
+        parser.add_argument("action", choices=("show", "switch", "allowlist"))
+        parser.add_argument("--clinic", required=True, help="clinic ref")
+        state = parser.add_mutually_exclusive_group()
+        state.add_argument("--on", dest="state", action="store_const", const=True)
+        state.add_argument("--off", dest="state", action="store_const", const=False)
+        parser.add_argument("--reason", default="")
+        parser.add_argument("--actor-username", default="", help="an ADMIN of the clinic")
+
+    def handle(self, *args, action, clinic, state, reason, actor_username, **options):
+        user, scoped = admin_scope(actor_username, clinic)
+        if action != "show":
+            if state is None:
+                raise CommandError("give --on or --off")
+            command = services.waitlist_switch_set if action == "switch" else services.waitlist_tenant_allow
+            kwargs = {"enabled": state} if action == "switch" else {"allowed": state}
+            try:
+                command(clinic=scoped, actor=user, reason=reason, system_label="manage.py", **kwargs)
+            except DomainError as exc:
+                raise CommandError(f"{exc.code}: {exc.detail}") from exc
+        switch = controls_snapshot(clinic=scoped)["switch"]
+        self.stdout.write(" ".join(f"{key}={value}" for key, value in switch.items()))

@@ -1,0 +1,47 @@
+"""The opt-out page (no sign-in): ``/optout/<token>/`` from the link in every notice.
+
+GET shows the patient's current state and one button; POST records REVOKED on every channel (source
+OPT_OUT_LINK) through ``scheduling``'s consent service: a new history row, nothing deleted. A link prefetcher
+(GET) never opts anyone out. A bad token is a plain 404 page. The page speaks the patient's language and shows
+no contact data.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import translation
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_http_methods
+
+from scheduling.models import ConsentSource, ConsentState, ContactChannel, Patient
+from scheduling.services.consent import consent_current, consent_record
+
+from .notifications import LANGUAGES
+from .tokens import TokenInvalid, optout_token_read
+
+
+def _render(request: HttpRequest, patient: Patient, status: int = 200) -> HttpResponse:
+    current = consent_current(patient.pk)
+    context = {"clinic_name": patient.clinic.name,
+               "opted_out": not any(state == ConsentState.GRANTED for state in current.values())}
+    response = render(request, "waitlist/optout.html", context, status=status)
+    response["Content-Language"] = translation.get_language()
+    return response
+
+
+@never_cache
+@require_http_methods(["GET", "POST"])
+def optout_page(request: HttpRequest, token: str) -> HttpResponse:
+    try:
+        patient_ref = optout_token_read(token)
+    except TokenInvalid:
+        return render(request, "waitlist/optout_invalid.html", status=404)
+    patient = Patient.objects.select_related("clinic").filter(ref=patient_ref).first()
+    if patient is None:
+        return render(request, "waitlist/optout_invalid.html", status=404)
+    with translation.override(patient.language if patient.language in LANGUAGES else "en"):
+        if request.method == "POST":
+            consent_record(patient=patient, channels=ContactChannel.values, state=ConsentState.REVOKED,
+                           source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
+        return _render(request, patient)
