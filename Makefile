@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint bench clean-data demo-event
+.PHONY: run test install lint bench clean-data demo-event fuzz soak
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,3 +54,14 @@ bench: $(BENCH_STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
 	@command -v pgbench >/dev/null || (apt-get update -qq && apt-get install -y -qq postgresql-client)
 	BENCH_SCALE=$(BENCH_SCALE) $(PY) -m bench.run $(BENCH_ARGS)
+
+# Schemathesis against gunicorn on loopback (scratch database, private Redis): at least FUZZ_MIN_REQUESTS
+# (10,000) requests with a STAFF and an ADMIN token; fails on any 5xx or schema violation. See docs/security.md.
+fuzz: $(STAMP)
+	$(PY) -m tests.support.fuzz
+
+# Mixed load on loopback for SOAK_MINUTES (30) with the invariant checker every minute; fails on any
+# violation or 5xx. CI runs SOAK_MINUTES=2 after `make test`. See docs/security.md.
+SOAK_MINUTES ?= 30
+soak: $(STAMP)
+	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m tests.support.soak

@@ -71,3 +71,10 @@ class IdempotencyKeyReused(DomainError):
 class Unprocessable(DomainError):
     status_code = 422
     code = "UNPROCESSABLE"
+
+
+class PayloadTooLarge(DomainError):
+    """The body is over the endpoint's (or the server's) size limit; it was not read."""
+
+    status_code = 413
+    code = "PAYLOAD_TOO_LARGE"

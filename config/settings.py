@@ -43,6 +43,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "common.middleware.JunkRequestMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.locale.LocaleMiddleware",
@@ -134,7 +135,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["common.parsers.SafeJSONParser"],
     "EXCEPTION_HANDLER": "common.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
@@ -241,6 +242,11 @@ REEVALUATION_HMAC_KEYS = (
 )
 REEVALUATION_ISSUER = env("REEVALUATION_ISSUER", default="demo-crm")
 REEVALUATION_AUDIENCE = env("REEVALUATION_AUDIENCE", default="clinic-waitlist")
+# Client-supplied times must fall in a sane range (common/bounds.py): bookings now-1y..now+5y,
+# CRM source times 2000-01-01..now+skew.
+BOOKING_PAST_DAYS = env.int("BOOKING_PAST_DAYS", default=366)
+BOOKING_FUTURE_DAYS = env.int("BOOKING_FUTURE_DAYS", default=5 * 366)
+EVENT_FUTURE_SKEW_HOURS = env.int("EVENT_FUTURE_SKEW_HOURS", default=24)
 REEVALUATION_MAX_BODY_BYTES = env.int("REEVALUATION_MAX_BODY_BYTES", default=16384)
 # A clinic without a settings row starts here (rollout order: DISABLED → DRY_RUN → APPLY_*).
 REEVALUATION_DEFAULT_MODE = env("REEVALUATION_DEFAULT_MODE", default="DISABLED")

@@ -12,6 +12,11 @@ from common.errors import NotFound, PermissionDenied
 from .models import ROLE_PERMISSIONS, Clinic, ClinicGroupObjectPermission, ClinicUserObjectPermission, Role
 
 
+def _plausible_ref(ref) -> bool:
+    """A string PostgreSQL can compare: a NUL byte (refused by the server) cannot be in any ref."""
+    return isinstance(ref, str) and "\x00" not in ref
+
+
 def _codenames(role: Role) -> list[str]:
     if role == Role.ADMIN:
         return [ROLE_PERMISSIONS[Role.ADMIN]]
@@ -43,7 +48,7 @@ def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF) -> Clinic
 
     The returned clinic carries ``user_role`` (the highest role the user holds there).
     """
-    if not getattr(user, "is_authenticated", False) or not isinstance(clinic_ref, str):
+    if not getattr(user, "is_authenticated", False) or not _plausible_ref(clinic_ref):
         raise NotFound()
     admin_direct, admin_grouped = _grants(user, _codenames(Role.ADMIN))
     any_direct, any_grouped = _grants(user, _codenames(Role.STAFF))
@@ -73,7 +78,7 @@ def user_is_admin(user, clinic: Clinic) -> bool:
 
 def scoped_get(source: type[Model] | QuerySet, clinic: Clinic, ref, **filters) -> Model:
     """Fetch by ref inside ``clinic`` from a model or queryset; a missing or foreign ref is the same 404."""
-    if not isinstance(ref, str) or not ref:
+    if not _plausible_ref(ref) or not ref:
         raise NotFound()
     queryset = source if isinstance(source, QuerySet) else source.objects.all()
     obj = queryset.filter(clinic=clinic, ref=ref, **filters).first()

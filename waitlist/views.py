@@ -57,7 +57,7 @@ def _is_open(offer: Offer) -> bool:
 
 
 @never_cache
-@require_http_methods(["GET", "POST"])
+@require_http_methods(["GET", "HEAD", "POST"])
 def claim_page(request: HttpRequest, token: str) -> HttpResponse:
     try:
         offer_ref, entry_ref = claim_token_read(token)

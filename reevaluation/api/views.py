@@ -10,11 +10,12 @@ from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
 from common.errors import PermissionDenied, ValidationFailed
+from common.middleware import body_too_large, declared_length
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_user
 
 from .. import selectors
-from ..services import event_intake, redrive_execute, redrive_preview
+from ..services import event_intake, event_intake_oversized, redrive_execute, redrive_preview
 from .serializers import RedriveInput, SnapshotQuery
 
 
@@ -33,6 +34,7 @@ class EventIntakeView(APIView):
     authentication_classes: list = []
     permission_classes = [AllowAny]
     parser_classes = [_RawParser]
+    handles_oversized_body = True  # common.middleware leaves it to the view: a quarantine row is due
 
     @extend_schema(
         request=None,
@@ -41,10 +43,13 @@ class EventIntakeView(APIView):
             200: OpenApiResponse(description='{status: "DUPLICATE"}'),
             401: OpenApiResponse(description="SIGNATURE_INVALID"),
             400: OpenApiResponse(description="SCHEMA_INVALID"),
+            413: OpenApiResponse(description="PAYLOAD_TOO_LARGE (quarantined)"),
             422: OpenApiResponse(description="SCOPE_INVALID, PRIVACY_BOUNDARY"),
         },
     )
     def post(self, request):
+        if body_too_large(request):
+            event_intake_oversized(size=declared_length(request))
         result = event_intake(body=request.body, headers=request.headers)
         if result.status == "DUPLICATE":
             return Response({"status": "DUPLICATE"}, status=200)

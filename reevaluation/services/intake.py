@@ -18,7 +18,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils.dateparse import parse_datetime
 
-from common.errors import DomainError
+from common.bounds import event_range, within
+from common.errors import DomainError, PayloadTooLarge
 from common.services import new_correlation_id
 from scheduling.models import Clinic, TenantGroup
 
@@ -40,10 +41,11 @@ EVENT_FIELDS = frozenset(
         "occurredAt",
     }
 )
-_TOKEN = re.compile(r"^[A-Za-z0-9._:-]{1,100}$")
-_REF = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_SIGNATURE = re.compile(r"^sha256=([0-9a-fA-F]{64})$")
+# \A...\Z, not ^...$: "$" also matches before a trailing newline, which let "ref\n" through.
+_TOKEN = re.compile(r"\A[A-Za-z0-9._:-]{1,100}\Z")
+_REF = re.compile(r"\A[A-Za-z0-9_-]{1,40}\Z")
+_HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
+_SIGNATURE = re.compile(r"\Asha256=([0-9a-fA-F]{64})\Z")
 
 
 class SignatureInvalid(DomainError):
@@ -127,6 +129,13 @@ class _Refused(Exception):
         self.attribution = attribution
 
 
+class _TooLarge(_Refused):
+    """Over the size limit: quarantined as SCHEMA_INVALID, answered 413 PAYLOAD_TOO_LARGE."""
+
+    def __init__(self):
+        super().__init__(QuarantineReason.SCHEMA_INVALID)
+
+
 def _check_trust(body: bytes, headers) -> str:
     key_id = headers.get("X-Key-Id") or ""
     secret = hmac_keys().get(key_id)
@@ -168,7 +177,7 @@ def _is_int(value) -> bool:
 
 def _validate(body: bytes) -> tuple[dict, datetime]:
     if len(body) > settings.REEVALUATION_MAX_BODY_BYTES:
-        raise _Refused(QuarantineReason.SCHEMA_INVALID)
+        raise _TooLarge()
     try:
         data = json.loads(body)
     except (ValueError, RecursionError):  # RecursionError: absurdly nested input is bad input, not a 500
@@ -187,6 +196,8 @@ def _validate(body: bytes) -> tuple[dict, datetime]:
         occurred = parse_datetime(data["occurredAt"]) if isinstance(data.get("occurredAt"), str) else None
     except ValueError:  # well-formed but impossible, e.g. month 13
         occurred = None
+    if occurred is not None and not within(occurred, event_range()):
+        occurred = None  # year 10000 in UTC would store, then fail every read: refuse it here
     valid = (
         bool(event_id)
         and isinstance(data.get("tenantGroupId"), str)
@@ -209,14 +220,14 @@ def _validate(body: bytes) -> tuple[dict, datetime]:
     return data, occurred
 
 
-def _quarantine(body: bytes, refused: _Refused) -> QuarantineCase:
+def _quarantine(body: bytes, refused: _Refused, *, size: int | None = None) -> QuarantineCase:
     attribution = refused.attribution
     with transaction.atomic():
         case = QuarantineCase.objects.create(
             reason_code=refused.reason,
             category=QUARANTINE_CATEGORY[refused.reason],
             evidence_digest=hashlib.sha256(body).hexdigest(),
-            evidence_size=len(body),
+            evidence_size=len(body) if size is None else size,
             source="EVENT",
             event_id=attribution.get("event_id", ""),
             key_id=attribution.get("key_id", "")[:40],
@@ -239,7 +250,22 @@ def event_intake(*, body: bytes, headers) -> IntakeResult:
         return _accept(body, data, occurred, key_id, clinic)
     except _Refused as refused:
         case = _quarantine(body, refused)
-        raise _ERROR_FOR[refused.reason](f"Refused ({refused.reason}); quarantine case {case.ref}.") from None
+        raise _refusal_error(refused, case) from None
+
+
+def _refusal_error(refused: _Refused, case: QuarantineCase) -> Exception:
+    error = PayloadTooLarge if isinstance(refused, _TooLarge) else _ERROR_FOR[refused.reason]
+    return error(f"Refused ({refused.reason}); quarantine case {case.ref}.")
+
+
+def event_intake_oversized(*, size: int) -> None:
+    """A body over the server's upload limit, never read: quarantine its declared size, then 413.
+
+    The evidence digest is of the empty string (the bytes were not read, on purpose).
+    """
+    refused = _TooLarge()
+    case = _quarantine(b"", refused, size=size)
+    raise _refusal_error(refused, case)
 
 
 def _accept(body: bytes, data: dict, occurred: datetime, key_id: str, clinic: Clinic) -> IntakeResult:

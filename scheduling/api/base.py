@@ -54,7 +54,7 @@ class ClinicRefField(serializers.Field):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data):
-        if not isinstance(data, str) or not 0 < len(data) <= 40:
+        if not isinstance(data, str) or not 0 < len(data) <= 40 or "\x00" in data:
             self.fail("invalid")
         obj = self.model.objects.filter(clinic=self.context["clinic"], ref=data).first()
         if obj is None:

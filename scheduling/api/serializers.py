@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 
 from ..models import (
@@ -23,7 +24,7 @@ from .base import ClinicRefField
 class PatientCreateInput(serializers.Serializer):
     display_name = serializers.CharField(max_length=200)
     email = serializers.EmailField(required=False, allow_blank=True, default="")
-    phone = serializers.RegexField(r"^\+?[0-9 ()-]{3,40}$", required=False, allow_blank=True, default="")
+    phone = serializers.RegexField(r"\A\+?[0-9 ()-]{3,40}\Z", required=False, allow_blank=True, default="")
     language = serializers.ChoiceField(choices=Language.choices)
     crm_patient_ref = serializers.CharField(required=False, max_length=200)
     contact_consent = serializers.ListField(
@@ -56,6 +57,8 @@ class AppointmentCreateInput(serializers.Serializer):
     def validate_starts_at(self, value):
         if value.utcoffset() is None:
             raise serializers.ValidationError("Give an offset.")
+        if not is_bookable_time(value):
+            raise serializers.ValidationError("Must be within a year before and five years after now.")
         return value
 
 

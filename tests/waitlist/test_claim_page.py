@@ -193,3 +193,10 @@ def test_malformed_tokens_never_crash(world, plain_client, token):
         assert response.status_code in (404, 410), (token, response.status_code)
         body = response.content.decode()
         assert "Traceback" not in body
+
+
+def test_head_on_the_claim_page_answers_like_get_without_a_body(world):
+    offer = make_offer(world, world.patient(language="en"))
+    response = page_client().head(claim_path(offer))
+    assert response.status_code == 200 and response.content == b""
+    assert response["Content-Language"] == "en"

@@ -8,6 +8,7 @@ from zoneinfo import ZoneInfo
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 from scheduling.api.base import ClinicRefField
 from scheduling.models import Patient, Practitioner, Treatment
@@ -19,7 +20,10 @@ from ..models import DecisionStatus, Offer, Vacancy, WaitlistEntry
 class WindowBound(serializers.Field):
     """An aware datetime, or a date read in the clinic's zone: ``start`` → 00:00, ``end`` → 24:00."""
 
-    default_error_messages = {"invalid": "Give an ISO 8601 date, or a date-time with an offset."}
+    default_error_messages = {
+        "invalid": "Give an ISO 8601 date, or a date-time with an offset.",
+        "out_of_range": "Must be within a year before and five years after now.",
+    }
 
     def __init__(self, *, end: bool, **kwargs):
         self.end = end
@@ -32,12 +36,15 @@ class WindowBound(serializers.Field):
             if len(data) == 10:
                 day = date.fromisoformat(data)
                 zone = ZoneInfo(self.context["clinic"].timezone)
-                return datetime.combine(day + timedelta(days=1 if self.end else 0), time(0), tzinfo=zone)
-            value = datetime.fromisoformat(data.replace("Z", "+00:00"))
-        except ValueError:
+                value = datetime.combine(day + timedelta(days=1 if self.end else 0), time(0), tzinfo=zone)
+            else:
+                value = datetime.fromisoformat(data.replace("Z", "+00:00"))
+        except (ValueError, OverflowError):  # OverflowError: the day after 9999-12-31
             self.fail("invalid")
         if value.utcoffset() is None:
             self.fail("invalid")
+        if not is_bookable_time(value):
+            self.fail("out_of_range")
         return value
 
     def to_representation(self, value):
@@ -88,6 +95,8 @@ class DecisionInput(serializers.Serializer):
     def validate_expires_at(self, value):
         if value.utcoffset() is None:
             raise serializers.ValidationError("Give an offset.")
+        if not is_bookable_time(value):
+            raise serializers.ValidationError("Must be within a year before and five years after now.")
         return value
 
 

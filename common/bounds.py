@@ -1,0 +1,45 @@
+"""Sane ranges for client-supplied instants, so an absurd year is a typed 400, never a 500 later.
+
+Python's datetime stops at year 9999 and PostgreSQL's timestamptz does not, so an instant near
+either calendar edge can be stored and then fail on every read (or overflow when shifted to UTC).
+Every time a client sends is checked here first:
+
+- bookings (appointment starts, waitlist windows, decision expiries): ``now - 1 year`` to
+  ``now + 5 years`` (``BOOKING_PAST_DAYS`` / ``BOOKING_FUTURE_DAYS``);
+- source times reported by a CRM (``occurredAt``): ``EVENT_EARLIEST`` (2000-01-01) to
+  ``now + EVENT_FUTURE_SKEW_HOURS`` (a clock a little ahead is tolerated, a future one is not).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from django.conf import settings
+from django.utils import timezone
+
+EVENT_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def booking_range(now: datetime | None = None) -> tuple[datetime, datetime]:
+    now = now or timezone.now()
+    return (
+        now - timedelta(days=settings.BOOKING_PAST_DAYS),
+        now + timedelta(days=settings.BOOKING_FUTURE_DAYS),
+    )
+
+
+def event_range(now: datetime | None = None) -> tuple[datetime, datetime]:
+    now = now or timezone.now()
+    return EVENT_EARLIEST, now + timedelta(hours=settings.EVENT_FUTURE_SKEW_HOURS)
+
+
+def within(value: datetime, bounds: tuple[datetime, datetime]) -> bool:
+    """True when the aware ``value`` lies in ``bounds``; an instant Python cannot shift is outside."""
+    try:
+        return value.utcoffset() is not None and bounds[0] <= value.astimezone(UTC) <= bounds[1]
+    except (OverflowError, ValueError):
+        return False
+
+
+def is_bookable_time(value: datetime) -> bool:
+    return within(value, booking_range())
