@@ -40,7 +40,7 @@ def feature_set(
 ) -> FeatureFlag:
     """Change a flag (globally, its allowlist, or one clinic's switch) and audit it."""
     with transaction.atomic():
-        flag, _ = FeatureFlag.objects.select_for_update().get_or_create(name=name)
+        flag, _ = FeatureFlag.objects.select_for_update(no_key=True).get_or_create(name=name)
         changed = {}
         if enabled is not None:
             flag.enabled = changed["enabled"] = enabled
