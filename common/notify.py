@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from .models import OutboxMessage, OutboxStatus
-from .outbox import DeliveryDeferred, DeliveryFailed
+from .outbox import DeliveryDeferred, DeliveryFailed, DeliverySkipped
 
 logger = logging.getLogger(__name__)
 
@@ -146,3 +146,32 @@ def check_send_window(*, clinic_settings: dict, tz_name: str, recipient_ref: str
     until = contact_cap_until(recipient_ref, cap, now)
     if until is not None:
         raise DeliveryDeferred(until, "CONTACT_CAP")
+
+
+def contact_allowed(patient, purpose: str) -> bool:
+    """The single consent gate for patient notices.
+
+    Patient contact consent lives in ``scheduling`` (being added in parallel); wire its check here so
+    every patient notice (``send_patient_notice``) honours it. ``purpose`` names the kind of notice
+    (e.g. ``"reevaluation.change"``) for purpose-bound consent.
+    """
+    return True
+
+
+def send_patient_notice(*, message: OutboxMessage, clinic, patient, purpose: str, subject: str, body: str,
+                        link: str = "", now: datetime) -> str:
+    """Send one notice to a patient through the clinic's provider; returns the provider name.
+
+    The same rules as waitlist offers: consent first (``contact_allowed``; no consent → skipped, not
+    retried), quiet hours and the daily contact cap defer, the contact is read from the patient row
+    only here and goes only to the provider, never to a log.
+    """
+    if not contact_allowed(patient, purpose):
+        raise DeliverySkipped("NO_CONSENT")
+    check_send_window(clinic_settings=clinic.settings, tz_name=clinic.timezone,
+                      recipient_ref=message.recipient_ref or patient.ref, now=now)
+    provider = provider_for(clinic.settings)
+    provider.send(Notice(message_ref=message.ref, clinic_ref=clinic.ref, recipient_ref=patient.ref,
+                         language=patient.language, subject=subject, body=body, email=patient.email,
+                         phone=patient.phone, link=link))
+    return provider.name

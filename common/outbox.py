@@ -85,7 +85,7 @@ def outbox_lease(*, worker: str, limit: int = 50, lease_seconds: int = 60, now: 
     expired = Q(status=OutboxStatus.LEASED, lease_expires_at__lt=now)
     with transaction.atomic():
         rows = list(
-            OutboxMessage.objects.select_for_update(skip_locked=True)
+            OutboxMessage.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(due | expired, topic__in=topics)
             .order_by("created_at", "id")
             .values_list("id", flat=True)[:limit]
@@ -187,7 +187,7 @@ def outbox_reclaim_expired(*, now: datetime | None = None, limit: int = 500) -> 
     now = now or timezone.now()
     with transaction.atomic():
         ids = list(
-            OutboxMessage.objects.select_for_update(skip_locked=True)
+            OutboxMessage.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(status=OutboxStatus.LEASED, lease_expires_at__lt=now)
             .values_list("id", flat=True)[:limit]
         )

@@ -7,6 +7,10 @@ import uuid
 from django import forms
 from django.core.validators import RegexValidator
 
+from common.errors import ValidationFailed
+from reevaluation.models import FailureClass
+from reevaluation.services.redrive import check_classes
+
 printable = RegexValidator(r"^[\x21-\x7e]{1,200}$", "Use 1–200 printable characters without spaces.")
 
 
@@ -46,9 +50,22 @@ class CursorForm(forms.Form):
 class RedrivePreviewForm(forms.Form):
     """PREVIEW a redrive in the current clinic (the scope is the URL's clinic, never a field).
 
-    No confirm box: a preview changes no job. The key makes a double submit show the same preview.
+    No confirm box for the default (TRANSIENT failures): a preview changes no job. Choosing CONTRACT or
+    TRUST_PRIVACY needs its own explicit box (the service's rule, ``check_classes``). The key makes a
+    double submit show the same preview.
     """
 
+    failure_classes = forms.MultipleChoiceField(
+        choices=[(c, c) for c in FailureClass.values],
+        initial=[FailureClass.TRANSIENT],
+        required=False,  # none ticked = the default, TRANSIENT
+        widget=forms.CheckboxSelectMultiple,
+        label="Failure classes",
+    )
+    include_non_transient = forms.BooleanField(
+        required=False,
+        label="CONTRACT / TRUST_PRIVACY failures were investigated: include them (never by default).",
+    )
     target_revision = forms.IntegerField(
         required=False, min_value=0, label="Target revision (optional)", widget=forms.NumberInput
     )
@@ -62,35 +79,88 @@ class RedrivePreviewForm(forms.Form):
         kwargs.setdefault("auto_id", "preview_%s")
         super().__init__(*args, **kwargs)
 
+    def clean(self):
+        data = super().clean()
+        try:
+            data["failure_classes"] = check_classes(
+                data.get("failure_classes"), data.get("include_non_transient", False)
+            )
+        except ValidationFailed as exc:
+            for name, messages in (exc.fields or {}).items():
+                self.add_error(name if name in self.fields else None, messages)
+        return data
+
 
 class RedriveExecuteForm(ReasonConfirmForm):
-    """EXECUTE exactly one earlier preview: its ref, a reason, the confirm box and the key."""
+    """EXECUTE exactly one earlier preview: its ref, the previewed jobs to leave out, a reason, the
+    confirm box (and a second one when the preview includes CONTRACT/TRUST_PRIVACY failures)."""
 
     preview = forms.CharField(max_length=40, validators=[printable], widget=forms.HiddenInput)
+    exclude = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Leave out (not redriven)"
+    )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, targets=(), non_transient=False, **kwargs):
         kwargs.setdefault("auto_id", "execute_%s")  # element ids stay unique beside the other forms
         super().__init__(*args, **kwargs)
+        self.fields["exclude"].choices = [(t["job"], f"{t['job']} ({t['failure_class']})") for t in targets]
+        if non_transient:
+            self.fields["confirm_non_transient"] = forms.BooleanField(
+                required=True,
+                label="This preview includes CONTRACT / TRUST_PRIVACY failures; they were investigated.",
+            )
 
 
-class ModeSetForm(ReasonConfirmForm):
+class SwitchSelect(forms.Select):
+    """A select that shows the current value first, disabled: submitting it unchanged sends nothing."""
+
+    def __init__(self, *args, current: str = "", **kwargs):
+        super().__init__(*args, **kwargs)
+        self.current = current
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        if value == self.current:
+            option["attrs"]["disabled"] = True
+        return option
+
+
+class SwitchForm(ReasonConfirmForm):
+    """A mode or drain switch: starts on the current value and offers only the allowed next moves
+    (``reevaluation.models.mode_moves``/``drain_moves``, the rules the services apply)."""
+
+    field_name = ""
+    id_prefix = ""
+    noun = ""
+
+    def __init__(self, *args, current: str, moves: list[str], **kwargs):
+        kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
+        super().__init__(*args, initial={self.field_name: current}, **kwargs)
+        self.current, self.moves = current, moves
+        field = self.fields[self.field_name]
+        field.choices = [(current, f"{current} (current)")] + [(m, m) for m in moves]
+        field.widget = SwitchSelect(choices=field.choices, current=current)
+        field.error_messages["required"] = f"Choose a new {self.noun}: {current} is already set."
+        self.fields["confirm"].label = f"I want to change this clinic's {self.noun}."
+
+    def clean(self):
+        data = super().clean()
+        value = data.get(self.field_name)
+        if value == self.current:
+            self.add_error(self.field_name, f"The {self.noun} is already {value}.")
+        elif value and value not in self.moves:
+            self.add_error(self.field_name, f"{value} is not an allowed move from {self.current}.")
+        return data
+
+
+class ModeSetForm(SwitchForm):
+    field_name, id_prefix, noun = "mode", "mode", "mutation mode"
     mode = forms.ChoiceField(label="Mutation mode")
 
-    def __init__(self, *args, choices=(), **kwargs):
-        kwargs.setdefault("auto_id", "mode_%s")
-        super().__init__(*args, **kwargs)
-        self.fields["mode"].choices = [(c, c) for c in choices]
-        self.fields["confirm"].label = "I want to change this clinic's mutation mode."
 
-
-class DrainSetForm(ReasonConfirmForm):
+class DrainSetForm(SwitchForm):
+    field_name, id_prefix, noun = "state", "drain", "drain state"
     state = forms.ChoiceField(label="Drain state")
-
-    def __init__(self, *args, choices=(), **kwargs):
-        kwargs.setdefault("auto_id", "drain_%s")
-        super().__init__(*args, **kwargs)
-        self.fields["state"].choices = [(c, c) for c in choices]
-        self.fields["confirm"].label = "I want to change this clinic's drain state."
 
 
 class WaitlistCursorForm(forms.Form):

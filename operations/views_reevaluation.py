@@ -19,7 +19,6 @@ from django.shortcuts import render
 from common.errors import DomainError, NotFound
 from common.idempotency import StoredResponse, request_digest, run_idempotent
 from reevaluation import selectors
-from reevaluation.models import DrainState, MutationMode
 from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
 from scheduling.models import Clinic, Role
 
@@ -56,12 +55,15 @@ def _is_admin(clinic: Clinic) -> bool:
     return clinic.user_role == Role.ADMIN
 
 
-def _switch_forms(clinic: Clinic, *, mode_form=None, drain_form=None) -> dict:
+def _switch_forms(clinic: Clinic, switches: dict, *, mode_form=None, drain_form=None) -> dict:
+    """The ADMIN's forms: each starts on the current value and offers only the services' allowed moves."""
     if not _is_admin(clinic):
         return {}
     return {
-        "mode_form": mode_form or ModeSetForm(choices=MutationMode.values),
-        "drain_form": drain_form or DrainSetForm(choices=DrainState.values),
+        "mode_form": mode_form
+        or ModeSetForm(current=switches["mutation_mode"], moves=switches["mode_moves"]),
+        "drain_form": drain_form
+        or DrainSetForm(current=switches["drain_state"], moves=switches["drain_moves"]),
     }
 
 
@@ -100,13 +102,15 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         # The snapshot's first page holds 10 rows; the clinic's case count says whether more exist.
         else Page(qrows, qrows[-1]["case"] if qrows and snapshot["quarantine_count"] > len(qrows) else None)
     )
+    switches = selectors.clinic_switches(clinic, snapshot=snapshot)
     context = {
         "snapshot": snapshot,
         "queue": _page(rows, size, "job"),
         "quarantine": quarantine,
-        "switches": {"mutation_mode": snapshot["mutation_mode"], "drain_state": snapshot["drain_state"]},
+        "changes": selectors.recent_changes(clinic),
+        "switches": switches,
         "preview_form": RedrivePreviewForm(),
-        **_switch_forms(clinic),
+        **_switch_forms(clinic, switches),
     }
     return render_clinic_page(request, PAGE, clinic, "reevaluation", context)
 
@@ -164,7 +168,8 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         return response
     data = form.cleaned_data
     key, reason = data["idempotency_key"], data["reason"]
-    target_revision, limit = data["target_revision"], data["limit"]
+    target_revision, limit, classes = data["target_revision"], data["limit"], data["failure_classes"]
+    include = data["include_non_transient"]
 
     def execute() -> dict:
         result = redrive_preview(
@@ -173,16 +178,11 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
             reason=reason,
             limit=limit,
             target_revision=target_revision,
+            failure_classes=classes,
+            include_non_transient=include,
             idempotency_key=key,
         )
-        return {
-            "preview": result.preview_ref,
-            "targets": result.targets,
-            "count": result.count,
-            "reason": reason,
-            "target_revision": target_revision,
-            "limit": limit,
-        }
+        return {**result.as_body(), "reason": reason, "target_revision": target_revision, "limit": limit}
 
     try:
         stored = _run(
@@ -190,7 +190,7 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
             clinic,
             command="console.reevaluation.redrive_preview",
             key=key,
-            parts=(target_revision, limit, reason),
+            parts=(target_revision, limit, reason, tuple(classes), include),
             execute=execute,
         )
     except DomainError as exc:
@@ -200,7 +200,11 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     preview = json.loads(stored.body)
     execute_form = None
     if _is_admin(clinic) and preview["count"]:
-        execute_form = RedriveExecuteForm(initial={"preview": preview["preview"], "reason": preview["reason"]})
+        execute_form = RedriveExecuteForm(
+            initial={"preview": preview["preview"], "reason": preview["reason"]},
+            targets=preview["targets"],
+            non_transient=preview["includes_non_transient"],
+        )
     response = render(
         request,
         f"{PAGE}#preview-result",
@@ -211,24 +215,29 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 @clinic_view(Role.ADMIN, methods=("POST",))
 def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
-    """EXECUTE one preview (ADMIN only; STAFF get 403 from the decorator and nothing runs)."""
-    form = RedriveExecuteForm(request.POST)
+    """EXECUTE one preview, less the jobs the ADMIN left out (ADMIN only; STAFF get 403 from the
+    decorator and nothing runs)."""
+    frozen = selectors.preview_targets(clinic, request.POST.get("preview", ""))
+    if frozen is None:
+        return console_error(request, 404)
+    form = RedriveExecuteForm(request.POST, targets=frozen["targets"], non_transient=frozen["non_transient"])
     if not form.is_valid():
         return render(request, f"{PAGE}#execute-form", {"clinic": clinic, "execute_form": form})
     data = form.cleaned_data
     key, reason, preview_ref = data["idempotency_key"], data["reason"], data["preview"]
+    exclude, confirmed = sorted(data["exclude"]), data.get("confirm_non_transient", False)
 
     def execute() -> dict:
         result = redrive_execute(
-            clinic=clinic, actor=request.user, preview_ref=preview_ref, reason=reason, idempotency_key=key
+            clinic=clinic,
+            actor=request.user,
+            preview_ref=preview_ref,
+            reason=reason,
+            exclude=exclude,
+            confirm_non_transient=confirmed,
+            idempotency_key=key,
         )
-        return {
-            "preview": preview_ref,
-            "redriven": result.redriven,
-            "skipped": result.skipped,
-            "count": result.count,
-            "skipped_count": len(result.skipped),
-        }
+        return {"preview": preview_ref, **result.as_body()}
 
     try:
         stored = _run(
@@ -236,7 +245,7 @@ def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
             clinic,
             command="console.reevaluation.redrive_execute",
             key=key,
-            parts=(preview_ref, reason),
+            parts=(preview_ref, reason, tuple(exclude), confirmed),
             execute=execute,
         )
     except DomainError as exc:
@@ -248,12 +257,16 @@ def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         request, f"{PAGE}#execute-result", {"clinic": clinic, "result": result, "replayed": stored.replayed}
     )
     response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
-    message = f"Redriven {result['count']} job(s), skipped {result['skipped_count']}."
+    message = (
+        f"Redriven {result['count']} job(s), skipped {result['skipped_count']},"
+        f" left out {len(result['excluded'])}."
+    )
     return with_toast(response, message, level="success")
 
 
 def _switch_response(request: HttpRequest, clinic: Clinic, partial: str, **forms) -> HttpResponse:
-    context = {"clinic": clinic, "switches": selectors.clinic_switches(clinic), **_switch_forms(clinic, **forms)}
+    switches = selectors.clinic_switches(clinic)
+    context = {"clinic": clinic, "switches": switches, **_switch_forms(clinic, switches, **forms)}
     return render(request, f"{PAGE}#{partial}", context)
 
 
@@ -294,10 +307,11 @@ def _switch(
 @clinic_view(Role.ADMIN, methods=("POST",))
 def reevaluation_mode(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's mutation mode through ``mode_set`` (which writes the audit row)."""
+    switches = selectors.clinic_switches(clinic)
     return _switch(
         request,
         clinic,
-        form=ModeSetForm(request.POST, choices=MutationMode.values),
+        form=ModeSetForm(request.POST, current=switches["mutation_mode"], moves=switches["mode_moves"]),
         form_name="mode_form",
         partial="mode-switch",
         command="console.reevaluation.mode_set",
@@ -310,10 +324,11 @@ def reevaluation_mode(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 @clinic_view(Role.ADMIN, methods=("POST",))
 def reevaluation_drain(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's drain state through ``drain_set`` (which writes the audit row)."""
+    switches = selectors.clinic_switches(clinic)
     return _switch(
         request,
         clinic,
-        form=DrainSetForm(request.POST, choices=DrainState.values),
+        form=DrainSetForm(request.POST, current=switches["drain_state"], moves=switches["drain_moves"]),
         form_name="drain_form",
         partial="drain-switch",
         command="console.reevaluation.drain_set",

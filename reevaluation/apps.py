@@ -3,3 +3,11 @@ from django.apps import AppConfig
 
 class ReevaluationConfig(AppConfig):
     name = "reevaluation"
+
+    def ready(self) -> None:
+        from common.outbox import register_handler
+
+        from .models import JOB_COMPLETED_TOPIC
+        from .notifications import deliver_job_completed
+
+        register_handler(JOB_COMPLETED_TOPIC, deliver_job_completed)

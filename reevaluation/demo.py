@@ -25,6 +25,7 @@ from .assessment import Assessment, AssessmentTransient, canonical, document_has
 from .crm_stub import stub_document
 from .models import ClinicReevaluationSettings, InboxEvent, MutationMode, ReevaluationJob
 from .services import dispatch_round, event_intake, job_run, mode_set, signed_headers, wake_retries
+from .services.modes import rollout_path, settings_for
 
 DEMO_EVENT_PREFIX = "demo-seed-"
 DEMO_MODES = {
@@ -138,7 +139,9 @@ def seed_demo(world: dict) -> None:
         if mode is None:
             continue
         if not ClinicReevaluationSettings.objects.filter(clinic=clinic).exists():
-            mode_set(clinic=clinic, mode=mode, actor=None, reason="demo rollout (seed_demo)")
+            # The rollout order, one step at a time, as an operator would (each step audited).
+            for step in rollout_path(settings_for(clinic).mutation_mode, mode):
+                mode_set(clinic=clinic, mode=step, actor=None, reason="demo rollout (seed_demo)")
         if not InboxEvent.objects.filter(clinic=clinic, event_id__startswith=DEMO_EVENT_PREFIX).exists():
             unseeded.append(clinic)
     if unseeded:

@@ -27,6 +27,44 @@ class DrainState(models.TextChoices):
     DRAINED = "DRAINED"
 
 
+class DrainCause(models.TextChoices):
+    """Why a clinic is not ACTIVE: an ADMIN's switch, or the automatic stop on repeated quarantine."""
+
+    ADMIN = "ADMIN"
+    QUARANTINE_REPEATED = "QUARANTINE_REPEATED"
+
+
+DRAIN_TRANSITIONS: dict[str, set[str]] = {
+    DrainState.ACTIVE: {DrainState.DRAINING},
+    DrainState.DRAINING: {DrainState.DRAINED, DrainState.ACTIVE},
+    DrainState.DRAINED: {DrainState.ACTIVE},
+}
+
+#: The seed's rollout order. A mode moves one step forward or one step back; DISABLED (rollback)
+#: is reachable from every mode. Anything else (e.g. DISABLED → APPLY_PROPOSED_AND_HELD) is refused.
+ROLLOUT_ORDER: tuple[str, ...] = (
+    MutationMode.DISABLED,
+    MutationMode.DRY_RUN,
+    MutationMode.APPLY_PROPOSED,
+    MutationMode.APPLY_PROPOSED_AND_HELD,
+)
+
+
+def mode_moves(current: str) -> list[str]:
+    """The modes ``mode_set`` accepts from ``current``, in rollout order (never ``current`` itself)."""
+    i = ROLLOUT_ORDER.index(current)
+    allowed = {MutationMode.DISABLED, *ROLLOUT_ORDER[max(i - 1, 0) : i + 2]} - {current}
+    return [mode for mode in ROLLOUT_ORDER if mode in allowed]
+
+
+def drain_moves(current: str, *, leases_active: bool) -> list[str]:
+    """The drain states ``drain_set`` accepts from ``current`` (DRAINED only once no lease is active)."""
+    allowed = DRAIN_TRANSITIONS[current]
+    if leases_active:
+        allowed = allowed - {DrainState.DRAINED}
+    return [state for state in DrainState.values if state in allowed]
+
+
 class ClinicReevaluationSettings(models.Model):
     """One row per clinic: mutation mode, drain state, due-time overrides and health counters."""
 
@@ -41,6 +79,17 @@ class ClinicReevaluationSettings(models.Model):
     held_due_minutes = models.PositiveIntegerField(null=True, blank=True, help_text="override of 5 minutes")
     proposed_due_minutes = models.PositiveIntegerField(
         null=True, blank=True, help_text="override of 30 minutes"
+    )
+    drain_cause = models.CharField(max_length=24, choices=DrainCause.choices, blank=True, default="")
+    drain_detail = models.JSONField(
+        default=dict, blank=True, help_text="counts and refs behind an automatic drain (no patient data)"
+    )
+    drain_changed_at = models.DateTimeField(null=True, blank=True)
+    policy_ref = models.CharField(
+        max_length=100, blank=True, default="", help_text="the clinic's current assessment policy"
+    )
+    policy_generation = models.BigIntegerField(
+        null=True, blank=True, help_text="highest generation accepted; never moves back"
     )
     consecutive_assessment_failures = models.PositiveIntegerField(default=0)
     lease_renewal_failures = models.PositiveIntegerField(default=0)
@@ -57,7 +106,7 @@ class ClinicReevaluationSettings(models.Model):
 class DispatchCursor(models.Model):
     """The fair dispatcher's persisted position: the id of the last clinic served.
 
-    The row is locked (``FOR UPDATE``) for the length of a dispatch round, which serializes rounds
+    The row is locked (``FOR NO KEY UPDATE``) for the length of a dispatch round, which serializes rounds
     and therefore cursor updates; a duplicate beat tick waits and then finds nothing new to claim.
     """
 
@@ -118,6 +167,7 @@ class QuarantineReason(models.TextChoices):
     ASSESSMENT_HASH_MISMATCH = "ASSESSMENT_HASH_MISMATCH"
     ASSESSMENT_REVISION_MISMATCH = "ASSESSMENT_REVISION_MISMATCH"
     ASSESSMENT_CONTRACT_INVALID = "ASSESSMENT_CONTRACT_INVALID"
+    ASSESSMENT_POLICY_STALE = "ASSESSMENT_POLICY_STALE"
 
 
 class QuarantineCategory(models.TextChoices):
@@ -141,7 +191,41 @@ QUARANTINE_CATEGORY = {
     QuarantineReason.ASSESSMENT_HASH_MISMATCH: QuarantineCategory.CONTRACT,
     QuarantineReason.ASSESSMENT_REVISION_MISMATCH: QuarantineCategory.CONTRACT,
     QuarantineReason.ASSESSMENT_CONTRACT_INVALID: QuarantineCategory.CONTRACT,
+    QuarantineReason.ASSESSMENT_POLICY_STALE: QuarantineCategory.CONTRACT,
 }
+
+
+class FailureClass(models.TextChoices):
+    """What a FAILED job's last failure code means for a redrive (docs/reevaluation.md)."""
+
+    TRANSIENT = "TRANSIENT"  # timeouts, 5xx/429, lost leases, worker errors: safe to run again
+    CONTRACT = "CONTRACT"  # the CRM answered outside the contract: investigate with the CRM first
+    TRUST_PRIVACY = "TRUST_PRIVACY"  # trust or privacy boundary, or a protection invariant: incident first
+
+
+TRANSIENT_FAILURE_CODES = frozenset(
+    {"ASSESSMENT_TIMEOUT", "ASSESSMENT_UNAVAILABLE", "LEASE_EXPIRED", "WORKER_ERROR"}
+)
+TRUST_PRIVACY_FAILURE_CODES = frozenset(
+    {
+        QuarantineReason.PRIVACY_BOUNDARY,
+        QuarantineReason.SIGNATURE_INVALID,
+        QuarantineReason.KEY_UNKNOWN,
+        QuarantineReason.ISSUER_INVALID,
+        QuarantineReason.AUDIENCE_INVALID,
+        QuarantineReason.SCOPE_INVALID,
+        "CONFIRMED_PROTECTED",
+    }
+)
+
+
+def failure_class(code: str) -> str:
+    """Unknown codes count as CONTRACT: never redriven by default."""
+    if code in TRANSIENT_FAILURE_CODES:
+        return FailureClass.TRANSIENT
+    if code in TRUST_PRIVACY_FAILURE_CODES:
+        return FailureClass.TRUST_PRIVACY
+    return FailureClass.CONTRACT
 
 
 class QuarantineCase(models.Model):
@@ -274,6 +358,9 @@ class ReevaluationJob(models.Model):
     held_targets = models.JSONField(default=list, help_text="appointment refs HELD at intake")
     proposed_targets = models.JSONField(default=list, help_text="appointment refs PROPOSED at intake")
     outcome_counts = models.JSONField(default=dict)
+    needs_staff = models.BooleanField(
+        default=False, help_text="completed with a PROPOSED that no longer fits and has no replacement"
+    )
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
@@ -304,6 +391,11 @@ class ReevaluationJob(models.Model):
             models.Index(fields=["state", "lease_expires_at"], name="rjob_lease_expiry"),
             models.Index(fields=["state", "next_attempt_at"], name="rjob_retry_due"),
             models.Index(fields=["clinic", "fingerprint", "state"], name="rjob_scope_state"),
+            models.Index(
+                fields=["clinic", "priority", "due_at", "ref"],
+                condition=Q(needs_staff=True),
+                name="rjob_needs_staff",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -317,6 +409,14 @@ class Outcome(models.TextChoices):
     FALLBACK_TO_PROPOSED = "FALLBACK_TO_PROPOSED"
     SKIPPED_INELIGIBLE = "SKIPPED_INELIGIBLE"
     SKIPPED_UNCHANGED = "SKIPPED_UNCHANGED"
+    PROPOSAL_NEEDS_STAFF = "PROPOSAL_NEEDS_STAFF"
+
+
+#: The outbox topic a completed job writes (handled by ``reevaluation.notifications``).
+JOB_COMPLETED_TOPIC = "reevaluation.job_completed"
+
+#: Outcomes that change what the patient was offered: staff see them, the patient is told.
+CHANGE_OUTCOMES = (Outcome.PROPOSAL_SUPERSEDED, Outcome.HOLD_REPLACED, Outcome.FALLBACK_TO_PROPOSED)
 
 
 class ReevaluationOutcome(models.Model):
@@ -338,6 +438,7 @@ class ReevaluationOutcome(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["clinic", "job", "appointment_ref"], name="rout_one_per_job_appt")
         ]
+        indexes = [models.Index(fields=["clinic", "-created_at", "-id"], name="rout_clinic_recent")]
 
     def __str__(self) -> str:
         return f"{self.appointment_ref} {self.outcome}"
@@ -353,6 +454,7 @@ class RedrivePreview(models.Model):
     reason = models.CharField(max_length=500)
     target_revision = models.BigIntegerField(null=True, blank=True)
     limit = models.PositiveIntegerField()
+    failure_classes = models.JSONField(default=list, help_text="the FailureClass values previewed")
     job_ids = models.JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()

@@ -5,21 +5,106 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db.models import Avg, Case, Count, F, IntegerField, Max, Min, Q, Sum, Value, When
+from django.db.models import (
+    Avg,
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    Max,
+    Min,
+    OuterRef,
+    Q,
+    Subquery,
+    Sum,
+    Value,
+    When,
+)
 from django.utils import timezone
 
 from common.errors import NotFound
 
 from .models import (
+    CHANGE_OUTCOMES,
+    JOB_COMPLETED_TOPIC,
+    TRANSIENT_FAILURE_CODES,
+    TRUST_PRIVACY_FAILURE_CODES,
     ClinicReevaluationSettings,
     DrainState,
+    FailureClass,
     JobState,
     QuarantineCase,
+    RedrivePreview,
+    ReevaluationHead,
     ReevaluationJob,
+    ReevaluationOutcome,
+    drain_moves,
+    failure_class,
+    mode_moves,
 )
 
 #: The action queue shows what STAFF should look at first: failures, then waits, then work in flight.
 QUEUE_STATES = (JobState.FAILED, JobState.RETRY_WAIT, JobState.RUNNING, JobState.PENDING)
+#: Queue rank beyond the states: a completed job that needs staff comes right after actionable
+#: failures; a FAILED job already redriven (its child still open) comes last, marked with its child.
+RANK_FAILED, RANK_NEEDS_STAFF, RANK_REDRIVEN = 0, 1, 9
+
+
+def failure_class_q(cls: str) -> Q:
+    """The jobs whose ``last_failure_code`` falls in failure class ``cls`` (unknown codes: CONTRACT)."""
+    if cls == FailureClass.TRANSIENT:
+        return Q(last_failure_code__in=TRANSIENT_FAILURE_CODES)
+    if cls == FailureClass.TRUST_PRIVACY:
+        return Q(last_failure_code__in=TRUST_PRIVACY_FAILURE_CODES)
+    return ~Q(last_failure_code__in=TRANSIENT_FAILURE_CODES | TRUST_PRIVACY_FAILURE_CODES)
+
+
+def class_counts(queryset) -> dict[str, int]:
+    """Counts per failure class over ``queryset`` (FAILED jobs), in one query."""
+    return queryset.aggregate(**{cls: Count("id", filter=failure_class_q(cls)) for cls in FailureClass.values})
+
+
+def _children():
+    return ReevaluationJob.objects.filter(clinic_id=OuterRef("clinic_id"), redrive_of=OuterRef("pk"))
+
+
+def redrivable(clinic):
+    """FAILED jobs still actionable: the scope's head revision and not redriven yet."""
+    heads = ReevaluationHead.objects.filter(
+        clinic_id=OuterRef("clinic_id"),
+        tenant_group_id=OuterRef("tenant_group_id"),
+        fingerprint=OuterRef("fingerprint"),
+        revision=OuterRef("revision"),
+    )
+    return (
+        ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.FAILED)
+        .filter(Exists(heads))
+        .exclude(Exists(_children()))
+    )
+
+
+def drained_clinics() -> list[dict]:
+    """Every clinic that is not ACTIVE, with why: for a metrics gauge and alerting (one query).
+
+    ``[{clinic, tenant_group, drain_state, drain_cause, since}]``; ``drain_cause`` is ADMIN or
+    QUARANTINE_REPEATED (an automatic stop that waits for an ADMIN).
+    """
+    rows = (
+        ClinicReevaluationSettings.objects.exclude(drain_state=DrainState.ACTIVE)
+        .order_by("clinic_id")
+        .values("clinic__ref", "tenant_group__ref", "drain_state", "drain_cause", "drain_changed_at")
+    )
+    return [
+        {
+            "clinic": row["clinic__ref"],
+            "tenant_group": row["tenant_group__ref"],
+            "drain_state": row["drain_state"],
+            "drain_cause": row["drain_cause"] or "ADMIN",
+            "since": _iso(row["drain_changed_at"]),
+        }
+        for row in rows
+    ]
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -39,6 +124,11 @@ def _settings_values(clinic) -> dict:
         "lease_renewal_failures": 0,
         "held_due_minutes": None,
         "proposed_due_minutes": None,
+        "drain_cause": "",
+        "drain_detail": {},
+        "drain_changed_at": None,
+        "policy_ref": "",
+        "policy_generation": None,
     }
 
 
@@ -56,6 +146,7 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
         oldest_pending=Min("created_at", filter=Q(state=JobState.PENDING)),
         overdue=Count("id", filter=Q(state__in=[JobState.PENDING, JobState.RETRY_WAIT], due_at__lt=now)),
         renewal_failures_active=Sum("renewal_failures", filter=Q(state=JobState.RUNNING)),
+        needs_staff=Count("id", filter=Q(needs_staff=True)),
     )
     latency = jobs.filter(first_claimed_at__isnull=False, first_claimed_at__gte=now - timedelta(hours=1))
     latency = latency.aggregate(
@@ -63,9 +154,17 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
     )
     row = _settings_values(clinic)
     open_quarantine = QuarantineCase.objects.filter(clinic_id=clinic.pk).count()
+    actionable = class_counts(redrivable(clinic))
+    failed_actionable = sum(actionable.values())
     return {
         "clinic": clinic.ref,
         "counts": counts,
+        # FAILED jobs an operator still has to act on (head revision, not redriven), per failure
+        # class; the rest of ``counts.FAILED`` were redriven or superseded by a newer revision.
+        "failed_actionable": failed_actionable,
+        "failed_by_class": actionable,
+        "failed_settled": counts[JobState.FAILED] - failed_actionable,
+        "needs_staff_count": agg["needs_staff"],
         "active_leases": agg["active_leases"],
         "expired_leases": agg["expired_leases"],
         "oldest_backlog_age_seconds": _age(now, agg["oldest_backlog"]),
@@ -81,7 +180,11 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
         "consecutive_assessment_failures": row["consecutive_assessment_failures"],
         "quarantine_count": open_quarantine,
         "drain_state": row["drain_state"],
+        "drain_cause": row["drain_cause"] or None,
+        "drain_detail": row["drain_detail"] or {},
+        "drain_changed_at": _iso(row["drain_changed_at"]),
         "mutation_mode": row["mutation_mode"],
+        "policy": {"ref": row["policy_ref"] or None, "generation": row["policy_generation"]},
         "due_overrides": {
             "held_minutes": row["held_due_minutes"],
             "proposed_minutes": row["proposed_due_minutes"],
@@ -93,16 +196,27 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
 
 def _queue_rank():
     return Case(
-        *[When(state=state, then=Value(i)) for i, state in enumerate(QUEUE_STATES)],
+        When(state=JobState.FAILED, redriven_as__isnull=False, then=Value(RANK_REDRIVEN)),
+        When(state=JobState.COMPLETED, needs_staff=True, then=Value(RANK_NEEDS_STAFF)),
+        *[When(state=state, then=Value(i + 1 if i else RANK_FAILED)) for i, state in enumerate(QUEUE_STATES)],
         output_field=IntegerField(),
     )
 
 
 def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[dict]:
-    """Jobs needing attention: HELD_PRESENT before PROPOSED_ONLY, then state rank, due_at, ref (keyset)."""
+    """Jobs needing attention: HELD_PRESENT before PROPOSED_ONLY, then rank, due_at, ref (keyset).
+
+    Rank: actionable FAILED, COMPLETED needing staff (a PROPOSED without a feasible replacement),
+    RETRY_WAIT, RUNNING, PENDING, then FAILED jobs already redriven whose child is still open or
+    failed again (marked ``redriven_as``). A redriven job whose child completed leaves the queue.
+    """
     limit = max(1, min(int(limit), 200))
+    settled_child = _children().filter(state__in=[JobState.COMPLETED, JobState.STALE])
     queryset = (
-        ReevaluationJob.objects.filter(clinic_id=clinic.pk, state__in=QUEUE_STATES)
+        ReevaluationJob.objects.filter(clinic_id=clinic.pk)
+        .filter(Q(state__in=QUEUE_STATES) | Q(needs_staff=True))
+        .exclude(Q(state=JobState.FAILED) & Exists(settled_child))
+        .annotate(redriven_as=Subquery(_children().values("ref")[:1]))
         .annotate(rank=_queue_rank())
         .order_by("priority", "rank", "due_at", "ref")
     )
@@ -132,8 +246,47 @@ def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[d
             "target_policy_ref": job.target_policy_ref or None,
             "target_policy_generation": job.target_policy_generation,
             "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+            "redriven_as": job.redriven_as,
+            "needs_staff": job.needs_staff,
+            "failure_class": failure_class(job.last_failure_code) if job.state == JobState.FAILED else None,
         }
         for job in queryset.select_related("redrive_of")[:limit]
+    ]
+
+
+def recent_changes(clinic, *, limit: int = 10) -> list[dict]:
+    """Applied outcomes that changed what a patient was offered (newest first), for staff.
+
+    Each row: job, appointment ref, outcome, replacement ref, and the delivery state of the job's
+    ``reevaluation.job_completed`` message (which carries the patient's notice): refs and states only.
+    """
+    from common.models import OutboxMessage
+
+    notice = OutboxMessage.objects.filter(
+        topic=JOB_COMPLETED_TOPIC, clinic_ref=clinic.ref, aggregate_ref=OuterRef("job__ref")
+    )
+    rows = (
+        ReevaluationOutcome.objects.filter(clinic_id=clinic.pk, applied=True, outcome__in=CHANGE_OUTCOMES)
+        .order_by("-created_at", "-id")
+        .annotate(
+            notice_status=Subquery(notice.values("status")[:1]),
+            notice_code=Subquery(notice.values("last_error_code")[:1]),
+        )
+        .values(
+            "job__ref", "appointment_ref", "outcome", "replacement_ref", "created_at", "notice_status", "notice_code"
+        )[: max(1, min(int(limit), 50))]
+    )
+    return [
+        {
+            "job": row["job__ref"],
+            "appointment": row["appointment_ref"],
+            "outcome": row["outcome"],
+            "replacement": row["replacement_ref"] or None,
+            "created_at": _iso(row["created_at"]),
+            "notice": row["notice_status"],
+            "notice_code": row["notice_code"] or None,
+        }
+        for row in rows
     ]
 
 
@@ -238,7 +391,42 @@ def job_panel(clinic, job_ref: str) -> dict:
     }
 
 
-def clinic_switches(clinic) -> dict:
-    """The clinic's mutation mode and drain state (defaults when no settings row exists yet): one query."""
-    row = _settings_values(clinic)
-    return {"mutation_mode": row["mutation_mode"], "drain_state": row["drain_state"]}
+def clinic_switches(clinic, *, snapshot: dict | None = None) -> dict:
+    """The clinic's mode and drain state with the moves ``mode_set``/``drain_set`` accept now (two
+    queries, none when the clinic's fresh ``snapshot`` is given).
+
+    The console's forms offer exactly these moves, so the console and the services agree.
+    """
+    if snapshot is not None:
+        row, leases = snapshot, snapshot["counts"][JobState.RUNNING] > 0
+    else:
+        row = _settings_values(clinic)
+        leases = ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.RUNNING).exists()
+    return {
+        "mutation_mode": row["mutation_mode"],
+        "drain_state": row["drain_state"],
+        "drain_cause": row["drain_cause"] or None,
+        "mode_moves": mode_moves(row["mutation_mode"]),
+        "drain_moves": drain_moves(row["drain_state"], leases_active=leases),
+    }
+
+
+def preview_targets(clinic, preview_ref: str) -> dict | None:
+    """A redrive preview's frozen targets (ref and failure class) and whether it includes
+    CONTRACT/TRUST_PRIVACY failures; None when the clinic has no such preview."""
+    preview = (
+        RedrivePreview.objects.filter(clinic_id=clinic.pk, ref=preview_ref)
+        .values("job_ids", "failure_classes")
+        .first()
+    )
+    if preview is None:
+        return None
+    jobs = (
+        ReevaluationJob.objects.filter(pk__in=preview["job_ids"])
+        .order_by("pk")
+        .values_list("ref", "last_failure_code")
+    )
+    return {
+        "targets": [{"job": ref, "failure_class": failure_class(code)} for ref, code in jobs],
+        "non_transient": bool(set(preview["failure_classes"]) - {FailureClass.TRANSIENT}),
+    }

@@ -27,7 +27,7 @@ def lock_vacancy(vacancy_id: int) -> Vacancy:
     """The vacancy fence: every command that can create or change an offer of it locks it first."""
     # of=self: lock the vacancy row only (the joined rows are read, not locked; resource may be NULL).
     return (
-        Vacancy.objects.select_for_update(of=("self",))
+        Vacancy.objects.select_for_update(of=("self",), no_key=True)
         .select_related("clinic", "tenant_group", "resource")
         .get(pk=vacancy_id)
     )
@@ -36,8 +36,8 @@ def lock_vacancy(vacancy_id: int) -> Vacancy:
 def lock_entry(entry_id: int, *, skip_locked: bool = False) -> WaitlistEntry | None:
     """Lock an entry; with ``skip_locked``, None when another transaction holds it right now."""
     if skip_locked:
-        return WaitlistEntry.objects.select_for_update(skip_locked=True).filter(pk=entry_id).first()
-    return WaitlistEntry.objects.select_for_update().get(pk=entry_id)
+        return WaitlistEntry.objects.select_for_update(skip_locked=True, no_key=True).filter(pk=entry_id).first()
+    return WaitlistEntry.objects.select_for_update(no_key=True).get(pk=entry_id)
 
 
 def lock_offer_chain(
@@ -59,8 +59,8 @@ def lock_offer_chain(
     if links is None:
         raise NotFound()
     vacancy = lock_vacancy(links["vacancy_id"])
-    offer = Offer.objects.select_for_update().get(pk=links["pk"])
-    hold = CapacityHold.objects.select_for_update().get(pk=links["hold_id"])
-    list(CapacityAllocation.objects.select_for_update().filter(hold_id=hold.pk, active=True))
+    offer = Offer.objects.select_for_update(no_key=True).get(pk=links["pk"])
+    hold = CapacityHold.objects.select_for_update(no_key=True).get(pk=links["hold_id"])
+    list(CapacityAllocation.objects.select_for_update(no_key=True).filter(hold_id=hold.pk, active=True))
     entry = lock_entry(links["entry_id"])
     return OfferLocks(vacancy=vacancy, offer=offer, hold=hold, entry=entry)

@@ -2,6 +2,8 @@
 
 from rest_framework import serializers
 
+from ..models import FailureClass
+
 
 class SnapshotQuery(serializers.Serializer):
     clinic = serializers.CharField(max_length=40)
@@ -17,7 +19,27 @@ class RedriveInput(serializers.Serializer):
     clinic = serializers.CharField(max_length=40)
     target_revision = serializers.IntegerField(min_value=0, required=False, allow_null=True)
     limit = serializers.IntegerField(min_value=1, max_value=100, required=False, default=20)
+    failure_classes = serializers.ListField(
+        child=serializers.ChoiceField(choices=FailureClass.values),
+        required=False,
+        allow_empty=False,
+        max_length=3,
+        help_text="PREVIEW: the failure classes to select (default TRANSIENT)",
+    )
+    include_non_transient = serializers.BooleanField(
+        required=False, default=False, help_text="PREVIEW: explicit choice to include CONTRACT/TRUST_PRIVACY"
+    )
     preview = serializers.CharField(max_length=40, required=False)
+    exclude = serializers.ListField(
+        child=serializers.CharField(max_length=40),
+        required=False,
+        default=list,
+        max_length=100,
+        help_text="EXECUTE: previewed job refs the ADMIN leaves out",
+    )
+    confirm_non_transient = serializers.BooleanField(
+        required=False, default=False, help_text="EXECUTE: confirms a preview with CONTRACT/TRUST_PRIVACY jobs"
+    )
 
     def validate(self, attrs):
         if attrs["action"] == "EXECUTE" and not attrs.get("preview"):

@@ -100,22 +100,21 @@ class ProfileReevaluationOpsView(APIView):
                     reason=data["reason"],
                     limit=data["limit"],
                     target_revision=data.get("target_revision"),
+                    failure_classes=data.get("failure_classes"),
+                    include_non_transient=data["include_non_transient"],
                     idempotency_key=key,
                 )
-                return 200, {"preview": result.preview_ref, "targets": result.targets, "count": result.count}
+                return 200, result.as_body()
             result = redrive_execute(
                 clinic=clinic,
                 actor=request.user,
                 preview_ref=data["preview"],
                 reason=data["reason"],
+                exclude=data["exclude"],
+                confirm_non_transient=data["confirm_non_transient"],
                 idempotency_key=key,
             )
-            return 200, {
-                "redriven": result.redriven,
-                "skipped": result.skipped,
-                "count": result.count,
-                "skipped_count": len(result.skipped),
-            }
+            return 200, result.as_body()
 
         return idempotent_response(
             request, scope=f"{clinic.ref}:{request.user.pk}", command="reevaluation_redrive", execute=execute

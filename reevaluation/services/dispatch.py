@@ -4,7 +4,7 @@ Cost per round grows with the number of clinics served, not with the backlog:
 1. pick up to ``global_limit`` clinics with claimable work, in id order after the cursor (wrapping),
    each by an index probe (EXISTS over ``rjob_claim``);
 2. claim up to ``per_clinic_limit`` PENDING jobs per picked clinic with one ``LATERAL`` subquery
-   ordered by (priority, due_at, id) over the same partial index, ``FOR UPDATE SKIP LOCKED``;
+   ordered by (priority, due_at, id) over the same partial index, ``FOR NO KEY UPDATE SKIP LOCKED``;
 3. keep the first ``global_limit`` rows in clinic order, move them to RUNNING with a fresh lease,
    and set the cursor to the last clinic actually served.
 
@@ -48,7 +48,7 @@ CROSS JOIN LATERAL (
     WHERE clinic_id = c.clinic_id AND state = %(pending)s
     ORDER BY priority, due_at, id
     LIMIT %(per_clinic)s
-    FOR UPDATE SKIP LOCKED
+    FOR NO KEY UPDATE SKIP LOCKED
 ) j
 ORDER BY c.ord, j.priority, j.due_at, j.id
 """
@@ -111,7 +111,7 @@ def dispatch_round(
     now = now or timezone.now()
     with transaction.atomic():
         DispatchCursor.objects.get_or_create(name=cursor_name)
-        state = DispatchCursor.objects.select_for_update().get(name=cursor_name)
+        state = DispatchCursor.objects.select_for_update(no_key=True).get(name=cursor_name)
         with connection.cursor() as cursor:
             clinics = _pick_clinics(cursor, state.last_clinic_id, global_limit)
             if not clinics:

@@ -25,6 +25,7 @@ from scheduling.models import Clinic, TenantGroup
 
 from ..models import QUARANTINE_CATEGORY, InboxEvent, InboxStatus, QuarantineCase, QuarantineReason
 from .jobs import record_revision
+from .modes import quarantine_watch
 
 logger = logging.getLogger(__name__)
 
@@ -235,6 +236,8 @@ def _quarantine(body: bytes, refused: _Refused, *, size: int | None = None) -> Q
             clinic=attribution.get("clinic"),
             correlation_id=new_correlation_id(),
         )
+        if case.clinic_id is not None:
+            quarantine_watch(case.clinic_id)  # repeated quarantine drains the clinic (issue 13 part 2)
     logger.warning("reevaluation event quarantined reason=%s case=%s", case.reason_code, case.ref)
     return case
 

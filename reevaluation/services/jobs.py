@@ -86,7 +86,7 @@ def record_revision(
                 event.pk,
             ],
         )
-    head = ReevaluationHead.objects.select_for_update().get(
+    head = ReevaluationHead.objects.select_for_update(no_key=True).get(
         clinic_id=event.clinic_id, tenant_group_id=event.tenant_group_id, fingerprint=event.fingerprint
     )
     scope = {
@@ -203,7 +203,7 @@ def rescue_expired_leases(*, now: datetime | None = None, limit: int = 500) -> i
     rescued = 0
     with transaction.atomic():
         expired = list(
-            ReevaluationJob.objects.select_for_update(skip_locked=True)
+            ReevaluationJob.objects.select_for_update(skip_locked=True, no_key=True)
             .filter(state=JobState.RUNNING, lease_expires_at__lt=now)
             .order_by("pk")[:limit]
         )

@@ -2,39 +2,61 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import logging
+from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest
+from django.utils import timezone
 
 from common.errors import Conflict, ValidationFailed, VersionConflict
-from common.services import audit_record
+from common.services import audit_record, new_correlation_id
 
 from ..models import (
+    DRAIN_TRANSITIONS,
+    ROLLOUT_ORDER,
     ClinicReevaluationSettings,
+    DrainCause,
     DrainState,
     JobState,
     MutationMode,
     PriorityClass,
+    QuarantineCase,
     ReevaluationJob,
+    drain_moves,
+    mode_moves,
 )
 
-DRAIN_TRANSITIONS: dict[str, set[str]] = {
-    DrainState.ACTIVE: {DrainState.DRAINING},
-    DrainState.DRAINING: {DrainState.DRAINED, DrainState.ACTIVE},
-    DrainState.DRAINED: {DrainState.ACTIVE},
-}
+logger = logging.getLogger(__name__)
+
+def rollout_path(current: str, target: str) -> list[str]:
+    """The steps from ``current`` to ``target`` along the rollout order (for scripted rollouts)."""
+    i, j = ROLLOUT_ORDER.index(current), ROLLOUT_ORDER.index(target)
+    if j >= i:
+        return list(ROLLOUT_ORDER[i + 1 : j + 1])
+    return list(reversed(ROLLOUT_ORDER[j:i]))  # back one step at a time
 
 
 def settings_for(clinic, *, lock: bool = False) -> ClinicReevaluationSettings:
-    """The clinic's settings row, created on first use with the configured default mode."""
+    """The clinic's settings row, created on first use with the configured default mode.
+
+    An existing row is read (or locked) without the INSERT: an ``ON CONFLICT`` probe would wait for
+    any transaction that is updating the row (a job write-back), even for a plain read.
+    """
+    queryset = ClinicReevaluationSettings.objects.all()
+    if lock:
+        queryset = queryset.select_for_update(no_key=True)
+    row = queryset.filter(clinic_id=clinic.pk).first()
+    if row is not None:
+        return row
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO reevaluation_clinicreevaluationsettings (tenant_group_id, clinic_id, mutation_mode,"
-            " drain_state, consecutive_assessment_failures, lease_renewal_failures, version, updated_at)"
-            " VALUES (%s, %s, %s, %s, 0, 0, 1, now()) ON CONFLICT (clinic_id) DO NOTHING",
+            " drain_state, drain_cause, drain_detail, policy_ref, consecutive_assessment_failures,"
+            " lease_renewal_failures, version, updated_at)"
+            " VALUES (%s, %s, %s, %s, '', '{}'::jsonb, '', 0, 0, 1, now()) ON CONFLICT (clinic_id) DO NOTHING",
             [
                 clinic.tenant_group_id,
                 clinic.pk,
@@ -42,9 +64,6 @@ def settings_for(clinic, *, lock: bool = False) -> ClinicReevaluationSettings:
                 DrainState.ACTIVE,
             ],
         )
-    queryset = ClinicReevaluationSettings.objects.all()
-    if lock:
-        queryset = queryset.select_for_update()
     return queryset.get(clinic_id=clinic.pk)
 
 
@@ -72,7 +91,11 @@ def _check_reason(reason: str) -> str:
 def mode_set(
     *, clinic, mode: str, actor, reason: str, idempotency_key: str = ""
 ) -> ClinicReevaluationSettings:
-    """Change the clinic's mutation mode (any mode may follow any other: rollback is a mode change)."""
+    """Move the clinic's mutation mode one step along the rollout order, one step back, or to DISABLED.
+
+    A no-op is ``MODE_UNCHANGED`` and any other move ``MODE_TRANSITION_INVALID`` (both 409, nothing
+    changed, no audit row): the console offers exactly ``mode_moves(current)``.
+    """
     _require_admin(actor, clinic)
     reason = _check_reason(reason)
     if mode not in MutationMode.values:
@@ -80,8 +103,14 @@ def mode_set(
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
         previous = row.mutation_mode
-        if previous != mode:
-            cas_update_settings(row, mutation_mode=mode)
+        if previous == mode:
+            raise Conflict(f"The mode is already {mode}.", code="MODE_UNCHANGED")
+        if mode not in mode_moves(previous):
+            allowed = ", ".join(mode_moves(previous))
+            raise Conflict(
+                f"Cannot move from {previous} to {mode}; allowed: {allowed}.", code="MODE_TRANSITION_INVALID"
+            )
+        cas_update_settings(row, mutation_mode=mode)
         audit_record(
             actor=actor,
             action="reevaluation.mode_set",
@@ -109,14 +138,15 @@ def drain_set(
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
         previous = row.drain_state
-        if previous != state:
-            if state not in DRAIN_TRANSITIONS[previous]:
-                raise Conflict(f"Cannot move from {previous} to {state}.", code="DRAIN_TRANSITION_INVALID")
-            running = ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.RUNNING).exists()
-            if state == DrainState.DRAINED and running:
-                raise Conflict("Leases are still active.", code="DRAIN_LEASES_ACTIVE")
-            target = DrainState.DRAINED if state == DrainState.DRAINING and not running else state
-            cas_update_settings(row, drain_state=target)
+        if previous == state:
+            raise Conflict(f"The drain state is already {state}.", code="DRAIN_UNCHANGED")
+        if state not in DRAIN_TRANSITIONS[previous]:
+            raise Conflict(f"Cannot move from {previous} to {state}.", code="DRAIN_TRANSITION_INVALID")
+        running = ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.RUNNING).exists()
+        if state == DrainState.DRAINED and running:
+            raise Conflict("Leases are still active.", code="DRAIN_LEASES_ACTIVE")
+        target = DrainState.DRAINED if state == DrainState.DRAINING and not running else state
+        cas_update_settings(row, drain_state=target, **_drain_cause(row, target, DrainCause.ADMIN))
         audit_record(
             actor=actor,
             action="reevaluation.drain_set",
@@ -129,13 +159,77 @@ def drain_set(
         return row
 
 
+def _drain_cause(row: ClinicReevaluationSettings, target: str, cause: str, detail: dict | None = None) -> dict:
+    """The cause columns for a move to ``target``: cleared on ACTIVE, kept while an existing drain
+    only progresses (DRAINING → DRAINED), else set to ``cause``."""
+    now = timezone.now()
+    if target == DrainState.ACTIVE:
+        return {"drain_cause": "", "drain_detail": {}, "drain_changed_at": now}
+    if row.drain_state != DrainState.ACTIVE and row.drain_cause:
+        return {"drain_changed_at": now}
+    return {"drain_cause": cause, "drain_detail": detail or {}, "drain_changed_at": now}
+
+
+def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
+    """Drain an ACTIVE clinic whose quarantine repeats; call it in the transaction that records a case.
+
+    More than ``REEVALUATION_AUTO_DRAIN_QUARANTINE_THRESHOLD`` cases within the window (counted from
+    the last resume at the latest) → DRAINING (DRAINED when nothing runs), cause QUARANTINE_REPEATED,
+    an audit row and a warning log line. Only an ADMIN's ``drain_set(ACTIVE)`` resumes it. Returns
+    True when this call drained the clinic.
+    """
+    now = now or timezone.now()
+    threshold = dj_settings.REEVALUATION_AUTO_DRAIN_QUARANTINE_THRESHOLD
+    window = dj_settings.REEVALUATION_AUTO_DRAIN_WINDOW_MINUTES
+    row = ClinicReevaluationSettings.objects.select_for_update(no_key=True).filter(clinic_id=clinic_id).first()
+    if row is None:
+        from scheduling.models import Clinic
+
+        row = settings_for(Clinic.objects.get(pk=clinic_id), lock=True)
+    if row.drain_state != DrainState.ACTIVE:
+        return False
+    since = now - timedelta(minutes=window)
+    if row.drain_changed_at is not None and row.drain_changed_at > since:
+        since = row.drain_changed_at  # cases before an ADMIN's resume were already looked at
+    cases = QuarantineCase.objects.filter(clinic_id=clinic_id, created_at__gt=since)
+    count = cases.count()
+    if count <= threshold:
+        return False
+    running = ReevaluationJob.objects.filter(clinic_id=clinic_id, state=JobState.RUNNING).exists()
+    target = DrainState.DRAINING if running else DrainState.DRAINED
+    latest = cases.order_by("-created_at", "-id").values("ref", "reason_code").first()
+    detail = {
+        "quarantine_count": count,
+        "threshold": threshold,
+        "window_minutes": window,
+        "latest_case": latest["ref"],
+        "latest_reason_code": latest["reason_code"],
+    }
+    cas_update_settings(row, drain_state=target, **_drain_cause(row, target, DrainCause.QUARANTINE_REPEATED, detail))
+    audit_record(
+        actor=None,
+        action="reevaluation.auto_drain",
+        clinic=row.clinic,
+        reason=f"{count} quarantine cases in {window} min (threshold {threshold})",
+        correlation_id=new_correlation_id(),
+        result={"to": target, **detail},
+        system_label="reevaluation",
+    )
+    # The alert: an operator (or the metrics gauge, ``selectors.drained_clinics``) picks this up.
+    logger.warning(
+        "reevaluation clinic drained automatically clinic_id=%s cause=%s count=%s", clinic_id,
+        DrainCause.QUARANTINE_REPEATED, count,
+    )
+    return True
+
+
 def drain_refresh() -> int:
     """Beat: a DRAINING clinic with no RUNNING job becomes DRAINED. Returns how many moved."""
     running = ReevaluationJob.objects.filter(state=JobState.RUNNING)
     moved = 0
     for row in ClinicReevaluationSettings.objects.filter(drain_state=DrainState.DRAINING):
         with transaction.atomic():
-            locked = ClinicReevaluationSettings.objects.select_for_update().get(pk=row.pk)
+            locked = ClinicReevaluationSettings.objects.select_for_update(no_key=True).get(pk=row.pk)
             if locked.drain_state != DrainState.DRAINING:
                 continue
             if running.filter(clinic_id=locked.clinic_id).exists():
@@ -203,10 +297,14 @@ def cas_update_settings(row: ClinicReevaluationSettings, **changes) -> None:
 
 
 __all__ = [
+    "ROLLOUT_ORDER",
+    "drain_moves",
     "drain_refresh",
     "drain_set",
     "due_minutes",
     "due_override_set",
+    "mode_moves",
     "mode_set",
+    "rollout_path",
     "settings_for",
 ]

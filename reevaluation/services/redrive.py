@@ -1,45 +1,85 @@
-"""ADMIN redrive: PREVIEW freezes the exact job set it shows; EXECUTE acts on that set only.
+"""ADMIN redrive by failure class: PREVIEW freezes the exact job set it shows; EXECUTE acts on that set only.
 
 Eligible: a FAILED job of the clinic whose revision is still its scope's head and that has not
-been redriven yet. EXECUTE re-checks each previewed row under lock (in id order) and reports the
-ones whose state changed in between as skipped. A redrive adds a PENDING child job to the lineage;
-the FAILED row stays as evidence. The actor is always the authenticated user.
+been redriven yet. PREVIEW selects by failure class (``models.FailureClass``): TRANSIENT by default;
+CONTRACT and TRUST_PRIVACY only with ``include_non_transient`` (and EXECUTE of such a preview needs
+``confirm_non_transient``). EXECUTE may leave out single previewed jobs, re-checks each remaining row
+under lock (in id order) and reports the ones whose state changed in between as skipped. A redrive
+adds a PENDING child job to the lineage; the FAILED row stays as evidence, marked redriven. The
+actor is always the authenticated user.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import timedelta
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Q
 from django.utils import timezone
 
 from common.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
 from common.services import audit_record, new_correlation_id
 from scheduling.scoping import clinics_for_user, user_is_admin
 
-from ..models import JobState, RedrivePreview, ReevaluationHead, ReevaluationJob
+from ..models import FailureClass, JobState, RedrivePreview, ReevaluationJob, failure_class
+from ..selectors import class_counts, failure_class_q, redrivable
 from .modes import due_minutes, settings_for
 
 MAX_LIMIT = 100
+
+
+DEFAULT_CLASSES = (FailureClass.TRANSIENT,)
+NON_TRANSIENT = frozenset({FailureClass.CONTRACT, FailureClass.TRUST_PRIVACY})
 
 
 @dataclass(frozen=True)
 class PreviewResult:
     preview_ref: str
     targets: list[dict]
+    failure_classes: list[str] = field(default_factory=lambda: list(DEFAULT_CLASSES))
+    class_counts: dict = field(default_factory=dict)
+    expires_at: datetime | None = None
+    lifetime_seconds: int = 0
 
     @property
     def count(self) -> int:
         return len(self.targets)
+
+    @property
+    def includes_non_transient(self) -> bool:
+        return bool(NON_TRANSIENT & set(self.failure_classes))
+
+    def as_body(self) -> dict:
+        """The API/console answer: the exact targets, the counts per class and the preview's lifetime."""
+        return {
+            "preview": self.preview_ref,
+            "targets": self.targets,
+            "count": self.count,
+            "failure_classes": self.failure_classes,
+            "class_counts": self.class_counts,
+            "includes_non_transient": self.includes_non_transient,
+            "expires_at": self.expires_at.isoformat() if self.expires_at else None,
+            "lifetime_seconds": self.lifetime_seconds,
+        }
 
 
 @dataclass(frozen=True)
 class ExecuteResult:
     redriven: list[dict]
     skipped: list[dict]
+    excluded: list[dict] = field(default_factory=list)
+
+    def as_body(self) -> dict:
+        return {
+            "redriven": self.redriven,
+            "skipped": self.skipped,
+            "excluded": self.excluded,
+            "count": self.count,
+            "skipped_count": len(self.skipped),
+        }
 
     @property
     def count(self) -> int:
@@ -54,25 +94,11 @@ def require_admin(actor, clinic) -> None:
         raise PermissionDenied("This action needs the ADMIN role in this clinic.")
 
 
-def _eligible(clinic):
-    heads = ReevaluationHead.objects.filter(
-        clinic_id=OuterRef("clinic_id"),
-        tenant_group_id=OuterRef("tenant_group_id"),
-        fingerprint=OuterRef("fingerprint"),
-        revision=OuterRef("revision"),
-    )
-    children = ReevaluationJob.objects.filter(clinic_id=OuterRef("clinic_id"), redrive_of=OuterRef("pk"))
-    return (
-        ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.FAILED)
-        .filter(Exists(heads))
-        .exclude(Exists(children))
-    )
-
-
 def _target(job: ReevaluationJob) -> dict:
     return {
         "job": job.ref,
         "state": job.state,
+        "failure_class": failure_class(job.last_failure_code),
         "target_revision": job.revision,
         "priority_class": job.priority_class,
         "last_failure_code": job.last_failure_code,
@@ -92,18 +118,52 @@ def _check(reason: str, limit: int) -> str:
     return reason
 
 
+def check_classes(failure_classes: Iterable[str] | None, include_non_transient: bool) -> list[str]:
+    chosen = list(dict.fromkeys(failure_classes or DEFAULT_CLASSES))
+    unknown = [c for c in chosen if c not in FailureClass.values]
+    if unknown:
+        raise ValidationFailed(fields={"failure_classes": [f"One or more of {', '.join(FailureClass.values)}."]})
+    if NON_TRANSIENT & set(chosen) and not include_non_transient:
+        raise ValidationFailed(
+            "CONTRACT and TRUST_PRIVACY failures are never redriven by default.",
+            fields={
+                "include_non_transient": [
+                    "Investigate first; then confirm explicitly to include CONTRACT or TRUST_PRIVACY failures."
+                ]
+            },
+        )
+    return [c for c in FailureClass.values if c in chosen]
+
+
 def redrive_preview(
-    *, clinic, actor, reason: str, limit: int, target_revision: int | None = None, idempotency_key: str = ""
+    *,
+    clinic,
+    actor,
+    reason: str,
+    limit: int,
+    target_revision: int | None = None,
+    failure_classes: Iterable[str] | None = None,
+    include_non_transient: bool = False,
+    idempotency_key: str = "",
 ) -> PreviewResult:
-    """Freeze and return the jobs an EXECUTE of this preview would redrive (STAFF or ADMIN of ``clinic``)."""
+    """Freeze and return the jobs an EXECUTE of this preview would redrive (STAFF or ADMIN of ``clinic``).
+
+    ``failure_classes`` defaults to TRANSIENT; CONTRACT or TRUST_PRIVACY need ``include_non_transient``.
+    """
     if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
         raise NotFound()
     reason = _check(reason, limit)
+    classes = check_classes(failure_classes, include_non_transient)
+    lifetime = timedelta(minutes=dj_settings.REEVALUATION_REDRIVE_PREVIEW_MINUTES)
     with transaction.atomic():
-        queryset = _eligible(clinic)
+        queryset = redrivable(clinic)
         if target_revision is not None:
             queryset = queryset.filter(revision=target_revision)
-        jobs = list(queryset.order_by("pk")[:limit])
+        counts = class_counts(queryset)
+        selected = Q()
+        for cls in classes:
+            selected |= failure_class_q(cls)
+        jobs = list(queryset.filter(selected).order_by("pk")[:limit])
         preview = RedrivePreview.objects.create(
             tenant_group_id=clinic.tenant_group_id,
             clinic=clinic,
@@ -111,8 +171,9 @@ def redrive_preview(
             reason=reason,
             target_revision=target_revision,
             limit=limit,
+            failure_classes=classes,
             job_ids=[job.pk for job in jobs],
-            expires_at=timezone.now() + timedelta(minutes=dj_settings.REEVALUATION_REDRIVE_PREVIEW_MINUTES),
+            expires_at=timezone.now() + lifetime,
         )
         targets = [_target(job) for job in jobs]
         audit_record(
@@ -127,36 +188,69 @@ def redrive_preview(
                 "count": len(targets),
                 "jobs": [t["job"] for t in targets],
                 "target_revision": target_revision,
+                "failure_classes": classes,
+                "class_counts": counts,
             },
         )
-    return PreviewResult(preview_ref=preview.ref, targets=targets)
+    return PreviewResult(
+        preview_ref=preview.ref,
+        targets=targets,
+        failure_classes=classes,
+        class_counts=counts,
+        expires_at=preview.expires_at,
+        lifetime_seconds=int(lifetime.total_seconds()),
+    )
 
 
 def redrive_execute(
-    *, clinic, actor, preview_ref: str, reason: str, idempotency_key: str = ""
+    *,
+    clinic,
+    actor,
+    preview_ref: str,
+    reason: str,
+    exclude: Iterable[str] = (),
+    confirm_non_transient: bool = False,
+    idempotency_key: str = "",
 ) -> ExecuteResult:
-    """Redrive the previewed jobs that are still eligible; report the others as skipped (ADMIN only)."""
+    """Redrive the previewed jobs that are still eligible, less the ``exclude`` refs the ADMIN left
+    out; report the others as skipped (ADMIN only). A preview that includes CONTRACT or TRUST_PRIVACY
+    failures needs ``confirm_non_transient``."""
     require_admin(actor, clinic)
+    exclude = set(exclude or ())
     reason = _check(reason, 1)
     now = timezone.now()
     with transaction.atomic():
-        preview = RedrivePreview.objects.select_for_update().filter(clinic=clinic, ref=preview_ref).first()
+        preview = RedrivePreview.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=preview_ref).first()
         if preview is None:
             raise NotFound()
         if preview.executed_at is not None:
             raise Conflict("This preview was executed already.", code="PREVIEW_USED")
         if preview.expires_at <= now:
             raise Conflict("This preview has expired; preview again.", code="PREVIEW_EXPIRED")
+        if NON_TRANSIENT & set(preview.failure_classes) and not confirm_non_transient:
+            raise ValidationFailed(
+                "This preview includes CONTRACT or TRUST_PRIVACY failures.",
+                fields={"confirm_non_transient": ["Confirm that these failures were investigated."]},
+            )
+        previewed = dict(
+            ReevaluationJob.objects.filter(pk__in=preview.job_ids).values_list("ref", "pk")
+        )
+        if exclude - set(previewed):
+            raise ValidationFailed(fields={"exclude": ["Only jobs of this preview can be left out."]})
         # Lock the previewed rows in id order (the fixed order everywhere), then re-check them:
         # only rows still eligible after the locks are held are redriven.
         locked = list(
-            ReevaluationJob.objects.select_for_update().filter(pk__in=preview.job_ids).order_by("pk")
+            ReevaluationJob.objects.select_for_update(no_key=True).filter(pk__in=preview.job_ids).order_by("pk")
         )
-        eligible_ids = set(_eligible(clinic).filter(pk__in=preview.job_ids).values_list("pk", flat=True))
+        eligible_ids = set(redrivable(clinic).filter(pk__in=preview.job_ids).values_list("pk", flat=True))
         row = settings_for(clinic)
         redriven: list[dict] = []
         skipped: list[dict] = []
+        excluded: list[dict] = []
         for job in locked:
+            if job.ref in exclude:
+                excluded.append({"job": job.ref, "state": job.state})
+                continue
             if job.pk not in eligible_ids or job.state != JobState.FAILED:
                 skipped.append({"job": job.ref, "state": job.state})
                 continue
@@ -186,6 +280,7 @@ def redrive_execute(
         result = {
             "redriven": redriven,
             "skipped": skipped,
+            "excluded": excluded,
             "count": len(redriven),
             "skipped_count": len(skipped),
         }
@@ -200,4 +295,4 @@ def redrive_execute(
             correlation_id=new_correlation_id(),
             result=result,
         )
-    return ExecuteResult(redriven=redriven, skipped=skipped)
+    return ExecuteResult(redriven=redriven, skipped=skipped, excluded=excluded)

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from common.errors import Conflict, NotFound, SlotOccupied
@@ -27,6 +27,8 @@ from scheduling.services import appointment_book, appointment_cancel, appointmen
 
 from ..assessment import Assessment, AssessmentClient, AssessmentError, Constraints
 from ..models import (
+    CHANGE_OUTCOMES,
+    JOB_COMPLETED_TOPIC,
     QUARANTINE_CATEGORY,
     ClinicReevaluationSettings,
     JobState,
@@ -38,6 +40,7 @@ from ..models import (
     ReevaluationOutcome,
 )
 from .jobs import Fence, fenced, head_revision, lease_renew, retry_delay
+from .modes import quarantine_watch, settings_for
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,10 @@ ELIGIBLE = (AppointmentStatus.PROPOSED, AppointmentStatus.HELD)
 
 class ConfirmedInvariantViolated(RuntimeError):
     """A CONFIRMED appointment changed during a reevaluation write-back (never expected)."""
+
+
+class PolicyWentBack(Exception):
+    """The assessment's policy generation is older than (or conflicts with) the clinic's current one."""
 
 
 class _Rollback(Exception):
@@ -134,6 +141,9 @@ def job_run(
         return job_quarantine(fence, error=exc)
     try:
         return job_complete(fence, assessment=assessment)
+    except PolicyWentBack:
+        evidence = f"{assessment.policy_ref}:{assessment.policy_generation}".encode()
+        return job_quarantine(fence, error=AssessmentError("ASSESSMENT_POLICY_STALE", evidence))
     except Exception as exc:  # noqa: BLE001 - the job must not sit RUNNING until its lease expires
         # Only the class name is logged: a message could carry row values.
         logger.error("reevaluation job=%s write-back error=%s", job.ref, type(exc).__name__)
@@ -162,7 +172,7 @@ def job_fail_transient(fence: Fence, *, code: str, now: datetime | None = None) 
     """RETRY_WAIT with an exponential cooldown, or FAILED once ``max_attempts`` is spent."""
     now = now or timezone.now()
     with transaction.atomic():
-        job = fenced(fence).select_for_update().first()
+        job = fenced(fence).select_for_update(no_key=True).first()
         if job is None:
             return "LEASE_LOST"
         exhausted = job.attempts >= job.max_attempts
@@ -183,7 +193,7 @@ def job_fail_transient(fence: Fence, *, code: str, now: datetime | None = None) 
 def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
     """Trust, privacy or contract failure: FAILED (no generic retry) and a quarantine case."""
     with transaction.atomic():
-        job = fenced(fence).select_for_update().first()
+        job = fenced(fence).select_for_update(no_key=True).first()
         if job is None:
             return "LEASE_LOST"
         fenced(fence).update(
@@ -207,6 +217,7 @@ def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
             correlation_id=new_correlation_id(),
         )
         _count_failure(job.clinic_id)
+        quarantine_watch(job.clinic_id)  # repeated quarantine drains the clinic
     logger.warning("reevaluation job=%s quarantined code=%s", job.ref, error.code)
     return JobState.FAILED
 
@@ -287,8 +298,8 @@ def _decide_proposed(appt: Appointment, a: Assessment, material: bool, apply: bo
         return Decision(appt, Outcome.SKIPPED_UNCHANGED)
     specs = _replacement_specs(appt, a.constraints)
     if not specs:
-        # No feasible replacement: leave the proposal for staff rather than withdraw it silently.
-        return Decision(appt, Outcome.SKIPPED_UNCHANGED)
+        # No feasible replacement: the proposal stays as it is and the job asks staff to decide.
+        return Decision(appt, Outcome.PROPOSAL_NEEDS_STAFF)
     if not apply:
         return Decision(appt, Outcome.PROPOSAL_SUPERSEDED)
     new = _replace(appt, specs[0], status=AppointmentStatus.PROPOSED, reason="reevaluation:superseded")
@@ -342,12 +353,21 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
         if scope is None:
             return "LEASE_LOST"
         # Lock order: head before job (as intake does), then appointments through scheduling.
-        head = ReevaluationHead.objects.select_for_update().filter(**scope).first()
-        job = fenced(fence).select_for_update().select_related("clinic__tenant_group", "event").first()
+        head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**scope).first()
+        # of=self: the joined clinic, tenant group and event are read, never locked (a clinic row lock
+        # blocked every insert that references the clinic, FOR KEY SHARE, and deadlocked job runs).
+        job = (
+            fenced(fence)
+            .select_for_update(of=("self",), no_key=True)
+            .select_related("clinic__tenant_group", "event")
+            .first()
+        )
         if job is None:
             return "LEASE_LOST"
         if head is not None and job.revision < head.revision:
             return _finish_stale(fence)
+        if not _policy_advance(job, assessment):
+            raise PolicyWentBack(job.ref)
         mode = (
             ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id)
             .values_list("mutation_mode", flat=True)
@@ -378,9 +398,15 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
             ]
         )
         counts = dict(sorted(Counter(str(d.outcome) for d in decisions).items()))
+        # The newest completed run of a scope is the one staff act on: older asks are settled.
+        ReevaluationJob.objects.filter(
+            clinic_id=job.clinic_id, tenant_group_id=job.tenant_group_id, fingerprint=job.fingerprint,
+            needs_staff=True,
+        ).update(needs_staff=False, version=F("version") + 1)
         updated = fenced(fence).update(
             state=JobState.COMPLETED,
             outcome_counts=counts,
+            needs_staff=Outcome.PROPOSAL_NEEDS_STAFF in counts,
             target_policy_ref=assessment.policy_ref,
             target_policy_generation=assessment.policy_generation,
             last_failure_code="",
@@ -395,10 +421,14 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
             consecutive_assessment_failures=0
         )
         outbox_enqueue(
-            topic="reevaluation.job_completed",
+            topic=JOB_COMPLETED_TOPIC,
             tenant_group_ref=job.clinic.tenant_group.ref,
             clinic_ref=job.clinic.ref,
             aggregate_ref=job.ref,
+            # The patient told of an applied change (contact caps count per recipient); refs only.
+            recipient_ref=next(
+                (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
+            ),
             payload={
                 "job": job.ref,
                 "revision": job.revision,
@@ -411,6 +441,23 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
         )
     logger.info("reevaluation job=%s completed mode=%s outcomes=%s", job.ref, mode, counts)
     return JobState.COMPLETED
+
+
+def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> bool:
+    """Accept the assessment's policy only at or past the clinic's current one, and advance to it.
+
+    Same generation: the policy ref must match. A higher generation may name a new policy ref. One
+    conditional UPDATE (row-locked until commit), so concurrent runs cannot move the clinic back.
+    """
+    settings_for(job.clinic)
+    same = Q(policy_generation=assessment.policy_generation, policy_ref=assessment.policy_ref)
+    newer = Q(policy_generation__isnull=True) | Q(policy_generation__lt=assessment.policy_generation)
+    updated = (
+        ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id)
+        .filter(same | newer)
+        .update(policy_ref=assessment.policy_ref, policy_generation=assessment.policy_generation)
+    )
+    return updated == 1
 
 
 def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str) -> list[Decision]:

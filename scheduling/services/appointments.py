@@ -61,10 +61,10 @@ def appointment_book(
 
 def _lock(clinic: Clinic, appointment_ref: str) -> Appointment:
     """Lock order: allocation before appointment (ARCHITECTURE.md)."""
-    allocations.CapacityAllocation.objects.select_for_update(of=("self",)).filter(
+    allocations.CapacityAllocation.objects.select_for_update(of=("self",), no_key=True).filter(
         active=True, appointment__ref=appointment_ref, appointment__clinic=clinic
     ).first()
-    appointment = Appointment.objects.select_for_update().filter(clinic=clinic, ref=appointment_ref).first()
+    appointment = Appointment.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=appointment_ref).first()
     if appointment is None:
         raise NotFound()
     return appointment

@@ -75,7 +75,7 @@ def feature_enabled(name: str, clinic: Clinic) -> bool:
 
 def _lock_flag(name: str) -> FeatureFlag:
     """The flag row, locked; made on first change from the default (on globally, every tenant iff the default)."""
-    flag = FeatureFlag.objects.select_for_update().filter(name=name).first()
+    flag = FeatureFlag.objects.select_for_update(no_key=True).filter(name=name).first()
     if flag is not None:
         return flag
     try:
@@ -83,7 +83,7 @@ def _lock_flag(name: str) -> FeatureFlag:
             FeatureFlag.objects.create(name=name, enabled=True, all_tenants=feature_default(name))
     except IntegrityError:  # another change made it first
         pass
-    return FeatureFlag.objects.select_for_update().get(name=name)
+    return FeatureFlag.objects.select_for_update(no_key=True).get(name=name)
 
 
 def feature_set(

@@ -62,7 +62,7 @@ def hold_place(
 
 
 def lock_hold(hold_id: int) -> CapacityHold:
-    hold = CapacityHold.objects.select_for_update().filter(pk=hold_id).first()
+    hold = CapacityHold.objects.select_for_update(no_key=True).filter(pk=hold_id).first()
     if hold is None:
         raise NotFound()
     return hold
@@ -97,14 +97,14 @@ def hold_book(*, clinic: Clinic, hold_ref: str) -> tuple[Appointment, bool]:
     Retrying after success returns the same appointment; anything else is HOLD_NOT_BOOKABLE.
     """
     with transaction.atomic():
-        hold = CapacityHold.objects.select_for_update().filter(clinic=clinic, ref=hold_ref).first()
+        hold = CapacityHold.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=hold_ref).first()
         if hold is None:
             raise NotFound()
         if hold.status == HoldStatus.CONSUMED and hold.appointment_id:
             return hold.appointment, False
         if hold.status != HoldStatus.ACCEPTED:
             raise Conflict(f"The hold is {hold.status}.", code="HOLD_NOT_BOOKABLE")
-        allocation = CapacityAllocation.objects.select_for_update().filter(hold=hold, active=True).first()
+        allocation = CapacityAllocation.objects.select_for_update(no_key=True).filter(hold=hold, active=True).first()
         if allocation is None:
             raise Conflict("The hold no longer reserves its slot.", code="HOLD_NOT_BOOKABLE")
         appointment = Appointment.objects.create(

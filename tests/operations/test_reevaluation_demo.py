@@ -29,7 +29,8 @@ def test_seed_demo_shows_every_state_and_a_second_run_adds_nothing():
     modes = dict(ClinicReevaluationSettings.objects.values_list("clinic__ref", "mutation_mode"))
     assert modes == {gangnam.ref: "APPLY_PROPOSED_AND_HELD", lisbon.ref: "DRY_RUN"}
     audit = AuditEntry.objects.filter(action="reevaluation.mode_set")
-    assert audit.count() == 2 and {a.actor_id for a in audit} == {None}
+    # The rollout order, one audited step at a time: three steps for Gangnam, one for Lisbon.
+    assert audit.count() == 4 and {a.actor_id for a in audit} == {None}
     for clinic in (gangnam, lisbon):
         states = sorted(ReevaluationJob.objects.filter(clinic=clinic).values_list("state", flat=True))
         assert states == ["COMPLETED", "FAILED", "FAILED", "PENDING", "RETRY_WAIT", "STALE"], clinic.ref

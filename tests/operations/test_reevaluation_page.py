@@ -308,12 +308,18 @@ def second_clinic_admin(clinic, admin):
     return other
 
 
-def test_invalid_forms_are_shown_again_with_errors(admin_web, world):
+def test_invalid_forms_are_shown_again_with_errors(admin_web, admin, world):
     response = admin_web.post(url("reevaluation-preview", world.clinic), {"reason": "x", "limit": 500}, **HX)
     html = response.content.decode()
     assert response.status_code == 200 and html.count('class="field-error"') == 2
     assert response["HX-Retarget"] == "#redrive-form"
     response = admin_web.post(url("reevaluation-execute", world.clinic), {"preview": "rpv_x", "reason": "x"}, **HX)
+    assert response.status_code == 404  # an unknown preview, like another clinic's
+    preview = RedrivePreview.objects.create(
+        tenant_group=world.clinic.tenant_group, clinic=world.clinic, actor=admin, reason="r", limit=1,
+        expires_at="2100-01-01T00:00Z",
+    )
+    response = admin_web.post(url("reevaluation-execute", world.clinic), {"preview": preview.ref, "reason": "x"}, **HX)
     assert response.status_code == 200 and 'class="field-error"' in response.content.decode()
     assert not AuditEntry.objects.exists()
 
@@ -340,10 +346,10 @@ def test_actor_in_the_body_changes_nothing(admin_web, admin, staff, world):
 def test_admin_sets_mode_and_drain_with_a_reason_and_audit_rows(admin_web, admin, world):
     response = admin_web.post(
         url("reevaluation-mode", world.clinic),
-        {"mode": "APPLY_PROPOSED", "reason": "rollout step 3", "confirm": "on", "idempotency_key": "m1"},
+        {"mode": "DRY_RUN", "reason": "rollout step 2", "confirm": "on", "idempotency_key": "m1"},
         **HX,
     )
-    assert response.status_code == 200 and "Current: APPLY_PROPOSED" in response.content.decode()
+    assert response.status_code == 200 and "Current: DRY_RUN" in response.content.decode()
     assert "reevaluation-changed" in json.loads(response["HX-Trigger"])
     response = admin_web.post(
         url("reevaluation-drain", world.clinic),
@@ -353,10 +359,10 @@ def test_admin_sets_mode_and_drain_with_a_reason_and_audit_rows(admin_web, admin
     # Nothing runs, so DRAINING goes straight to DRAINED.
     assert response.status_code == 200 and "Current: DRAINED" in response.content.decode()
     row = ClinicReevaluationSettings.objects.get(clinic=world.clinic)
-    assert (row.mutation_mode, row.drain_state) == ("APPLY_PROPOSED", "DRAINED")
+    assert (row.mutation_mode, row.drain_state) == ("DRY_RUN", "DRAINED")
     entries = AuditEntry.objects.filter(clinic_ref=world.clinic.ref).order_by("pk")
     assert [(e.action, e.actor_id, e.reason) for e in entries] == [
-        ("reevaluation.mode_set", admin.pk, "rollout step 3"),
+        ("reevaluation.mode_set", admin.pk, "rollout step 2"),
         ("reevaluation.drain_set", admin.pk, "maintenance"),
     ]
     # The audit log page shows them.
@@ -370,12 +376,14 @@ def test_switch_replay_and_conflicts(admin_web, world):
     admin_web.post(url("reevaluation-mode", world.clinic), data, **HX)
     assert AuditEntry.objects.filter(action="reevaluation.mode_set").count() == 1
     assert CommandReceipt.objects.filter(key="m1").count() == 1
+    # A move the server refuses is not offered, and posting it anyway is a field error (no change).
     bad = admin_web.post(
         url("reevaluation-drain", world.clinic),
         {"state": "DRAINED", "reason": "skip draining", "confirm": "on", "idempotency_key": "d1"},
         **HX,
     )
-    assert bad.status_code == 409 and bad["HX-Reswap"] == "none"
+    assert bad.status_code == 200 and 'class="field-error"' in bad.content.decode()
+    assert ClinicReevaluationSettings.objects.get(clinic=world.clinic).drain_state == "ACTIVE"
     invalid = admin_web.post(url("reevaluation-mode", world.clinic), {"mode": "YOLO", "reason": "r"}, **HX)
     assert invalid.status_code == 200 and 'class="field-error"' in invalid.content.decode()
 
@@ -397,8 +405,9 @@ def test_page_query_count_does_not_grow_with_jobs(staff_web, world, jobs, django
     rf.bulk_jobs(world.clinic, jobs)
     quarantine_cases(world.clinic, 12)
     # session, user, clinic_for_user, switcher, then the snapshot: state counts, aggregates, claim
-    # latency, settings, quarantine count, action queue page, quarantine page.
-    with django_assert_num_queries(11):
+    # latency, settings, quarantine count, actionable FAILED per class, action queue page, quarantine
+    # page, recent changes (the switches' allowed moves come from the snapshot).
+    with django_assert_num_queries(13):
         response = staff_web.get(page_url(world.clinic))
     assert len(queue_refs(response.content.decode())) == min(jobs + 2, 20)
 
