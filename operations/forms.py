@@ -127,3 +127,30 @@ class WaitlistReviewForm(WaitlistCommandForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, command="review", **kwargs)
+
+
+class ListFilterForm(forms.Form):
+    """Filters of a console list (state, practitioner, treatment, local day, outcome, failure code) and
+    its keyset cursor. Choices are set per list and clinic; an unknown value is a 400, not a silent no-op."""
+
+    status = forms.ChoiceField(required=False, label="State")
+    practitioner = forms.ChoiceField(required=False)
+    treatment = forms.ChoiceField(required=False)
+    outcome = forms.ChoiceField(required=False)
+    failure_code = forms.CharField(required=False, max_length=40, label="Failure code", validators=[printable])
+    date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    after = forms.CharField(max_length=40, required=False, validators=[printable])
+
+    def __init__(self, data, *, statuses, practitioners=(), treatments=(), outcomes=(), fields=()):
+        super().__init__(data)
+        any_ = [("", "Any")]
+        self.fields["status"].choices = any_ + [(s, s) for s in statuses]
+        self.fields["practitioner"].choices = any_ + list(practitioners)
+        self.fields["treatment"].choices = any_ + list(treatments)
+        self.fields["outcome"].choices = any_ + [(o, o) for o in outcomes]
+        for name in [n for n in self.fields if n not in (*fields, "after")]:
+            del self.fields[name]
+
+    def filters(self) -> dict:
+        """The non-empty filters, without the cursor (for the selector and the "load more" link)."""
+        return {k: v for k, v in self.cleaned_data.items() if k != "after" and v not in ("", None)}
