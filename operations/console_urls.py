@@ -7,7 +7,7 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import views, views_lists, views_reevaluation, views_waitlist
+from . import views, views_bulk, views_lists, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -44,6 +44,7 @@ urlpatterns = [
     ),
     path("c/<str:clinic_ref>/waitlist/", views_waitlist.waitlist_page, name="waitlist"),
     path("c/<str:clinic_ref>/waitlist/lists/<str:kind>/", views_lists.waitlist_list, name="waitlist-list"),
+    path("c/<str:clinic_ref>/waitlist/review/bulk/", views_bulk.waitlist_review_bulk, name="waitlist-review-bulk"),
     path(
         "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/",
         views_waitlist.waitlist_vacancy,

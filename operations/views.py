@@ -11,7 +11,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
@@ -102,11 +102,12 @@ def audit_log(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
         return console_error(request, 400, "The filter is not valid.")
-    action, after = form.cleaned_data["action"], form.cleaned_data["after"]
-    page = audit_entries_page(
-        clinic=clinic, action=action, after=after, limit=settings.CONSOLE_AUDIT_PAGE_SIZE
-    )
-    context = {"form": form, "page": page, "action": action}
+    filters, after = form.filters(), form.cleaned_data["after"]
+    page = audit_entries_page(clinic=clinic, after=after, limit=settings.CONSOLE_AUDIT_PAGE_SIZE, **filters)
+    context = {
+        "form": form, "page": page, "action": filters.get("action", ""), "filters": filters,
+        "filter_query": urlencode({k: str(v) for k, v in filters.items()}),
+    }
     if request.htmx and after:
         response = render(request, "operations/audit_log.html#rows", {"clinic": clinic, **context})
         if page.next_cursor is None:

@@ -21,7 +21,7 @@ from waitlist import selectors as waitlist_selectors
 from waitlist.models import EntryStatus, OfferStatus, VacancyStatus
 
 from .decorators import clinic_view
-from .forms import ListFilterForm
+from .forms import ListFilterForm, new_idempotency_key
 from .overview import clinic_counters, console_version
 from .responses import console_error, render_clinic_page, with_toast
 
@@ -120,6 +120,7 @@ def _render_list(request: HttpRequest, clinic: Clinic, spec: ConsoleList) -> Htt
     filters, after = form.filters(), form.cleaned_data["after"]
     page = spec.fetch(clinic, limit=settings.CONSOLE_LIST_PAGE_SIZE, after=after, filters=filters)
     context = {
+        "bulk_key": new_idempotency_key(),
         "list": spec, "form": form, "page": page, "filters": filters,
         "filter_query": urlencode({k: str(v) for k, v in filters.items()}),
         "tabs": [LISTS[k] for k in WAITLIST_TABS] if spec.section == "waitlist" else [],

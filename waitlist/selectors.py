@@ -112,6 +112,14 @@ def offer_page(
     return keyset_page(queryset, field="created_at", limit=limit, after=after, descending=True)
 
 
+def vacancies_by_ref(*, clinic: Clinic, refs: list[str]) -> dict[str, Vacancy]:
+    """The clinic's vacancies among ``refs`` (one query; foreign and unknown refs are simply absent)."""
+    rows = Vacancy.objects.filter(clinic=clinic, ref__in=refs).select_related(
+        "practitioner", "treatment", "review_entry"
+    )
+    return {v.ref: v for v in rows}
+
+
 def vacancy_detail(*, clinic: Clinic, ref: str) -> tuple[Vacancy, Offer | None]:
     vacancy = scoped_get(Vacancy.objects.select_related("practitioner", "treatment", "resource"), clinic, ref)
     active = vacancy.offers.filter(status__in=ACTIVE_OFFER_STATUSES).only("ref").first()

@@ -80,3 +80,11 @@ def priority_band(rank) -> str:
     """The waiting list's priority band from the decision's rank (higher rank is served first)."""
     rank = int(rank or 0)
     return "HIGH" if rank > 0 else "LOW" if rank < 0 else "NORMAL"
+
+
+@register.filter
+def is_preview(action: str) -> bool:
+    """A read-only preview's audit action (shown apart from the changes it precedes)."""
+    from operations.selectors import PREVIEW_ACTION_SUFFIX
+
+    return str(action).endswith(PREVIEW_ACTION_SUFFIX)

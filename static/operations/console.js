@@ -107,6 +107,19 @@
     }
   });
   document.addEventListener("htmx:afterSettle", function () { markUpdated(); tick(); });
+  // Ticking a row for a bulk command pauses the live refresh (it would clear the ticks) until the
+  // command ran: its answer fires waitlist-changed, which resumes and refreshes the list.
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!(box instanceof HTMLInputElement) || !box.hasAttribute("form")) return;
+    var region = box.closest("[hx-trigger^='every']");
+    if (region) region.setAttribute("data-paused", "");
+  });
+  document.addEventListener("waitlist-changed", function () {
+    var paused = document.querySelectorAll("[data-paused]");
+    for (var i = 0; i < paused.length; i++) paused[i].removeAttribute("data-paused");
+  }, true); // capture: before htmx's "from:body" listener starts the refresh
+
 
   // Close the clinic switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
