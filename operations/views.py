@@ -17,8 +17,10 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
 from scheduling.models import Clinic
+from waitlist.trends import daily_trend
 
 from . import services
+from .charts import trend_chart
 from .decorators import clinic_view
 from .forms import AuditFilterForm
 from .overview import clinic_counters
@@ -91,9 +93,8 @@ def console_index(request: HttpRequest) -> HttpResponse:
 @clinic_view()
 def clinic_home(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """The overview: what needs attention and what is live, each counter linking to its list."""
-    return render_clinic_page(
-        request, "operations/clinic_home.html", clinic, "home", {"counters": clinic_counters(clinic=clinic)}
-    )
+    context = {"counters": clinic_counters(clinic=clinic), "chart": trend_chart(daily_trend(clinic=clinic))}
+    return render_clinic_page(request, "operations/clinic_home.html", clinic, "home", context)
 
 
 @clinic_view()
