@@ -21,7 +21,6 @@ from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, DomainError, NotFound
 from common.services import new_correlation_id
-
 from scheduling.models import Appointment, AppointmentStatus
 
 from .models import Offer, OfferStatus

@@ -7,8 +7,6 @@ from datetime import timedelta
 
 import pytest
 import time_machine
-from django.db import connection
-from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from operations.charts import trend_chart
