@@ -43,8 +43,73 @@ def _embedded_redis(env: dict) -> object:
     return server
 
 
-def _manage(env: dict, *args: str) -> None:
-    subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True)
+def _manage(env: dict, *args: str, capture: bool = False) -> str:
+    done = subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True, capture_output=capture, text=True
+    )
+    return done.stdout or ""
+
+
+#: What the demo data breaks on purpose, so a newcomer does not report it as a bug.
+DELIBERATE_FAILURES = (
+    "Deliberate demo failures (seeded on purpose, not bugs):",
+    "  - Reevaluation: FAILED jobs (CRM timeouts: redrivable; a hash mismatch: quarantined), a RETRY_WAIT job,",
+    "    a STALE job and one quarantined event per demo clinic; their error lines above are expected.",
+    "  - Waitlist: vacancies in staff review (STALE/UNAVAILABLE decisions), shown in the action queue.",
+)
+
+
+def ready_banner(url: str, sign_ins: str) -> str:
+    """The last thing `make run` prints, once the web server answers and a worker replied."""
+    return "\n".join(
+        [
+            "",
+            "Ready.",
+            f"  Console:   {url}/   (= {url}/console/)",
+            f"  API:       {url}/api/v1/   (docs: {url}/api/docs/)",
+            f"  Admin:     {url}/admin/   (read-only; sign in as admin)",
+            "  Sign-ins and API tokens (demo data):",
+            *[f"  {line.strip()}" for line in sign_ins.splitlines() if line.strip()],
+            *DELIBERATE_FAILURES,
+            "  Try a CRM event: make demo-event   (manage.py in another shell: set -a; . .data/run.env)",
+            "  Console polls are not access-logged. Ctrl-C stops everything.",
+            "",
+        ]
+    )
+
+
+def sign_in_lines(seed_output: str) -> tuple[str, str]:
+    """Split ``seed_demo``'s output into (progress lines, sign-in lines) so sign-ins can come last."""
+    progress, sign_ins = [], []
+    for line in seed_output.splitlines():
+        (sign_ins if line.startswith("  ") else progress).append(line)
+    return "\n".join(progress), "\n".join(sign_ins)
+
+
+def _wait_ready(url: str, venv_bin: Path, env: dict, processes: dict, timeout: float = 90.0) -> bool:
+    """Wait until the web server answers the sign-in page and a Celery worker answers a ping."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout
+    web_ok = worker_ok = False
+    while time.monotonic() < deadline and not (web_ok and worker_ok):
+        if any(proc.poll() is not None for proc in processes.values()):
+            return False
+        if not web_ok:
+            try:
+                with urllib.request.urlopen(f"{url}/console/login/", timeout=2) as answer:
+                    web_ok = answer.status == 200
+            except OSError:
+                pass
+        if web_ok and not worker_ok:
+            ping = subprocess.run(
+                [str(venv_bin / "celery"), "-A", "config", "inspect", "ping", "--timeout", "2"],
+                cwd=BASE_DIR, env=env, capture_output=True, text=True,
+            )
+            worker_ok = ping.returncode == 0
+        if not (web_ok and worker_ok):
+            time.sleep(1)
+    return web_ok and worker_ok
 
 
 def main() -> int:
@@ -65,7 +130,8 @@ def main() -> int:
 
     _manage(env, "migrate", "--no-input", "-v", "0")
     _manage(env, "collectstatic", "--no-input", "-v", "0")
-    _manage(env, "seed_demo")
+    progress, sign_ins = sign_in_lines(_manage(env, "seed_demo", capture=True))
+    print(progress, flush=True)
 
     venv_bin = Path(sys.executable).parent
     # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
@@ -77,7 +143,8 @@ def main() -> int:
     processes = {
         "web": subprocess.Popen(
             [str(venv_bin / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}", "--workers", "2",
-             "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5"],
+             "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5",
+             "--logger-class", "config.gunicorn_logging.QuietPollLogger"],
             cwd=BASE_DIR, env=web_env,
         ),
         "worker": subprocess.Popen(
@@ -92,13 +159,10 @@ def main() -> int:
         ),
     }
     url = f"http://{host}:{port}"
-    print(
-        f"\n  Console:   {url}/console/\n  API:       {url}/api/v1/   (docs: {url}/api/docs/)\n"
-        f"  Admin:     {url}/admin/   (read-only; sign in as admin)\n"
-        "  Try a CRM event: make demo-event   (manage.py in another shell: set -a; . .data/run.env)\n"
-        "  Sign-ins are listed above (staff, admin, outsider). Ctrl-C stops everything.\n",
-        flush=True,
-    )
+    if _wait_ready(url, venv_bin, env, processes):
+        print(ready_banner(url, sign_ins), flush=True)
+    else:
+        print("The servers did not become ready; see the lines above.", flush=True)
 
     stopping = False
 

@@ -1,8 +1,12 @@
 from django.contrib import admin
 from django.urls import include, path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from .api_root import ApiRootView
+
 api_v1 = [
+    path("", ApiRootView.as_view(), name="api-root"),
     path("", include("scheduling.api.urls")),
     path("", include("waitlist.urls")),
     path("", include("reevaluation.urls")),
@@ -11,6 +15,8 @@ api_v1 = [
 ]
 
 urlpatterns = [
+    # A newcomer's first URL: the console (which asks to sign in).
+    path("", RedirectView.as_view(pattern_name="console:index", permanent=False), name="root"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

@@ -7,7 +7,7 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import views, views_controls, views_reevaluation, views_waitlist
+from . import views, views_bulk, views_controls, views_lists, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -15,9 +15,14 @@ urlpatterns = [
     path("", views.console_index, name="index"),
     path("login/", views.console_login, name="login"),
     path("logout/", views.console_logout, name="logout"),
+    path("search/", views.console_search, name="search"),
     path("c/<str:clinic_ref>/", views.clinic_home, name="clinic-home"),
+    path("c/<str:clinic_ref>/ref/<str:ref>/", views.ref_page, name="ref"),
     path("c/<str:clinic_ref>/audit/", views.audit_log, name="audit"),
     path("c/<str:clinic_ref>/reevaluation/", views_reevaluation.reevaluation_page, name="reevaluation"),
+    path(
+        "c/<str:clinic_ref>/reevaluation/finished/", views_lists.reevaluation_finished, name="reevaluation-finished"
+    ),
     path(
         "c/<str:clinic_ref>/reevaluation/jobs/<str:job_ref>/",
         views_reevaluation.reevaluation_job,
@@ -38,6 +43,8 @@ urlpatterns = [
         "c/<str:clinic_ref>/reevaluation/drain/", views_reevaluation.reevaluation_drain, name="reevaluation-drain"
     ),
     path("c/<str:clinic_ref>/waitlist/", views_waitlist.waitlist_page, name="waitlist"),
+    path("c/<str:clinic_ref>/waitlist/lists/<str:kind>/", views_lists.waitlist_list, name="waitlist-list"),
+    path("c/<str:clinic_ref>/waitlist/review/bulk/", views_bulk.waitlist_review_bulk, name="waitlist-review-bulk"),
     path(
         "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/",
         views_waitlist.waitlist_vacancy,

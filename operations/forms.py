@@ -15,10 +15,21 @@ printable = RegexValidator(r"^[\x21-\x7e]{1,200}$", "Use 1–200 printable chara
 
 
 class AuditFilterForm(forms.Form):
-    """Query parameters of the audit log: an exact action code and the keyset cursor."""
+    """Query parameters of the audit log: actor and action (partial, case-insensitive), a date range
+    (local days in the clinic's zone, both ends included), changes or read-only previews, and the cursor."""
 
+    actor = forms.CharField(max_length=150, required=False, strip=True)
     action = forms.CharField(max_length=80, required=False, strip=True)
+    date_from = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    date_to = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    kind = forms.ChoiceField(
+        required=False, label="Show",
+        choices=[("", "Changes and previews"), ("changes", "Changes only"), ("previews", "Read-only previews only")],
+    )
     after = forms.CharField(max_length=40, required=False, validators=[printable])
+
+    def filters(self) -> dict:
+        return {k: v for k, v in self.cleaned_data.items() if k != "after" and v not in ("", None)}
 
 
 def new_idempotency_key() -> str:
@@ -197,3 +208,64 @@ class WaitlistReviewForm(WaitlistCommandForm):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, command="review", **kwargs)
+
+
+class ListFilterForm(forms.Form):
+    """Filters of a console list (state, practitioner, treatment, local day, outcome, failure code) and
+    its keyset cursor. Choices are set per list and clinic; an unknown value is a 400, not a silent no-op."""
+
+    status = forms.ChoiceField(required=False, label="State")
+    practitioner = forms.ChoiceField(required=False)
+    treatment = forms.ChoiceField(required=False)
+    outcome = forms.ChoiceField(required=False)
+    failure_code = forms.CharField(required=False, max_length=40, label="Failure code", validators=[printable])
+    date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    after = forms.CharField(max_length=40, required=False, validators=[printable])
+
+    def __init__(self, data, *, statuses, practitioners=(), treatments=(), outcomes=(), fields=()):
+        super().__init__(data)
+        any_ = [("", "Any")]
+        self.fields["status"].choices = any_ + [(s, s) for s in statuses]
+        self.fields["practitioner"].choices = any_ + list(practitioners)
+        self.fields["treatment"].choices = any_ + list(treatments)
+        self.fields["outcome"].choices = any_ + [(o, o) for o in outcomes]
+        for name in [n for n in self.fields if n not in (*fields, "after")]:
+            del self.fields[name]
+
+    def filters(self) -> dict:
+        """The non-empty filters, without the cursor (for the selector and the "load more" link)."""
+        return {k: v for k, v in self.cleaned_data.items() if k != "after" and v not in ("", None)}
+
+
+class RefListField(forms.MultipleChoiceField):
+    """Several refs of one kind (checkboxes); their scope is checked by the service, one by one."""
+
+    def __init__(self, *, prefix: str, max_items: int, **kwargs):
+        self.prefix, self.max_items = prefix, max_items
+        super().__init__(**kwargs)
+
+    def valid_value(self, value) -> bool:
+        return isinstance(value, str) and value.startswith(self.prefix + "_") and 0 < len(value) <= 40
+
+    def validate(self, value):
+        super().validate(value)
+        if len(value) > self.max_items:
+            raise forms.ValidationError(f"Select at most {self.max_items}.")
+
+
+class BulkReviewForm(forms.Form):
+    """Resolve several vacancies in staff review with one resolution and one reason. ``confirm`` is
+    set by the summary step's button: without it the view only shows what would happen."""
+
+    BULK_MAX = 50
+
+    vacancies = RefListField(prefix="vac", max_items=BULK_MAX, label="Vacancies")
+    resolution = forms.ChoiceField(
+        choices=[("PROMOTE", "PROMOTE: offer each slot to its candidate"),
+                 ("SKIP", "SKIP: pass over each candidate and dispatch to the next")],
+    )
+    reason = forms.CharField(min_length=5, max_length=500, strip=True, widget=forms.Textarea(attrs={"rows": 2}))
+    confirm = forms.BooleanField(required=False)
+    idempotency_key = forms.CharField(
+        max_length=150, validators=[printable], widget=forms.HiddenInput, initial=new_idempotency_key
+    )

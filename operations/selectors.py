@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 
 from django.db.models import Q, Subquery
 
 from common.models import AuditEntry
+from common.pagination import day_bounds
 from scheduling.models import Clinic
 from scheduling.scoping import clinics_for_user
 
@@ -41,7 +43,14 @@ AUDIT_COLUMNS = (
 )
 
 
-def audit_entries_page(*, clinic: Clinic, limit: int, action: str = "", after: str = "") -> AuditPage:
+#: Audit actions that change nothing (a preview precedes the change it shows); listed apart.
+PREVIEW_ACTION_SUFFIX = "_preview"
+
+
+def audit_entries_page(
+    *, clinic: Clinic, limit: int, action: str = "", after: str = "", actor: str = "",
+    date_from: date | None = None, date_to: date | None = None, kind: str = "",
+) -> AuditPage:
     """One page of the clinic's audit entries, newest first, in exactly one query.
 
     Keyset pagination on (created_at, id) — never OFFSET — so page N costs what page 1 costs.
@@ -53,7 +62,17 @@ def audit_entries_page(*, clinic: Clinic, limit: int, action: str = "", after: s
     """
     entries = AuditEntry.objects.filter(clinic_ref=clinic.ref)
     if action:
-        entries = entries.filter(action=action)
+        entries = entries.filter(action__icontains=action)
+    if actor:
+        entries = entries.filter(actor_label__icontains=actor)
+    if date_from:
+        entries = entries.filter(created_at__gte=day_bounds(date_from, clinic.timezone)[0])
+    if date_to:
+        entries = entries.filter(created_at__lt=day_bounds(date_to, clinic.timezone)[1])
+    if kind == "previews":
+        entries = entries.filter(action__endswith=PREVIEW_ACTION_SUFFIX)
+    elif kind == "changes":
+        entries = entries.exclude(action__endswith=PREVIEW_ACTION_SUFFIX)
     if after:
         cursor = AuditEntry.objects.filter(clinic_ref=clinic.ref, ref=after)
         cursor_at = Subquery(cursor.values("created_at")[:1])

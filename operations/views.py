@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from django.conf import settings
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
@@ -9,18 +11,23 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
 from scheduling.models import Clinic
+from waitlist.trends import daily_trend
 
 from . import services
+from .charts import trend_chart
 from .decorators import clinic_view
 from .forms import AuditFilterForm
+from .overview import clinic_counters
 from .responses import console_error, render_clinic_page, with_toast
+from .search import find_ref, ref_in_clinic
 from .selectors import audit_entries_page, console_first_clinic
+from .templatetags.console import in_zone
 
 THROTTLED_MESSAGE = "Too many failed sign-in attempts. Wait 15 minutes, then try again."
 
@@ -85,7 +92,9 @@ def console_index(request: HttpRequest) -> HttpResponse:
 
 @clinic_view()
 def clinic_home(request: HttpRequest, clinic: Clinic) -> HttpResponse:
-    return render_clinic_page(request, "operations/clinic_home.html", clinic, "home")
+    """The overview: what needs attention and what is live, each counter linking to its list."""
+    context = {"counters": clinic_counters(clinic=clinic), "chart": trend_chart(daily_trend(clinic=clinic))}
+    return render_clinic_page(request, "operations/clinic_home.html", clinic, "home", context)
 
 
 @clinic_view()
@@ -94,11 +103,12 @@ def audit_log(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     form = AuditFilterForm(request.GET)
     if not form.is_valid():
         return console_error(request, 400, "The filter is not valid.")
-    action, after = form.cleaned_data["action"], form.cleaned_data["after"]
-    page = audit_entries_page(
-        clinic=clinic, action=action, after=after, limit=settings.CONSOLE_AUDIT_PAGE_SIZE
-    )
-    context = {"form": form, "page": page, "action": action}
+    filters, after = form.filters(), form.cleaned_data["after"]
+    page = audit_entries_page(clinic=clinic, after=after, limit=settings.CONSOLE_AUDIT_PAGE_SIZE, **filters)
+    context = {
+        "form": form, "page": page, "action": filters.get("action", ""), "filters": filters,
+        "filter_query": urlencode({k: str(v) for k, v in filters.items()}),
+    }
     if request.htmx and after:
         response = render(request, "operations/audit_log.html#rows", {"clinic": clinic, **context})
         if page.next_cursor is None:
@@ -107,3 +117,35 @@ def audit_log(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     if request.htmx and request.htmx.target == "audit-results":
         return render(request, "operations/audit_log.html#results", {"clinic": clinic, **context})
     return render_clinic_page(request, "operations/audit_log.html", clinic, "audit", context)
+
+
+@login_required
+@require_http_methods(["GET", "HEAD"])
+def console_search(request: HttpRequest) -> HttpResponse:
+    """Open the object a ref names, in whichever of the user's clinics holds it; else "not found" (404)."""
+    query = request.GET.get("q", "").strip()
+    hit = find_ref(user=request.user, query=query) if query else None
+    if hit is not None:
+        return redirect(hit.url)
+    return render(request, "operations/search.html", {"query": query}, status=404 if query else 200)
+
+
+def _ref_rows(hit, tz_name: str) -> list[tuple[str, dict]]:
+    rows = [("clinic", {"text": hit.clinic_ref})]
+    for name, value in hit.values.items():
+        if isinstance(value, datetime):
+            rows.append((name, {"text": in_zone(value, tz_name)}))
+        else:
+            is_ref = name.endswith("ref") and bool(value)
+            rows.append((name, {"text": "—" if value in (None, "") else value, "link": is_ref}))
+    return rows
+
+
+@clinic_view()
+def ref_page(request: HttpRequest, clinic: Clinic, ref: str) -> HttpResponse:
+    """A ref without a panel of its own (entry, appointment, hold, quarantine case, audit row): its facts."""
+    hit = ref_in_clinic(clinic=clinic, user=request.user, ref=ref)
+    if hit is None:
+        return console_error(request, 404)
+    context = {"hit": hit, "rows": _ref_rows(hit, clinic.timezone)}
+    return render_clinic_page(request, "operations/ref_page.html", clinic, "home", context)

@@ -135,7 +135,7 @@ def waitlist_vacancy(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> 
 # --- commands ---------------------------------------------------------------------------------------
 
 
-def _run(request: HttpRequest, clinic: Clinic, *, command: str, key: str, parts: tuple,
+def run_once(request: HttpRequest, clinic: Clinic, *, command: str, key: str, parts: tuple,
          execute: Callable[[], dict]) -> StoredResponse:
     """Once per (clinic, user, key). Domain refusals are answered (and stored), not raised, so records a
     service keeps on refusal (e.g. ``BOOKING_RETRY_FAILED``) are committed; a reused key with another
@@ -168,7 +168,7 @@ def _command(
     parts = (target, data["reason"], data.get("resolution", ""))
     correlation_id = new_correlation_id()
     try:
-        stored = _run(request, clinic, command=name, key=data["idempotency_key"], parts=parts,
+        stored = run_once(request, clinic, command=name, key=data["idempotency_key"], parts=parts,
                       execute=lambda: {**execute(data, correlation_id), "correlation_id": correlation_id})
     except DomainError as exc:  # the key was used for another request
         return console_error(request, exc.status_code, exc.detail)
@@ -235,20 +235,26 @@ def waitlist_retry_booking(request: HttpRequest, clinic: Clinic, hold_ref: str) 
     return _command(request, clinic, name="retry_booking", target=hold_ref, form=form, execute=execute)
 
 
+def review_execute(request: HttpRequest, clinic: Clinic, vacancy_ref: str, data: dict, correlation_id: str) -> dict:
+    """Resolve one review (``vacancy_review_resolve``: its own transaction and audit row); the single and
+    the bulk command share it."""
+    result = services.vacancy_review_resolve(
+        clinic=clinic, vacancy_ref=vacancy_ref, actor=request.user, reason=data["reason"],
+        resolution=data["resolution"], correlation_id=correlation_id, idempotency_key=data["idempotency_key"],
+    )
+    offer = result.offer.ref if result.offer else None
+    suffix = f": offer {offer}" if offer else ""
+    return {"message": f"Review of {vacancy_ref} resolved ({result.resolution}): {result.outcome}{suffix}.",
+            "ref": vacancy_ref, "status": result.outcome, "offer": offer, "resolution": result.resolution,
+            "vacancy": vacancy_ref}
+
+
 @clinic_view(methods=("POST",))
 def waitlist_review(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
     """STAFF: mark a REVIEW vacancy reviewed, PROMOTE or SKIP (``vacancy_review_resolve``)."""
 
     def execute(data: dict, correlation_id: str) -> dict:
-        result = services.vacancy_review_resolve(
-            clinic=clinic, vacancy_ref=vacancy_ref, actor=request.user, reason=data["reason"],
-            resolution=data["resolution"], correlation_id=correlation_id, idempotency_key=data["idempotency_key"],
-        )
-        offer = result.offer.ref if result.offer else None
-        suffix = f": offer {offer}" if offer else ""
-        return {"message": f"Review of {vacancy_ref} resolved ({result.resolution}): {result.outcome}{suffix}.",
-                "ref": vacancy_ref, "status": result.outcome, "offer": offer, "resolution": result.resolution,
-                "vacancy": vacancy_ref}
+        return review_execute(request, clinic, vacancy_ref, data, correlation_id)
 
     return _command(request, clinic, name="review", target=vacancy_ref, form=WaitlistReviewForm(request.POST),
                     execute=execute)

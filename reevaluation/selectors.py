@@ -24,6 +24,7 @@ from django.db.models import (
 from django.utils import timezone
 
 from common.errors import NotFound
+from common.pagination import day_bounds, keyset_page
 
 from .models import (
     CHANGE_OUTCOMES,
@@ -430,3 +431,29 @@ def preview_targets(clinic, preview_ref: str) -> dict | None:
         "targets": [{"job": ref, "failure_class": failure_class(code)} for ref, code in jobs],
         "non_transient": bool(set(preview["failure_classes"]) - {FailureClass.TRANSIENT}),
     }
+#: Jobs that will not run again (a redrive makes a new job in the lineage).
+FINISHED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.STALE)
+
+
+def finished_jobs_page(
+    clinic, *, limit: int = 20, after: str = "", state: str | None = None, outcome: str | None = None,
+    failure_code: str | None = None, day=None,
+):
+    """Finished jobs, newest first (keyset on ``finished_at``, ``id``), one query.
+
+    ``outcome`` keeps jobs with at least one appointment of that outcome; ``failure_code`` matches the
+    last failure code exactly; ``day`` is a local day of ``finished_at`` in the clinic's zone.
+    """
+    jobs = ReevaluationJob.objects.filter(
+        clinic_id=clinic.pk, state__in=FINISHED_STATES, finished_at__isnull=False
+    ).select_related("redrive_of")
+    if state:
+        jobs = jobs.filter(state=state)
+    if outcome:
+        jobs = jobs.filter(**{f"outcome_counts__{outcome}__gt": 0})
+    if failure_code:
+        jobs = jobs.filter(last_failure_code=failure_code)
+    if day:
+        start, end = day_bounds(day, clinic.timezone)
+        jobs = jobs.filter(finished_at__gte=start, finished_at__lt=end)
+    return keyset_page(jobs, field="finished_at", limit=limit, after=after, descending=True)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import date
+
+from common.pagination import KeysetPage, day_bounds, keyset_page
+
 from .models import Appointment, Clinic, ContactConsent, Patient
 from .scoping import scoped_get
 from .services.consent import consent_current
@@ -29,3 +33,16 @@ def consent_recent(clinic: Clinic, limit: int = 20) -> list[dict]:
     """The clinic's newest consent changes by patient ref (states and sources; never contact data)."""
     return list(ContactConsent.objects.filter(clinic=clinic).order_by("-id")
                 .values("patient__ref", "channel", "state", "source", "actor", "recorded_at")[:limit])
+def appointment_page(
+    clinic: Clinic, *, limit: int, after: str = "", status: str | None = None, day: date | None = None
+) -> KeysetPage:
+    """The clinic's appointments by start time (keyset on ``appointment_clinic_start``), one query."""
+    queryset = Appointment.objects.filter(clinic=clinic).select_related(
+        "clinic", "patient", "practitioner", "treatment", "resource"
+    )
+    if status:
+        queryset = queryset.filter(status=status)
+    if day:
+        start, end = day_bounds(day, clinic.timezone)
+        queryset = queryset.filter(starts_at__gte=start, starts_at__lt=end)
+    return keyset_page(queryset, field="starts_at", limit=limit, after=after)

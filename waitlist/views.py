@@ -3,7 +3,8 @@
 A bad or forged token is a 404, a genuine token for an offer that is no longer open (or an expired
 token) a 410: both render the same plain "no longer available" page, never a stack trace or
 anything about another patient. The token names one offer (and its entry); nothing in the request
-can point it at another. The page speaks the patient's language (``translation.override``).
+can point it at another. The page speaks the patient's stored language, else the browser's
+(``claim_language``), with a visible switch; times carry the clinic's city ("Seoul time").
 """
 
 from __future__ import annotations
@@ -13,11 +14,14 @@ import logging
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone, translation
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, DomainError, NotFound
 from common.services import new_correlation_id
+from scheduling.models import Appointment, AppointmentStatus
 
 from .models import Offer, OfferStatus
 from .notifications import LANGUAGES, local_datetime
@@ -36,19 +40,60 @@ def _gone(request: HttpRequest, status: int, language: str | None = None) -> Htt
     return render(request, "waitlist/claim_gone.html", status=status)
 
 
-def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200) -> HttpResponse:
+#: City names of the clinics' zones, translated (the page says "Seoul time", not "Asia/Seoul").
+ZONE_CITIES = {
+    "Asia/Seoul": _lazy("Seoul"),
+    "Europe/Lisbon": _lazy("Lisbon"),
+    "Asia/Tokyo": _lazy("Tokyo"),
+    "Europe/London": _lazy("London"),
+    "America/New_York": _lazy("New York"),
+    "UTC": _lazy("UTC"),
+}
+
+
+def zone_label(tz_name: str) -> str:
+    """``Asia/Seoul`` → "Seoul time" (ko: "서울 시간"); an unlisted zone shows its city part."""
+    city = ZONE_CITIES.get(tz_name) or tz_name.rsplit("/", 1)[-1].replace("_", " ")
+    return gettext("%(city)s time") % {"city": city}
+
+
+def claim_language(request: HttpRequest, offer: Offer) -> str:
+    """The patient's explicit switch (``lang``), else their stored language when it is one we serve,
+    else the browser's ``Accept-Language`` (en/ko), else English."""
+    chosen = request.POST.get("lang") or request.GET.get("lang")
+    if chosen in LANGUAGES:
+        return chosen
+    if offer.patient.language in LANGUAGES:
+        return offer.patient.language
+    browser = translation.get_language_from_request(request)
+    return browser if browser in LANGUAGES else "en"
+
+
+def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200, **extra) -> HttpResponse:
     clinic, vacancy = offer.clinic, offer.vacancy
+    language = translation.get_language()
     context = {
         "clinic_name": clinic.name,
         "treatment_name": vacancy.treatment.name,
         "starts_local": local_datetime(vacancy.starts_at, clinic.timezone),
         "expires_local": local_datetime(offer.expires_at, clinic.timezone),
         "expires_at": offer.expires_at,
-        "timezone_name": clinic.timezone,
+        "zone_label": zone_label(clinic.timezone),
+        "lang": language,
+        "switch": [(code, name) for code, name in (("en", "English"), ("ko", "한국어")) if code != language],
+        **extra,
     }
     response = render(request, template, context, status=status)
-    response["Content-Language"] = translation.get_language()
+    response["Content-Language"] = language
     return response
+
+
+def _render_accepted(request: HttpRequest, offer: Offer) -> HttpResponse:
+    """Say what is true: "confirmed" once the hold became a CONFIRMED appointment, else "held"."""
+    confirmed = Appointment.objects.filter(
+        source_hold__offer=offer, status=AppointmentStatus.CONFIRMED
+    ).exists()
+    return _render(request, offer, "waitlist/claim_accepted.html", confirmed=confirmed)
 
 
 def _is_open(offer: Offer) -> bool:
@@ -72,7 +117,7 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
     )
     if offer is None:
         return _gone(request, 404)
-    language = offer.patient.language if offer.patient.language in LANGUAGES else "en"
+    language = claim_language(request, offer)
     with translation.override(language):
         if request.method == "POST":
             action = request.POST.get("action")
@@ -84,7 +129,7 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
                 return _gone(request, 410, language)
             return _render(request, offer, "waitlist/claim.html", status=400)
         if offer.status == OfferStatus.ACCEPTED:
-            return _render(request, offer, "waitlist/claim_accepted.html")
+            return _render_accepted(request, offer)
         if not _is_open(offer):
             return _gone(request, 410, language)
         return _render(request, offer, "waitlist/claim.html")
@@ -115,7 +160,7 @@ def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
     except DomainError as exc:
         # The hold stays ACCEPTED; reconcile retries the booking and then flags it for staff.
         logger.warning("claim page: booking of hold %s left to reconcile: %s", hold_ref, exc.code)
-    return _render(request, offer, "waitlist/claim_accepted.html")
+    return _render_accepted(request, offer)
 
 
 def _decline(request: HttpRequest, offer: Offer) -> HttpResponse:

@@ -59,3 +59,32 @@ def percent(ratio) -> str:
     if ratio in (None, ""):
         return "—"
     return f"{float(ratio) * 100:.1f}%"
+
+
+@register.inclusion_tag("operations/partials/ref.html")
+def ref(value, keep: int = 12):
+    """A ref that fits its column: the first ``keep`` characters, the full ref on hover and a copy button."""
+    value = str(value or "")
+    short = value if len(value) <= keep + 1 else value[:keep] + "…"
+    return {"value": value, "short": short}
+
+
+@register.filter
+def field_label(name: str) -> str:
+    """``offer__vacancy__ref`` → ``offer vacancy``: a readable label for a selector's value key."""
+    return name.replace("__ref", "").replace("__name", "").replace("__", " ").replace("_", " ")
+
+
+@register.filter
+def priority_band(rank) -> str:
+    """The waiting list's priority band from the decision's rank (higher rank is served first)."""
+    rank = int(rank or 0)
+    return "HIGH" if rank > 0 else "LOW" if rank < 0 else "NORMAL"
+
+
+@register.filter
+def is_preview(action: str) -> bool:
+    """A read-only preview's audit action (shown apart from the changes it precedes)."""
+    from operations.selectors import PREVIEW_ACTION_SUFFIX
+
+    return str(action).endswith(PREVIEW_ACTION_SUFFIX)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.views import APIView
 
@@ -12,6 +14,35 @@ from common.errors import ValidationFailed
 
 from ..models import Role
 from ..scoping import clinic_for_user
+
+
+class ListQuery(serializers.Serializer):
+    """Query of a keyset-paged clinic list: ``status`` (one of the model's), ``date`` (a local day in the
+    clinic's zone), ``after`` (the ``next`` ref of the previous page) and ``limit`` (1–200, default 50)."""
+
+    status = serializers.CharField(required=False, max_length=12)
+    date = serializers.DateField(required=False)
+    after = serializers.CharField(required=False, max_length=40, default="")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
+
+    def validate_status(self, value):
+        choices = self.context["status_choices"]
+        if value not in choices:
+            raise serializers.ValidationError(f"One of {', '.join(choices)}.")
+        return value
+
+
+LIST_PARAMETERS = [
+    OpenApiParameter("status", str, description="only rows in this status"),
+    OpenApiParameter("date", OpenApiTypes.DATE, description="a local day in the clinic's zone"),
+    OpenApiParameter("after", str, description="the `next` ref of the previous page"),
+    OpenApiParameter("limit", int, description="1–200, default 50"),
+]
+
+
+def page_body(page, shape) -> dict:
+    """A keyset page: ``{items, next}``; ``next`` is the ``after`` of the following page or null."""
+    return {"items": [shape(row) for row in page.items], "next": page.next}
 
 
 class ClinicAPIView(APIView):
@@ -35,6 +66,13 @@ class ClinicAPIView(APIView):
         serializer = serializer_class(data=self.request.data, context=self.get_serializer_context())
         if not serializer.is_valid():
             raise ValidationFailed("The request is not valid.", fields=field_errors(serializer.errors))
+        return serializer.validated_data
+
+    def list_query(self, status_choices) -> dict:
+        """The validated ``ListQuery`` of a keyset-paged list (400 ``VALIDATION_ERROR`` otherwise)."""
+        serializer = ListQuery(data=self.request.query_params, context={"status_choices": list(status_choices)})
+        if not serializer.is_valid():
+            raise ValidationFailed("The query is not valid.", fields=field_errors(serializer.errors))
         return serializer.validated_data
 
     def command(self, name: str, execute: Callable[[str | None], tuple[int, dict]]):

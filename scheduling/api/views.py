@@ -7,9 +7,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from .. import selectors, services
-from ..models import ConsentSource, Patient, Practitioner, Resource, Treatment
+from ..models import AppointmentStatus, ConsentSource, Patient, Practitioner, Resource, Treatment
 from ..scoping import clinics_for_user, scoped_get
-from .base import ClinicAPIView
+from .base import LIST_PARAMETERS, ClinicAPIView, page_body
 from .serializers import (
     AppointmentCreateInput,
     ConsentInput,
@@ -64,6 +64,18 @@ class PatientCreateView(ClinicAPIView):
 
 
 class AppointmentCreateView(ClinicAPIView):
+    @extend_schema(
+        parameters=LIST_PARAMETERS,
+        responses={200: OpenApiResponse(description="{items: [appointment], next}")},
+    )
+    def get(self, request, clinic):
+        query = self.list_query(AppointmentStatus.values)
+        page = selectors.appointment_page(
+            self.clinic, limit=query["limit"], after=query["after"], status=query.get("status"),
+            day=query.get("date"),
+        )
+        return Response(page_body(page, appointment_body))
+
     @extend_schema(
         request=AppointmentCreateInput, responses={201: OpenApiResponse(description="appointment")}
     )

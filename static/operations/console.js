@@ -52,6 +52,75 @@
     if (link) link.click();
   });
 
+  // Copy buttons beside truncated refs (operations/partials/ref.html).
+  document.addEventListener("click", function (event) {
+    var button = event.target instanceof Element && event.target.closest("button.copy[data-copy]");
+    if (!button) return;
+    var text = button.getAttribute("data-copy");
+    var done = function () {
+      button.classList.add("copied");
+      window.setTimeout(function () { button.classList.remove("copied"); }, 1200);
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(done, function () { showToast("Copy failed: select the ref instead.", "error"); });
+    } else {
+      showToast(text, "info");
+    }
+  });
+
+  // Live lists: "updated N s ago" after each successful poll, countdowns to expiry, and no poll once
+  // the user loaded more pages (a refresh would drop them; reload the page to go live again).
+  function markUpdated() {
+    // Freshly rendered notes (page load or a swapped-in poll answer) have no data-at yet.
+    var notes = document.querySelectorAll("[data-updated]:not([data-at])");
+    for (var i = 0; i < notes.length; i++) notes[i].setAttribute("data-at", String(Date.now()));
+  }
+  function pad(n) { return n < 10 ? "0" + n : String(n); }
+  function tick() {
+    var now = Date.now();
+    var notes = document.querySelectorAll("[data-updated]");
+    for (var i = 0; i < notes.length; i++) {
+      var at = Number(notes[i].getAttribute("data-at") || now);
+      var paused = notes[i].closest("[data-paused]");
+      notes[i].textContent = "updated " + Math.max(0, Math.round((now - at) / 1000)) + " s ago" +
+        (paused ? " · live refresh paused (more pages loaded)" : "");
+    }
+    var clocks = document.querySelectorAll("time[data-countdown]");
+    for (var j = 0; j < clocks.length; j++) {
+      var left = Math.round((Date.parse(clocks[j].getAttribute("datetime")) - now) / 1000);
+      if (isNaN(left)) continue;
+      if (!clocks[j].hasAttribute("title")) clocks[j].setAttribute("title", clocks[j].textContent);
+      clocks[j].textContent = left <= 0 ? "expired" : "in " + Math.floor(left / 60) + ":" + pad(left % 60);
+      clocks[j].classList.toggle("soon", left > 0 && left < 120);
+    }
+  }
+  document.addEventListener("DOMContentLoaded", function () { markUpdated(); tick(); });
+  window.setInterval(tick, 1000);
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!(elt instanceof Element)) return;
+    if (elt.hasAttribute("data-load-more")) {
+      var results = elt.closest("[hx-trigger^='every']");
+      if (results) results.setAttribute("data-paused", "");
+    } else if (elt.hasAttribute("data-paused")) {
+      event.preventDefault();
+    }
+  });
+  document.addEventListener("htmx:afterSettle", function () { markUpdated(); tick(); });
+  // Ticking a row for a bulk command pauses the live refresh (it would clear the ticks) until the
+  // command ran: its answer fires waitlist-changed, which resumes and refreshes the list.
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!(box instanceof HTMLInputElement) || !box.hasAttribute("form")) return;
+    var region = box.closest("[hx-trigger^='every']");
+    if (region) region.setAttribute("data-paused", "");
+  });
+  document.addEventListener("waitlist-changed", function () {
+    var paused = document.querySelectorAll("[data-paused]");
+    for (var i = 0; i < paused.length; i++) paused[i].removeAttribute("data-paused");
+  }, true); // capture: before htmx's "from:body" listener starts the refresh
+
+
   // Close the clinic switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
     var open = document.querySelectorAll("details.switcher[open]");

@@ -171,3 +171,43 @@ def test_recent_timestamps_sort_before_older_ones(staff_web, clinic):
     old, new = make_audit(clinic, 2)
     AuditEntry.objects.filter(pk=new.pk).update(created_at=old.created_at - timedelta(days=1))
     assert shown_refs(staff_web.get(audit_url(clinic)).content.decode()) == [old.ref, new.ref]
+
+
+def test_filter_by_actor_and_partial_action(staff_web, clinic, staff):
+    by_staff = make_audit(clinic, 1, action="waitlist.offer_withdraw", actor=staff)
+    make_audit(clinic, 2, action="reevaluation.mode_set")
+    html = staff_web.get(audit_url(clinic, action="WITHDRAW")).content.decode()
+    assert shown_refs(html) == [by_staff[0].ref]
+    html = staff_web.get(audit_url(clinic, actor=staff.username[:4])).content.decode()
+    assert shown_refs(html) == [by_staff[0].ref]
+
+
+def test_filter_by_date_range_in_the_clinics_zone(staff_web, clinic):
+    old, recent = make_audit(clinic, 2)
+    # 2030-12-01 23:30 in Seoul is still 14:30 UTC that day; 2030-12-03 09:00 Seoul.
+    AuditEntry.objects.filter(pk=old.pk).update(created_at=datetime(2030, 12, 1, 14, 30, tzinfo=UTC))
+    AuditEntry.objects.filter(pk=recent.pk).update(created_at=datetime(2030, 12, 3, 0, 0, tzinfo=UTC))
+    html = staff_web.get(audit_url(clinic, date_from="2030-12-02", date_to="2030-12-03")).content.decode()
+    assert shown_refs(html) == [recent.ref]
+    html = staff_web.get(audit_url(clinic, date_to="2030-12-01")).content.decode()
+    assert shown_refs(html) == [old.ref]
+
+
+def test_previews_are_marked_and_can_be_shown_apart(staff_web, clinic):
+    (preview,) = make_audit(clinic, 1, action="reevaluation.redrive_preview")
+    (change,) = make_audit(clinic, 1, action="reevaluation.redrive_execute")
+    html = staff_web.get(audit_url(clinic)).content.decode()
+    assert f'<tr data-ref="{preview.ref}" class="preview">' in html and f'<tr data-ref="{change.ref}">' in html
+    assert shown_refs(staff_web.get(audit_url(clinic, kind="previews")).content.decode()) == [preview.ref]
+    assert shown_refs(staff_web.get(audit_url(clinic, kind="changes")).content.decode()) == [change.ref]
+
+
+def test_load_more_keeps_every_filter(staff_web, clinic, settings):
+    settings.CONSOLE_AUDIT_PAGE_SIZE = 2
+    kept = make_audit(clinic, 3, action="waitlist.offer_withdraw")
+    make_audit(clinic, 2, action="reevaluation.mode_set")
+    html = staff_web.get(audit_url(clinic, action="withdraw", kind="changes")).content.decode()
+    assert "action=withdraw&amp;kind=changes&amp;after=" in html
+    cursor = next_cursor(html)
+    more = staff_web.get(audit_url(clinic, action="withdraw", kind="changes", after=cursor), **HX).content.decode()
+    assert shown_refs(html) + shown_refs(more) == [e.ref for e in reversed(kept)]

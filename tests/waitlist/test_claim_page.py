@@ -23,7 +23,7 @@ def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
     html = response.content.decode()
     assert response.status_code == 200 and response["Content-Language"] == "en"
     assert world.clinic.name in html and world.treatment.name in html
-    assert "Dec. 3, 2030, 10 a.m." in html and "Asia/Seoul" in html  # the clinic's zone, not UTC
+    assert "Dec. 3, 2030, 10 a.m." in html and "(Seoul time)" in html  # the clinic's zone, by its city
     assert "20\xa0minutes" in html  # the time left (the offer expires 20 minutes from now)
     assert 'name="action" value="accept"' in html and 'name="action" value="decline"' in html
     # CSP-clean: a stylesheet file, no inline scripts or styles.
@@ -44,7 +44,7 @@ def test_the_korean_page_is_in_korean(world):
     assert "2030년 12월 3일" in html and "20분" in html
     assert "Accept this time" not in html
     accepted = submit(client, claim_path(offer), "accept")
-    assert "이 시간을 보류해 두었습니다" in accepted.content.decode()
+    assert "예약이 확정되었습니다" in accepted.content.decode() and "서울 시간" in accepted.content.decode()
     assert_no_pii(accepted.content.decode(), [patient])
 
 
@@ -58,8 +58,9 @@ def test_accept_holds_then_books_and_a_double_submit_shows_the_same_page(world):
     second = client.post(claim_path(offer), {"csrfmiddlewaretoken": csrf, "action": "accept"})
     assert first.status_code == second.status_code == 200
     assert first.content == second.content
-    assert "The time is held for you" in first.content.decode()
-    assert "The clinic will confirm" in first.content.decode()
+    # Booked at once: the page says what is true, "confirmed" (no stray punctuation after the time).
+    assert "Your appointment is confirmed" in first.content.decode()
+    assert "a.m.." not in first.content.decode()
     offer.refresh_from_db()
     assert offer.status == OfferStatus.ACCEPTED and offer.version == 2
     assert OfferClaimReceipt.objects.filter(offer=offer).count() == 1
@@ -67,7 +68,7 @@ def test_accept_holds_then_books_and_a_double_submit_shows_the_same_page(world):
         "MATCHED", "CLAIMED", "BOOKED"]
     assert Appointment.objects.filter(patient=patient, status=AppointmentStatus.CONFIRMED).count() == 1
     # Coming back later shows the same answer, not "no longer available".
-    assert "The time is held for you" in client.get(claim_path(offer)).content.decode()
+    assert "Your appointment is confirmed" in client.get(claim_path(offer)).content.decode()
 
 
 def test_a_booking_failure_still_says_held_and_leaves_the_hold_for_reconcile(world, monkeypatch):
@@ -80,7 +81,9 @@ def test_a_booking_failure_still_says_held_and_leaves_the_hold_for_reconcile(wor
     monkeypatch.setattr(views, "offer_book", refuse)
     offer = make_offer(world)
     response = submit(page_client(), claim_path(offer), "accept")
-    assert response.status_code == 200 and "The time is held for you" in response.content.decode()
+    html = response.content.decode()
+    assert response.status_code == 200 and "The time is held for you" in html and "will confirm" in html
+    assert "is confirmed" not in html
     offer.refresh_from_db()
     assert offer.status == OfferStatus.ACCEPTED and offer.hold.status == HoldStatus.ACCEPTED
     assert not Appointment.objects.filter(patient=offer.patient, status=AppointmentStatus.CONFIRMED).exists()
@@ -200,3 +203,29 @@ def test_head_on_the_claim_page_answers_like_get_without_a_body(world):
     response = page_client().head(claim_path(offer))
     assert response.status_code == 200 and response.content == b""
     assert response["Content-Language"] == "en"
+
+
+def test_a_patient_without_a_served_language_gets_the_browsers(world):
+    offer = make_offer(world, world.patient(language=""))
+    response = page_client().get(claim_path(offer), HTTP_ACCEPT_LANGUAGE="ko-KR,ko;q=0.9,en;q=0.5")
+    assert response["Content-Language"] == "ko" and "예약 가능한 시간이 생겼습니다" in response.content.decode()
+    other = make_offer(world, world.patient(language=""), starts_at=seoul(3, 14))
+    assert page_client().get(claim_path(other), HTTP_ACCEPT_LANGUAGE="fr")["Content-Language"] == "en"
+
+
+def test_the_language_switch_wins_and_survives_the_post(world):
+    offer = make_offer(world, world.patient(language="ko"))
+    client = page_client()
+    page = client.get(claim_path(offer) + "?lang=en")
+    html = page.content.decode()
+    assert page["Content-Language"] == "en" and 'href="?lang=ko"' in html and "한국어" in html
+    assert 'name="lang" value="en"' in html
+    csrf = CSRF.search(html).group(1)
+    accepted = client.post(claim_path(offer), {"csrfmiddlewaretoken": csrf, "action": "accept", "lang": "en"})
+    assert accepted["Content-Language"] == "en"
+
+
+def test_decline_asks_for_confirmation_before_the_decline_button(world):
+    html = page_client().get(claim_path(make_offer(world))).content.decode()
+    ask = html.index('data-testid="decline-ask"')
+    assert ask < html.index('name="action" value="decline"') and "cannot be undone" in html

@@ -140,6 +140,8 @@ def offer_body(offer: Offer, tz: str) -> dict:
         "entry": offer.entry.ref,
         "hold": offer.hold.ref,
         "hold_status": offer.hold.status,
+        # The appointment the claim's hold became once booked (null until then).
+        "appointment": offer.hold.appointment.ref if offer.hold.appointment_id else None,
         "policy_version": offer.policy_version,
         "decision_ref": offer.decision_ref,
     }

@@ -9,11 +9,12 @@ from rest_framework.views import APIView
 from common.api import field_errors
 from common.errors import Conflict, ValidationFailed
 from common.services import new_correlation_id
-from scheduling.api.base import ClinicAPIView
+from scheduling.api.base import LIST_PARAMETERS, ClinicAPIView, page_body
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_user
 
 from .. import selectors, services
+from ..models import EntryStatus
 from .serializers import (
     ClaimInput,
     DecisionInput,
@@ -56,6 +57,15 @@ class AppointmentCancelView(ClinicAPIView):
 
 
 class EntryCreateView(ClinicAPIView):
+    @extend_schema(parameters=LIST_PARAMETERS, responses=_ok("{items: [entry], next}"))
+    def get(self, request, clinic):
+        query = self.list_query(EntryStatus.values)
+        page = selectors.entry_page(
+            clinic=self.clinic, limit=query["limit"], after=query["after"], status=query.get("status"),
+            day=query.get("date"),
+        )
+        return Response(page_body(page, lambda entry: entry_body(entry, self.clinic.timezone)))
+
     @extend_schema(request=EntryCreateInput, responses={201: OpenApiResponse(description="entry")})
     def post(self, request, clinic):
         def execute(_receipt):
@@ -116,7 +126,7 @@ class OfferDetailView(ClinicAPIView):
 
 
 class OfferClaimView(ClinicAPIView):
-    @extend_schema(request=ClaimInput, responses=_ok("{status, hold, hold_expires_at, receipt}"))
+    @extend_schema(request=ClaimInput, responses=_ok("{status, hold, hold_expires_at, receipt, appointment}"))
     def post(self, request, clinic, ref):
         def execute(_receipt):
             data = self.validated(ClaimInput)
@@ -127,7 +137,9 @@ class OfferClaimView(ClinicAPIView):
                 actor=request.user,
                 idempotency_key=request.headers.get("Idempotency-Key"),
             )
-            return 200, receipt.body
+            # ``appointment``: null while the hold waits for booking, its ref once booked.
+            appointment = selectors.offer_appointment_ref(clinic=self.clinic, offer_ref=ref)
+            return 200, {**receipt.body, "appointment": appointment}
 
         return self.command("offer_claim", execute)
 
