@@ -23,7 +23,14 @@ from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_
 from scheduling.models import Clinic, Role
 
 from .decorators import clinic_view
-from .forms import CursorForm, DrainSetForm, ModeSetForm, RedriveExecuteForm, RedrivePreviewForm
+from .forms import (
+    CursorForm,
+    DrainSetForm,
+    ModeSetForm,
+    RedriveExecuteForm,
+    RedrivePreviewForm,
+    new_idempotency_key,
+)
 from .responses import console_error, render_clinic_page, with_toast
 
 PAGE = "operations/reevaluation.html"
@@ -84,6 +91,10 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
             rows = selectors.quarantine_list(clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
             quarantine = _page(rows, QUARANTINE_PAGE_SIZE, "case")
             return render(request, f"{PAGE}#quarantine-rows", {"clinic": clinic, "quarantine": quarantine})
+        if request.htmx and request.htmx.target == "queue-rows":
+            # After a change (a redrive marks its jobs): the queue's first page again.
+            queue = _page(selectors.action_queue(clinic, limit=size + 1), size, "job")
+            return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": queue})
         snapshot = selectors.snapshot(clinic, queue_limit=size + 1)
         if request.htmx and request.htmx.target == "reeval-snapshot":
             return render(request, f"{PAGE}#snapshot", {"clinic": clinic, "snapshot": snapshot})
@@ -208,7 +219,15 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     response = render(
         request,
         f"{PAGE}#preview-result",
-        {"clinic": clinic, "preview": preview, "execute_form": execute_form, "replayed": stored.replayed},
+        {
+            "clinic": clinic,
+            "preview": preview,
+            "execute_form": execute_form,
+            "replayed": stored.replayed,
+            # A fresh key for the preview form (out of band): the next PREVIEW, say of another
+            # failure class, is a new request; a double submit in flight still replays this one.
+            "next_key": new_idempotency_key(),
+        },
     )
     return with_toast(response, f"Preview: {preview['count']} job(s) would be redriven.")
 

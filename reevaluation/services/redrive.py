@@ -128,7 +128,8 @@ def check_classes(failure_classes: Iterable[str] | None, include_non_transient: 
             "CONTRACT and TRUST_PRIVACY failures are never redriven by default.",
             fields={
                 "include_non_transient": [
-                    "Investigate first; then confirm explicitly to include CONTRACT or TRUST_PRIVACY failures."
+                    "CONTRACT and TRUST_PRIVACY failures are never redriven by default: investigate first, "
+                    "then confirm explicitly to include them."
                 ]
             },
         )

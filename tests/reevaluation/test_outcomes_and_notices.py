@@ -161,3 +161,34 @@ def test_an_older_or_conflicting_policy_is_quarantined_and_never_moves_the_clini
     case = QuarantineCase.objects.get(job=job)
     assert (case.category, case.source) == ("CONTRACT", "ASSESSMENT")
     assert current_policy(world.clinic) == ("demo-policy", 3)
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_runs_never_move_the_clinic_policy_back(crm):
+    from reevaluation.services import dispatch_round
+    from reevaluation.services import worker as worker_module
+    from tests import factories as f
+    from tests.conftest import race
+    from tests.reevaluation.conftest import World
+
+    world = World(f.ClinicFactory())
+    rf.enable(world.clinic, "DRY_RUN")
+    for i, generation in enumerate((5, 4, 5, 4)):
+        fp = rf.fingerprint(f"policy-race-{world.clinic.pk}-{i}")
+        doc = stub_document(assessment_ref=f"asm-race-{world.clinic.pk}-{i}", revision=1, policy_generation=generation)
+        digest = crm.register(doc)
+        body = rf.event_body(world.clinic, fp, 1, assessment_hash=digest, assessment_ref=doc["assessmentRef"])
+        raw = rf.encode(body)
+        event_intake(body=raw, headers=rf.headers(raw))
+    claims = dispatch_round(per_clinic_limit=4)
+    results = race(
+        lambda i: worker_module.job_run(job_id=claims[i].job_id, owner=claims[i].owner, attempt=claims[i].attempt), 4
+    )
+    assert not [r for r in results if isinstance(r, Exception)]
+    assert current_policy(world.clinic) == ("demo-policy", 5)
+    for job in ReevaluationJob.objects.filter(clinic=world.clinic):
+        assert job.state == JobState.COMPLETED or job.last_failure_code == "ASSESSMENT_POLICY_STALE"
+    # Both generation-5 runs complete; a generation-4 run either came first or was refused.
+    completed = ReevaluationJob.objects.filter(clinic=world.clinic, state=JobState.COMPLETED)
+    assert completed.filter(target_policy_generation=5).count() == 2
