@@ -117,6 +117,16 @@ def bulk_patients(clinic, n: int, *, fingerprints: bool = False) -> tuple[int, i
         {"c": clinic.pk, "tg": clinic.tenant_group_id, "n": n, "fp": fingerprints},
     )
     ids = sorted(r[0] for r in rows)
+    # Contact consent (EMAIL, source IMPORT): the matcher passes over a patient without it.
+    sql(
+        """
+        INSERT INTO scheduling_contactconsent (ref, clinic_id, patient_id, channel, state, source, actor, recorded_at)
+        SELECT 'cns_b' || p.id || 'x' || substr(md5(random()::text), 1, 8), %(c)s, p.id, 'EMAIL', 'GRANTED', 'IMPORT',
+               'system:bench', now()
+        FROM scheduling_patient p WHERE p.clinic_id = %(c)s AND p.id BETWEEN %(a)s AND %(b)s
+        """,
+        {"c": clinic.pk, "a": ids[0], "b": ids[-1]},
+    )
     return ids[0], ids[-1]
 
 

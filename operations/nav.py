@@ -23,7 +23,7 @@ CLINIC_NAV: tuple[NavSlot, ...] = (
     NavSlot("waitlist", "Waitlist", "console:waitlist"),
     NavSlot("reevaluation", "Reevaluation", "console:reevaluation"),
     NavSlot("audit", "Audit log", "console:audit"),
-    NavSlot("controls", "Waitlist controls", "console:controls"),
+    NavSlot("controls", "Controls", "console:controls"),
 )
 
 

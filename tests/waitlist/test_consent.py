@@ -136,3 +136,16 @@ def test_the_consent_api_records_a_change_with_source_api(world):
     assert response.status_code == 200 and response.json()["current"]["EMAIL"] == "GRANTED"
     row = ContactConsent.objects.get(patient=patient)
     assert row.source == "API" and row.actor == world.staff.username
+
+
+def test_another_tenants_patient_consent_is_404_like_a_missing_one(world, other_tenant_clinic):
+    from tests import factories as f
+
+    foreign = f.PatientFactory(clinic=other_tenant_clinic)
+    client = token_client(world.staff)
+    base = f"/api/v1/clinics/{world.clinic.ref}/patients/"
+    assert client.get(base + f"{foreign.ref}/consent").status_code == 404
+    assert client.get(base + "pt_missing/consent").status_code == 404
+    response = client.post(base + f"{foreign.ref}/consent", {"channels": ["SMS"], "state": "REVOKED"}, format="json")
+    assert response.status_code == 404
+    assert consent_current(foreign.pk)["SMS"] == "GRANTED"

@@ -161,3 +161,9 @@ def test_two_admins_publishing_from_the_same_version_make_one_version_and_one_co
     assert getattr(refused[0], "code", None) == "VERSION_CONFLICT"
     assert WaitlistPolicy.objects.filter(clinic=clinic).count() == 2
     assert AuditEntry.objects.filter(action="waitlist.policy_publish").count() == 1
+
+
+def test_a_switch_without_a_reason_is_a_validation_error_and_changes_nothing(db, clinic, admin_client):
+    response = admin_client.post(SWITCH.format(clinic.ref), {"enabled": True}, format="json")
+    assert response.status_code == 400 and "reason" in response.json()["fields"]
+    assert not AuditEntry.objects.exists()
