@@ -53,6 +53,13 @@ def test_metrics_without_the_scrape_token_is_401_and_says_nothing(tokens, token)
 
 
 @pytest.mark.django_db
+def test_metrics_without_configured_tokens_refuses_everyone(tokens):
+    tokens.METRICS_SCRAPE_TOKENS = []  # production's default
+    assert scrape("demo-metrics-token").status_code == 401
+    assert scrape(":").status_code == 401
+
+
+@pytest.mark.django_db
 def test_metrics_exports_every_catalogued_gauge_and_request_latency(tokens):
     with_token_for(tokens)
     world = make_world()
