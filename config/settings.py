@@ -320,14 +320,19 @@ READYZ_BROKER_TIMEOUT_SECONDS = env.float("READYZ_BROKER_TIMEOUT_SECONDS", defau
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING.setdefault("filters", {})["correlation"] = {"()": "observability.logs.CorrelationFilter"}
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
+# ``defaults``: a handler without the correlation filter still formats (an empty id).
 LOGGING["formatters"]["plain"] = {
-    "format": "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s"
+    "()": "logging.Formatter",
+    "fmt": "%(asctime)s %(levelname)s %(name)s [%(correlation_id)s] %(message)s",
+    "defaults": {"correlation_id": ""},
 }
 LOGGING["handlers"]["console"].setdefault("filters", []).append("correlation")
 if LOG_FORMAT == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"
 # Workers log through LOGGING above (JSON included), not Celery's own root handler.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Behind PgBouncer in transaction pooling mode a server-side cursor cannot outlive its transaction.
+DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool("DATABASE_POOLER_TRANSACTION_MODE", default=False)
 # Several deployments (or the scale-out test) sharing one Redis keep their queues apart by a key prefix.
 if env("CELERY_BROKER_KEY_PREFIX", default=""):
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env("CELERY_BROKER_KEY_PREFIX")}

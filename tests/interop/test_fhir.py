@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import time_machine
 from fhir.resources.R4B.appointment import Appointment as FhirAppointment
 from fhir.resources.R4B.bundle import Bundle
 from fhir.resources.R4B.slot import Slot as FhirSlot
@@ -15,23 +14,13 @@ from interop.fhir import fhir_id
 from scheduling.models import AppointmentStatus
 from scheduling.services import appointment_book
 from tests.conftest import assert_no_pii, seoul, token_client
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 
 WINDOW = {"start": seoul(2, 0).isoformat(), "end": seoul(9, 0).isoformat()}
 
 
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False):
-        yield
-
-
-@pytest.fixture(autouse=True)
-def no_dispatch_tasks(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
+pytestmark = pytest.mark.usefixtures("frozen_clock", "no_dispatch_tasks")
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import time_machine
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
@@ -13,7 +12,7 @@ from observability.metrics import GAUGES, Scope, domain_samples
 from reevaluation.models import JobState
 from tests.conftest import seoul
 from tests.reevaluation.factories import bulk_jobs, enable
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
 from waitlist.models import JobRun
 from waitlist.services.loop import expire_run
@@ -22,17 +21,7 @@ GLOBAL_TOKEN = "global-scrape-token-123"
 TENANT_TOKEN = "tenant-scrape-token-456"
 
 
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_dispatch_tasks(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
+pytestmark = pytest.mark.usefixtures("frozen_clock", "no_dispatch_tasks")
 
 
 @pytest.fixture
@@ -61,6 +50,13 @@ def test_metrics_without_the_scrape_token_is_401_and_says_nothing(tokens, token)
     response = scrape(token)
     assert response.status_code == 401
     assert b"waitlist_" not in response.content
+
+
+@pytest.mark.django_db
+def test_metrics_without_configured_tokens_refuses_everyone(tokens):
+    tokens.METRICS_SCRAPE_TOKENS = []  # production's default
+    assert scrape("demo-metrics-token").status_code == 401
+    assert scrape(":").status_code == 401
 
 
 @pytest.mark.django_db
