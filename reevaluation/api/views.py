@@ -9,6 +9,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
+from common.clientaddr import client_address
 from common.errors import PermissionDenied, ValidationFailed
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_user
@@ -45,7 +46,9 @@ class EventIntakeView(APIView):
         },
     )
     def post(self, request):
-        result = event_intake(body=request.body, headers=request.headers)
+        result = event_intake(
+            body=request.body, headers=request.headers, source_address=client_address(request.META)
+        )
         if result.status == "DUPLICATE":
             return Response({"status": "DUPLICATE"}, status=200)
         return Response(
