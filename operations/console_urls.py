@@ -7,7 +7,7 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import views, views_reevaluation, views_waitlist
+from . import reauth, views, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -15,6 +15,7 @@ urlpatterns = [
     path("", views.console_index, name="index"),
     path("login/", views.console_login, name="login"),
     path("logout/", views.console_logout, name="logout"),
+    path("reauth/", reauth.reauth_page, name="reauth"),
     path("c/<str:clinic_ref>/", views.clinic_home, name="clinic-home"),
     path("c/<str:clinic_ref>/audit/", views.audit_log, name="audit"),
     path("c/<str:clinic_ref>/reevaluation/", views_reevaluation.reevaluation_page, name="reevaluation"),

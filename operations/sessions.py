@@ -29,3 +29,9 @@ def mark_authenticated(request) -> None:
 def auth_age_seconds(request) -> float | None:
     auth_at = request.session.get(AUTH_AT) if hasattr(request, "session") else None
     return None if auth_at is None else now_ts() - float(auth_at)
+
+
+def start_session_clock(sender, request, user, **kwargs) -> None:
+    """``user_logged_in`` receiver: session bookkeeping only (no domain state)."""
+    if request is not None and hasattr(request, "session"):
+        mark_authenticated(request)
