@@ -9,7 +9,7 @@ from django.core.management import call_command
 from common.models import AuditEntry
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
-from tests.waitlist.loop_helpers import deliver
+from tests.waitlist.loop_helpers import deliver, page_client, path_from_text
 from waitlist import services
 from waitlist.models import BookingReliabilityDecision, WaitlistEntry, WaitlistPolicy
 
@@ -36,4 +36,8 @@ def test_seed_demo_is_idempotent_and_a_cancellation_makes_an_offer(db, caplog):
     assert result.outcome == "OFFERED"
     with caplog.at_level("INFO", logger="common.notify"):
         assert deliver() == {"SENT": 1}
-    assert "/claim/" in caplog.text
+    assert "/claim/sha256:" in caplog.text  # the console provider logs a digest, never the token
+    out = StringIO()
+    call_command("waitlist_claim_link", result.offer.ref, stdout=out)  # the demo's way to the link
+    path = path_from_text(out.getvalue())
+    assert page_client().get(path).status_code == 200
