@@ -72,3 +72,10 @@ def test_a_cancel_commits_and_answers_200_with_the_broker_down(
     assert Vacancy.objects.count() == 2  # left OPEN for reconcile to dispatch
     assert len(_warnings(caplog, "celery broker unavailable")) == 1
     assert not [r for r in caplog.records if r.exc_info]  # no traceback per request
+
+
+def test_the_crm_intake_answers_with_redis_down(db, redis_down, client):
+    response = client.post(
+        "/api/v1/events/patient-scheduling-assessment-changed", data=b"{}", content_type="application/json"
+    )
+    assert response.status_code == 401 and response.json()["code"] == "SIGNATURE_INVALID"
