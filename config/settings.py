@@ -313,11 +313,11 @@ API_ADMIN_TOKEN_MAX_AGE_HOURS = env.int("API_ADMIN_TOKEN_MAX_AGE_HOURS", default
 # is always kept, in QuarantineTally).
 REEVALUATION_QUARANTINE_STORE_PER_MINUTE = env.int("REEVALUATION_QUARANTINE_STORE_PER_MINUTE", default=30)
 REEVALUATION_QUARANTINE_SAMPLE_EVERY = env.int("REEVALUATION_QUARANTINE_SAMPLE_EVERY", default=100)
+REEVALUATION_QUARANTINE_TALLY_DAYS = env.int("REEVALUATION_QUARANTINE_TALLY_DAYS", default=30)
 # The production guard (common/checks.py) refuses the console provider unless this says otherwise.
 NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION = env.bool("NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION", default=False)
 # A broker that cannot be reached answers within a second: the request's commit stands and
 # reconcile picks the follow-up up (common/tasks.py send_after_commit).
-CELERY_BROKER_CONNECTION_TIMEOUT = env.float("CELERY_BROKER_CONNECTION_TIMEOUT", default=2.0)
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 1, "socket_timeout": 2}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
 # --- end security ---

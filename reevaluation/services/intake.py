@@ -15,7 +15,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -290,6 +290,9 @@ def _tally(source: str) -> tuple[int, bool]:
             [source[:80], window],
         )
         refused = cursor.fetchone()[0]
+    if refused == 1:  # a new source-minute: forget windows past the retention (an index range, usually empty)
+        horizon = window - timedelta(days=settings.REEVALUATION_QUARANTINE_TALLY_DAYS)
+        QuarantineTally.objects.filter(window_start__lt=horizon).delete()
     limit = settings.REEVALUATION_QUARANTINE_STORE_PER_MINUTE
     sample = max(1, settings.REEVALUATION_QUARANTINE_SAMPLE_EVERY)
     store = refused <= limit or (refused - limit) % sample == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from datetime import timedelta
 
 import pytest
 import time_machine
@@ -121,3 +122,13 @@ def test_trust_failures_are_quarantined_without_attribution_to_a_tenant(
     send(anon_client, raw, headers)
     case = QuarantineCase.objects.get()
     assert case.reason_code == kind and case.clinic_id is None
+
+
+def test_tallies_past_their_retention_are_forgotten(anon_client, clinic, settings):
+    settings.REEVALUATION_QUARANTINE_TALLY_DAYS = 30
+    old = timezone.now() - timedelta(days=31)
+    with time_machine.travel(old, tick=False):
+        anon_client.post(URL, data=b"{}", content_type="application/json", REMOTE_ADDR="203.0.113.7")
+    anon_client.post(URL, data=b"{}", content_type="application/json", REMOTE_ADDR="203.0.113.8")
+    assert list(QuarantineTally.objects.values_list("source", flat=True)) == ["addr:203.0.113.8"]
+    assert QuarantineCase.objects.count() == 2  # the evidence stays; only the counters go
