@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class CommonConfig(AppConfig):
     name = "common"
     verbose_name = "Shared infrastructure"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers the production guard's system check)
+        from .redaction import install_record_factory
+
+        install_record_factory()
+        checks.refuse_unsafe_production()

@@ -21,6 +21,7 @@ from django.core.mail import send_mail
 
 from .models import OutboxMessage, OutboxStatus
 from .outbox import DeliveryDeferred, DeliveryFailed, DeliverySkipped
+from .redaction import redact
 
 logger = logging.getLogger(__name__)
 
@@ -41,13 +42,17 @@ class Notice:
 
 
 class ConsoleProvider:
-    """The demo default: writes the notice to the log with refs and the link, never the contact."""
+    """The demo default: writes the notice to the log with refs, never the contact nor the claim token.
+
+    The link is a bearer credential, so only its digest is logged (``common.redaction``); in
+    development the demo's claim links are read from the outbox or the console instead.
+    """
 
     name = "console"
 
     def send(self, notice: Notice) -> None:
         logger.info("notice message=%s clinic=%s recipient=%s language=%s link=%s", notice.message_ref,
-                    notice.clinic_ref, notice.recipient_ref, notice.language, notice.link)
+                    notice.clinic_ref, notice.recipient_ref, notice.language, redact(notice.link))
 
 
 class EmailProvider:

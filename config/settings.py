@@ -141,9 +141,12 @@ REST_FRAMEWORK = {
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # Counters live in the Redis cache; generous by default, tighten per deployment.
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
+        "common.throttling.AnonRateThrottle",
+        "common.throttling.UserRateThrottle",
     ],
+    # Forwarded headers are trusted only from configured proxies (common/clientaddr.py); DRF's own
+    # default (None) would key the anonymous throttle on a client-supplied X-Forwarded-For.
+    "NUM_PROXIES": env.int("NUM_PROXIES", default=0),
     "DEFAULT_THROTTLE_RATES": {
         "anon": env("API_THROTTLE_ANON", default="600/min"),
         "user": env("API_THROTTLE_USER", default="6000/min"),
@@ -300,6 +303,39 @@ CELERY_BEAT_SCHEDULE.update(
 )
 # --- end waitlist ---
 
+# --- security ---
+# Issue 16 (docs/security.md): client addresses, sessions, sign-in throttle, the production guard.
+# X-Forwarded-For is read only when REMOTE_ADDR is one of TRUSTED_PROXIES (addresses or CIDRs), or,
+# without that list, from the NUM_PROXIES-th hop from the right. Both off by default.
+TRUSTED_PROXIES = env.list("TRUSTED_PROXIES", default=[])
+NUM_PROXIES = REST_FRAMEWORK["NUM_PROXIES"]
+# Sessions: signed out after SESSION_IDLE_MINUTES without a request, and SESSION_ABSOLUTE_HOURS
+# after signing in whatever the activity (operations.middleware.SessionLifetimeMiddleware).
+SESSION_IDLE_MINUTES = env.int("SESSION_IDLE_MINUTES", default=30)
+SESSION_ABSOLUTE_HOURS = env.int("SESSION_ABSOLUTE_HOURS", default=12)
+SESSION_COOKIE_AGE = SESSION_ABSOLUTE_HOURS * 60 * 60
+MIDDLEWARE.insert(
+    MIDDLEWARE.index("django.contrib.auth.middleware.AuthenticationMiddleware") + 1,
+    "operations.middleware.SessionLifetimeMiddleware",
+)
+# Sign-in throttle (console and /admin/login/): failures per user name and per address in a window.
+CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS = env.int("CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS", default=20)
+# ADMIN commands in the console need a sign-in (or re-entered password) this recent.
+CONSOLE_REAUTH_MINUTES = env.int("CONSOLE_REAUTH_MINUTES", default=10)
+# API tokens older than this cannot run ADMIN commands (rotate: manage.py api_token_revoke).
+API_ADMIN_TOKEN_MAX_AGE_HOURS = env.int("API_ADMIN_TOKEN_MAX_AGE_HOURS", default=24 * 7)
+# CRM intake: quarantine rows stored per source and minute before only a sample is kept (the count
+# is always kept, in QuarantineTally).
+REEVALUATION_QUARANTINE_STORE_PER_MINUTE = env.int("REEVALUATION_QUARANTINE_STORE_PER_MINUTE", default=30)
+REEVALUATION_QUARANTINE_SAMPLE_EVERY = env.int("REEVALUATION_QUARANTINE_SAMPLE_EVERY", default=100)
+REEVALUATION_QUARANTINE_TALLY_DAYS = env.int("REEVALUATION_QUARANTINE_TALLY_DAYS", default=30)
+# The production guard (common/checks.py) refuses the console provider unless this says otherwise.
+NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION = env.bool("NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION", default=False)
+# A broker that cannot be reached answers within a second: the request's commit stands and
+# reconcile picks the follow-up up (common/tasks.py send_after_commit).
+CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
+# --- end security ---
 # --- observability ---
 # /metrics, /healthz, /readyz, correlation ids and JSON logs (docs/deployment.md, docs/runbook.md).
 INSTALLED_APPS.append("observability")
@@ -335,5 +371,8 @@ CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool("DATABASE_POOLER_TRANSACTION_MODE", default=False)
 # Several deployments (or the scale-out test) sharing one Redis keep their queues apart by a key prefix.
 if env("CELERY_BROKER_KEY_PREFIX", default=""):
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": env("CELERY_BROKER_KEY_PREFIX")}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **CELERY_BROKER_TRANSPORT_OPTIONS,
+        "global_keyprefix": env("CELERY_BROKER_KEY_PREFIX"),
+    }
 # --- end observability ---

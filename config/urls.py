@@ -3,6 +3,8 @@ from django.urls import include, path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from operations.views import admin_login
+
 from .api_root import ApiRootView
 
 api_v1 = [
@@ -17,6 +19,8 @@ api_v1 = [
 urlpatterns = [
     # A newcomer's first URL: the console (which asks to sign in).
     path("", RedirectView.as_view(pattern_name="console:index", permanent=False), name="root"),
+    # Before admin.site.urls: the admin's sign-in goes through the console's throttle.
+    path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),

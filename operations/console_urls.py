@@ -7,7 +7,7 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import views, views_bulk, views_controls, views_lists, views_reevaluation, views_waitlist
+from . import reauth, views, views_bulk, views_controls, views_lists, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -16,6 +16,7 @@ urlpatterns = [
     path("login/", views.console_login, name="login"),
     path("logout/", views.console_logout, name="logout"),
     path("search/", views.console_search, name="search"),
+    path("reauth/", reauth.reauth_page, name="reauth"),
     path("c/<str:clinic_ref>/", views.clinic_home, name="clinic-home"),
     path("c/<str:clinic_ref>/ref/<str:ref>/", views.ref_page, name="ref"),
     path("c/<str:clinic_ref>/audit/", views.audit_log, name="audit"),

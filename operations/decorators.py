@@ -13,6 +13,7 @@ from common.errors import NotFound, PermissionDenied
 from scheduling.models import Clinic, Role
 from scheduling.scoping import clinic_for_user
 
+from .reauth import authenticated_recently, reauth_redirect
 from .responses import console_error
 
 ClinicView = Callable[..., HttpResponse]
@@ -23,11 +24,14 @@ def clinic_view(role: Role = Role.STAFF, *, methods: Iterable[str] = ("GET", "HE
 
     In order: a method outside ``methods`` → 405; anonymous → the sign-in page (htmx: a client
     redirect); the clinic is resolved through ``scheduling.scoping.clinic_for_user`` — unknown or
-    out-of-scope ref → the 404 page, in scope but below ``role`` → the 403 page. The view runs
-    only after all of these pass, so a refused request changes nothing. The resolved clinic
-    carries ``user_role`` for templates (e.g. to hide ADMIN buttons from STAFF).
+    out-of-scope ref → the 404 page, in scope but below ``role`` → the 403 page. An ADMIN view
+    that changes things (``role=ADMIN`` and no safe method) is an ADMIN command: it also needs the
+    operate grant (403 without) and a recent sign-in (``operations.reauth``: else the re-enter
+    password page). The view runs only after all of these pass, so a refused request changes
+    nothing. The resolved clinic carries ``user_role`` for templates (e.g. to hide ADMIN buttons).
     """
     allowed = tuple(m.upper() for m in methods)
+    command = role == Role.ADMIN and not set(allowed) <= {"GET", "HEAD", "OPTIONS"}
 
     def decorator(view: ClinicView) -> Callable[..., HttpResponse]:
         @wraps(view)
@@ -39,11 +43,13 @@ def clinic_view(role: Role = Role.STAFF, *, methods: Iterable[str] = ("GET", "HE
                     return HttpResponseClientRedirect(redirect_to_login(request.get_full_path()).url)
                 return redirect_to_login(request.get_full_path())
             try:
-                clinic: Clinic = clinic_for_user(request.user, clinic_ref, role=role)
+                clinic: Clinic = clinic_for_user(request.user, clinic_ref, role=role, operate=command)
             except NotFound:
                 return console_error(request, 404)
             except PermissionDenied as exc:
                 return console_error(request, 403, exc.detail)
+            if command and not authenticated_recently(request):
+                return reauth_redirect(request, clinic)
             return view(request, clinic, *args, **kwargs)
 
         wrapper.console_role = role  # type: ignore[attr-defined]

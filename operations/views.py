@@ -16,6 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
+from common.clientaddr import client_address
 from scheduling.models import Clinic
 from waitlist.trends import daily_trend
 
@@ -27,14 +28,24 @@ from .overview import clinic_counters
 from .responses import console_error, render_clinic_page, with_toast
 from .search import find_ref, ref_in_clinic
 from .selectors import audit_entries_page, console_first_clinic
+from .sessions import mark_authenticated
 from .templatetags.console import in_zone
 
 THROTTLED_MESSAGE = "Too many failed sign-in attempts. Wait 15 minutes, then try again."
 
 
 def _client_ip(request: HttpRequest) -> str:
-    # REMOTE_ADDR only: X-Forwarded-For is client-controlled unless a trusted proxy rewrites it.
-    return request.META.get("REMOTE_ADDR", "")
+    # X-Forwarded-For only from configured proxies (TRUSTED_PROXIES / NUM_PROXIES).
+    return client_address(request.META)
+
+
+def _throttled_page(request: HttpRequest, context: dict) -> HttpResponse:
+    return render(
+        request,
+        "operations/login.html",
+        {**context, "form": AuthenticationForm(request), "throttled": THROTTLED_MESSAGE},
+        status=429,
+    )
 
 
 def _safe_next(request: HttpRequest) -> str:
@@ -60,19 +71,34 @@ def console_login(request: HttpRequest) -> HttpResponse:
     if services.login_is_throttled(username=username, ip=ip):
         # Checked before the password, so a locked-out guesser learns nothing, even with the right one.
         # (Check-then-count is not atomic: a burst of parallel guesses may pass a few over the limit.)
-        return render(
-            request,
-            "operations/login.html",
-            {**context, "form": AuthenticationForm(request), "throttled": THROTTLED_MESSAGE},
-            status=429,
-        )
+        return _throttled_page(request, context)
     form = AuthenticationForm(request, data=request.POST)
     if form.is_valid():
         services.login_failures_clear(username=username, ip=ip)
         login(request, form.get_user())
+        mark_authenticated(request)
         return redirect(_safe_next(request))
     services.login_failure_record(username=username, ip=ip)
     return render(request, "operations/login.html", {**context, "form": form})
+
+
+@never_cache
+def admin_login(request: HttpRequest) -> HttpResponse:
+    """``/admin/login/`` behind the same sign-in throttle as the console (per user name and address)."""
+    from django.contrib import admin
+
+    if request.method != "POST":
+        return admin.site.login(request)
+    username, ip = request.POST.get("username", "")[:150], _client_ip(request)
+    if services.login_is_throttled(username=username, ip=ip):
+        return _throttled_page(request, {"next": request.GET.get("next", "")})
+    response = admin.site.login(request)
+    if response.status_code == 302 and request.user.is_authenticated:  # the admin redirects on success
+        services.login_failures_clear(username=username, ip=ip)
+        mark_authenticated(request)
+    else:
+        services.login_failure_record(username=username, ip=ip, site="admin")
+    return response
 
 
 @require_POST

@@ -78,7 +78,7 @@ def _post(clinic: Clinic, label: str, crm_ref: str, revision: int, *, tamper: bo
         }
     ).encode()
     try:
-        return event_intake(body=body, headers=signed_headers(body))
+        return event_intake(body=body, headers=signed_headers(body, tenant_group_ref=clinic.tenant_group.ref))
     except DomainError:  # refused on purpose (the quarantine example); the case is recorded
         return None
 

@@ -159,6 +159,7 @@ class QuarantineReason(models.TextChoices):
     KEY_UNKNOWN = "KEY_UNKNOWN"
     ISSUER_INVALID = "ISSUER_INVALID"
     AUDIENCE_INVALID = "AUDIENCE_INVALID"
+    KEY_TENANT_MISMATCH = "KEY_TENANT_MISMATCH"
     SCHEMA_INVALID = "SCHEMA_INVALID"
     FINGERPRINT_INVALID = "FINGERPRINT_INVALID"
     SCOPE_INVALID = "SCOPE_INVALID"
@@ -183,6 +184,7 @@ QUARANTINE_CATEGORY = {
     QuarantineReason.KEY_UNKNOWN: QuarantineCategory.TRUST,
     QuarantineReason.ISSUER_INVALID: QuarantineCategory.TRUST,
     QuarantineReason.AUDIENCE_INVALID: QuarantineCategory.TRUST,
+    QuarantineReason.KEY_TENANT_MISMATCH: QuarantineCategory.TRUST,
     QuarantineReason.SCHEMA_INVALID: QuarantineCategory.SCHEMA,
     QuarantineReason.FINGERPRINT_INVALID: QuarantineCategory.SCHEMA,
     QuarantineReason.SCOPE_INVALID: QuarantineCategory.SCOPE,
@@ -259,6 +261,28 @@ class QuarantineCase(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason_code} {self.ref}"
+
+
+class QuarantineTally(models.Model):
+    """Refused events per source and minute: always counted, even when only a sample of cases is stored.
+
+    A source is ``addr:<client address>`` for trust failures (nobody vouched for the sender) and
+    ``key:<key id>`` once a key verified. Bounds the quarantine table under a flood (issue 16).
+    """
+
+    source = models.CharField(max_length=80)
+    window_start = models.DateTimeField()
+    refused = models.PositiveIntegerField(default=0)
+    stored = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "window_start"], name="rquar_tally_once_per_window")
+        ]
+        indexes = [models.Index(fields=["-window_start"], name="rquar_tally_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.source}@{self.window_start:%H:%M} {self.stored}/{self.refused}"
 
 
 class ReevaluationHead(models.Model):

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from common.errors import SlotOccupied
+from common.tokens import token_fresh
 
 from .models import (
     Appointment,
@@ -24,7 +24,7 @@ from .models import (
     TenantGroup,
     Treatment,
 )
-from .services import appointment_book, clinic_grant_role, patient_create
+from .services import appointment_book, clinic_grant_operate, clinic_grant_role, patient_create
 
 DEMO_USERS = {
     "staff": ("staff-demo-password", "STAFF at Gangnam Clinic (Asia/Seoul)"),
@@ -137,10 +137,12 @@ def seed_scheduling() -> dict:
         clinic_grant_role(clinic=clinics[0], user=staff, role=Role.STAFF)
         for clinic in clinics:
             clinic_grant_role(clinic=clinic, user=admin, role=Role.ADMIN)
+            clinic_grant_operate(clinic=clinic, user=admin)
         _admin_site_reader(admin)
         clinic_grant_role(clinic=other, user=outsider, role=Role.STAFF)
         for clinic in [*clinics, other]:
             _appointments(clinic)
-        tokens = {u.username: Token.objects.get_or_create(user=u)[0].key for u in (staff, admin, outsider)}
+        # A token too old for ADMIN commands (API_ADMIN_TOKEN_MAX_AGE_HOURS) is reissued.
+        tokens = {u.username: token_fresh(u).key for u in (staff, admin, outsider)}
     return {"tenant": tenant, "clinics": clinics, "other_clinic": other, "users": {
         "staff": staff, "admin": admin, "outsider": outsider}, "tokens": tokens}

@@ -23,6 +23,9 @@ class Role(models.TextChoices):
 
 
 ROLE_PERMISSIONS = {Role.STAFF: "staff_clinic", Role.ADMIN: "admin_clinic"}
+#: Running ADMIN commands (redrive EXECUTE, mode/drain, withdraw, close/reopen) is a separate grant
+#: from the ADMIN role, which alone reads the ADMIN screens (issue 13 part 5).
+OPERATE_PERMISSION = "operate_clinic"
 
 
 class TenantGroup(models.Model):
@@ -46,6 +49,7 @@ class Clinic(models.Model):
         permissions = [
             ("staff_clinic", "Works at the clinic as STAFF"),
             ("admin_clinic", "Administers the clinic as ADMIN"),
+            ("operate_clinic", "Runs ADMIN commands in the clinic (with the ADMIN role)"),
         ]
 
     def __str__(self) -> str:

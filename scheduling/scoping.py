@@ -9,7 +9,14 @@ from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from common.errors import NotFound, PermissionDenied
 
-from .models import ROLE_PERMISSIONS, Clinic, ClinicGroupObjectPermission, ClinicUserObjectPermission, Role
+from .models import (
+    OPERATE_PERMISSION,
+    ROLE_PERMISSIONS,
+    Clinic,
+    ClinicGroupObjectPermission,
+    ClinicUserObjectPermission,
+    Role,
+)
 
 
 def _plausible_ref(ref) -> bool:
@@ -43,15 +50,18 @@ def clinics_for_user(user, role: Role = Role.STAFF) -> QuerySet[Clinic]:
     ).select_related("tenant_group")
 
 
-def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF) -> Clinic:
+def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF, operate: bool = False) -> Clinic:
     """The clinic named by ``clinic_ref`` if the user works there; 404 otherwise, 403 if the role is too low.
 
-    The returned clinic carries ``user_role`` (the highest role the user holds there).
+    ``operate=True`` (ADMIN commands) also needs the separate "operate" grant (``operate_clinic``):
+    the ADMIN role alone reads. The returned clinic carries ``user_role`` (the highest role the user
+    holds there) and ``user_can_operate``.
     """
     if not getattr(user, "is_authenticated", False) or not _plausible_ref(clinic_ref):
         raise NotFound()
     admin_direct, admin_grouped = _grants(user, _codenames(Role.ADMIN))
     any_direct, any_grouped = _grants(user, _codenames(Role.STAFF))
+    operate_direct, operate_grouped = _grants(user, [OPERATE_PERMISSION])
     clinic = (
         Clinic.objects.select_related("tenant_group")
         .annotate(
@@ -59,6 +69,8 @@ def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF) -> Clinic
             | Exists(admin_grouped.filter(content_object=OuterRef("pk"))),
             is_member=Exists(any_direct.filter(content_object=OuterRef("pk")))
             | Exists(any_grouped.filter(content_object=OuterRef("pk"))),
+            can_operate=Exists(operate_direct.filter(content_object=OuterRef("pk")))
+            | Exists(operate_grouped.filter(content_object=OuterRef("pk"))),
         )
         .filter(ref=clinic_ref)
         .first()
@@ -66,8 +78,11 @@ def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF) -> Clinic
     if clinic is None or not clinic.is_member:
         raise NotFound()
     clinic.user_role = Role.ADMIN if clinic.is_admin else Role.STAFF
+    clinic.user_can_operate = clinic.user_role == Role.ADMIN and clinic.can_operate
     if role == Role.ADMIN and clinic.user_role != Role.ADMIN:
         raise PermissionDenied("This action needs the ADMIN role in this clinic.")
+    if operate and not clinic.user_can_operate:
+        raise PermissionDenied("This action needs the operate permission in this clinic (ADMIN alone reads).")
     return clinic
 
 

@@ -24,9 +24,10 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 
-@pytest.fixture(autouse=True, scope="session")
+@pytest.fixture(autouse=True)
 def isolated_cache():
-    """Each test process gets its own cache key prefix on the shared Redis (throttles, sign-in counters)."""
+    """Each test gets its own cache key prefix on the shared Redis (throttles, sign-in counters), so
+    counts never leak from one test into the next."""
     from django.conf import settings
     from django.test import override_settings
 

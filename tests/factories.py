@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from scheduling import models as sm
-from scheduling.services import clinic_grant_role
+from scheduling.services import clinic_grant_operate, clinic_grant_role
 
 
 class TenantGroupFactory(factory.django.DjangoModelFactory):
@@ -105,9 +105,12 @@ class UserFactory(factory.django.DjangoModelFactory):
             obj.save(update_fields=["password"])
 
 
-def user_with_role(clinic: sm.Clinic, role: sm.Role = sm.Role.STAFF, **kwargs):
+def user_with_role(clinic: sm.Clinic, role: sm.Role = sm.Role.STAFF, *, operate: bool | None = None, **kwargs):
+    """A user with ``role`` at ``clinic``; an ADMIN also gets the operate grant unless ``operate=False``."""
     user = UserFactory(**kwargs)
     clinic_grant_role(clinic=clinic, user=user, role=role)
+    if operate if operate is not None else role == sm.Role.ADMIN:
+        clinic_grant_operate(clinic=clinic, user=user)
     return user
 
 

@@ -9,8 +9,10 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
+from common.clientaddr import client_address
 from common.errors import PermissionDenied, ValidationFailed
 from common.middleware import body_too_large, declared_length
+from common.tokens import require_fresh_admin_token
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_user
 
@@ -48,9 +50,10 @@ class EventIntakeView(APIView):
         },
     )
     def post(self, request):
+        source_address = client_address(request.META)
         if body_too_large(request):
-            event_intake_oversized(size=declared_length(request))
-        result = event_intake(body=request.body, headers=request.headers)
+            event_intake_oversized(size=declared_length(request), source_address=source_address)
+        result = event_intake(body=request.body, headers=request.headers, source_address=source_address)
         if result.status == "DUPLICATE":
             return Response({"status": "DUPLICATE"}, status=200)
         return Response(
@@ -87,8 +90,12 @@ class ProfileReevaluationOpsView(APIView):
         # Scope first: a clinic outside the caller's scope is a 404 like a missing one. STAFF may
         # PREVIEW (ARCHITECTURE.md: "STAFF read and preview; ADMIN executes"); EXECUTE is a 403.
         clinic = clinic_for_user(request.user, clinic_ref, role=Role.STAFF)
-        if request.data.get("action") != "PREVIEW" and clinic.user_role != Role.ADMIN:
-            raise PermissionDenied("Executing a redrive needs the ADMIN role in this clinic.")
+        if request.data.get("action") != "PREVIEW":
+            if clinic.user_role != Role.ADMIN:
+                raise PermissionDenied("Executing a redrive needs the ADMIN role in this clinic.")
+            # An ADMIN command: the operate grant (through the one gate) and a young enough token.
+            clinic = clinic_for_user(request.user, clinic_ref, role=Role.ADMIN, operate=True)
+            require_fresh_admin_token(request.auth)
         key = request.headers.get("Idempotency-Key") or ""
 
         def execute(_receipt):

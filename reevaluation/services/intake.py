@@ -1,7 +1,10 @@
 """Signed event intake: trust, privacy boundary, schema, fingerprint, scope, then inbox and head.
 
-Every refusal becomes a quarantine case (bounded code, SHA-256 of the refused bytes) committed
-before the error is raised; the raw body is never stored or logged.
+Trust: an HMAC-SHA256 over the key id, issuer, audience and raw body (``signing_input``) with a key
+from ``REEVALUATION_HMAC_KEYS``, which may be bound to tenant groups. Every trust failure gets the
+same answer. Every refusal is counted per source (``QuarantineTally``) and becomes a quarantine case
+(bounded code, SHA-256 of the refused bytes) committed before the error is raised, up to a rate per
+source and minute, then a sample; the raw body is never stored or logged.
 """
 
 from __future__ import annotations
@@ -12,10 +15,12 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from common.bounds import event_range, within
@@ -23,7 +28,15 @@ from common.errors import DomainError, PayloadTooLarge
 from common.services import new_correlation_id
 from scheduling.models import Clinic, TenantGroup
 
-from ..models import QUARANTINE_CATEGORY, InboxEvent, InboxStatus, QuarantineCase, QuarantineReason
+from ..models import (
+    QUARANTINE_CATEGORY,
+    InboxEvent,
+    InboxStatus,
+    QuarantineCase,
+    QuarantineCategory,
+    QuarantineReason,
+    QuarantineTally,
+)
 from .jobs import record_revision
 from .modes import quarantine_watch
 
@@ -79,6 +92,7 @@ _ERROR_FOR = {
     QuarantineReason.KEY_UNKNOWN: SignatureInvalid,
     QuarantineReason.ISSUER_INVALID: SignatureInvalid,
     QuarantineReason.AUDIENCE_INVALID: SignatureInvalid,
+    QuarantineReason.KEY_TENANT_MISMATCH: SignatureInvalid,
     QuarantineReason.SCHEMA_INVALID: SchemaInvalid,
     QuarantineReason.FINGERPRINT_INVALID: SchemaInvalid,
     QuarantineReason.SCOPE_INVALID: ScopeInvalid,
@@ -95,28 +109,68 @@ class IntakeResult:
     quarantine_ref: str | None = None
 
 
-def hmac_keys() -> dict[str, bytes]:
-    """``REEVALUATION_HMAC_KEYS`` as {key_id: secret}; several keys are live during a rotation."""
-    keys: dict[str, bytes] = {}
+@dataclass(frozen=True)
+class HmacKey:
+    secret: bytes
+    #: Tenant group refs this key may speak for; empty = any (the compatible two-part form).
+    tenant_groups: frozenset[str] = frozenset()
+
+
+_TENANT_BINDING = re.compile(r"^tg_[A-Za-z0-9_-]{1,37}(\|tg_[A-Za-z0-9_-]{1,37})*$")
+
+
+def hmac_keys() -> dict[str, HmacKey]:
+    """``REEVALUATION_HMAC_KEYS`` as {key_id: HmacKey}; several keys are live during a rotation.
+
+    Each item is ``key_id:secret`` or ``key_id:secret:tg_a|tg_b`` (bound to those tenant groups).
+    A trailing part is a binding only if it looks like tenant refs, so older secrets containing
+    ``:`` keep working.
+    """
+    keys: dict[str, HmacKey] = {}
     for item in settings.REEVALUATION_HMAC_KEYS:
-        key_id, sep, secret = str(item).strip().partition(":")
+        key_id, sep, rest = str(item).strip().partition(":")
+        secret, colon, binding = rest.rpartition(":")
+        if not (colon and _TENANT_BINDING.match(binding)):
+            secret, binding = rest, ""
         if sep and key_id and secret:
-            keys[key_id] = secret.encode()
+            keys[key_id] = HmacKey(secret.encode(), frozenset(filter(None, binding.split("|"))))
     return keys
 
 
-def sign(body: bytes, secret: str | bytes) -> str:
+def signing_input(body: bytes, *, key_id: str, issuer: str, audience: str) -> bytes:
+    """What the signature covers: a version tag, the key id, issuer and audience, then the raw body.
+
+    Swapping any of these headers in flight breaks the signature (issue 13 part 5).
+    """
+    head = "\n".join(("cw-event-v1", key_id, issuer, audience)) + "\n"
+    return head.encode("utf-8", "replace") + body
+
+
+def sign(body: bytes, secret: str | bytes, *, key_id: str, issuer: str = "", audience: str = "") -> str:
     secret = secret.encode() if isinstance(secret, str) else secret
-    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+    message = signing_input(
+        body,
+        key_id=key_id,
+        issuer=issuer or settings.REEVALUATION_ISSUER,
+        audience=audience or settings.REEVALUATION_AUDIENCE,
+    )
+    return "sha256=" + hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
-def signed_headers(body: bytes, *, key_id: str = "", secret: str = "") -> dict[str, str]:
-    """Headers a CRM (or the demo) sends; defaults to the first configured key."""
+def signed_headers(
+    body: bytes, *, key_id: str = "", secret: str = "", tenant_group_ref: str = ""
+) -> dict[str, str]:
+    """Headers a CRM (or the demo) sends. Without ``key_id``: the first configured key that may
+    speak for ``tenant_group_ref`` (an unbound key may speak for any)."""
     if not key_id:
-        key_id, secret_bytes = next(iter(hmac_keys().items()))
-        secret = secret_bytes.decode()
+        key_id, key = next(
+            (kid, k)
+            for kid, k in hmac_keys().items()
+            if not k.tenant_groups or tenant_group_ref in k.tenant_groups
+        )
+        secret = key.secret.decode()
     return {
-        "X-Signature": sign(body, secret),
+        "X-Signature": sign(body, secret, key_id=key_id),
         "X-Key-Id": key_id,
         "X-Issuer": settings.REEVALUATION_ISSUER,
         "X-Audience": settings.REEVALUATION_AUDIENCE,
@@ -137,24 +191,30 @@ class _TooLarge(_Refused):
         super().__init__(QuarantineReason.SCHEMA_INVALID)
 
 
-def _check_trust(body: bytes, headers) -> str:
+#: Stands in for an unknown key so that refusing one costs the same HMAC as a wrong signature.
+_NO_SUCH_KEY = HmacKey(b"\x00" * 32)
+
+
+def _check_trust(body: bytes, headers) -> tuple[str, HmacKey]:
     key_id = headers.get("X-Key-Id") or ""
-    secret = hmac_keys().get(key_id)
-    if secret is None:
-        raise _Refused(QuarantineReason.KEY_UNKNOWN)
+    issuer, audience = headers.get("X-Issuer") or "", headers.get("X-Audience") or ""
+    key = hmac_keys().get(key_id)
     match = _SIGNATURE.match(headers.get("X-Signature") or "")
-    expected = hmac.new(secret, body, hashlib.sha256).hexdigest()
-    if match is None or not hmac.compare_digest(match.group(1).lower(), expected):
-        raise _Refused(QuarantineReason.SIGNATURE_INVALID, key_id=key_id)
-    if not hmac.compare_digest(
-        (headers.get("X-Issuer") or "").encode(), settings.REEVALUATION_ISSUER.encode()
-    ):
+    expected = hmac.new(
+        (key or _NO_SUCH_KEY).secret,
+        signing_input(body, key_id=key_id, issuer=issuer, audience=audience),
+        hashlib.sha256,
+    ).hexdigest()
+    signature_ok = match is not None and hmac.compare_digest(match.group(1).lower(), expected)
+    if key is None:
+        raise _Refused(QuarantineReason.KEY_UNKNOWN)
+    if not hmac.compare_digest(issuer.encode(), settings.REEVALUATION_ISSUER.encode()):
         raise _Refused(QuarantineReason.ISSUER_INVALID, key_id=key_id)
-    if not hmac.compare_digest(
-        (headers.get("X-Audience") or "").encode(), settings.REEVALUATION_AUDIENCE.encode()
-    ):
+    if not hmac.compare_digest(audience.encode(), settings.REEVALUATION_AUDIENCE.encode()):
         raise _Refused(QuarantineReason.AUDIENCE_INVALID, key_id=key_id)
-    return key_id
+    if not signature_ok:
+        raise _Refused(QuarantineReason.SIGNATURE_INVALID, key_id=key_id)
+    return key_id, key
 
 
 def _scope(data: dict) -> tuple[TenantGroup | None, Clinic | None]:
@@ -176,7 +236,7 @@ def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _validate(body: bytes) -> tuple[dict, datetime]:
+def _validate(body: bytes, key_id: str = "", key: HmacKey | None = None) -> tuple[dict, datetime]:
     if len(body) > settings.REEVALUATION_MAX_BODY_BYTES:
         raise _TooLarge()
     try:
@@ -185,6 +245,9 @@ def _validate(body: bytes) -> tuple[dict, datetime]:
         raise _Refused(QuarantineReason.SCHEMA_INVALID) from None
     if not isinstance(data, dict):
         raise _Refused(QuarantineReason.SCHEMA_INVALID)
+    if key is not None and key.tenant_groups and data.get("tenantGroupId") not in key.tenant_groups:
+        # A genuine key speaking for a tenant it is not bound to: a trust failure, not a scope nit.
+        raise _Refused(QuarantineReason.KEY_TENANT_MISMATCH, key_id=key_id)
     event_id = (
         data.get("eventId") if isinstance(data.get("eventId"), str) and _TOKEN.match(data["eventId"]) else ""
     )
@@ -221,53 +284,104 @@ def _validate(body: bytes) -> tuple[dict, datetime]:
     return data, occurred
 
 
-def _quarantine(body: bytes, refused: _Refused, *, size: int | None = None) -> QuarantineCase:
+def _tally(source: str) -> tuple[int, bool]:
+    """Count one refusal for ``source`` in this minute; whether its case row is stored.
+
+    The first ``REEVALUATION_QUARANTINE_STORE_PER_MINUTE`` refusals of a source in a minute are
+    stored, then one in ``REEVALUATION_QUARANTINE_SAMPLE_EVERY``; the count is never dropped.
+    """
+    window = timezone.now().replace(second=0, microsecond=0)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {QuarantineTally._meta.db_table} AS t (source, window_start, refused, stored)
+            VALUES (%s, %s, 1, 0)
+            ON CONFLICT (source, window_start) DO UPDATE SET refused = t.refused + 1
+            RETURNING refused
+            """,
+            [source[:80], window],
+        )
+        refused = cursor.fetchone()[0]
+    if refused == 1:  # a new source-minute: forget windows past the retention (an index range, usually empty)
+        horizon = window - timedelta(days=settings.REEVALUATION_QUARANTINE_TALLY_DAYS)
+        QuarantineTally.objects.filter(window_start__lt=horizon).delete()
+    limit = settings.REEVALUATION_QUARANTINE_STORE_PER_MINUTE
+    sample = max(1, settings.REEVALUATION_QUARANTINE_SAMPLE_EVERY)
+    store = refused <= limit or (refused - limit) % sample == 0
+    if store:
+        QuarantineTally.objects.filter(source=source[:80], window_start=window).update(stored=F("stored") + 1)
+    return refused, store
+
+
+def _quarantine(body: bytes, refused: _Refused, source: str, *, size: int | None = None) -> QuarantineCase | None:
+    """Count the refusal for its source and store the case unless the source is over its rate."""
     attribution = refused.attribution
     with transaction.atomic():
-        case = QuarantineCase.objects.create(
-            reason_code=refused.reason,
-            category=QUARANTINE_CATEGORY[refused.reason],
-            evidence_digest=hashlib.sha256(body).hexdigest(),
-            evidence_size=len(body) if size is None else size,
-            source="EVENT",
-            event_id=attribution.get("event_id", ""),
-            key_id=attribution.get("key_id", "")[:40],
-            tenant_group=attribution.get("tenant_group"),
-            clinic=attribution.get("clinic"),
-            correlation_id=new_correlation_id(),
-        )
-        if case.clinic_id is not None:
-            quarantine_watch(case.clinic_id)  # repeated quarantine drains the clinic (issue 13 part 2)
-    logger.warning("reevaluation event quarantined reason=%s case=%s", case.reason_code, case.ref)
+        count, store = _tally(source)
+        case = None
+        if store:
+            case = QuarantineCase.objects.create(
+                reason_code=refused.reason,
+                category=QUARANTINE_CATEGORY[refused.reason],
+                evidence_digest=hashlib.sha256(body).hexdigest(),
+                evidence_size=len(body) if size is None else size,
+                source="EVENT",
+                event_id=attribution.get("event_id", ""),
+                key_id=attribution.get("key_id", "")[:40],
+                tenant_group=attribution.get("tenant_group"),
+                clinic=attribution.get("clinic"),
+                correlation_id=new_correlation_id(),
+            )
+            if case.clinic_id is not None:
+                quarantine_watch(case.clinic_id)  # repeated quarantine drains the clinic (issue 13 part 2)
+    if case is not None:
+        logger.warning("reevaluation event quarantined reason=%s case=%s", case.reason_code, case.ref)
+    elif count == settings.REEVALUATION_QUARANTINE_STORE_PER_MINUTE + 1:
+        logger.warning("reevaluation quarantine rate reached for %s; storing a sample this minute", source)
     return case
 
 
-def event_intake(*, body: bytes, headers) -> IntakeResult:
-    """Verify and record one CRM event. Raises a typed error (after quarantining) when refused."""
+#: The one answer to every trust failure: no hint whether the key id, signature, issuer, audience
+#: or tenant binding was wrong (the quarantine row records which).
+TRUST_FAILURE_DETAIL = "The event could not be verified."
+
+
+def event_intake(*, body: bytes, headers, source_address: str = "") -> IntakeResult:
+    """Verify and record one CRM event. Raises a typed error (after quarantining) when refused.
+
+    ``source_address`` is the client address (``common.clientaddr``): unverified senders are
+    rate-bounded per address, verified ones per key id.
+    """
+    key_id = ""
     try:
-        key_id = _check_trust(body, headers)
-        data, occurred = _validate(body)
+        key_id, key = _check_trust(body, headers)
+        data, occurred = _validate(body, key_id, key)
         tenant_group, clinic = _scope(data)
         if clinic is None:
             raise _Refused(QuarantineReason.SCOPE_INVALID, event_id=data["eventId"], key_id=key_id)
         return _accept(body, data, occurred, key_id, clinic)
     except _Refused as refused:
-        case = _quarantine(body, refused)
+        trust = QUARANTINE_CATEGORY[refused.reason] == QuarantineCategory.TRUST
+        source = f"addr:{source_address}" if trust or not key_id else f"key:{key_id}"
+        case = _quarantine(body, refused, source)
+        if trust:
+            raise SignatureInvalid(TRUST_FAILURE_DETAIL) from None
         raise _refusal_error(refused, case) from None
 
 
-def _refusal_error(refused: _Refused, case: QuarantineCase) -> Exception:
+def _refusal_error(refused: _Refused, case: QuarantineCase | None) -> Exception:
     error = PayloadTooLarge if isinstance(refused, _TooLarge) else _ERROR_FOR[refused.reason]
-    return error(f"Refused ({refused.reason}); quarantine case {case.ref}.")
+    stored = f"quarantine case {case.ref}" if case else "counted; over the quarantine rate, not stored"
+    return error(f"Refused ({refused.reason}); {stored}.")
 
 
-def event_intake_oversized(*, size: int) -> None:
+def event_intake_oversized(*, size: int, source_address: str) -> None:
     """A body over the server's upload limit, never read: quarantine its declared size, then 413.
 
     The evidence digest is of the empty string (the bytes were not read, on purpose).
     """
     refused = _TooLarge()
-    case = _quarantine(b"", refused, size=size)
+    case = _quarantine(b"", refused, f"addr:{source_address}", size=size)
     raise _refusal_error(refused, case)
 
 

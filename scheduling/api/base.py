@@ -7,10 +7,12 @@ from collections.abc import Callable
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
 from common.errors import ValidationFailed
+from common.tokens import require_fresh_admin_token
 
 from ..models import Role
 from ..scoping import clinic_for_user
@@ -56,7 +58,11 @@ class ClinicAPIView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
-        self.clinic = clinic_for_user(request.user, kwargs.get("clinic"), role=self.required_role)
+        # An ADMIN write is an ADMIN command: it needs the operate grant and a token young enough.
+        command = self.required_role == Role.ADMIN and request.method not in SAFE_METHODS
+        self.clinic = clinic_for_user(request.user, kwargs.get("clinic"), role=self.required_role, operate=command)
+        if command:
+            require_fresh_admin_token(request.auth)
 
     def get_serializer_context(self) -> dict:
         return {"clinic": self.clinic, "request": self.request, "view": self}

@@ -10,14 +10,16 @@ from .consent import consent_current, consent_record
 from .features import feature_enabled, feature_set
 from .holds import hold_accept, hold_book, hold_place, hold_release
 from .patients import patient_create
-from .roles import clinic_grant_role, clinic_revoke_role
+from .roles import clinic_grant_operate, clinic_grant_role, clinic_revoke_operate, clinic_revoke_role
 
 __all__ = [
     "appointment_book",
     "appointment_cancel",
     "appointment_move",
     "appointment_set_status",
+    "clinic_grant_operate",
     "clinic_grant_role",
+    "clinic_revoke_operate",
     "clinic_revoke_role",
     "consent_current",
     "consent_record",

@@ -1,7 +1,7 @@
 from django.db import transaction
 from guardian.shortcuts import assign_perm, remove_perm
 
-from ..models import ROLE_PERMISSIONS, Clinic, Role
+from ..models import OPERATE_PERMISSION, ROLE_PERMISSIONS, Clinic, Role
 
 
 def clinic_grant_role(*, clinic: Clinic, user, role: Role) -> None:
@@ -17,3 +17,12 @@ def clinic_revoke_role(*, clinic: Clinic, user, role: Role) -> None:
         remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.ADMIN]}", user, clinic)
         if role == Role.STAFF:
             remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.STAFF]}", user, clinic)
+
+
+def clinic_grant_operate(*, clinic: Clinic, user) -> None:
+    """The "operate" grant: with the ADMIN role, the user may run ADMIN commands (not just read)."""
+    assign_perm(f"scheduling.{OPERATE_PERMISSION}", user, clinic)
+
+
+def clinic_revoke_operate(*, clinic: Clinic, user) -> None:
+    remove_perm(f"scheduling.{OPERATE_PERMISSION}", user, clinic)

@@ -19,6 +19,7 @@ from django_htmx.middleware import HtmxDetails
 from common.models import AuditEntry
 from common.services import audit_record
 from operations.decorators import clinic_view
+from operations.sessions import mark_authenticated
 from scheduling.models import Role
 
 pytestmark = pytest.mark.django_db
@@ -36,11 +37,14 @@ admin_action = clinic_view(Role.ADMIN, methods=("POST",))(_admin_probe)
 staff_read = clinic_view()(lambda request, clinic: HttpResponse(clinic.ref))
 
 
-def make_request(method: str, user, *, htmx: bool = False, data: dict | None = None):
+def make_request(method: str, user, *, htmx: bool = False, data: dict | None = None, signed_in: bool = True):
+    """A request from ``user``; ``signed_in`` = the session signed in just now (fresh for ADMIN commands)."""
     factory = RequestFactory()
     headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
     request = getattr(factory, method.lower())("/console/c/x/probe/", data or {}, **headers)
     SessionMiddleware(lambda r: None).process_request(request)
+    if signed_in:
+        mark_authenticated(request)
     request.user = user
     request.htmx = HtmxDetails(request)
     return request

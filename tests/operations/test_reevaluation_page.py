@@ -300,11 +300,12 @@ def test_execute_a_preview_of_another_clinic_is_404(admin_web, admin, world, sec
 @pytest.fixture
 def second_clinic_admin(clinic, admin):
     from scheduling.models import Role
-    from scheduling.services import clinic_grant_role
+    from scheduling.services import clinic_grant_operate, clinic_grant_role
     from tests import factories as f
 
     other = f.ClinicFactory(name="Bundang Clinic", tenant_group=clinic.tenant_group)
     clinic_grant_role(clinic=other, user=admin, role=Role.ADMIN)
+    clinic_grant_operate(clinic=other, user=admin)
     return other
 
 

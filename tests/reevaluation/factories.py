@@ -52,13 +52,12 @@ def encode(body: dict) -> bytes:
 
 
 def headers(raw: bytes, *, key_id: str = DEMO_KEY_ID, secret: str = DEMO_SECRET, **override) -> dict:
-    values = {
-        "X-Signature": sign(raw, secret),
-        "X-Key-Id": key_id,
-        "X-Issuer": "demo-crm",
-        "X-Audience": "clinic-waitlist",
-    }
-    values.update(override)
+    """Headers signed over the key id, issuer and audience as sent (``override`` included)."""
+    values = {"X-Key-Id": key_id, "X-Issuer": "demo-crm", "X-Audience": "clinic-waitlist", **override}
+    values.setdefault(
+        "X-Signature",
+        sign(raw, secret, key_id=values["X-Key-Id"], issuer=values["X-Issuer"], audience=values["X-Audience"]),
+    )
     return values
 
 

@@ -9,7 +9,7 @@ from django.core.management import call_command
 from common.models import AuditEntry, OutboxMessage
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
-from tests.waitlist.loop_helpers import deliver
+from tests.waitlist.loop_helpers import deliver, page_client, path_from_text
 from waitlist import services
 from waitlist.models import BookingReliabilityDecision, WaitlistEntry, WaitlistPolicy
 
@@ -38,7 +38,11 @@ def test_seed_demo_is_idempotent_and_a_cancellation_makes_an_offer(db, caplog):
         # The seeded reevaluation runs' job_completed rows are delivered too (they have a handler).
         assert set(deliver()) == {"SENT"}
     assert OutboxMessage.objects.get(topic="waitlist.offer_made").status == "SENT"
-    assert "/claim/" in caplog.text
+    assert "/claim/sha256:" in caplog.text  # the console provider logs a digest, never the token
+    out = StringIO()
+    call_command("waitlist_claim_link", result.offer.ref, stdout=out)  # the demo's way to the link
+    path = path_from_text(out.getvalue())
+    assert page_client().get(path).status_code == 200
 
 
 def test_the_demo_admin_reads_the_django_admin_and_changes_nothing(db):

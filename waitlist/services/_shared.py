@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from django.db import transaction
+from common.degrade import send_after_commit
 
 from ..models import Offer, OfferEvent
 
@@ -55,7 +55,8 @@ def event_append(
 
 
 def queue_dispatch(vacancy_id: int) -> None:
-    """Cascade to the next candidate after this transaction commits (never inside it)."""
+    """Cascade to the next candidate after this transaction commits (never inside it). With the
+    broker down the send is logged once and the open vacancy is left to reconcile."""
     from .. import tasks  # tasks import services: resolve at call time
 
-    transaction.on_commit(lambda: tasks.dispatch_vacancy.delay(vacancy_id))
+    send_after_commit(tasks.dispatch_vacancy, vacancy_id)

@@ -59,7 +59,7 @@ class Command(BaseCommand):
                 "occurredAt": timezone.now().isoformat(),
             }
         ).encode()
-        headers = signed_headers(body)
+        headers = signed_headers(body, tenant_group_ref=clinic.tenant_group.ref)
         if o["url"]:
             response = requests.post(
                 o["url"].rstrip("/") + "/api/v1/events/patient-scheduling-assessment-changed",

@@ -5,7 +5,8 @@ Idempotent: running it again changes nothing and prints the same sign-ins.
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
 
 from scheduling.demo import DEMO_USERS, seed_scheduling
 
@@ -14,10 +15,13 @@ class Command(BaseCommand):
     help = "Load (or confirm) the demo data. Safe to run repeatedly."
 
     def handle(self, *args, **options):
+        if settings.PRODUCTION:
+            # Demo users with published passwords and tokens are exactly what production refuses.
+            raise CommandError("seed_demo is for development only (DJANGO_ENV=production).")
         world = seed_scheduling()
         for hook in _app_hooks():
             hook(world)
-        self.stdout.write(self.style.SUCCESS("Demo data ready."))
+        self.stdout.write(self.style.SUCCESS("Demo data ready (development only: these sign-ins are public)."))
         for username, (password, description) in DEMO_USERS.items():
             self.stdout.write(f"  {username:9} / {password:22} {description}")
         for label, token in world["tokens"].items():

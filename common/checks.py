@@ -1,0 +1,77 @@
+"""The production guard (issue 16 part 2): ``DJANGO_ENV=production`` refuses to start unsafe.
+
+Each refusal names the setting (or data) that is unsafe. ``refuse_unsafe_production`` runs from
+``CommonConfig.ready`` in every process (gunicorn, Celery, manage.py), so nothing starts in
+production with a development value; the same findings are a system check (``manage.py check``).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DatabaseError
+
+DEV_SECRET_KEY = "dev-only-insecure-key"
+DEMO_WEBHOOK_SECRET = "demo-webhook-secret"
+DEMO_HMAC_SECRET = "demo-secret-change-me"
+DEMO_CRM_TOKEN = "demo-crm-token"
+
+
+def _settings_findings() -> list[str]:
+    found = []
+    if settings.SECRET_KEY == DEV_SECRET_KEY or len(settings.SECRET_KEY) < 32:
+        found.append("DJANGO_SECRET_KEY is the development key (or shorter than 32 characters)")
+    if getattr(settings, "NOTIFY_WEBHOOK_SECRET", "") in ("", DEMO_WEBHOOK_SECRET):
+        found.append("NOTIFY_WEBHOOK_SECRET is the demo webhook secret (or empty)")
+    if getattr(settings, "NOTIFY_DEFAULT_PROVIDER", "console") == "console" and not getattr(
+        settings, "NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION", False
+    ):
+        found.append(
+            "NOTIFY_DEFAULT_PROVIDER is 'console' (set email or webhook, or NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION=true)"
+        )
+    if getattr(settings, "CRM_STUB_ENABLED", False) or "/crm-stub" in getattr(settings, "CRM_BASE_URL", ""):
+        found.append("CRM_STUB_ENABLED / CRM_BASE_URL: the demo CRM stub is enabled or targeted")
+    if getattr(settings, "CRM_API_TOKEN", "") == DEMO_CRM_TOKEN:
+        found.append("CRM_API_TOKEN is the demo token")
+    if any(str(item).split(":")[1:2] == [DEMO_HMAC_SECRET] for item in settings.REEVALUATION_HMAC_KEYS):
+        found.append("REEVALUATION_HMAC_KEYS contains the demo secret")
+    return found
+
+
+def _demo_users_present() -> bool:
+    from django.contrib.auth import get_user_model
+
+    from scheduling.demo import DEMO_USERS
+
+    try:
+        users = list(get_user_model().objects.filter(username__in=list(DEMO_USERS)))
+    except DatabaseError:  # not migrated yet: no users at all
+        return False
+    return any(user.check_password(DEMO_USERS[user.username][0]) for user in users)
+
+
+def production_findings(*, include_database: bool = True) -> list[str]:
+    """Every unsafe value for production; empty when ``DJANGO_ENV`` is not production."""
+    if not getattr(settings, "PRODUCTION", False):
+        return []
+    found = _settings_findings()
+    if include_database and _demo_users_present():
+        found.append("demo users (staff/admin/outsider with the demo passwords) are present")
+    return found
+
+
+@checks.register(checks.Tags.security, deploy=False)
+def production_guard(app_configs=None, **kwargs):
+    return [
+        checks.Critical(f"Unsafe for production: {finding}.", id="common.E001")
+        for finding in production_findings()
+    ]
+
+
+def refuse_unsafe_production() -> None:
+    found = production_findings()
+    if found:
+        raise ImproperlyConfigured(
+            "DJANGO_ENV=production refuses to start: " + "; ".join(found) + ". See docs/security.md."
+        )

@@ -1,0 +1,61 @@
+"""Degrade, don't fail, when Redis or the broker is down (issue 16 part 3).
+
+A ``Dependency`` logs one warning when a dependency starts failing and one line when it is back,
+instead of a traceback per request. Callers decide what "degraded" means (fail open, fall back to
+PostgreSQL, leave the follow-up to reconcile).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from django.db import transaction
+from redis.exceptions import RedisError
+
+logger = logging.getLogger("common.degrade")
+
+#: What the cache and the broker raise when Redis cannot be reached.
+REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
+
+
+class Dependency:
+    def __init__(self, name: str, consequence: str):
+        self.name, self.consequence = name, consequence
+        self.down = False
+        self._lock = threading.Lock()
+
+    def failed(self, exc: BaseException) -> None:
+        with self._lock:
+            first, self.down = not self.down, True
+        if first:
+            logger.warning("%s unavailable (%s: %s); %s", self.name, type(exc).__name__, exc, self.consequence)
+
+    def ok(self) -> None:
+        if self.down:
+            with self._lock:
+                back, self.down = self.down, False
+            if back:
+                logger.warning("%s available again", self.name)
+
+
+cache_dependency = Dependency("redis cache", "throttles fail open and sign-in counting uses PostgreSQL")
+broker_dependency = Dependency("celery broker", "follow-up tasks are left to reconcile")
+
+
+def send_after_commit(task, *args) -> None:
+    """Send ``task.delay(*args)`` once the current transaction commits, never failing the caller.
+
+    The change is committed by then: a broker outage must not turn it into a 500. The failure is
+    logged once per outage (``broker_dependency``) and the follow-up is left to its reconcile job.
+    """
+
+    def send() -> None:
+        try:
+            task.delay(*args)
+        except Exception as exc:  # noqa: BLE001 (kombu, redis and socket errors alike; the commit stands)
+            broker_dependency.failed(exc)
+        else:
+            broker_dependency.ok()
+
+    transaction.on_commit(send)

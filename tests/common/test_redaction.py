@@ -1,0 +1,53 @@
+"""Claim tokens never reach a log line: the redaction itself and gunicorn's access-log atoms."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from types import SimpleNamespace
+
+from common.redaction import redact, token_digest
+from config.gunicorn_logging import RedactingLogger
+
+TOKEN = "eyJvIjoib2ZyXzEyMyIsImUiOiJ3bGVfNDU2In0:1tXyZa:abcDEF-ghi_jkl"
+
+
+def test_redact_replaces_the_token_with_its_digest_and_is_idempotent():
+    text = f"GET /claim/{TOKEN}/?x=1 HTTP/1.1 ref=https://h/claim/{TOKEN}/"
+    once = redact(text)
+    assert TOKEN not in once
+    assert once.count(f"/claim/{token_digest(TOKEN)}/") == 2
+    assert redact(once) == once
+    assert redact("GET /console/ HTTP/1.1") == "GET /console/ HTTP/1.1"
+
+
+def test_every_log_record_is_redacted_where_it_is_made(caplog):
+    caplog.set_level(logging.INFO)
+    logging.getLogger("anything.at.all").info("opened %s", f"/claim/{TOKEN}/")
+    logging.getLogger("django.request").warning("Not Found: %(path)s", {"path": f"/claim/{TOKEN}/"})
+    assert TOKEN not in caplog.text
+    assert token_digest(TOKEN) in caplog.text
+
+
+def _access_atoms(path: str, referer: str) -> dict:
+    config = SimpleNamespace(
+        errorlog="-", loglevel="info", accesslog="-", access_log_format="%(r)s", capture_output=False,
+        logconfig=None, logconfig_dict={}, logconfig_json=None, syslog=False, disable_redirect_access_to_syslog=False,
+        syslog_addr=None, syslog_prefix=None, syslog_facility="user", user=0, group=0, umask=0,
+        statsd_host=None, dogstatsd_tags="",
+    )
+    logger = RedactingLogger(config)
+    environ = {
+        "REQUEST_METHOD": "GET", "RAW_URI": path, "PATH_INFO": path, "QUERY_STRING": "",
+        "SERVER_PROTOCOL": "HTTP/1.1", "REMOTE_ADDR": "127.0.0.1", "HTTP_REFERER": referer,
+    }
+    response = SimpleNamespace(status="200 OK", headers=[("Content-Type", "text/html")], sent=10)
+    request = SimpleNamespace(headers=[("REFERER", referer)])
+    return logger.atoms(response, request, environ, timedelta(milliseconds=5))
+
+
+def test_the_gunicorn_access_log_atoms_carry_no_claim_token():
+    atoms = _access_atoms(f"/claim/{TOKEN}/", f"http://h/claim/{TOKEN}/")
+    assert not [key for key, value in atoms.items() if isinstance(value, str) and TOKEN in value]
+    assert atoms["r"] == f"GET /claim/{token_digest(TOKEN)}/ HTTP/1.1"
+    assert token_digest(TOKEN) in atoms["f"] and token_digest(TOKEN) in atoms["{referer}i"]
