@@ -110,7 +110,7 @@ def run_schemathesis(
             "--report", "ndjson", "--report-ndjson-path", str(report), "--no-color",
             "--continue-on-failure",
         ]
-        completed = subprocess.run(args, capture_output=True, text=True)
+        completed = subprocess.run(args, capture_output=True, text=True, cwd=workdir)  # its cache lands there
         if verbose or completed.returncode != 0:
             print(completed.stdout[-6000:], completed.stderr[-3000:], sep="\n", flush=True)
         result.exit_codes.append(completed.returncode)
