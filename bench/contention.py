@@ -125,42 +125,18 @@ def race(clinic, refs: list[str], processes: int, *, split: bool = False) -> dic
 
 
 def check_invariants(clinic, vacancies: int) -> dict:
-    c = [clinic.pk]
-    q = db.sql
+    """The shared checker (common/invariants.py) plus this scenario's own goal: every vacancy offered once."""
+    from common.invariants import check
+
+    exactly_one = db.sql(
+        """SELECT count(*) FROM (SELECT v.id FROM waitlist_vacancy v JOIN waitlist_offer o ON o.vacancy_id = v.id
+           AND o.status IN ('OFFERED','ACCEPTED') WHERE v.clinic_id = %s GROUP BY v.id HAVING count(*) = 1) x""",
+        [clinic.pk],
+    )[0][0]
     return {
         "vacancies": vacancies,
-        "vacancies_with_exactly_one_active_offer": q(
-            """SELECT count(*) FROM (SELECT v.id FROM waitlist_vacancy v JOIN waitlist_offer o ON o.vacancy_id = v.id
-               AND o.status IN ('OFFERED','ACCEPTED') WHERE v.clinic_id = %s GROUP BY v.id HAVING count(*) = 1) x""",
-            c,
-        )[0][0],
-        "vacancies_with_more_than_one_active_offer": q(
-            """SELECT count(*) FROM (SELECT vacancy_id FROM waitlist_offer WHERE clinic_id = %s
-               AND status IN ('OFFERED','ACCEPTED') GROUP BY vacancy_id HAVING count(*) > 1) x""",
-            c,
-        )[0][0],
-        "entries_with_more_than_one_active_offer": q(
-            """SELECT count(*) FROM (SELECT entry_id FROM waitlist_offer WHERE clinic_id = %s
-               AND status IN ('OFFERED','ACCEPTED') GROUP BY entry_id HAVING count(*) > 1) x""",
-            c,
-        )[0][0],
-        "offered_entries_not_in_state_OFFERED": q(
-            """SELECT count(*) FROM waitlist_offer o JOIN waitlist_waitlistentry e ON e.id = o.entry_id
-               WHERE o.clinic_id = %s AND o.status = 'OFFERED' AND e.status <> 'OFFERED'""",
-            c,
-        )[0][0],
-        "active_offers_without_active_hold_allocation": q(
-            """SELECT count(*) FROM waitlist_offer o JOIN scheduling_capacityhold h ON h.id = o.hold_id
-               WHERE o.clinic_id = %s AND o.status IN ('OFFERED','ACCEPTED') AND (h.status NOT IN ('ACTIVE','ACCEPTED')
-               OR NOT EXISTS (SELECT 1 FROM scheduling_capacityallocation a WHERE a.hold_id = h.id AND a.active))""",
-            c,
-        )[0][0],
-        "overlapping_active_allocations": q(
-            """SELECT count(*) FROM scheduling_capacityallocation a JOIN scheduling_capacityallocation b
-               ON a.id < b.id AND a.clinic_id = b.clinic_id AND a.practitioner_id = b.practitioner_id
-               AND a.period && b.period WHERE a.active AND b.active AND a.clinic_id = %s""",
-            c,
-        )[0][0],
+        "vacancies_with_exactly_one_active_offer": exactly_one,
+        **check([clinic.pk]).violations,
     }
 
 

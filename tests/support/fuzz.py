@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,7 +110,7 @@ def run_schemathesis(
             "--report", "ndjson", "--report-ndjson-path", str(report), "--no-color",
             "--continue-on-failure",
         ]
-        completed = subprocess.run(args, capture_output=True, text=True)
+        completed = subprocess.run(args, capture_output=True, text=True, cwd=workdir)  # its cache lands there
         if verbose or completed.returncode != 0:
             print(completed.stdout[-6000:], completed.stderr[-3000:], sep="\n", flush=True)
         result.exit_codes.append(completed.returncode)
@@ -127,6 +128,7 @@ def main() -> int:
     """``make fuzz``: FUZZ_MIN_REQUESTS (10,000) requests at least, 0 5xx, 0 schema violations."""
     from tests.support.processes import gunicorn, redis_server, scratch_database
 
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the cleanup (server, database) on TERM
     min_requests = int(os.environ.get("FUZZ_MIN_REQUESTS", "10000"))
     max_examples = int(os.environ.get("FUZZ_MAX_EXAMPLES", "150"))
     workdir = Path(tempfile.mkdtemp(prefix="fuzz-"))
