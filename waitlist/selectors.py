@@ -82,6 +82,7 @@ def vacancy_page(
         .annotate(
             active_offer_ref=Subquery(active.values("ref")[:1]),
             active_offer_expires_at=Subquery(active.values("expires_at")[:1]),
+            active_offer_status=Subquery(active.values("status")[:1]),
             offer_count=Subquery(
                 Offer.objects.filter(vacancy=OuterRef("pk")).order_by().values("vacancy")
                 .annotate(n=Count("id")).values("n")[:1]

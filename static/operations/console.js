@@ -162,6 +162,14 @@
   }, true); // capture: before htmx's "from:body" listener starts the refresh
 
 
+  // A detail panel that loaded out of sight (stacked layouts, phones) scrolls into view.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (!(target instanceof Element) || !target.matches("#wl-detail, #reeval-detail")) return;
+    var box = target.getBoundingClientRect();
+    if (box.top > window.innerHeight || box.bottom < 0) target.scrollIntoView({ behavior: "smooth", block: "start" });
+  });
+
   // Close the clinic switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
     var open = document.querySelectorAll("details.switcher[open]");
