@@ -304,6 +304,11 @@ class ReevaluationJob(models.Model):
             models.Index(fields=["state", "lease_expires_at"], name="rjob_lease_expiry"),
             models.Index(fields=["state", "next_attempt_at"], name="rjob_retry_due"),
             models.Index(fields=["clinic", "fingerprint", "state"], name="rjob_scope_state"),
+            # The console's finished-jobs list, newest first (keyset on finished_at, id).
+            models.Index(
+                fields=["clinic", "-finished_at", "-id"], name="rjob_clinic_finished",
+                condition=models.Q(finished_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:
