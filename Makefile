@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint bench clean-data demo-event fuzz soak
+.PHONY: run test install lint bench clean-data demo-event fuzz soak screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,10 @@ REVISION ?= $(shell date +%s)
 demo-event: $(STAMP)
 	set -a; . .data/run.env; set +a; $(PY) manage.py reevaluation_demo_event --clinic cl_demo_gangnam \
 		--crm-patient-ref crm-cl_demo_gangnam-3 --revision $(REVISION) --url $$DEMO_BASE_URL
+
+# Console screenshots at 1280 px and 390 px into docs/screenshots/ (Playwright on /usr/bin/chromium).
+screenshots: $(STAMP)
+	CONSOLE_SCREENSHOTS=1 $(PY) -m pytest -n 0 -q -m browser tests/operations/test_screenshots.py
 
 clean-data:
 	rm -rf .data

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from waitlist.trends import TrendDay
 
-WIDTH, PANEL_HEIGHT, GAP, LEFT = 640, 56, 30, 4
+WIDTH, PANEL_HEIGHT, GAP, LEFT = 1000, 50, 28, 4
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,14 @@ COMMAND_LABELS = {
 }
 
 
+#: Red buttons for destructive commands only (the patient may lose an offer); the others are blue.
+DESTRUCTIVE_COMMANDS = frozenset({"withdraw"})
+
+
+def command_tone(name: str) -> str:
+    return "danger" if name in DESTRUCTIVE_COMMANDS else "primary"
+
+
 def queue_page_size() -> int:
     return int(getattr(settings, "CONSOLE_WAITLIST_PAGE_SIZE", 20))
 
@@ -74,7 +82,8 @@ def _command_url(clinic: Clinic, name: str, target: str) -> str:
 def _visible(clinic: Clinic, commands: list[dict]) -> list[dict]:
     """The commands this user may run, labelled; STAFF never see a control they may not use."""
     return [
-        {**c, "label": COMMAND_LABELS[c["name"]], "url": _command_url(clinic, c["name"], c["target"])}
+        {**c, "label": COMMAND_LABELS[c["name"]], "url": _command_url(clinic, c["name"], c["target"]),
+         "tone": command_tone(c["name"])}
         for c in commands
         if may_run(clinic, c["name"])
     ]
@@ -161,7 +170,7 @@ def _command(
     execute: Callable[[dict, str], dict],
 ) -> HttpResponse:
     command = {"name": name, "target": target, "label": COMMAND_LABELS[name], "form": form,
-               "url": _command_url(clinic, name, target)}
+               "url": _command_url(clinic, name, target), "tone": command_tone(name)}
     if not form.is_valid():
         return render(request, f"{PANEL}#command-form", {"clinic": clinic, "command": command})
     data = form.cleaned_data

@@ -420,6 +420,11 @@ class ReevaluationJob(models.Model):
                 condition=Q(needs_staff=True),
                 name="rjob_needs_staff",
             ),
+            # The console's finished-jobs list, newest first (keyset on finished_at, id).
+            models.Index(
+                fields=["clinic", "-finished_at", "-id"], name="rjob_clinic_finished",
+                condition=models.Q(finished_at__isnull=False),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -250,6 +250,8 @@ class WaitlistEntry(models.Model):
                 condition=Q(status="WAITING"),
             ),
             models.Index(fields=["clinic", "patient", "status"], name="wl_entry_patient"),
+            # The console's and the API's waiting list: keyset on (waiting_since, id) per clinic.
+            models.Index(fields=["clinic", "waiting_since", "id"], name="wl_entry_waiting"),
         ]
 
     def __str__(self) -> str:
@@ -299,7 +301,11 @@ class Vacancy(models.Model):
             models.UniqueConstraint(fields=["clinic", "vacancy_key"], name="wl_vacancy_unique_key"),
             models.CheckConstraint(condition=Q(ends_at__gt=F("starts_at")), name="wl_vacancy_positive"),
         ]
-        indexes = [models.Index(fields=["clinic", "status", "starts_at"], name="wl_vacancy_status")]
+        indexes = [
+            models.Index(fields=["clinic", "status", "starts_at"], name="wl_vacancy_status"),
+            # The console's vacancy list, newest first (keyset on created_at, id).
+            models.Index(fields=["clinic", "-created_at", "-id"], name="wl_vacancy_recent"),
+        ]
 
     def __str__(self) -> str:
         return self.ref
@@ -349,6 +355,8 @@ class Offer(models.Model):
             models.Index(fields=["clinic", "patient", "created_at"], name="wl_offer_patient_week"),
             models.Index(fields=["status", "expires_at"], name="wl_offer_due"),
             models.Index(fields=["entry", "status"], name="wl_offer_entry_status"),
+            # The console's offer list and the trend chart's offers per day.
+            models.Index(fields=["clinic", "-created_at", "-id"], name="wl_offer_recent"),
         ]
 
     def __str__(self) -> str:

@@ -82,6 +82,7 @@ def vacancy_page(
         .annotate(
             active_offer_ref=Subquery(active.values("ref")[:1]),
             active_offer_expires_at=Subquery(active.values("expires_at")[:1]),
+            active_offer_status=Subquery(active.values("status")[:1]),
             offer_count=Subquery(
                 Offer.objects.filter(vacancy=OuterRef("pk")).order_by().values("vacancy")
                 .annotate(n=Count("id")).values("n")[:1]
@@ -616,7 +617,8 @@ def ops_vacancy_panel(*, clinic: Clinic, vacancy_ref: str, now: datetime | None 
     if not isinstance(vacancy_ref, str):
         raise NotFound()
     found = list(_review_vacancies(clinic, now).filter(ref=vacancy_ref).values(
-        *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref"))
+        *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref",
+        "practitioner__name", "treatment__name"))
     if not found:
         raise NotFound()
     v = found[0]
@@ -647,6 +649,9 @@ def ops_vacancy_panel(*, clinic: Clinic, vacancy_ref: str, now: datetime | None 
         "exhausted_at": iso_in_zone(v["exhausted_at"], tz) if v["exhausted_at"] else None,
         "practitioner": v["practitioner__ref"],
         "treatment": v["treatment__ref"],
+        # Names are not patient data: staff read "Dr. Seo · Physiotherapy", not two refs.
+        "practitioner_name": v["practitioner__name"],
+        "treatment_name": v["treatment__name"],
         "resource": v["resource__ref"],
         "review": _review_evidence(v, clinic, now) if v["review_entry__ref"] and v["status"] == "REVIEW" else None,
         "offers": offers,

@@ -88,3 +88,26 @@ def is_preview(action: str) -> bool:
     from operations.selectors import PREVIEW_ACTION_SUFFIX
 
     return str(action).endswith(PREVIEW_ACTION_SUFFIX)
+
+
+@register.filter
+def breakable(code) -> str:
+    """An UPPER_SNAKE code that may wrap after its underscores (never inside a word)."""
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    return mark_safe(escape(str(code)).replace("_", "_<wbr>"))
+
+
+@register.filter
+def when(value, tz_name: str) -> str:
+    """A time in the clinic's zone that wraps only between its date and its clock."""
+    from django.utils.html import format_html
+
+    text = in_zone(value, tz_name)
+    if " " not in text:
+        return text
+    day, clock = text.split(" ", 1)
+    iso = value.isoformat() if isinstance(value, datetime) else str(value)
+    return format_html('<time datetime="{}"><span class="nw">{}</span> <span class="nw">{}</span></time>', iso, day,
+                       clock)

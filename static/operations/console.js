@@ -8,7 +8,15 @@
     return document.getElementById("toasts");
   }
 
-  function showToast(message, level) {
+  // A toast never covers the control that raised it: if it would, the toasts move to the top.
+  function keepClear(box, source) {
+    if (!(source instanceof Element) || !source.isConnected) return;
+    var a = box.getBoundingClientRect(), b = source.getBoundingClientRect();
+    var overlap = a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+    box.classList.toggle("toasts-top", overlap || (box.classList.contains("toasts-top") && b.top < a.bottom));
+  }
+
+  function showToast(message, level, source) {
     var box = region();
     if (!box || !message) return;
     var toast = document.createElement("div");
@@ -23,13 +31,46 @@
     close.addEventListener("click", function () { toast.remove(); });
     toast.appendChild(close);
     box.appendChild(toast);
+    keepClear(box, source);
     window.setTimeout(function () { toast.remove(); }, TOAST_MS);
   }
 
   // Views call operations.responses.with_toast(), which sets HX-Trigger: {"console-toast": {...}}.
   document.addEventListener(TOAST_EVENT, function (event) {
     var detail = event.detail || {};
-    showToast(detail.message, detail.level);
+    var source = event.target instanceof Element ? event.target.querySelector("button[type=submit]") || event.target : null;
+    showToast(detail.message, detail.level, source);
+  });
+
+  // Every htmx request shows progress (a bar on top, and .htmx-request on its indicator) and disables
+  // the submit buttons of the form that sent it until the answer comes. Background polls stay quiet.
+  var inFlight = 0;
+  function isPoll(elt) {
+    return (elt.getAttribute("hx-trigger") || "").indexOf("every") === 0;
+  }
+  function submitButtons(elt) {
+    var form = elt.tagName === "FORM" ? elt : elt.closest("form");
+    if (!form) return [];
+    var own = Array.prototype.slice.call(form.querySelectorAll("button[type=submit], button:not([type])"));
+    if (form.id) own = own.concat(Array.prototype.slice.call(document.querySelectorAll("button[form='" + form.id + "']")));
+    return own;
+  }
+  document.addEventListener("htmx:beforeSend", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!(elt instanceof Element) || isPoll(elt)) return;
+    inFlight++;
+    document.documentElement.classList.add("busy");
+    var buttons = submitButtons(elt).filter(function (b) { return !b.disabled; });
+    buttons.forEach(function (b) { b.disabled = true; b.setAttribute("aria-busy", "true"); });
+    elt._consoleDisabled = buttons;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!(elt instanceof Element) || isPoll(elt)) return;
+    inFlight = Math.max(0, inFlight - 1);
+    if (!inFlight) document.documentElement.classList.remove("busy");
+    (elt._consoleDisabled || []).forEach(function (b) { b.disabled = false; b.removeAttribute("aria-busy"); });
+    elt._consoleDisabled = null;
   });
 
   // A failed request whose response carried no toast still tells the user something happened.
@@ -120,6 +161,14 @@
     for (var i = 0; i < paused.length; i++) paused[i].removeAttribute("data-paused");
   }, true); // capture: before htmx's "from:body" listener starts the refresh
 
+
+  // A detail panel that loaded out of sight (stacked layouts, phones) scrolls into view.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    var target = event.detail && event.detail.target;
+    if (!(target instanceof Element) || !target.matches("#wl-detail, #reeval-detail")) return;
+    var box = target.getBoundingClientRect();
+    if (box.top > window.innerHeight || box.bottom < 0) target.scrollIntoView({ behavior: "smooth", block: "start" });
+  });
 
   // Close the clinic switcher when clicking elsewhere.
   document.addEventListener("click", function (event) {
