@@ -45,6 +45,8 @@ class Clinic(models.Model):
         permissions = [
             ("staff_clinic", "Works at the clinic as STAFF"),
             ("admin_clinic", "Administers the clinic as ADMIN"),
+            # An integration credential, not a staff role: the booking-reliability feed writes decisions.
+            ("feed_decisions", "Feeds booking-reliability decisions (integration)"),
         ]
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods
 from common.errors import Conflict, DomainError, NotFound
 from common.services import new_correlation_id
 
-from .models import Offer, OfferStatus
+from .models import Confirmation, DeclineReason, Offer, OfferStatus
 from .notifications import LANGUAGES, local_datetime
 from .services import offer_book, offer_claim, offer_decline
 from .tokens import TokenExpired, TokenInvalid, claim_token_read
@@ -45,6 +45,10 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
         "expires_local": local_datetime(offer.expires_at, clinic.timezone),
         "expires_at": offer.expires_at,
         "timezone_name": clinic.timezone,
+        "decline_reasons": DeclineReason.choices,
+        "decline_reason": DeclineReason(offer.decline_reason).label
+        if offer.decline_reason in DeclineReason.values
+        else "",
     }
     response = render(request, template, context, status=status)
     response["Content-Language"] = translation.get_language()
@@ -66,7 +70,7 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
     except TokenExpired:
         return _gone(request, 410)
     offer = (
-        Offer.objects.select_related("clinic", "patient", "vacancy__treatment")
+        Offer.objects.select_related("clinic", "patient", "policy", "vacancy__treatment")
         .filter(ref=offer_ref, entry__ref=entry_ref)
         .first()
     )
@@ -91,8 +95,11 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
-    """Claim (OFFERED → ACCEPTED), then run the booking command. A double submit shows the same page."""
+    """Claim (OFFERED → ACCEPTED); under ``confirmation=ON_ACCEPT`` (the offer's policy) also run the
+    booking command, under ``BOOKING_COMMAND`` leave ACCEPTED for staff or the API client to book.
+    A double submit shows the same page."""
     correlation_id = new_correlation_id()
+    book_now = offer.policy.confirmation == Confirmation.ON_ACCEPT
     if offer.status != OfferStatus.ACCEPTED:
         try:
             receipt = offer_claim(
@@ -101,6 +108,7 @@ def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
                 expected_version=offer.version,
                 patient=offer.patient,
                 correlation_id=correlation_id,
+                request_booking=book_now,
             )
         except NotFound:
             return _gone(request, 404, translation.get_language())
@@ -110,22 +118,26 @@ def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
         hold_ref = receipt.hold_ref
     else:
         hold_ref = offer.hold.ref
+    if not book_now:
+        return _render(request, offer, "waitlist/claim_accepted.html")
     try:
         offer_book(clinic=offer.clinic, hold_ref=hold_ref, correlation_id=correlation_id)
     except DomainError as exc:
-        # The hold stays ACCEPTED; reconcile retries the booking and then flags it for staff.
+        # The hold stays ACCEPTED; reconcile finishes this booking once, then flags it for staff.
         logger.warning("claim page: booking of hold %s left to reconcile: %s", hold_ref, exc.code)
     return _render(request, offer, "waitlist/claim_accepted.html")
 
 
 def _decline(request: HttpRequest, offer: Offer) -> HttpResponse:
+    """Decline with the reason picked on the page (a code; anything else reads as PATIENT_DECLINED)."""
+    reason = request.POST.get("reason", "")
     if offer.status != OfferStatus.DECLINED:
         try:
-            offer_decline(
+            offer = offer_decline(
                 clinic=offer.clinic,
                 offer_ref=offer.ref,
                 patient=offer.patient,
-                reason="PATIENT_DECLINED",
+                reason=reason if reason in DeclineReason.values else "PATIENT_DECLINED",
                 correlation_id=new_correlation_id(),
             )
         except NotFound:

@@ -7,21 +7,23 @@ from .appointments import (
     appointment_set_status,
 )
 from .features import feature_enabled, feature_set
-from .holds import hold_accept, hold_book, hold_place, hold_release
+from .holds import hold_accept, hold_book, hold_extend, hold_place, hold_release
 from .patients import patient_create
-from .roles import clinic_grant_role, clinic_revoke_role
+from .roles import clinic_grant_decision_feed, clinic_grant_role, clinic_revoke_role
 
 __all__ = [
     "appointment_book",
     "appointment_cancel",
     "appointment_move",
     "appointment_set_status",
+    "clinic_grant_decision_feed",
     "clinic_grant_role",
     "clinic_revoke_role",
     "feature_enabled",
     "feature_set",
     "hold_accept",
     "hold_book",
+    "hold_extend",
     "hold_place",
     "hold_release",
     "patient_create",

@@ -17,3 +17,12 @@ def clinic_revoke_role(*, clinic: Clinic, user, role: Role) -> None:
         remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.ADMIN]}", user, clinic)
         if role == Role.STAFF:
             remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.STAFF]}", user, clinic)
+
+
+DECISION_FEED_PERMISSION = "feed_decisions"
+
+
+def clinic_grant_decision_feed(*, clinic: Clinic, user) -> None:
+    """Make ``user`` the clinic's booking-reliability feed credential: it may post decisions and nothing
+    else (no STAFF role), and STAFF users without this grant may not post them."""
+    assign_perm(f"scheduling.{DECISION_FEED_PERMISSION}", user, clinic)

@@ -64,6 +64,12 @@ class EntryCreateInput(serializers.Serializer):
         return attrs
 
 
+class PriorityInput(serializers.Serializer):
+    priority_rank = serializers.IntegerField(min_value=-1000, max_value=1000)
+    reason = serializers.CharField(max_length=500)
+    expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
 class ReasonInput(serializers.Serializer):
     reason = serializers.CharField(max_length=200)
     expected_version = serializers.IntegerField(required=False, min_value=1)
@@ -118,6 +124,9 @@ def vacancy_body(vacancy: Vacancy, active: Offer | None, tz: str) -> dict:
         "practitioner": vacancy.practitioner.ref,
         "treatment": vacancy.treatment.ref,
         "resource": vacancy.resource.ref if vacancy.resource_id else None,
+        "waiting": {"reason": vacancy.waiting_reason, "until": iso_in_zone(vacancy.waiting_until, tz)}
+        if vacancy.waiting_reason
+        else None,
     }
 
 
@@ -132,7 +141,13 @@ def offer_body(offer: Offer, tz: str) -> dict:
         "hold": offer.hold.ref,
         "hold_status": offer.hold.status,
         "policy_version": offer.policy_version,
+        "policy_digest": offer.policy_digest,
         "decision_ref": offer.decision_ref,
+        "decision_status": offer.decision_status,
+        "decision_expires_at": iso_in_zone(offer.decision_expires_at, tz) if offer.decision_expires_at else None,
+        "reason_code": offer.reason_code,
+        "decline_reason": offer.decline_reason,
+        "notified_at": iso_in_zone(offer.notified_at, tz) if offer.notified_at else None,
     }
 
 

@@ -2,9 +2,16 @@
 
 from .booking import offer_book
 from .decisions import decision_record
-from .entries import entry_create, entry_withdraw
+from .entries import entry_create, entry_set_priority, entry_withdraw
 from .loop import expire_run, reconcile_run
-from .offers import offer_claim, offer_decline, offer_expire, offer_withdraw, offers_expire_due
+from .offers import (
+    offer_claim,
+    offer_decline,
+    offer_expire,
+    offer_notice_delivered,
+    offer_withdraw,
+    offers_expire_due,
+)
 from .policy import policy_current, policy_publish
 from .recovery import (
     ReviewResult,
@@ -22,6 +29,7 @@ __all__ = [
     "appointment_cancel_with_vacancy",
     "decision_record",
     "entry_create",
+    "entry_set_priority",
     "entry_withdraw",
     "expire_run",
     "hold_retry_booking",
@@ -29,6 +37,7 @@ __all__ = [
     "offer_claim",
     "offer_decline",
     "offer_expire",
+    "offer_notice_delivered",
     "offer_withdraw",
     "offers_expire_due",
     "policy_current",
