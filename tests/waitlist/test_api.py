@@ -39,7 +39,7 @@ def test_entry_create_detail_and_withdraw(world, staff_api, base):
         "practitioner": world.doctor.ref,
         "earliest": "2030-12-03T09:00:00+09:00",
         "latest": "2030-12-03T18:00:00+09:00",
-        "priority_rank": 5,
+        "priority_rank": 0,  # a non-zero rank is an ADMIN priority edit (test_gate)
     }
     created = post(staff_api, f"{base}/waitlist-entries/", body, key="e1")
     assert created.status_code == 201, created.content

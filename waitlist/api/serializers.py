@@ -12,7 +12,7 @@ from common.timefmt import iso_in_zone
 from scheduling.api.base import ClinicRefField
 from scheduling.models import Patient, Practitioner, Treatment
 
-from ..models import DecisionStatus, Offer, Vacancy, WaitlistEntry
+from ..models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
 
 
 @extend_schema_field({"type": "string", "description": "YYYY-MM-DD (clinic zone) or ISO 8601 with offset"})
@@ -87,7 +87,7 @@ class ClaimInput(serializers.Serializer):
 class DecisionInput(serializers.Serializer):
     patient = ClinicRefField(Patient)
     decision_ref = serializers.CharField(max_length=80)
-    status = serializers.ChoiceField(choices=DecisionStatus.choices)
+    status = serializers.ChoiceField(choices=[s.value for s in FEED_DECISION_STATUSES])
     priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
     expires_at = serializers.DateTimeField()
 
