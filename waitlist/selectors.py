@@ -191,27 +191,30 @@ def outbox_health(*, clinic: Clinic, now: datetime) -> dict:
     }
 
 
-def readiness_warnings(*, clinic: Clinic, now: datetime) -> list[str]:
-    """Codes for conditions that stop the loop quietly. ``DECISION_FEED_SILENT``: the decision gate is
-    REQUIRED, patients are waiting, and none of them got a decision in the last 24 h (so every vacancy
-    would stop in staff review or pass everyone over)."""
-    policies = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version")
-    gate = policies.values_list("decision_gate", flat=True).first()
-    if gate == DecisionGate.NOT_USED:
+def readiness_warnings(*, clinic: Clinic, now: datetime, decision_gate: str | None) -> list[str]:
+    """Codes for conditions that stop the loop quietly (one query). ``DECISION_FEED_SILENT``: the decision
+    gate is REQUIRED, patients are waiting, and none of them got a decision in the last 24 h (so every
+    vacancy would stop in staff review or pass everyone over)."""
+    if decision_gate == DecisionGate.NOT_USED:
         return []
     waiting = WaitlistEntry.objects.filter(clinic=clinic, status=EntryStatus.WAITING)
-    if not waiting.exists():
-        return []
     recent = BookingReliabilityDecision.objects.filter(
         clinic=clinic, received_at__gt=now - timedelta(hours=24), patient_id__in=waiting.values("patient_id")
     )
-    return [] if recent.exists() else ["DECISION_FEED_SILENT"]
+    row = (
+        Clinic.objects.filter(pk=clinic.pk)
+        .annotate(has_waiting=Exists(waiting), fed=Exists(recent))
+        .values("has_waiting", "fed")
+        .first()
+    )
+    return ["DECISION_FEED_SILENT"] if row and row["has_waiting"] and not row["fed"] else []
 
 
 def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: int = 50) -> dict:
     """Readiness, fill metrics and the first page of the action queue for one clinic (STAFF read)."""
     now = now or timezone.now()
-    policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version", "ref").first()
+    policies = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version")
+    policy = policies.values("version", "ref", "decision_gate").first()
     # Jobs run across all clinics: only their timestamps are shown here (their counts are global).
     jobs = {
         name: {"last_run_at": iso_in_zone(at, clinic.timezone)}
@@ -224,7 +227,9 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
             "feature_enabled": feature_enabled("waitlist", clinic),
             "policy_version": policy["version"] if policy else None,
             "decision_freshness": decision_freshness(clinic=clinic, now=now),
-            "warnings": readiness_warnings(clinic=clinic, now=now),
+            "warnings": readiness_warnings(
+                clinic=clinic, now=now, decision_gate=policy["decision_gate"] if policy else None
+            ),
             "outbox": outbox_health(clinic=clinic, now=now),
             "jobs": jobs,
         },
