@@ -20,7 +20,7 @@ from django.conf import settings
 from django.core.mail import send_mail
 
 from .models import OutboxMessage, OutboxStatus
-from .outbox import DeliveryDeferred, DeliveryFailed, DeliverySkipped
+from .outbox import DeliveryDeferred, DeliveryFailed
 from .redaction import redact
 
 logger = logging.getLogger(__name__)
@@ -111,14 +111,12 @@ def provider_for(clinic_settings: dict):
     return ConsoleProvider()
 
 
-def quiet_hours_until(clinic_settings: dict, tz_name: str, now: datetime) -> datetime | None:
-    """The end of the clinic's quiet hours if ``now`` falls inside them (``{"start": "21:00", "end": "08:00"}``)."""
-    quiet = (clinic_settings or {}).get("quiet_hours")
-    if not quiet:
+def quiet_hours_until(start: time | None, end: time | None, tz_name: str, now: datetime) -> datetime | None:
+    """The end of quiet hours ``start``–``end`` (clinic-local, may cross midnight) if ``now`` is inside them."""
+    if start is None or end is None or start == end:
         return None
     zone = ZoneInfo(tz_name)
     local = now.astimezone(zone)
-    start, end = time.fromisoformat(quiet["start"]), time.fromisoformat(quiet["end"])
     current = local.time()
     inside = (start <= current or current < end) if start > end else (start <= current < end)
     if not inside:
@@ -127,9 +125,9 @@ def quiet_hours_until(clinic_settings: dict, tz_name: str, now: datetime) -> dat
     return datetime.combine(end_day, end, tzinfo=zone)
 
 
-def contact_cap_until(recipient_ref: str, cap_per_day: int, now: datetime) -> datetime | None:
+def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime) -> datetime | None:
     """When the patient may be contacted again if ``cap_per_day`` sends in the last 24 h were reached."""
-    if not recipient_ref or cap_per_day <= 0:
+    if not recipient_ref or not cap_per_day or cap_per_day <= 0:
         return None
     window_start = now - timedelta(days=1)
     recent = list(
@@ -142,39 +140,46 @@ def contact_cap_until(recipient_ref: str, cap_per_day: int, now: datetime) -> da
     return recent[0] + timedelta(days=1)
 
 
-def check_send_window(*, clinic_settings: dict, tz_name: str, recipient_ref: str, now: datetime) -> None:
-    """Raise DeliveryDeferred during quiet hours or past the per-patient daily contact cap."""
-    until = quiet_hours_until(clinic_settings, tz_name, now)
-    if until is not None:
-        raise DeliveryDeferred(until, "QUIET_HOURS")
-    cap = int((clinic_settings or {}).get("contact_cap_per_day", getattr(settings, "NOTIFY_CONTACT_CAP_PER_DAY", 3)))
-    until = contact_cap_until(recipient_ref, cap, now)
-    if until is not None:
-        raise DeliveryDeferred(until, "CONTACT_CAP")
+@dataclass(frozen=True)
+class SendWindow:
+    """Where a clinic may contact patients: quiet hours (clinic-local) and a per-patient daily cap."""
+
+    tz_name: str
+    quiet_start: time | None = None
+    quiet_end: time | None = None
+    cap_per_day: int | None = None
 
 
-def contact_allowed(patient, purpose: str) -> bool:
-    """The single consent gate for patient notices.
+def send_window_block(window: SendWindow, *, recipient_ref: str, now: datetime) -> tuple[str, datetime] | None:
+    """``("QUIET_HOURS"|"CONTACT_CAP", until)`` when a notice may not go out now, else None.
 
-    Patient contact consent lives in ``scheduling`` (being added in parallel); wire its check here so
-    every patient notice (``send_patient_notice``) honours it. ``purpose`` names the kind of notice
-    (e.g. ``"reevaluation.change"``) for purpose-bound consent.
+    Without ``recipient_ref`` only the clinic-wide quiet hours are checked.
     """
-    return True
+    until = quiet_hours_until(window.quiet_start, window.quiet_end, window.tz_name, now)
+    if until is not None:
+        return "QUIET_HOURS", until
+    until = contact_cap_until(recipient_ref, window.cap_per_day, now)
+    if until is not None:
+        return "CONTACT_CAP", until
+    return None
 
 
-def send_patient_notice(*, message: OutboxMessage, clinic, patient, purpose: str, subject: str, body: str,
+def check_send_window(window: SendWindow, *, recipient_ref: str, now: datetime) -> None:
+    """Raise DeliveryDeferred during quiet hours or past the per-patient daily contact cap."""
+    block = send_window_block(window, recipient_ref=recipient_ref, now=now)
+    if block is not None:
+        raise DeliveryDeferred(block[1], block[0])
+
+
+def send_patient_notice(*, message: OutboxMessage, clinic, patient, window: SendWindow, subject: str, body: str,
                         link: str = "", now: datetime) -> str:
     """Send one notice to a patient through the clinic's provider; returns the provider name.
 
-    The same rules as waitlist offers: consent first (``contact_allowed``; no consent → skipped, not
-    retried), quiet hours and the daily contact cap defer, the contact is read from the patient row
-    only here and goes only to the provider, never to a log.
+    The same rules as waitlist offers: the caller checked consent (it lives in ``scheduling``);
+    quiet hours and the daily contact cap (``window``) defer; the contact is read from the patient
+    row only here and goes only to the provider, never to a log.
     """
-    if not contact_allowed(patient, purpose):
-        raise DeliverySkipped("NO_CONSENT")
-    check_send_window(clinic_settings=clinic.settings, tz_name=clinic.timezone,
-                      recipient_ref=message.recipient_ref or patient.ref, now=now)
+    check_send_window(window, recipient_ref=message.recipient_ref or patient.ref, now=now)
     provider = provider_for(clinic.settings)
     provider.send(Notice(message_ref=message.ref, clinic_ref=clinic.ref, recipient_ref=patient.ref,
                          language=patient.language, subject=subject, body=body, email=patient.email,

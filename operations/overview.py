@@ -18,8 +18,7 @@ from django.utils import timezone
 from common.models import OutboxMessage, OutboxStatus
 from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import LIVE_HOLD_STATUSES, CapacityHold, Clinic
-from waitlist.models import ACTIVE_OFFER_STATUSES, Offer, Vacancy, VacancyStatus, WaitlistEntry
-from waitlist.notifications import OFFER_TOPIC
+from waitlist.models import ACTIVE_OFFER_STATUSES, OFFER_TOPIC, Offer, Vacancy, VacancyStatus, WaitlistEntry
 from waitlist.services.loop import offers_without_active_hold, stuck_accepted_offers
 
 

@@ -203,7 +203,8 @@ def waitlist_withdraw(request: HttpRequest, clinic: Clinic, offer_ref: str) -> H
 
     def execute(data: dict, correlation_id: str) -> dict:
         offer = services.offer_withdraw(clinic=clinic, offer_ref=offer_ref, actor=request.user,
-                                        reason=data["reason"], correlation_id=correlation_id)
+                                        reason=data["reason"], correlation_id=correlation_id,
+                                        idempotency_key=data["idempotency_key"])
         return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status,
                 "vacancy": selectors.ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
 

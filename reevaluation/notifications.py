@@ -2,9 +2,9 @@
 
 The row carries refs and counts only (job, revision, mode, outcome counts, policy). At send time the
 handler loads the job's applied changes (PROPOSAL_SUPERSEDED, HOLD_REPLACED, FALLBACK_TO_PROPOSED)
-and tells the patient what changed, through ``common.notify.send_patient_notice`` (consent, quiet
-hours, contact cap, the clinic's provider; the contact is read only there). Staff see the same
-changes, with this row's delivery state, on the console (``selectors.recent_changes``).
+and tells the patient what changed, through ``common.notify.send_patient_notice`` (consent is
+checked here first, then the clinic's quiet hours and contact cap; the contact is read only there).
+Staff see the same changes, with this row's delivery state, on the console (``selectors.recent_changes``).
 
 Outcomes: no applied change (dry run, kept holds, needs-staff proposals) → ``DeliverySkipped
 ("NO_PATIENT_CHANGE")``; job or patient gone → ``DeliverySkipped``; provider failure → retried.
@@ -22,11 +22,13 @@ from common.models import OutboxMessage
 from common.notify import send_patient_notice
 from common.outbox import DeliverySkipped
 from scheduling.models import Appointment
+from scheduling.services.consent import consent_granted, provider_channels
+from waitlist.reachability import send_window
+from waitlist.services.policy import policy_current
 
 from .models import CHANGE_OUTCOMES, Outcome, ReevaluationJob
 
 LANGUAGES = ("en", "ko")
-PURPOSE = "reevaluation.change"
 
 
 def _when(value, tz_name: str) -> str:
@@ -77,8 +79,11 @@ def deliver_job_completed(message: OutboxMessage) -> str:
     if changes[0]["appointment_ref"] not in appointments:
         raise DeliverySkipped("APPOINTMENT_MISSING")
     clinic, patient = job.clinic, appointments[changes[0]["appointment_ref"]].patient
+    if not consent_granted(patient.pk, provider_channels(clinic.settings)):
+        raise DeliverySkipped("CONSENT_REVOKED")
     with translation.override(patient.language if patient.language in LANGUAGES else "en"):
         subject = _("Your appointment at %(clinic)s changed") % {"clinic": clinic.name}
         body = "\n".join(change_lines(changes, appointments, clinic.timezone)) + "\n"
-    return send_patient_notice(message=message, clinic=clinic, patient=patient, purpose=PURPOSE,
+    window = send_window(policy_current(clinic=clinic), clinic)
+    return send_patient_notice(message=message, clinic=clinic, patient=patient, window=window,
                                subject=subject, body=body, now=timezone.now())

@@ -50,6 +50,8 @@ class Clinic(models.Model):
             ("staff_clinic", "Works at the clinic as STAFF"),
             ("admin_clinic", "Administers the clinic as ADMIN"),
             ("operate_clinic", "Runs ADMIN commands in the clinic (with the ADMIN role)"),
+            # An integration credential, not a staff role: the booking-reliability feed writes decisions.
+            ("feed_decisions", "Feeds booking-reliability decisions (integration)"),
         ]
 
     def __str__(self) -> str:

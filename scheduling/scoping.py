@@ -86,6 +86,24 @@ def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF, operate: 
     return clinic
 
 
+def clinic_for_grant(user, clinic_ref: str, *, codename: str) -> Clinic:
+    """The clinic named by ``clinic_ref`` if ``user`` holds the object permission ``codename`` on it
+    (an integration credential such as ``feed_decisions``). A member without it gets 403; anyone
+    else 404, exactly like a missing clinic."""
+    if not getattr(user, "is_authenticated", False) or not isinstance(clinic_ref, str):
+        raise NotFound()
+    clinic = Clinic.objects.select_related("tenant_group").filter(ref=clinic_ref).first()
+    if clinic is None:
+        raise NotFound()
+    direct, grouped = _grants(user, [codename], clinic)
+    if direct.exists() or grouped.exists():
+        return clinic
+    member_direct, member_grouped = _grants(user, _codenames(Role.STAFF), clinic)
+    if member_direct.exists() or member_grouped.exists():
+        raise PermissionDenied("This feed needs the clinic's integration credential.")
+    raise NotFound()
+
+
 def user_is_admin(user, clinic: Clinic) -> bool:
     direct, grouped = _grants(user, _codenames(Role.ADMIN), clinic)
     return direct.exists() or grouped.exists()

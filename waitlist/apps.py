@@ -7,6 +7,7 @@ class WaitlistConfig(AppConfig):
     def ready(self) -> None:
         from common.outbox import register_handler
 
-        from .notifications import OFFER_TOPIC, deliver_offer_notice
+        from .models import OFFER_TOPIC
+        from .notifications import deliver_offer_notice
 
         register_handler(OFFER_TOPIC, deliver_offer_notice)

@@ -27,7 +27,7 @@ from django.db import connection
 from scheduling.services.consent import consent_granted, provider_channels
 
 from .decisions import Decision, DecisionProvider
-from .models import Vacancy, WaitlistPolicy
+from .models import NON_BARRING_WITHDRAW_REASONS, Vacancy, WaitlistPolicy
 
 WEEK = timedelta(days=7)
 logger = logging.getLogger("waitlist")
@@ -60,7 +60,8 @@ WHERE e.status = 'WAITING'
   AND e.patient_id IS DISTINCT FROM %(excluded_patient)s
   AND (e.suppressed_until IS NULL OR e.suppressed_until <= %(now)s)
   AND NOT EXISTS (
-      SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = %(vacancy)s AND o.entry_id = e.id)
+      SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = %(vacancy)s AND o.entry_id = e.id
+        AND NOT (o.status = 'WITHDRAWN' AND o.reason_code = ANY(%(non_barring)s)))
   AND NOT EXISTS (
       SELECT 1 FROM waitlist_vacancyskip k
       WHERE k.clinic_id = e.clinic_id AND k.vacancy_id = %(vacancy)s AND k.entry_id = e.id)
@@ -118,6 +119,7 @@ def page_params(
         "channels": list(provider_channels(vacancy.clinic.settings)),
         "now": now,
         "vacancy": vacancy.pk,
+        "non_barring": list(NON_BARRING_WITHDRAW_REASONS),
         "cap": policy.weekly_offer_cap,
         "week_ago": now - WEEK,
         "after_key": after[0],
@@ -200,7 +202,7 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
     from scheduling.models import CapacityAllocation
     from scheduling.services.allocations import period
 
-    from .models import EntryStatus, Offer, VacancySkip  # local: keeps the module's import surface small
+    from .models import EntryStatus, Offer, OfferStatus, VacancySkip  # local: keeps the module's import surface small
 
     if entry.status != EntryStatus.WAITING:
         return "ENTRY_NOT_WAITING"
@@ -218,7 +220,11 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
         return "CANCELLING_PATIENT"
     if entry.suppressed_until is not None and entry.suppressed_until > now:
         return "SUPPRESSED"
-    if Offer.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk).exists():
+    if (
+        Offer.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk)
+        .exclude(status=OfferStatus.WITHDRAWN, reason_code__in=NON_BARRING_WITHDRAW_REASONS)
+        .exists()
+    ):
         return "ALREADY_OFFERED"
     if VacancySkip.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk).exists():
         return "SKIPPED_BY_STAFF"

@@ -11,10 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 
+from django.conf import settings
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
+from django.utils.translation import gettext_lazy as _
 
 from common.models import AppendOnlyQuerySet
 from common.refs import RefField
@@ -53,13 +55,26 @@ OFFER_TRANSITIONS: dict[str, set[str]] = {
         OfferStatus.EXPIRED,
         OfferStatus.WITHDRAWN,
     },
-    # ACCEPTED stays ACCEPTED after booking (the hold is CONSUMED, the entry BOOKED).
-    OfferStatus.ACCEPTED: {OfferStatus.WITHDRAWN},
+    # ACCEPTED stays ACCEPTED after booking (the hold is CONSUMED, the entry BOOKED). An ACCEPTED
+    # hold that reaches its expiry unbooked ends: ACCEPTED → EXPIRED (reason HOLD_EXPIRED).
+    OfferStatus.ACCEPTED: {OfferStatus.WITHDRAWN, OfferStatus.EXPIRED},
     OfferStatus.DECLINED: set(),
     OfferStatus.EXPIRED: set(),
     OfferStatus.WITHDRAWN: set(),
 }
 ACTIVE_OFFER_STATUSES = (OfferStatus.OFFERED, OfferStatus.ACCEPTED)
+OFFER_TOPIC = "waitlist.offer_made"  # the outbox topic of an offer's notice
+# A WITHDRAWN offer with one of these reasons was taken back by the system or by closing the vacancy
+# (perhaps by mistake): it does not bar its entry from the same vacancy after a reopen.
+NON_BARRING_WITHDRAW_REASONS = ("VACANCY_CLOSED", "NO_ACTIVE_HOLD")
+
+
+class DeclineReason(models.TextChoices):
+    """The reasons the claim page offers (codes, never free text from the patient)."""
+
+    TIME_NOT_SUITABLE = "TIME_NOT_SUITABLE", _("This time does not suit me")
+    NO_LONGER_NEEDED = "NO_LONGER_NEEDED", _("I no longer need this appointment")
+    OTHER = "OTHER", _("Another reason")
 
 
 class VacancyStatus(models.TextChoices):
@@ -85,6 +100,24 @@ class NonFreshAction(models.TextChoices):
     STAFF_REVIEW = "STAFF_REVIEW"
     FRESH_READ = "FRESH_READ"
     NEXT_CANDIDATE = "NEXT_CANDIDATE"
+
+
+class DecisionGate(models.TextChoices):
+    """Whether dispatch needs a FRESH booking-reliability decision to offer a candidate."""
+
+    REQUIRED = "REQUIRED"  # no FRESH decision → the policy's stale/unavailable action
+    NOT_USED = "NOT_USED"  # the clinic has no reliability service: eligible candidates are offered in order
+
+
+class Confirmation(models.TextChoices):
+    """What turns an ACCEPTED offer into a CONFIRMED appointment."""
+
+    ON_ACCEPT = "ON_ACCEPT"  # the patient's accept on the claim page books at once
+    BOOKING_COMMAND = "BOOKING_COMMAND"  # ACCEPTED waits for the booking command (staff or an API client)
+
+
+def _default_contact_cap() -> int:
+    return int(getattr(settings, "NOTIFY_CONTACT_CAP_PER_DAY", 3))
 
 
 class WaitlistPolicy(models.Model):
@@ -114,6 +147,31 @@ class WaitlistPolicy(models.Model):
     weekly_offer_cap = models.PositiveIntegerField(
         null=True, blank=True, default=3, help_text="offers per patient in any 7 days; empty = no cap"
     )
+    decision_gate = models.CharField(
+        max_length=10,
+        choices=DecisionGate.choices,
+        default=DecisionGate.REQUIRED,
+        help_text="REQUIRED: offer only on a FRESH booking-reliability decision; NOT_USED: no decision applies",
+    )
+    confirmation = models.CharField(
+        max_length=16,
+        choices=Confirmation.choices,
+        default=Confirmation.ON_ACCEPT,
+        help_text="ON_ACCEPT: the claim page's accept books at once; BOOKING_COMMAND: ACCEPTED waits for booking",
+    )
+    quiet_hours_start = models.TimeField(
+        null=True, blank=True, help_text="clinic-local time from which no offer is made or sent (empty = none)"
+    )
+    quiet_hours_end = models.TimeField(
+        null=True, blank=True, help_text="clinic-local time when offers resume (may be on the next day)"
+    )
+    contact_cap_per_day = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=_default_contact_cap,
+        validators=[MinValueValidator(1)],
+        help_text="notices per patient in any 24 h; a capped patient is passed over for now; empty = no cap",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     DIGEST_FIELDS = (
@@ -128,11 +186,26 @@ class WaitlistPolicy(models.Model):
         "time_budget_ms",
         "decline_suppression_hours",
         "weekly_offer_cap",
+        "decision_gate",
+        "confirmation",
+        "quiet_hours_start",
+        "quiet_hours_end",
+        "contact_cap_per_day",
     )
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["clinic", "version"], name="wl_policy_unique_clinic_version")
+            models.UniqueConstraint(fields=["clinic", "version"], name="wl_policy_unique_clinic_version"),
+            # Quiet hours are a pair (both or neither) and never an empty span.
+            models.CheckConstraint(
+                condition=(Q(quiet_hours_start__isnull=True) & Q(quiet_hours_end__isnull=True))
+                | (
+                    Q(quiet_hours_start__isnull=False)
+                    & Q(quiet_hours_end__isnull=False)
+                    & ~Q(quiet_hours_start=F("quiet_hours_end"))
+                ),
+                name="wl_policy_quiet_hours_pair",
+            ),
         ]
         verbose_name_plural = "waitlist policies"
 
@@ -140,7 +213,8 @@ class WaitlistPolicy(models.Model):
         return f"{self.clinic_id} v{self.version}"
 
     def digest(self) -> str:
-        canonical = json.dumps({k: getattr(self, k) for k in self.DIGEST_FIELDS}, sort_keys=True)
+        # Times serialize as ISO strings ("21:00:00"); everything else is already JSON.
+        canonical = json.dumps({k: getattr(self, k) for k in self.DIGEST_FIELDS}, sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     #: Matcher budgets: engineering knobs, kept out of the ADMIN editor (they still count in the digest).
@@ -160,6 +234,11 @@ class DecisionStatus(models.TextChoices):
     FRESH = "FRESH"
     STALE = "STALE"
     UNAVAILABLE = "UNAVAILABLE"
+    # Recorded on an offer only: the clinic's decision gate was NOT_USED, so no decision applied.
+    NOT_USED = "NOT_USED"
+
+
+FEED_DECISION_STATUSES = (DecisionStatus.FRESH, DecisionStatus.STALE, DecisionStatus.UNAVAILABLE)
 
 
 class BookingReliabilityDecision(models.Model):
@@ -292,6 +371,14 @@ class Vacancy(models.Model):
     exhausted_at = models.DateTimeField(
         null=True, blank=True, help_text="when a dispatch first found no candidate left (the exhausted-list metric)"
     )
+    waiting_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="dispatch found nobody reachable now (quiet hours, contact caps): it resumes by itself then",
+    )
+    waiting_reason = models.CharField(
+        max_length=40, blank=True, default="", help_text="why the vacancy waits (QUIET_HOURS, CONTACT_CAP)"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -330,13 +417,24 @@ class Offer(models.Model):
     decision_ref = models.CharField(max_length=80)
     decision_status = models.CharField(max_length=12, choices=DecisionStatus.choices)
     decision_priority_rank = models.IntegerField(default=0)
-    decision_expires_at = models.DateTimeField()
+    decision_expires_at = models.DateTimeField(null=True, blank=True, help_text="empty when no decision applied")
     staff_reviewed = models.BooleanField(
         default=False, help_text="staff promoted this offer past a non-fresh decision (vacancy review)"
     )
     slot_fit = models.PositiveSmallIntegerField()
     correlation_id = models.CharField(max_length=64)
     reason_code = models.CharField(max_length=60, blank=True, default="")
+    decline_reason = models.CharField(
+        max_length=200, blank=True, default="", help_text="the reason given with a decline (API or claim page)"
+    )
+    notified_at = models.DateTimeField(
+        null=True, blank=True, help_text="when the offer's notice was delivered: the answer window counts from here"
+    )
+    booking_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="an accept that asked to book at once (ON_ACCEPT claim page): reconcile may finish it",
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -348,8 +446,13 @@ class Offer(models.Model):
                 condition=Q(status__in=["OFFERED", "ACCEPTED"]),
                 name="wl_offer_one_active_per_vacancy",
             ),
-            # An entry is offered a given vacancy at most once (the cascade never comes back to it).
-            models.UniqueConstraint(fields=["vacancy", "entry"], name="wl_offer_once_per_entry"),
+            # An entry is offered a given vacancy at most once (the cascade never comes back to it),
+            # except that an offer the system or a vacancy close withdrew does not count.
+            models.UniqueConstraint(
+                fields=["vacancy", "entry"],
+                condition=~Q(status="WITHDRAWN", reason_code__in=NON_BARRING_WITHDRAW_REASONS),
+                name="wl_offer_once_per_entry",
+            ),
         ]
         indexes = [
             models.Index(fields=["clinic", "patient", "created_at"], name="wl_offer_patient_week"),
@@ -438,3 +541,42 @@ class VacancySkip(models.Model):
 
     def __str__(self) -> str:
         return f"skip {self.entry_id} for {self.vacancy_id}"
+
+
+class DispatchNote(models.Model):
+    """Why dispatch passed over an entry for a vacancy, or why the vacancy waits (entry empty).
+
+    One row per (vacancy, entry, reason), counted on repeat, so "why was this candidate next" can be
+    answered from the vacancy panel without a row per reconcile tick. Refs and codes only.
+    Reasons: QUIET_HOURS (vacancy-wide), CONTACT_CAP, ENTRY_LOCKED (SKIP LOCKED: another transaction
+    held the entry), DECISION_STALE / DECISION_UNAVAILABLE (policy NEXT_CANDIDATE).
+    """
+
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    vacancy = models.ForeignKey(Vacancy, on_delete=models.CASCADE, related_name="notes")
+    # No FK constraint: the FK check would take FOR KEY SHARE on the entry row, and an ENTRY_LOCKED note
+    # is written exactly while another transaction holds that row FOR UPDATE (SKIP LOCKED must not wait).
+    entry = models.ForeignKey(
+        WaitlistEntry,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        null=True,
+        blank=True,
+        related_name="dispatch_notes",
+    )
+    reason_code = models.CharField(max_length=40)
+    until = models.DateTimeField(null=True, blank=True, help_text="when the reason is expected to lapse")
+    times = models.PositiveIntegerField(default=1)
+    first_at = models.DateTimeField()
+    last_at = models.DateTimeField()
+    correlation_id = models.CharField(max_length=64, blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["vacancy", "entry", "reason_code"], name="wl_note_once", nulls_distinct=False
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"

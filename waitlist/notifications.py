@@ -7,25 +7,31 @@ provider. It never changes an offer, a hold or a claim, and never logs a contact
 
 Outcomes (``common.outbox``):
 - sent → the provider's name is recorded on the attempt;
-- offer no longer OFFERED (or past its expiry) → ``DeliverySkipped("OFFER_CLOSED")``: finished, not
-  retried, not counted against the patient's contact cap;
+- offer no longer OFFERED (or its slot has started) → ``DeliverySkipped("OFFER_CLOSED")``: finished,
+  not retried, not counted against the patient's contact cap;
 - no GRANTED contact consent on a channel the clinic's provider uses (the patient opted out, or never
   consented) → ``DeliverySkipped("CONSENT_REVOKED")``: nothing is sent on a revoked channel;
 - waitlist flag off for the clinic → ``DeliverySkipped("FEATURE_OFF")``: "no new notification" means
   the row is finished without a send (re-enabling does not replay old notices; the offer expires
   and the cascade makes fresh ones);
-- quiet hours or the per-patient daily cap → ``DeliveryDeferred`` (no attempt spent);
+- quiet hours or the per-patient daily cap (the clinic's policy) → ``DeliveryDeferred`` (no attempt
+  spent); dispatch already offers only to reachable patients, so this is the rare edge (an offer made
+  just before quiet hours began); the offer does not expire while its notice waits;
+- sent → ``offer_notice_delivered``: the answer window counts from now (extended when late, never
+  past the slot's start);
 - a provider failure → ``DeliveryFailed(code)``: retried with backoff, DEAD at the bound. The offer
   stays OFFERED and claimable; its own expiry still cascades.
 """
 
 from __future__ import annotations
 
+import logging
 from zoneinfo import ZoneInfo
 
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
 
+from common.errors import DomainError
 from common.models import OutboxMessage
 from common.notify import Notice, check_send_window, provider_for
 from common.outbox import DeliverySkipped
@@ -33,9 +39,12 @@ from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
 
 from .models import Offer, OfferStatus
+from .reachability import send_window
+from .services.offers import offer_notice_delivered
+from .services.policy import policy_current
 from .tokens import claim_link, optout_link
 
-OFFER_TOPIC = "waitlist.offer_made"
+logger = logging.getLogger("waitlist")
 LANGUAGES = ("en", "ko")
 
 
@@ -81,7 +90,8 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     )
     if offer is None:
         raise DeliverySkipped("OFFER_MISSING")
-    if offer.status != OfferStatus.OFFERED or now >= offer.expires_at:
+    # Past expires_at but still OFFERED means the window waited for this notice (it counts from delivery).
+    if offer.status != OfferStatus.OFFERED or now >= offer.vacancy.starts_at:
         raise DeliverySkipped("OFFER_CLOSED")
     clinic, patient = offer.clinic, offer.patient
     if not feature_enabled("waitlist", clinic):
@@ -89,8 +99,7 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     if not consent_granted(patient.pk, provider_channels(clinic.settings)):
         raise DeliverySkipped("CONSENT_REVOKED")
     check_send_window(
-        clinic_settings=clinic.settings,
-        tz_name=clinic.timezone,
+        send_window(policy_current(clinic=clinic), clinic),
         recipient_ref=message.recipient_ref or patient.ref,
         now=now,
     )
@@ -112,4 +121,10 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
             link=link,
         )
     )
+    try:
+        offer_notice_delivered(
+            clinic=clinic, offer_ref=offer.ref, delivered_at=now, correlation_id=message.correlation_id
+        )
+    except DomainError as exc:  # the notice went out; a failed bookkeeping step must not resend it
+        logger.warning("offer %s: delivery not recorded: %s", offer.ref, exc.code)
     return provider.name

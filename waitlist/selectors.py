@@ -20,8 +20,12 @@ from scheduling.services.features import feature_enabled
 from .models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
+    OFFER_TOPIC,
     BookingReliabilityDecision,
+    DecisionGate,
     DecisionStatus,
+    DispatchNote,
+    EntryStatus,
     JobRun,
     Offer,
     OfferEvent,
@@ -31,7 +35,6 @@ from .models import (
     WaitlistEntry,
     WaitlistPolicy,
 )
-from .notifications import OFFER_TOPIC
 
 
 def entry_detail(*, clinic: Clinic, ref: str) -> WaitlistEntry:
@@ -279,10 +282,30 @@ def outbox_health(*, clinic: Clinic, now: datetime) -> dict:
     }
 
 
+def readiness_warnings(*, clinic: Clinic, now: datetime, decision_gate: str | None) -> list[str]:
+    """Codes for conditions that stop the loop quietly (one query). ``DECISION_FEED_SILENT``: the decision
+    gate is REQUIRED, patients are waiting, and none of them got a decision in the last 24 h (so every
+    vacancy would stop in staff review or pass everyone over)."""
+    if decision_gate == DecisionGate.NOT_USED:
+        return []
+    waiting = WaitlistEntry.objects.filter(clinic=clinic, status=EntryStatus.WAITING)
+    recent = BookingReliabilityDecision.objects.filter(
+        clinic=clinic, received_at__gt=now - timedelta(hours=24), patient_id__in=waiting.values("patient_id")
+    )
+    row = (
+        Clinic.objects.filter(pk=clinic.pk)
+        .annotate(has_waiting=Exists(waiting), fed=Exists(recent))
+        .values("has_waiting", "fed")
+        .first()
+    )
+    return ["DECISION_FEED_SILENT"] if row and row["has_waiting"] and not row["fed"] else []
+
+
 def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: int = 50) -> dict:
     """Readiness, fill metrics and the first page of the action queue for one clinic (STAFF read)."""
     now = now or timezone.now()
-    policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version", "ref").first()
+    policies = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version")
+    policy = policies.values("version", "ref", "decision_gate").first()
     # Jobs run across all clinics: only their timestamps are shown here (their counts are global).
     jobs = {
         name: {"last_run_at": iso_in_zone(at, clinic.timezone)}
@@ -295,6 +318,9 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
             "feature_enabled": feature_enabled("waitlist", clinic),
             "policy_version": policy["version"] if policy else None,
             "decision_freshness": decision_freshness(clinic=clinic, now=now),
+            "warnings": readiness_warnings(
+                clinic=clinic, now=now, decision_gate=policy["decision_gate"] if policy else None
+            ),
             "outbox": outbox_health(clinic=clinic, now=now),
             "jobs": jobs,
         },
@@ -476,7 +502,8 @@ def _review_vacancies(clinic: Clinic, now: datetime):
 
 REVIEW_VACANCY_FIELDS = (
     "ref", "status", "version", "starts_at", "ends_at", "close_reason", "exhausted_at", "created_at",
-    "practitioner_id", "review_entry__ref", "review_entry__practitioner_id", "review_entry__priority_rank",
+    "waiting_reason", "waiting_until", "practitioner_id",
+    "review_entry__ref", "review_entry__practitioner_id", "review_entry__priority_rank",
     "review_entry__waiting_since", "review_entry__status", "review_decision_ref", "review_decision_status",
     "review_decision_expires_at", "current_policy_version", "has_active_offer",
     *(f"chk_{name}" for name in ELIGIBILITY_CHECKS),
@@ -535,7 +562,8 @@ def _review_evidence(v: dict, clinic: Clinic, now: datetime) -> dict:
 
 OFFER_EVIDENCE_FIELDS = (
     "ref", "status", "version", "slot_fit", "policy_version", "decision_ref", "decision_status",
-    "decision_expires_at", "expires_at", "created_at", "reason_code", "entry__ref", "entry__priority_rank",
+    "decision_expires_at", "expires_at", "created_at", "reason_code", "decline_reason", "notified_at",
+    "entry__ref", "entry__priority_rank",
     "entry__waiting_since", "entry__status", "hold__ref", "hold__status", "vacancy__ref", "vacancy__status",
     "vacancy__version", "vacancy__starts_at", "vacancy_has_active_offer",
 )
@@ -563,6 +591,8 @@ def _offer_evidence(o: dict, clinic: Clinic) -> dict:
             "ref": o["ref"], "status": o["status"], "version": o["version"], "hold": o["hold__ref"],
             "hold_status": o["hold__status"], "expires_at": iso_in_zone(o["expires_at"], tz),
             "created_at": iso_in_zone(o["created_at"], tz), "reason_code": o["reason_code"],
+            "decline_reason": o["decline_reason"],
+            "notified_at": iso_in_zone(o["notified_at"], tz) if o["notified_at"] else None,
         },
     }
 
@@ -606,10 +636,29 @@ def ops_queue_evidence(*, clinic: Clinic, items: list[dict], now: datetime | Non
     return rows
 
 
-def ops_vacancy_panel(*, clinic: Clinic, vacancy_ref: str, now: datetime | None = None, events: int = 30) -> dict:
-    """One vacancy for the console's detail panel: state, slot, review candidate with evidence, its offers
-    (each with ordering key, policy version, decision ref and status, hold), the latest offer events, and
-    the commands that apply. Three queries; a foreign or unknown ref is NotFound."""
+def dispatch_notes(*, clinic: Clinic, vacancy_id: int, limit: int = 30) -> list[dict]:
+    """Why dispatch passed over entries of this vacancy (or why it waits), newest first: one query."""
+    tz = clinic.timezone
+    rows = (
+        DispatchNote.objects.filter(clinic=clinic, vacancy_id=vacancy_id)
+        .order_by("-last_at", "-id")
+        .values("entry__ref", "reason_code", "until", "times", "first_at", "last_at")[:limit]
+    )
+    return [
+        {"entry": r["entry__ref"], "reason_code": r["reason_code"],
+         "until": iso_in_zone(r["until"], tz) if r["until"] else None, "times": r["times"],
+         "first_at": iso_in_zone(r["first_at"], tz), "last_at": iso_in_zone(r["last_at"], tz)}
+        for r in rows
+    ]
+
+
+def ops_vacancy_panel(
+    *, clinic: Clinic, vacancy_ref: str, now: datetime | None = None, events: int = 30, notes: int = 30
+) -> dict:
+    """One vacancy for the console's detail panel: state, slot, why it waits (quiet hours, caps), who was
+    passed over and why, review candidate with evidence, its offers (each with ordering key, policy
+    version, decision ref and status, hold, decline reason), the latest offer events, and the commands
+    that apply. Four queries; a foreign or unknown ref is NotFound."""
     from common.errors import NotFound
 
     now = now or timezone.now()
@@ -647,6 +696,9 @@ def ops_vacancy_panel(*, clinic: Clinic, vacancy_ref: str, now: datetime | None 
         "ends_at": iso_in_zone(v["ends_at"], tz),
         "created_at": iso_in_zone(v["created_at"], tz),
         "exhausted_at": iso_in_zone(v["exhausted_at"], tz) if v["exhausted_at"] else None,
+        "waiting": {"reason": v["waiting_reason"], "until": iso_in_zone(v["waiting_until"], tz)}
+        if v["waiting_reason"] else None,
+        "passed_over": dispatch_notes(clinic=clinic, vacancy_id=v["id"], limit=notes),
         "practitioner": v["practitioner__ref"],
         "treatment": v["treatment__ref"],
         # Names are not patient data: staff read "Dr. Seo · Physiotherapy", not two refs.

@@ -13,6 +13,11 @@ urlpatterns = [
     path(C + "waitlist-entries/", views.EntryCreateView.as_view(), name="waitlist-entry-create"),
     path(C + "waitlist-entries/<str:ref>", views.EntryDetailView.as_view(), name="waitlist-entry-detail"),
     path(
+        C + "waitlist-entries/<str:ref>/priority",
+        views.EntryPriorityView.as_view(),
+        name="waitlist-entry-priority",
+    ),
+    path(
         C + "waitlist-entries/<str:ref>/withdraw",
         views.EntryWithdrawView.as_view(),
         name="waitlist-entry-withdraw",

@@ -23,7 +23,7 @@ from common.errors import Conflict, DomainError, NotFound
 from common.services import new_correlation_id
 from scheduling.models import Appointment, AppointmentStatus
 
-from .models import Offer, OfferStatus
+from .models import Confirmation, DeclineReason, Offer, OfferStatus
 from .notifications import LANGUAGES, local_datetime
 from .services import offer_book, offer_claim, offer_decline
 from .tokens import TokenExpired, TokenInvalid, claim_token_read
@@ -81,6 +81,10 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
         "zone_label": zone_label(clinic.timezone),
         "lang": language,
         "switch": [(code, name) for code, name in (("en", "English"), ("ko", "한국어")) if code != language],
+        "decline_reasons": DeclineReason.choices,
+        "decline_reason": DeclineReason(offer.decline_reason).label
+        if offer.decline_reason in DeclineReason.values
+        else "",
         **extra,
     }
     response = render(request, template, context, status=status)
@@ -111,7 +115,7 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
     except TokenExpired:
         return _gone(request, 410)
     offer = (
-        Offer.objects.select_related("clinic", "patient", "vacancy__treatment")
+        Offer.objects.select_related("clinic", "patient", "policy", "vacancy__treatment")
         .filter(ref=offer_ref, entry__ref=entry_ref)
         .first()
     )
@@ -136,8 +140,11 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
-    """Claim (OFFERED → ACCEPTED), then run the booking command. A double submit shows the same page."""
+    """Claim (OFFERED → ACCEPTED); under ``confirmation=ON_ACCEPT`` (the offer's policy) also run the
+    booking command, under ``BOOKING_COMMAND`` leave ACCEPTED for staff or the API client to book.
+    A double submit shows the same page."""
     correlation_id = new_correlation_id()
+    book_now = offer.policy.confirmation == Confirmation.ON_ACCEPT
     if offer.status != OfferStatus.ACCEPTED:
         try:
             receipt = offer_claim(
@@ -146,6 +153,7 @@ def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
                 expected_version=offer.version,
                 patient=offer.patient,
                 correlation_id=correlation_id,
+                request_booking=book_now,
             )
         except NotFound:
             return _gone(request, 404, translation.get_language())
@@ -155,22 +163,26 @@ def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
         hold_ref = receipt.hold_ref
     else:
         hold_ref = offer.hold.ref
+    if not book_now:
+        return _render_accepted(request, offer)
     try:
         offer_book(clinic=offer.clinic, hold_ref=hold_ref, correlation_id=correlation_id)
     except DomainError as exc:
-        # The hold stays ACCEPTED; reconcile retries the booking and then flags it for staff.
+        # The hold stays ACCEPTED; reconcile finishes this booking once, then flags it for staff.
         logger.warning("claim page: booking of hold %s left to reconcile: %s", hold_ref, exc.code)
     return _render_accepted(request, offer)
 
 
 def _decline(request: HttpRequest, offer: Offer) -> HttpResponse:
+    """Decline with the reason picked on the page (a code; anything else reads as PATIENT_DECLINED)."""
+    reason = request.POST.get("reason", "")
     if offer.status != OfferStatus.DECLINED:
         try:
-            offer_decline(
+            offer = offer_decline(
                 clinic=offer.clinic,
                 offer_ref=offer.ref,
                 patient=offer.patient,
-                reason="PATIENT_DECLINED",
+                reason=reason if reason in DeclineReason.values else "PATIENT_DECLINED",
                 correlation_id=new_correlation_id(),
             )
         except NotFound:

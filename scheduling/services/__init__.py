@@ -8,9 +8,15 @@ from .appointments import (
 )
 from .consent import consent_current, consent_record
 from .features import feature_enabled, feature_set
-from .holds import hold_accept, hold_book, hold_place, hold_release
+from .holds import hold_accept, hold_book, hold_extend, hold_place, hold_release
 from .patients import patient_create
-from .roles import clinic_grant_operate, clinic_grant_role, clinic_revoke_operate, clinic_revoke_role
+from .roles import (
+    clinic_grant_decision_feed,
+    clinic_grant_operate,
+    clinic_grant_role,
+    clinic_revoke_operate,
+    clinic_revoke_role,
+)
 
 __all__ = [
     "appointment_book",
@@ -18,6 +24,7 @@ __all__ = [
     "appointment_move",
     "appointment_set_status",
     "clinic_grant_operate",
+    "clinic_grant_decision_feed",
     "clinic_grant_role",
     "clinic_revoke_operate",
     "clinic_revoke_role",
@@ -27,6 +34,7 @@ __all__ = [
     "feature_set",
     "hold_accept",
     "hold_book",
+    "hold_extend",
     "hold_place",
     "hold_release",
     "patient_create",

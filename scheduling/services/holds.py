@@ -79,6 +79,14 @@ def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> Ca
     return hold
 
 
+def hold_extend(*, hold: CapacityHold, expires_at: datetime) -> CapacityHold:
+    """Move an ACTIVE hold's expiry (the waitlist counts an offer's window from its notice's delivery).
+    The caller holds the lock."""
+    with transaction.atomic():
+        cas_update(hold, expected_status=HoldStatus.ACTIVE, expires_at=expires_at)
+    return hold
+
+
 def hold_release(*, hold: CapacityHold, reason: str) -> CapacityHold:
     """Free the slot. Releasing an already released hold is a no-op, so recovery can repeat it."""
     if hold.status == HoldStatus.RELEASED:

@@ -26,3 +26,10 @@ def clinic_grant_operate(*, clinic: Clinic, user) -> None:
 
 def clinic_revoke_operate(*, clinic: Clinic, user) -> None:
     remove_perm(f"scheduling.{OPERATE_PERMISSION}", user, clinic)
+DECISION_FEED_PERMISSION = "feed_decisions"
+
+
+def clinic_grant_decision_feed(*, clinic: Clinic, user) -> None:
+    """Make ``user`` the clinic's booking-reliability feed credential: it may post decisions and nothing
+    else (no STAFF role), and STAFF users without this grant may not post them."""
+    assign_perm(f"scheduling.{DECISION_FEED_PERMISSION}", user, clinic)

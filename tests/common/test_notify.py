@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -16,6 +16,7 @@ from common.notify import (
     ConsoleProvider,
     EmailProvider,
     Notice,
+    SendWindow,
     WebhookProvider,
     check_send_window,
     provider_for,
@@ -26,7 +27,7 @@ from common.services import outbox_enqueue
 from tests.support.servers import http_receiver, smtp_sink
 
 SEOUL = ZoneInfo("Asia/Seoul")
-QUIET = {"quiet_hours": {"start": "21:00", "end": "08:00"}}
+QUIET = (time(21), time(8))
 
 
 def notice(**overrides):
@@ -101,7 +102,7 @@ def test_provider_is_chosen_per_clinic():
     ],
 )
 def test_quiet_hours_across_midnight_in_the_clinic_zone(local, expected_end):
-    assert quiet_hours_until(QUIET, "Asia/Seoul", local.astimezone(ZoneInfo("UTC"))) == expected_end
+    assert quiet_hours_until(*QUIET, "Asia/Seoul", local.astimezone(ZoneInfo("UTC"))) == expected_end
 
 
 def test_the_daily_contact_cap_defers_until_the_oldest_send_ages_out(db):
@@ -112,7 +113,7 @@ def test_the_daily_contact_cap_defers_until_the_oldest_send_ages_out(db):
         message.status, message.sent_at = OutboxStatus.SENT, now - timedelta(hours=hours_ago)
         message.save(update_fields=["status", "sent_at"])
     with pytest.raises(DeliveryDeferred) as info:
-        check_send_window(clinic_settings={"contact_cap_per_day": 3}, tz_name="UTC", recipient_ref="pt_cap", now=now)
+        check_send_window(SendWindow("UTC", cap_per_day=3), recipient_ref="pt_cap", now=now)
     assert info.value.code == "CONTACT_CAP"
     assert info.value.until == now - timedelta(hours=20) + timedelta(days=1)
-    check_send_window(clinic_settings={"contact_cap_per_day": 4}, tz_name="UTC", recipient_ref="pt_cap", now=now)
+    check_send_window(SendWindow("UTC", cap_per_day=4), recipient_ref="pt_cap", now=now)

@@ -34,8 +34,8 @@ def rows(clinic, staff):
 
     world = waitlist_world(clinic, staff)
     stuck = make_offer(world, starts_at=seoul(3, 10))
-    services.offer_claim(clinic=clinic, offer_ref=stuck.ref, expected_version=1)
-    Offer.objects.filter(pk=stuck.pk).update(updated_at=timezone.now() - timedelta(hours=1))
+    services.offer_claim(clinic=clinic, offer_ref=stuck.ref, expected_version=1, request_booking=True)
+    Offer.objects.filter(pk=stuck.pk).update(booking_requested_at=timezone.now() - timedelta(hours=1))
     dead = dead_delivery_offer(world, starts_at=seoul(4, 10))
     review, entry = review_vacancy(world, starts_at=seoul(5, 10))
     return {"stuck": stuck, "dead": dead, "review": review, "entry": entry}

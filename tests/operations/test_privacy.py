@@ -127,7 +127,7 @@ def test_waitlist_pages_show_no_patient_data(admin, clinic, staff, patients, set
             world = waitlist_world(clinic, staff)
             dead = dead_delivery_offer(world)
             stuck = dead_delivery_offer(world, starts_at=NOW.replace(day=5, hour=10))
-            services.offer_claim(clinic=clinic, offer_ref=stuck.ref, expected_version=1)
+            services.offer_claim(clinic=clinic, offer_ref=stuck.ref, expected_version=1, request_booking=True)
             review, _entry = review_vacancy(world, starts_at=NOW.replace(day=6, hour=10))
             bulk_reviews(world, 3)
             everyone = [*patients, *Patient.objects.filter(clinic=clinic)]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 from django.core import mail
 
-from common import notify
 from common.models import OutboxMessage, OutboxStatus
 from common.outbox import outbox_deliver_due
 from reevaluation import selectors
@@ -101,11 +100,17 @@ def test_a_dry_run_completion_is_finished_without_a_notice(world, crm):
     assert mail.outbox == []
 
 
-def test_no_consent_means_no_notice(changed, monkeypatch):
-    monkeypatch.setattr(notify, "contact_allowed", lambda patient, purpose: False)
+def test_no_consent_means_no_notice(changed):
+    from scheduling.models import Appointment, ConsentSource, ConsentState, ContactChannel
+    from scheduling.services.consent import consent_record
+
+    ref = changed.job.outcomes.first().appointment_ref
+    patient = Appointment.objects.get(clinic=changed.job.clinic, ref=ref).patient
+    consent_record(patient=patient, channels=list(ContactChannel.values), state=ConsentState.REVOKED,
+                   source=ConsentSource.STAFF, actor_label="test")
     outbox_deliver_due(worker="test")
     message = OutboxMessage.objects.get(aggregate_ref=changed.job.ref)
-    assert (message.status, message.last_error_code) == ("SENT", "NO_CONSENT")
+    assert (message.status, message.last_error_code) == ("SENT", "CONSENT_REVOKED")
     assert mail.outbox == []
 
 

@@ -60,12 +60,13 @@ class World:
         return f.PatientFactory(clinic=self.clinic, **kw)
 
     def waiting(self, patient=None, *, fresh=True, **kw):
-        """A WAITING entry for ``treatment`` (any practitioner unless given), with a FRESH decision."""
+        """A WAITING entry for ``treatment`` (any practitioner unless given), with a FRESH decision whose
+        rank is the entry's (a new decision's rank becomes the rank of the patient's open entries)."""
         patient = patient or self.patient()
         kw.setdefault("treatment", self.treatment)
         entry = WaitlistEntryFactory(clinic=self.clinic, patient=patient, **kw)
         if fresh:
-            decide(patient)
+            decide(patient, rank=entry.priority_rank)
         return entry
 
     def confirmed(self, starts_at, patient=None, **kw):
@@ -90,3 +91,15 @@ def make_world(**clinic_kw) -> World:
         other_treatment=f.TreatmentFactory(clinic=clinic, duration_minutes=30),
         staff=f.user_with_role(clinic, Role.STAFF),
     )
+
+
+def integration_client(clinic):
+    """An API client holding only the clinic's decision-feed credential (no STAFF role)."""
+    from scheduling.services import clinic_grant_decision_feed
+    from tests.conftest import token_client
+
+    user = f.UserFactory()
+    clinic_grant_decision_feed(clinic=clinic, user=user)
+    client = token_client(user)
+    client.user = user
+    return client

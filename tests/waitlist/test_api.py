@@ -39,7 +39,7 @@ def test_entry_create_detail_and_withdraw(world, staff_api, base):
         "practitioner": world.doctor.ref,
         "earliest": "2030-12-03T09:00:00+09:00",
         "latest": "2030-12-03T18:00:00+09:00",
-        "priority_rank": 5,
+        "priority_rank": 0,  # a non-zero rank is an ADMIN priority edit (test_gate)
     }
     created = post(staff_api, f"{base}/waitlist-entries/", body, key="e1")
     assert created.status_code == 201, created.content
@@ -140,7 +140,9 @@ def test_staff_withdraw_returns_the_entry_to_waiting(world, staff_api, base, off
     assert offer.status == OfferStatus.WITHDRAWN and offer.entry.status == EntryStatus.WAITING
 
 
-def test_decision_feed(world, staff_api, base):
+def test_decision_feed(world, base):
+    from tests.waitlist.factories import integration_client
+
     patient = world.patient()
     body = {
         "patient": patient.ref,
@@ -148,9 +150,10 @@ def test_decision_feed(world, staff_api, base):
         "status": "STALE",
         "expires_at": (NOW + timedelta(hours=1)).isoformat(),
     }
-    response = post(staff_api, f"{base}/booking-decisions/", body, key="r1")
+    feed = integration_client(world.clinic)
+    response = post(feed, f"{base}/booking-decisions/", body, key="r1")
     assert response.status_code == 201 and response.json()["status"] == "STALE"
-    bad = post(staff_api, f"{base}/booking-decisions/", {**body, "status": "MAYBE"})
+    bad = post(feed, f"{base}/booking-decisions/", {**body, "status": "MAYBE"})
     assert bad.status_code == 400
 
 

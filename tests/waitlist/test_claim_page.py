@@ -89,6 +89,20 @@ def test_a_booking_failure_still_says_held_and_leaves_the_hold_for_reconcile(wor
     assert not Appointment.objects.filter(patient=offer.patient, status=AppointmentStatus.CONFIRMED).exists()
 
 
+def test_under_booking_command_the_accept_holds_and_waits_for_the_booking_command(world):
+    from waitlist import services
+
+    services.policy_publish(clinic=world.clinic, confirmation="BOOKING_COMMAND")
+    offer = make_offer(world)
+    response = submit(page_client(), claim_path(offer), "accept")
+    assert response.status_code == 200 and "The time is held for you" in response.content.decode()
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.ACCEPTED and offer.booking_requested_at is None
+    assert not Appointment.objects.filter(patient=offer.patient).exists()  # nothing booked yet
+    services.offer_book(clinic=world.clinic, hold_ref=offer.hold.ref)  # the booking command (staff/API)
+    assert Appointment.objects.get(patient=offer.patient).status == AppointmentStatus.CONFIRMED
+
+
 def test_decline_and_a_double_decline(world):
     offer = make_offer(world)
     client = page_client()

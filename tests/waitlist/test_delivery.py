@@ -151,17 +151,6 @@ def test_flag_off_at_send_time_skips_the_notice(world):
     assert OutboxMessage.objects.get().last_error_code == "FEATURE_OFF"
 
 
-def test_quiet_hours_defer_without_spending_an_attempt(world, frozen_clock):
-    world.clinic.settings = {"quiet_hours": {"start": "21:00", "end": "08:00"}}
-    world.clinic.save(update_fields=["settings"])
-    frozen_clock.move_to(seoul(1, 7))
-    make_offer(world)  # expires 07:20; quiet hours end 08:00 → the notice is deferred past it
-    assert deliver() == {DeliveryOutcome.DEFERRED: 1}
-    message = OutboxMessage.objects.get()
-    assert message.status == OutboxStatus.PENDING and message.attempts == 0
-    assert message.next_attempt_at == seoul(1, 8)
-
-
 def test_console_provider_logs_the_link_and_never_the_contact(world, caplog):
     patient = world.patient(email="secret@patients.example", phone="+821099999999")
     make_offer(world, patient)

@@ -284,7 +284,7 @@ def test_a_started_vacancy_closes(world, frozen_clock):
 
 def test_stale_decision_goes_to_staff_review_by_default(world):
     stale = world.waiting(fresh=False, priority_rank=10)
-    decide(stale.patient, DecisionStatus.STALE)
+    decide(stale.patient, DecisionStatus.STALE, rank=10)  # a decision's rank is the entry's rank
     world.waiting(priority_rank=1)
     vacancy = open_vacancy(world)
     assert dispatch(world, vacancy).outcome == "STAFF_REVIEW"

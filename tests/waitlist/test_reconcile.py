@@ -13,11 +13,11 @@ from scheduling.services import hold_release
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from waitlist import selectors, services, tasks
-from waitlist.models import JobRun, Offer, OfferEvent, OfferStatus, VacancyStatus
+from waitlist.models import JobRun, Offer, OfferEvent, OfferStatus, VacancyStatus, WaitlistEntry
 
 
-def claim(world, offer):
-    return services.offer_claim(clinic=world.clinic, offer_ref=offer.ref, expected_version=offer.version)
+def claim(world, offer, **kw):
+    return services.offer_claim(clinic=world.clinic, offer_ref=offer.ref, expected_version=offer.version, **kw)
 
 
 def test_beat_schedule_has_the_waitlist_jobs():
@@ -61,20 +61,54 @@ def test_reconcile_withdraws_an_offer_whose_hold_lost_its_slot(world, on_commit,
     assert OfferEvent.objects.filter(offer=offer, actor="system:reconcile", reason_code="NO_ACTIVE_HOLD").exists()
 
 
-def test_a_stuck_accepted_hold_is_booked_by_reconcile(world, frozen_clock):
+def test_reconcile_finishes_a_booking_command_that_started_and_did_not_finish(world, frozen_clock):
     offer = make_offer(world)
-    claim(world, offer)  # accepted, but the booking command never ran
+    # The claim page's accept under ON_ACCEPT is the booking command; the booking step never ran.
+    claim(world, offer, request_booking=True)
     assert services.reconcile_run()["booked"] == 0  # not yet N minutes
     frozen_clock.move_to(seoul(1, 9) + timedelta(minutes=django_settings.WAITLIST_BOOKING_RETRY_MINUTES))
     assert services.reconcile_run()["booked"] == 1
     assert Appointment.objects.get(patient=offer.patient).status == AppointmentStatus.CONFIRMED
 
 
-def test_a_booking_that_keeps_failing_is_flagged_once_for_staff(world, frozen_clock):
+def test_reconcile_never_books_an_accept_nobody_asked_to_book(world, frozen_clock):
     offer = make_offer(world)
+    claim(world, offer)  # an API client's claim: ACCEPTED waits for its booking command
+    frozen_clock.move_to(seoul(1, 9) + timedelta(minutes=django_settings.WAITLIST_BOOKING_RETRY_MINUTES))
+    result = services.reconcile_run()
+    assert result["booked"] == 0 and result["flagged_stuck"] == 0
+    assert not Appointment.objects.filter(patient=offer.patient).exists()
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.ACCEPTED and offer.hold.status == HoldStatus.ACCEPTED
+
+
+def test_an_unbooked_accepted_hold_expires_releases_and_cascades(world, frozen_clock, on_commit, queued_dispatches):
+    offer = make_offer(world, waiting_since=seoul(1, 7))
+    second = world.waiting(waiting_since=seoul(1, 8))
     claim(world, offer)
     offer.refresh_from_db()
-    frozen_clock.move_to(offer.hold.expires_at)  # too late: the booking command refuses
+    frozen_clock.move_to(offer.hold.expires_at)
+    with on_commit(execute=True):
+        assert services.expire_run() == {"expired": 1}
+    offer.refresh_from_db()
+    offer.hold.refresh_from_db()
+    assert (offer.status, offer.reason_code) == (OfferStatus.EXPIRED, "HOLD_EXPIRED")
+    assert offer.hold.status == HoldStatus.RELEASED  # released in the same transaction
+    assert not offer.hold.allocations.filter(active=True).exists()
+    assert offer.entry.status == "WAITING"
+    event = OfferEvent.objects.get(offer=offer, reason_code="HOLD_EXPIRED")
+    assert (event.from_status, event.to_status) == ("ACCEPTED", "EXPIRED")
+    assert queued_dispatches == [offer.vacancy_id]
+    result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=offer.vacancy.ref)
+    assert result.outcome == "OFFERED" and result.offer.entry_id == second.pk
+
+
+def test_a_booking_that_keeps_failing_is_flagged_once_for_staff(world, frozen_clock):
+    offer = make_offer(world)
+    claim(world, offer, request_booking=True)
+    offer.refresh_from_db()
+    WaitlistEntry.objects.filter(pk=offer.entry_id).update(status="WAITING")  # broken behind the services
+    frozen_clock.move_to(seoul(1, 9) + timedelta(minutes=django_settings.WAITLIST_BOOKING_RETRY_MINUTES))
     assert services.reconcile_run()["flagged_stuck"] == 1
     assert services.reconcile_run()["flagged_stuck"] == 0  # flagged once, not every run
     event = OfferEvent.objects.get(offer=offer, reason_code="BOOKING_STUCK")

@@ -82,7 +82,8 @@ def test_reopen_a_closed_vacancy_dispatches_again(world, admin_api, on_commit, q
     assert response.status_code == 200 and response.json()["status"] == "OPEN"
     assert queued_dispatches == [vacancy.pk]
     result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
-    assert result.outcome == "NO_CANDIDATE"  # the only entry was already offered this vacancy once
+    # The close withdrew its offer (VACANCY_CLOSED): that does not bar the entry after the reopen.
+    assert result.outcome == "OFFERED" and result.offer.entry_id == offer.entry_id
 
 
 def test_filled_and_started_vacancies_cannot_be_closed_or_reopened(world, admin_api, frozen_clock):

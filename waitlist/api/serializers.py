@@ -13,7 +13,7 @@ from common.timefmt import iso_in_zone
 from scheduling.api.base import ClinicRefField
 from scheduling.models import Patient, Practitioner, Treatment
 
-from ..models import DecisionStatus, Offer, Vacancy, WaitlistEntry
+from ..models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
 
 
 @extend_schema_field({"type": "string", "description": "YYYY-MM-DD (clinic zone) or ISO 8601 with offset"})
@@ -71,6 +71,12 @@ class EntryCreateInput(serializers.Serializer):
         return attrs
 
 
+class PriorityInput(serializers.Serializer):
+    priority_rank = serializers.IntegerField(min_value=-1000, max_value=1000)
+    reason = serializers.CharField(max_length=500)
+    expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
 class ReasonInput(serializers.Serializer):
     reason = serializers.CharField(max_length=200)
     expected_version = serializers.IntegerField(required=False, min_value=1)
@@ -88,7 +94,7 @@ class ClaimInput(serializers.Serializer):
 class DecisionInput(serializers.Serializer):
     patient = ClinicRefField(Patient)
     decision_ref = serializers.CharField(max_length=80)
-    status = serializers.ChoiceField(choices=DecisionStatus.choices)
+    status = serializers.ChoiceField(choices=[s.value for s in FEED_DECISION_STATUSES])
     priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
     expires_at = serializers.DateTimeField()
 
@@ -127,6 +133,9 @@ def vacancy_body(vacancy: Vacancy, active: Offer | None, tz: str) -> dict:
         "practitioner": vacancy.practitioner.ref,
         "treatment": vacancy.treatment.ref,
         "resource": vacancy.resource.ref if vacancy.resource_id else None,
+        "waiting": {"reason": vacancy.waiting_reason, "until": iso_in_zone(vacancy.waiting_until, tz)}
+        if vacancy.waiting_reason
+        else None,
     }
 
 
@@ -143,7 +152,13 @@ def offer_body(offer: Offer, tz: str) -> dict:
         # The appointment the claim's hold became once booked (null until then).
         "appointment": offer.hold.appointment.ref if offer.hold.appointment_id else None,
         "policy_version": offer.policy_version,
+        "policy_digest": offer.policy_digest,
         "decision_ref": offer.decision_ref,
+        "decision_status": offer.decision_status,
+        "decision_expires_at": iso_in_zone(offer.decision_expires_at, tz) if offer.decision_expires_at else None,
+        "reason_code": offer.reason_code,
+        "decline_reason": offer.decline_reason,
+        "notified_at": iso_in_zone(offer.notified_at, tz) if offer.notified_at else None,
     }
 
 

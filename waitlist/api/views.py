@@ -7,11 +7,12 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api import field_errors
-from common.errors import Conflict, ValidationFailed
+from common.errors import Conflict, PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from scheduling.api.base import LIST_PARAMETERS, ClinicAPIView, page_body
 from scheduling.models import Role
-from scheduling.scoping import clinic_for_user
+from scheduling.scoping import clinic_for_grant, clinic_for_user
+from scheduling.services.roles import DECISION_FEED_PERMISSION
 
 from .. import selectors, services
 from ..models import EntryStatus
@@ -21,6 +22,7 @@ from .serializers import (
     EntryCreateInput,
     OpsQuery,
     OptionalReasonInput,
+    PriorityInput,
     ReasonInput,
     RecoveryInput,
     ReviewInput,
@@ -28,6 +30,11 @@ from .serializers import (
     offer_body,
     vacancy_body,
 )
+
+
+def _idempotency_key(request) -> str:
+    """The request's Idempotency-Key, recorded on every audit row the command writes."""
+    return request.headers.get("Idempotency-Key") or ""
 
 
 def _ok(description: str):
@@ -57,6 +64,8 @@ class AppointmentCancelView(ClinicAPIView):
 
 
 class EntryCreateView(ClinicAPIView):
+    """STAFF; a non-zero ``priority_rank`` is a priority edit: ADMIN only (403), audited."""
+
     @extend_schema(parameters=LIST_PARAMETERS, responses=_ok("{items: [entry], next}"))
     def get(self, request, clinic):
         query = self.list_query(EntryStatus.values)
@@ -70,7 +79,11 @@ class EntryCreateView(ClinicAPIView):
     def post(self, request, clinic):
         def execute(_receipt):
             data = self.validated(EntryCreateInput)
-            entry = services.entry_create(clinic=self.clinic, **data)
+            if data.get("priority_rank") and self.clinic.user_role != Role.ADMIN:
+                raise PermissionDenied("Setting a priority needs the ADMIN role in this clinic.")
+            entry = services.entry_create(
+                clinic=self.clinic, actor=request.user, idempotency_key=_idempotency_key(request), **data
+            )
             return 201, entry_body(
                 selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
             )
@@ -82,6 +95,25 @@ class EntryDetailView(ClinicAPIView):
     @extend_schema(responses=_ok("entry"))
     def get(self, request, clinic, ref):
         return Response(entry_body(selectors.entry_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
+
+
+class EntryPriorityView(ClinicAPIView):
+    """ADMIN: change an entry's priority (audited). 409 ENTRY_CLOSED, VERSION_CONFLICT."""
+
+    required_role = Role.ADMIN
+
+    @extend_schema(request=PriorityInput, responses=_ok("entry"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(PriorityInput)
+            entry = services.entry_set_priority(
+                clinic=self.clinic, entry_ref=ref, actor=request.user, priority_rank=data["priority_rank"],
+                reason=data["reason"], expected_version=data.get("expected_version"),
+                idempotency_key=_idempotency_key(request),
+            )
+            return 200, entry_body(selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone)
+
+        return self.command("entry_set_priority", execute)
 
 
 class EntryWithdrawView(ClinicAPIView):
@@ -104,7 +136,7 @@ class EntryWithdrawView(ClinicAPIView):
 
 
 class VacancyDetailView(ClinicAPIView):
-    @extend_schema(responses=_ok("{ref, status, active_offer, starts_at, ends_at}"))
+    @extend_schema(responses=_ok("{ref, status, active_offer, starts_at, ends_at, waiting: {reason, until}|null}"))
     def get(self, request, clinic, ref):
         vacancy, active = selectors.vacancy_detail(clinic=self.clinic, ref=ref)
         return Response(vacancy_body(vacancy, active, self.clinic.timezone))
@@ -113,14 +145,26 @@ class VacancyDetailView(ClinicAPIView):
 class VacancyDispatchView(ClinicAPIView):
     """Not (I): safe to repeat and to race; at most one offer results."""
 
-    @extend_schema(request=None, responses=_ok("{outcome, offer}"))
+    @extend_schema(
+        request=None,
+        responses=_ok(
+            "{outcome, offer}; outcome OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, WAITING "
+            "(nobody reachable now: quiet hours or contact caps), DISABLED, CLOSED"
+        ),
+    )
     def post(self, request, clinic, ref):
         result = services.vacancy_dispatch(clinic=self.clinic, vacancy_ref=ref, actor=request.user)
         return Response({"outcome": result.outcome, "offer": result.offer.ref if result.offer else None})
 
 
 class OfferDetailView(ClinicAPIView):
-    @extend_schema(responses=_ok("offer"))
+    @extend_schema(
+        responses=_ok(
+            "{ref, status, version, expires_at, vacancy, entry, hold, hold_status, policy_version, policy_digest, "
+            "decision_ref, decision_status (FRESH|STALE|UNAVAILABLE|NOT_USED), decision_expires_at, reason_code, "
+            "decline_reason, notified_at}"
+        )
+    )
     def get(self, request, clinic, ref):
         return Response(offer_body(selectors.offer_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
 
@@ -144,8 +188,8 @@ class OfferClaimView(ClinicAPIView):
         return self.command("offer_claim", execute)
 
 
-def _close_offer_command(view: ClinicAPIView, ref: str, *, command: str, service, input_class):
-    """Decline and withdraw share one shape: (reason, expected_version?) in, {status, version} out."""
+def _close_offer_command(view: ClinicAPIView, ref: str, *, command: str, service, input_class, **extra):
+    """Decline and withdraw share one shape: (reason, expected_version?) in, {status, version, ...} out."""
 
     def execute(_receipt):
         data = view.validated(input_class)
@@ -155,14 +199,16 @@ def _close_offer_command(view: ClinicAPIView, ref: str, *, command: str, service
             actor=view.request.user,
             reason=data["reason"],
             expected_version=data.get("expected_version"),
+            **extra,
         )
-        return 200, {"status": offer.status, "version": offer.version}
+        return 200, {"status": offer.status, "version": offer.version, "reason_code": offer.reason_code,
+                     "decline_reason": offer.decline_reason}
 
     return view.command(command, execute)
 
 
 class OfferDeclineView(ClinicAPIView):
-    @extend_schema(request=OptionalReasonInput, responses=_ok("{status}"))
+    @extend_schema(request=OptionalReasonInput, responses=_ok("{status, version, reason_code, decline_reason}"))
     def post(self, request, clinic, ref):
         return _close_offer_command(
             self, ref, command="offer_decline", service=services.offer_decline, input_class=OptionalReasonInput
@@ -173,7 +219,8 @@ class OfferWithdrawView(ClinicAPIView):
     @extend_schema(request=ReasonInput, responses=_ok("{status}"))
     def post(self, request, clinic, ref):
         return _close_offer_command(
-            self, ref, command="offer_withdraw", service=services.offer_withdraw, input_class=ReasonInput
+            self, ref, command="offer_withdraw", service=services.offer_withdraw, input_class=ReasonInput,
+            idempotency_key=_idempotency_key(request),
         )
 
 
@@ -188,13 +235,22 @@ class HoldBookView(ClinicAPIView):
 
 
 class DecisionFeedView(ClinicAPIView):
-    """Feed one booking-reliability decision (read-only input to the matcher)."""
+    """Feed one booking-reliability decision (read-only input to the matcher). Only the clinic's
+    integration credential (object permission ``scheduling.feed_decisions``) may post: a STAFF or ADMIN
+    user without it gets 403, anyone else 404. Every new decision is audited."""
+
+    def initial(self, request, *args, **kwargs):
+        APIView.initial(self, request, *args, **kwargs)
+        self.clinic = clinic_for_grant(request.user, kwargs.get("clinic"), codename=DECISION_FEED_PERMISSION)
 
     @extend_schema(request=DecisionInput, responses={201: OpenApiResponse(description="{ref, decision_ref}")})
     def post(self, request, clinic):
         def execute(_receipt):
             data = self.validated(DecisionInput)
-            decision = services.decision_record(clinic=self.clinic, **data)
+            decision = services.decision_record(
+                clinic=self.clinic, actor=request.user,
+                idempotency_key=_idempotency_key(request), **data,
+            )
             return 201, {
                 "ref": decision.ref,
                 "decision_ref": decision.decision_ref,
@@ -219,7 +275,7 @@ class VacancyCloseView(ClinicAPIView):
             correlation_id = new_correlation_id()
             vacancy, withdrawn = services.vacancy_close(
                 clinic=self.clinic, vacancy_ref=ref, actor=request.user, reason=data["reason"],
-                correlation_id=correlation_id,
+                correlation_id=correlation_id, idempotency_key=_idempotency_key(request),
             )
             return 200, {"status": vacancy.status, "version": vacancy.version,
                          "withdrawn_offer": withdrawn.ref if withdrawn else None, "correlation_id": correlation_id}
@@ -239,7 +295,7 @@ class VacancyReopenView(ClinicAPIView):
             correlation_id = new_correlation_id()
             vacancy = services.vacancy_reopen(
                 clinic=self.clinic, vacancy_ref=ref, actor=request.user, reason=data["reason"],
-                correlation_id=correlation_id,
+                correlation_id=correlation_id, idempotency_key=_idempotency_key(request),
             )
             return 200, {"status": vacancy.status, "version": vacancy.version, "correlation_id": correlation_id}
 
@@ -257,7 +313,7 @@ class HoldRetryBookingView(ClinicAPIView):
             try:
                 appointment = services.hold_retry_booking(
                     clinic=self.clinic, hold_ref=ref, actor=request.user, reason=data["reason"],
-                    correlation_id=correlation_id,
+                    correlation_id=correlation_id, idempotency_key=_idempotency_key(request),
                 )
             except Conflict as exc:
                 # Answered, not raised: a raised error rolls the command back, and the refusal's
@@ -285,7 +341,7 @@ class VacancyReviewView(ClinicAPIView):
             result = services.vacancy_review_resolve(
                 clinic=self.clinic, vacancy_ref=ref, actor=request.user, reason=data["reason"],
                 resolution=data["resolution"], expected_version=data.get("expected_version"),
-                correlation_id=correlation_id,
+                correlation_id=correlation_id, idempotency_key=_idempotency_key(request),
             )
             return 200, {"status": result.vacancy.status, "version": result.vacancy.version,
                          "resolution": result.resolution, "outcome": result.outcome,

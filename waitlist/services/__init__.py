@@ -3,9 +3,16 @@
 from .booking import offer_book
 from .controls import waitlist_switch_set, waitlist_tenant_allow
 from .decisions import decision_record
-from .entries import entry_create, entry_withdraw
+from .entries import entry_create, entry_set_priority, entry_withdraw
 from .loop import expire_run, reconcile_run
-from .offers import offer_claim, offer_decline, offer_expire, offer_withdraw, offers_expire_due
+from .offers import (
+    offer_claim,
+    offer_decline,
+    offer_expire,
+    offer_notice_delivered,
+    offer_withdraw,
+    offers_expire_due,
+)
 from .policy import policy_change, policy_current, policy_publish
 from .recovery import (
     ReviewResult,
@@ -23,6 +30,7 @@ __all__ = [
     "appointment_cancel_with_vacancy",
     "decision_record",
     "entry_create",
+    "entry_set_priority",
     "entry_withdraw",
     "expire_run",
     "hold_retry_booking",
@@ -30,6 +38,7 @@ __all__ = [
     "offer_claim",
     "offer_decline",
     "offer_expire",
+    "offer_notice_delivered",
     "offer_withdraw",
     "offers_expire_due",
     "policy_change",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from django.db import connection
+
 from common.degrade import send_after_commit
 
-from ..models import Offer, OfferEvent
+from ..models import Offer, OfferEvent, Vacancy
 
 logger = logging.getLogger("waitlist")
 
@@ -60,3 +62,39 @@ def queue_dispatch(vacancy_id: int) -> None:
     from .. import tasks  # tasks import services: resolve at call time
 
     send_after_commit(tasks.dispatch_vacancy, vacancy_id)
+
+
+_NOTE_SQL = """
+INSERT INTO waitlist_dispatchnote
+    (clinic_id, vacancy_id, entry_id, reason_code, until, times, first_at, last_at, correlation_id)
+VALUES (%(clinic)s, %(vacancy)s, %(entry)s, %(reason)s, %(until)s, 1, %(now)s, %(now)s, %(correlation)s)
+ON CONFLICT ON CONSTRAINT wl_note_once DO UPDATE
+SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = EXCLUDED.last_at,
+    correlation_id = EXCLUDED.correlation_id
+"""
+
+
+def note_record(
+    *,
+    vacancy: Vacancy,
+    reason_code: str,
+    now: datetime,
+    entry_id: int | None = None,
+    until: datetime | None = None,
+    correlation_id: str = "",
+) -> None:
+    """Record (or count again) why dispatch passed over ``entry_id`` or why the vacancy waits."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _NOTE_SQL,
+            {
+                "clinic": vacancy.clinic_id,
+                "vacancy": vacancy.pk,
+                "entry": entry_id,
+                "reason": reason_code,
+                "until": until,
+                "now": now,
+                "correlation": correlation_id,
+            },
+        )
+    logger.info("vacancy %s passes over entry %s: %s", vacancy.ref, entry_id or "-", reason_code)

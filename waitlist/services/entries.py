@@ -8,10 +8,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.cas import cas_update
-from common.errors import Conflict, ValidationFailed, VersionConflict
+from common.errors import Conflict, PermissionDenied, ValidationFailed, VersionConflict
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
-from scheduling.scoping import scoped_get
+from scheduling.scoping import scoped_get, user_is_admin
 from scheduling.services import hold_release
 
 from ..locks import lock_entry, lock_offer_chain
@@ -30,8 +30,13 @@ def entry_create(
     resource_kind: str = "",
     priority_rank: int = 0,
     now: datetime | None = None,
+    actor=None,
+    idempotency_key: str = "",
 ) -> WaitlistEntry:
-    """Put a patient on the waitlist (WAITING) for a slot inside [earliest, latest]."""
+    """Put a patient on the waitlist (WAITING) for a slot inside [earliest, latest].
+
+    A non-zero ``priority_rank`` is a staff priority edit: ADMIN only (checked by the API) and audited.
+    """
     wrong = [
         name
         for name, obj in (("patient", patient), ("treatment", treatment), ("practitioner", practitioner))
@@ -41,18 +46,62 @@ def entry_create(
         raise ValidationFailed(fields={name: ["Not found in this clinic."] for name in wrong})
     if latest <= earliest:
         raise ValidationFailed(fields={"latest": ["Must be after earliest."]})
-    return WaitlistEntry.objects.create(
-        clinic=clinic,
-        tenant_group_id=clinic.tenant_group_id,
-        patient=patient,
-        treatment=treatment,
-        practitioner=practitioner,
-        resource_kind=resource_kind,
-        earliest=earliest,
-        latest=latest,
-        priority_rank=priority_rank,
-        waiting_since=now or timezone.now(),
-    )
+    with transaction.atomic():
+        entry = WaitlistEntry.objects.create(
+            clinic=clinic,
+            tenant_group_id=clinic.tenant_group_id,
+            patient=patient,
+            treatment=treatment,
+            practitioner=practitioner,
+            resource_kind=resource_kind,
+            earliest=earliest,
+            latest=latest,
+            priority_rank=priority_rank,
+            waiting_since=now or timezone.now(),
+        )
+        if priority_rank:
+            _priority_audit(entry, actor=actor, previous=0, reason="set at creation", idempotency_key=idempotency_key)
+        return entry
+
+
+def _priority_audit(entry: WaitlistEntry, *, actor, previous: int, reason: str, idempotency_key: str,
+                    correlation_id: str = "") -> None:
+    audit_record(actor=actor, action="waitlist.entry_priority", clinic=entry.clinic, target_ref=entry.ref,
+                 reason=reason, idempotency_key=idempotency_key, correlation_id=correlation_id or new_correlation_id(),
+                 result={"from": previous, "to": entry.priority_rank, "version": entry.version},
+                 system_label="priority")
+
+
+def entry_set_priority(
+    *,
+    clinic: Clinic,
+    entry_ref: str,
+    actor,
+    priority_rank: int,
+    reason: str,
+    expected_version: int | None = None,
+    correlation_id: str = "",
+    idempotency_key: str = "",
+) -> WaitlistEntry:
+    """ADMIN: change an open entry's priority (the matcher orders by it); audited with from/to.
+
+    The booking-reliability feed sets the same rank from each new decision (``decision_record``);
+    the newest write wins. 409 ``ENTRY_CLOSED`` for a BOOKED/WITHDRAWN entry, ``VERSION_CONFLICT``.
+    """
+    if not user_is_admin(actor, clinic):
+        raise PermissionDenied("Changing a priority needs the ADMIN role in this clinic.")
+    entry_id = scoped_get(WaitlistEntry, clinic, entry_ref).pk
+    with transaction.atomic():
+        entry = lock_entry(entry_id)
+        if entry.status in (EntryStatus.BOOKED, EntryStatus.WITHDRAWN):
+            raise Conflict(f"The entry is {entry.status}.", code="ENTRY_CLOSED")
+        if expected_version is not None and entry.version != expected_version:
+            raise VersionConflict("The entry was changed; reload it.")
+        previous = entry.priority_rank
+        cas_update(entry, priority_rank=priority_rank)
+        _priority_audit(entry, actor=actor, previous=previous, reason=reason, idempotency_key=idempotency_key,
+                        correlation_id=correlation_id)
+        return entry
 
 
 def entry_withdraw(

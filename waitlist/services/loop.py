@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from common.errors import DomainError
@@ -22,12 +22,16 @@ from scheduling.models import CapacityAllocation, HoldStatus
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
+    BookingReliabilityDecision,
+    DecisionGate,
+    DecisionStatus,
     JobRun,
     Offer,
     OfferEvent,
     OfferStatus,
     Vacancy,
     VacancyStatus,
+    WaitlistPolicy,
 )
 from ._shared import event_append
 from .booking import offer_book
@@ -63,11 +67,34 @@ def expire_run(*, now: datetime | None = None, limit: int | None = None) -> dict
 
 
 def stuck_accepted_offers(now: datetime):
-    """ACCEPTED offers whose hold is still ACCEPTED (not booked) N minutes after the claim."""
+    """ACCEPTED offers whose booking command started (the ON_ACCEPT claim page asked to book) but whose
+    hold is still ACCEPTED N minutes later. An ACCEPTED offer nobody asked to book is not stuck: it
+    waits for its booking command until its hold expires."""
     return Offer.objects.filter(
         status=OfferStatus.ACCEPTED,
         hold__status=HoldStatus.ACCEPTED,
-        updated_at__lte=now - timedelta(minutes=booking_retry_minutes()),
+        booking_requested_at__isnull=False,
+        booking_requested_at__lte=now - timedelta(minutes=booking_retry_minutes()),
+    )
+
+
+def review_ready_vacancies(now: datetime):
+    """REVIEW vacancies that need staff no longer: the clinic's decision gate is now NOT_USED, or the
+    reviewed candidate's newest decision is FRESH. Dispatch runs them again (it offers that candidate)."""
+    latest_policy = WaitlistPolicy.objects.filter(clinic=OuterRef("clinic")).order_by("-version")
+    newest = BookingReliabilityDecision.objects.filter(
+        clinic=OuterRef("clinic"), patient=OuterRef("review_entry__patient")
+    ).order_by("-received_at", "-id")
+    return (
+        Vacancy.objects.filter(status=VacancyStatus.REVIEW)
+        .annotate(
+            gate=Subquery(latest_policy.values("decision_gate")[:1]),
+            newest_status=Subquery(newest.values("status")[:1]),
+            newest_expires=Subquery(newest.values("expires_at")[:1]),
+        )
+        .filter(
+            Q(gate=DecisionGate.NOT_USED) | Q(newest_status=DecisionStatus.FRESH, newest_expires__gt=now)
+        )
     )
 
 
@@ -82,14 +109,18 @@ def offers_without_active_hold():
 def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> dict:
     """One bounded reconcile pass (each step at most ``limit`` rows, each row its own transaction):
 
-    1. stale offers: OFFERED past ``expires_at`` (an expiry run was missed) → EXPIRED, cascade;
+    1. due offers (an expiry run was missed): OFFERED past ``expires_at`` and ACCEPTED holds past their
+       expiry → EXPIRED, hold released, cascade;
     2. OFFERED offers without an active hold → WITHDRAWN (``NO_ACTIVE_HOLD``), cascade;
-    3. ACCEPTED holds not booked ``WAITLIST_BOOKING_RETRY_MINUTES`` after the claim → the booking
-       command once more; if it still refuses, one ``BOOKING_STUCK`` event flags it for staff (the
-       action queue lists it; staff use retry-booking or withdraw);
-    4. vacancies with no active offer that should have one (OPEN, not started) → ``vacancy_dispatch``
-       (DISABLED while the flag is off; ALREADY_OFFERED if someone else won: never a second offer);
-       started ones are CLOSED. A keyset cursor (``JobRun.cursor``) resumes where the last run stopped.
+    3. a booking command that started and did not finish (an ON_ACCEPT claim-page accept whose hold is
+       still ACCEPTED ``WAITLIST_BOOKING_RETRY_MINUTES`` later) → finished once; if it still refuses,
+       one ``BOOKING_STUCK`` event flags it for staff. Reconcile never books an ACCEPTED offer nobody
+       asked to book (an API client's claim, a BOOKING_COMMAND clinic): that hold ends at its expiry
+       (step 1: ACCEPTED → EXPIRED ``HOLD_EXPIRED``, capacity released, cascade);
+    4. vacancies with no active offer that should have one (OPEN, not started; REVIEW whose review is
+       moot: see ``review_ready_vacancies``) → ``vacancy_dispatch`` (DISABLED while the flag is off;
+       WAITING during quiet hours; ALREADY_OFFERED if someone else won: never a second offer); started
+       ones are CLOSED. A keyset cursor (``JobRun.cursor``) resumes where the last run stopped.
     """
     now = now or timezone.now()
     limit = limit or int(getattr(settings, "WAITLIST_RECONCILE_BATCH", 50))
@@ -129,7 +160,9 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
     has_active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
     candidates = (
         Vacancy.objects.filter(status__in=DISPATCHABLE_VACANCY_STATUSES)
-        .filter(Q(status=VacancyStatus.OPEN) | Q(starts_at__lte=now))
+        .filter(
+            Q(status=VacancyStatus.OPEN) | Q(starts_at__lte=now) | Q(pk__in=review_ready_vacancies(now).values("pk"))
+        )
         .exclude(Exists(has_active))
         .select_related("clinic")
     )

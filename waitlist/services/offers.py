@@ -6,21 +6,24 @@ import logging
 from datetime import datetime, timedelta
 
 from django.db import transaction
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
+from common.models import OutboxMessage, OutboxStatus
 from common.refs import new_ref
 from common.services import audit_record, new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
-from scheduling.services import hold_accept, hold_release
+from scheduling.services import hold_accept, hold_extend, hold_release
 
 from ..decisions import Decision
 from ..locks import OfferLocks, lock_offer_chain
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
+    OFFER_TOPIC,
     BookingReliabilityDecision,
     DecisionStatus,
     EntryStatus,
@@ -50,8 +53,11 @@ def _owner_check(locks: OfferLocks, patient: Patient | None) -> None:
 def _decision_status(offer: Offer, now: datetime) -> str:
     """The offer's decision, unless a newer one was recorded since (then that one counts).
 
-    A staff review vouches for the decision it reviewed, not for a newer one.
+    A staff review vouches for the decision it reviewed, not for a newer one; an offer made while the
+    clinic's decision gate was NOT_USED needs none.
     """
+    if offer.decision_status == DecisionStatus.NOT_USED:
+        return DecisionStatus.FRESH
     latest = (
         BookingReliabilityDecision.objects.filter(clinic_id=offer.clinic_id, patient_id=offer.patient_id)
         .order_by("-received_at", "-id")
@@ -78,6 +84,7 @@ def offer_claim(
     idempotency_key: str | None = None,
     now: datetime | None = None,
     correlation_id: str = "",
+    request_booking: bool = False,
 ) -> OfferClaimReceipt:
     """OFFERED → ACCEPTED with the hold ACTIVE → ACCEPTED; returns the stored claim receipt.
 
@@ -85,6 +92,8 @@ def offer_claim(
     A repeat of a successful claim (expected_version + 1 == version, no Idempotency-Key or the
     same one) returns the same receipt. Refusals: OFFER_EXPIRED, OFFER_NOT_CLAIMABLE,
     VERSION_CONFLICT, DECISION_STALE, SLOT_OCCUPIED; a foreign or unknown ref is NOT_FOUND.
+    ``request_booking`` (the claim page under ``confirmation=ON_ACCEPT``) records that this accept is
+    also the booking command, so reconcile may finish it if the booking step did not run.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -121,6 +130,7 @@ def offer_claim(
             expected_status=OfferStatus.OFFERED,
             expected_version=expected_version,
             status=OfferStatus.ACCEPTED,
+            booking_requested_at=now if request_booking else None,
         )
         hold_expires_at = min(now + timedelta(minutes=offer.policy.hold_minutes), vacancy.starts_at)
         hold_accept(hold=hold, expires_at=hold_expires_at)
@@ -174,12 +184,14 @@ def _close_offer(
     correlation_id: str,
     now: datetime,
     suppressed_until: datetime | None = None,
+    detail: dict | None = None,
+    **offer_changes,
 ) -> Offer:
     """The shared tail of decline/expire/withdraw: offer CAS, hold released, entry back to WAITING,
     one event, and the cascade to the next candidate queued for after commit."""
     offer = locks.offer
     previous = offer.status
-    cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code)
+    cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code, **offer_changes)
     hold_release(hold=locks.hold, reason=reason_code)
     _reopen_entry(locks, suppressed_until=suppressed_until)
     event_append(
@@ -190,6 +202,7 @@ def _close_offer(
         actor=actor,
         correlation_id=correlation_id,
         now=now,
+        detail=detail,
     )
     if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
         queue_dispatch(locks.vacancy.pk)
@@ -209,7 +222,8 @@ def offer_decline(
 ) -> Offer:
     """OFFERED → DECLINED: release the hold, suppress the entry for the policy's hours, cascade.
 
-    Declining a DECLINED offer again is a no-op.
+    ``reason`` (a code or a short note, at most 200 characters) is stored on the offer
+    (``decline_reason``) and in the event. Declining a DECLINED offer again is a no-op.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -233,25 +247,65 @@ def offer_decline(
             correlation_id=correlation_id,
             now=now,
             suppressed_until=now + timedelta(hours=policy.decline_suppression_hours),
+            detail={"decline_reason": (reason or "")[:200]},
+            decline_reason=(reason or "")[:200],
         )
+
+
+# The send window held the notice back (``common.notify`` deferral codes); a provider failure is not one.
+DEFERRAL_CODES = ("QUIET_HOURS", "CONTACT_CAP")
+
+
+def notice_deferred():
+    """Offers whose notice the send window holds back right now (PENDING after a deferral)."""
+    return Exists(
+        OutboxMessage.objects.filter(
+            topic=OFFER_TOPIC,
+            aggregate_ref=OuterRef("ref"),
+            status=OutboxStatus.PENDING,
+            last_error_code__in=DEFERRAL_CODES,
+        )
+    )
+
+
+def _expiry_due(offer: Offer, hold, vacancy, now: datetime) -> str | None:
+    """The reason an active offer ends now, or None.
+
+    OFFERED: its answer window is over (``expires_at``), unless the send window still holds its notice
+    back (the answer window counts from delivery, which then extends it) — never past the slot's start.
+    A notice that failed or died lets the window stand, so a provider outage still cascades.
+    ACCEPTED and unbooked: its hold reached its expiry (``HOLD_EXPIRED``).
+    """
+    if offer.status == OfferStatus.OFFERED and now >= offer.expires_at:
+        if offer.notified_at is None and vacancy.starts_at > now:
+            if Offer.objects.filter(pk=offer.pk).filter(notice_deferred()).exists():
+                return None
+        return "EXPIRED"
+    if offer.status == OfferStatus.ACCEPTED and hold.status == HoldStatus.ACCEPTED and now >= hold.expires_at:
+        return "HOLD_EXPIRED"
+    return None
 
 
 def offer_expire(
     *, clinic: Clinic, offer_ref: str, now: datetime | None = None, correlation_id: str = ""
 ) -> Offer:
-    """OFFERED → EXPIRED once ``now >= expires_at``; anything else already closed is a no-op."""
+    """End an active offer that is due (``_expiry_due``): → EXPIRED, hold released in the same
+    transaction, entry back to WAITING, cascade. OFFERED → EXPIRED (``EXPIRED``) or ACCEPTED → EXPIRED
+    (``HOLD_EXPIRED``: accepted but not booked in time). An offer already closed is a no-op; one not
+    due is 409 ``OFFER_NOT_DUE``."""
     now = now or timezone.now()
     with transaction.atomic():
         locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
         offer = locks.offer
-        if offer.status != OfferStatus.OFFERED:
+        if offer.status not in ACTIVE_OFFER_STATUSES or locks.hold.status == HoldStatus.CONSUMED:
             return offer
-        if now < offer.expires_at:
+        reason = _expiry_due(offer, locks.hold, locks.vacancy, now)
+        if reason is None:
             raise Conflict("The offer has not expired yet.", code="OFFER_NOT_DUE")
         return _close_offer(
             locks,
             to_status=OfferStatus.EXPIRED,
-            reason_code="EXPIRED",
+            reason_code=reason,
             actor="system:expire",
             correlation_id=correlation_id,
             now=now,
@@ -259,12 +313,15 @@ def offer_expire(
 
 
 def offers_expire_due(*, now: datetime | None = None, limit: int = 100) -> int:
-    """Expire up to ``limit`` due offers, oldest first, each in its own transaction. Returns how many."""
+    """Expire up to ``limit`` due offers (OFFERED past their window, ACCEPTED holds past their expiry),
+    oldest first, each in its own transaction. Returns how many."""
     now = now or timezone.now()
+    offered = Q(status=OfferStatus.OFFERED, expires_at__lte=now) & (
+        Q(notified_at__isnull=False) | Q(vacancy__starts_at__lte=now) | ~notice_deferred()
+    )
+    held = Q(status=OfferStatus.ACCEPTED, hold__status=HoldStatus.ACCEPTED, hold__expires_at__lte=now)
     due = list(
-        Offer.objects.filter(status=OfferStatus.OFFERED, expires_at__lte=now)
-        .select_related("clinic")
-        .order_by("expires_at", "id")[:limit]
+        Offer.objects.filter(offered | held).select_related("clinic").order_by("expires_at", "id")[:limit]
     )
     expired = 0
     for offer in due:
@@ -276,6 +333,43 @@ def offers_expire_due(*, now: datetime | None = None, limit: int = 100) -> int:
     return expired
 
 
+def offer_notice_delivered(
+    *, clinic: Clinic, offer_ref: str, delivered_at: datetime, correlation_id: str = ""
+) -> Offer:
+    """The offer's notice went out at ``delivered_at``: its answer window counts from then.
+
+    ``expires_at`` (and the hold's) becomes ``min(delivered_at + hold_minutes, slot start)`` when that
+    is later; event ``NOTICE_DELIVERED`` (detail: late_seconds, expires_at). Only the first delivery
+    counts; an offer no longer OFFERED is left alone.
+    """
+    with transaction.atomic():
+        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
+        offer = locks.offer
+        if offer.status != OfferStatus.OFFERED or offer.notified_at is not None:
+            return offer
+        window_end = min(delivered_at + timedelta(minutes=offer.policy.hold_minutes), locks.vacancy.starts_at)
+        changes: dict = {"notified_at": delivered_at}
+        if window_end > offer.expires_at:
+            changes["expires_at"] = window_end
+            hold_extend(hold=locks.hold, expires_at=window_end)
+        cas_update(offer, expected_status=OfferStatus.OFFERED, **changes)
+        event_append(
+            offer=offer,
+            from_status=OfferStatus.OFFERED,
+            to_status=OfferStatus.OFFERED,
+            reason_code="NOTICE_DELIVERED",
+            actor="system:notify",
+            correlation_id=correlation_id,
+            now=delivered_at,
+            detail={
+                "late_seconds": max(0, int((delivered_at - offer.created_at).total_seconds())),
+                "expires_at": offer.expires_at.isoformat(),
+                "extended": "expires_at" in changes,
+            },
+        )
+        return offer
+
+
 def offer_withdraw(
     *,
     clinic: Clinic,
@@ -285,6 +379,7 @@ def offer_withdraw(
     expected_version: int | None = None,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> Offer:
     """Staff take back an OFFERED or ACCEPTED (not yet booked) offer: hold released, entry waits again."""
     now = now or timezone.now()
@@ -315,6 +410,7 @@ def offer_withdraw(
             target_ref=offer.ref,
             reason=reason,
             correlation_id=correlation_id,
+            idempotency_key=idempotency_key,
             result={"status": offer.status, "version": offer.version},
             system_label="withdraw",
         )

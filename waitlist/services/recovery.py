@@ -19,13 +19,12 @@ from common.services import audit_record, new_correlation_id
 from scheduling.models import Appointment, Clinic, HoldStatus
 
 from .. import matcher
-from ..decisions import Decision, get_decision_provider
+from ..decisions import Decision
 from ..locks import lock_entry, lock_offer_chain, lock_vacancy
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     BookingReliabilityDecision,
     DecisionStatus,
-    NonFreshAction,
     Offer,
     OfferStatus,
     Vacancy,
@@ -36,7 +35,7 @@ from ._shared import actor_label, event_append, queue_dispatch
 from .booking import offer_book
 from .offers import _close_offer
 from .policy import policy_current
-from .vacancies import DispatchResult, _mark_exhausted, _promote, _Restart, _to_review, vacancy_dispatch
+from .vacancies import DispatchResult, _match_and_promote, _promote, _Restart, vacancy_dispatch
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -56,6 +55,7 @@ def vacancy_close(
     reason: str,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> tuple[Vacancy, Offer | None]:
     """OPEN/REVIEW → CLOSED (``STAFF_CLOSED``); an active, unbooked offer is withdrawn with it
     (reason ``VACANCY_CLOSED``, hold released, entry back to WAITING). Closing a CLOSED vacancy is a
@@ -98,6 +98,7 @@ def vacancy_close(
             target_ref=vacancy.ref,
             reason=reason,
             correlation_id=correlation_id,
+            idempotency_key=idempotency_key,
             result={"status": vacancy.status, "version": vacancy.version,
                     "withdrawn_offer": withdrawn.ref if withdrawn else None},
             system_label="recover",
@@ -113,6 +114,7 @@ def vacancy_reopen(
     reason: str,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> Vacancy:
     """CLOSED or REVIEW → OPEN and dispatch again after commit. Reopening an OPEN vacancy is a no-op
     (a dispatch is still queued); FILLED is 409 ``VACANCY_NOT_REOPENABLE``; a started one is 409
@@ -137,6 +139,7 @@ def vacancy_reopen(
             target_ref=vacancy.ref,
             reason=reason,
             correlation_id=correlation_id,
+            idempotency_key=idempotency_key,
             result={"status": vacancy.status, "version": vacancy.version},
             system_label="recover",
         )
@@ -386,17 +389,6 @@ def _review_promote(
 def _review_skip(
     vacancy: Vacancy, skipped, policy, *, now: datetime, label: str, correlation_id: str
 ) -> DispatchResult:
-    """Dispatch's candidate loop; the matcher already passes over the skipped entry (``VacancySkip``)."""
-    for candidate in matcher.candidates(vacancy=vacancy, policy=policy, provider=get_decision_provider(), now=now):
-        decision = candidate.decision
-        status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
-        if status != DecisionStatus.FRESH:
-            if policy.action_for(status) == NonFreshAction.NEXT_CANDIDATE:
-                continue
-            return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
-        result = _promote(vacancy, candidate, decision, policy, now=now, actor_label=label,
-                          correlation_id=correlation_id)
-        if result is not None:
-            return result
-    _mark_exhausted(vacancy, now)
-    return DispatchResult("NO_CANDIDATE")
+    """Dispatch's candidate loop under the fence; the matcher already passes over the skipped entry
+    (``VacancySkip``), and reachability (quiet hours, contact caps) applies as in any dispatch."""
+    return _match_and_promote(vacancy, now=now, actor_label=label, correlation_id=correlation_id, under_fence=True)

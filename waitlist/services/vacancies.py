@@ -22,6 +22,8 @@ from ..locks import lock_entry, lock_vacancy
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
+    OFFER_TOPIC,
+    DecisionGate,
     DecisionStatus,
     EntryStatus,
     NonFreshAction,
@@ -31,12 +33,12 @@ from ..models import (
     VacancyStatus,
     WaitlistPolicy,
 )
-from ._shared import actor_label, event_append, queue_dispatch
+from ..reachability import Unreachable, reachability
+from ._shared import actor_label, event_append, note_record, queue_dispatch
 from .policy import policy_current
 
 logger = logging.getLogger("waitlist")
 
-OFFER_TOPIC = "waitlist.offer_made"
 OFFER_TEMPLATE = "waitlist_offer"
 
 
@@ -80,9 +82,26 @@ def appointment_cancel_with_vacancy(
 
 @dataclass(frozen=True)
 class DispatchResult:
-    outcome: str  # OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED
+    """``outcome``: OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING
+    (nobody reachable now: ``waiting`` says why and until when; reconcile dispatches again)."""
+
+    outcome: str
     offer: Offer | None = None
     stats: matcher.MatchStats | None = None
+    waiting: Unreachable | None = None
+
+
+class _NoDecisions:
+    """The provider under ``decision_gate=NOT_USED``: no decision is read or applies."""
+
+    def decisions_for(self, *, clinic, patient_ids) -> dict:
+        return {}
+
+    def fresh_read(self, *, clinic, patient_id):
+        return None
+
+
+NOT_USED_DECISION = Decision("", DecisionStatus.NOT_USED, 0, None)
 
 
 class _Restart(Exception):
@@ -150,27 +169,48 @@ def _settled(vacancy: Vacancy, now: datetime) -> DispatchResult | None:
     return None
 
 
-def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_id: str) -> DispatchResult:
+def _match_and_promote(
+    vacancy: Vacancy, *, now, actor_label: str, correlation_id: str, under_fence: bool = False
+) -> DispatchResult:
+    """The candidate loop. Each candidate passed over is recorded (``DispatchNote``) with its reason,
+    except the hard-ineligible ones the matcher's SQL never returns.
+
+    ``under_fence`` (staff review's SKIP, which already holds the vacancy lock): a FRESH_READ policy is
+    treated as staff review (no provider call under a lock) and entry locks are waited for.
+    """
     policy = policy_current(clinic=vacancy.clinic)
-    provider = get_decision_provider()
+    closed = reachability(policy=policy, clinic=vacancy.clinic, now=now)
+    if closed is not None:  # quiet hours: no offer at all; the vacancy waits, nobody's chance is spent
+        return _wait(vacancy, closed, now=now, correlation_id=correlation_id)
+    gated = policy.decision_gate == DecisionGate.REQUIRED
+    provider = get_decision_provider() if gated else _NoDecisions()
     stats = matcher.MatchStats()
+    passed: list[Unreachable] = []
     for candidate in matcher.candidates(
         vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats
     ):
-        decision = candidate.decision
-        status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
-        if status != DecisionStatus.FRESH:
-            action = policy.action_for(status)
-            if action == NonFreshAction.NEXT_CANDIDATE:
-                logger.info("vacancy %s skips %s: decision %s", vacancy.ref, candidate.entry_ref, status)
-                continue
-            if action == NonFreshAction.FRESH_READ:
-                # Outside any transaction: a provider may call out over the network.
-                decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
-                status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+        decision = candidate.decision if gated else NOT_USED_DECISION
+        if gated:
+            status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
             if status != DecisionStatus.FRESH:
-                # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
-                return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+                action = policy.action_for(status)
+                if action == NonFreshAction.NEXT_CANDIDATE:
+                    note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=f"DECISION_{status}",
+                                now=now, correlation_id=correlation_id)
+                    continue
+                if action == NonFreshAction.FRESH_READ and not under_fence:
+                    # Outside any transaction: a provider may call out over the network.
+                    decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
+                    status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+                if status != DecisionStatus.FRESH:
+                    # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
+                    return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+        unreachable = _candidate_unreachable(vacancy, candidate, policy, now=now)
+        if unreachable is not None:
+            note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=unreachable.reason,
+                        until=unreachable.until, now=now, correlation_id=correlation_id)
+            passed.append(unreachable)
+            continue
         result = _promote(
             vacancy,
             candidate,
@@ -179,10 +219,14 @@ def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_i
             now=now,
             actor_label=actor_label,
             correlation_id=correlation_id,
-            wait_for_entry=False,
+            wait_for_entry=under_fence,
         )
         if result is not None:
             return DispatchResult(result.outcome, result.offer, stats)
+    if passed:
+        # Someone eligible exists but cannot be reached yet: wait for the earliest of them.
+        soonest = min(passed, key=lambda u: u.until or now)
+        return _wait(vacancy, soonest, now=now, correlation_id=correlation_id, stats=stats)
     if not stats.budget_hit:
         # Only a list read to its end is exhausted; a budget cut leaves the vacancy to reconcile.
         _mark_exhausted(vacancy, now)
@@ -194,6 +238,29 @@ def _match_and_promote(vacancy: Vacancy, *, now, actor_label: str, correlation_i
         stats.budget_hit or "-",
     )
     return DispatchResult("NO_CANDIDATE", None, stats)
+
+
+def _candidate_unreachable(vacancy: Vacancy, candidate: matcher.Candidate, policy, *, now) -> Unreachable | None:
+    patient_ref = Patient.objects.filter(pk=candidate.patient_id).values_list("ref", flat=True).first() or ""
+    return reachability(policy=policy, clinic=vacancy.clinic, now=now, patient_ref=patient_ref)
+
+
+def _wait(
+    vacancy: Vacancy, why: Unreachable, *, now, correlation_id: str, stats: matcher.MatchStats | None = None
+) -> DispatchResult:
+    """Show the vacancy as waiting (reason, until) without a version bump, and note it once per reason.
+
+    Reconcile dispatches OPEN vacancies without an offer every run, so dispatch resumes by itself
+    once the window opens, if the slot still has lead time (a started vacancy is closed instead).
+    """
+    if vacancy.waiting_reason != why.reason or vacancy.waiting_until != why.until:
+        Vacancy.objects.filter(pk=vacancy.pk).update(waiting_reason=why.reason, waiting_until=why.until)
+        vacancy.waiting_reason, vacancy.waiting_until = why.reason, why.until
+        if why.reason == "QUIET_HOURS":
+            note_record(vacancy=vacancy, reason_code=why.reason, until=why.until, now=now,
+                        correlation_id=correlation_id)
+    logger.info("vacancy %s waits until %s: %s", vacancy.ref, why.until, why.reason)
+    return DispatchResult("WAITING", None, stats, why)
 
 
 def _mark_exhausted(vacancy: Vacancy, now: datetime) -> None:
@@ -264,10 +331,17 @@ def _promote(
                 return DispatchResult("CLOSED")
             if policy_current(clinic=locked.clinic).pk != policy.pk:
                 raise _Restart()
-            if decision.effective_status(now) != DecisionStatus.FRESH:
+            gated = policy.decision_gate == DecisionGate.REQUIRED
+            if gated and decision.effective_status(now) != DecisionStatus.FRESH:
                 raise _Restart()
             entry = lock_entry(candidate.entry_id, skip_locked=not wait_for_entry)
-            if entry is None or entry.version != candidate.version:
+            if entry is None:
+                # Another transaction holds the entry (promoting it for another vacancy right now):
+                # pass over it, and say so, so "why was this candidate next" has an answer.
+                note_record(vacancy=locked, entry_id=candidate.entry_id, reason_code="ENTRY_LOCKED", now=now,
+                            correlation_id=correlation_id)
+                return None
+            if entry.version != candidate.version:
                 return None
             reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
             if reason is not None:
@@ -310,7 +384,7 @@ def _promote(
                 policy_version=policy.version,
                 policy_digest=policy.digest(),
                 decision_ref=decision.decision_ref,
-                decision_status=DecisionStatus.FRESH,
+                decision_status=DecisionStatus.FRESH if gated else DecisionStatus.NOT_USED,
                 decision_priority_rank=decision.priority_rank,
                 decision_expires_at=decision.expires_at,
                 slot_fit=candidate.slot_fit,
@@ -324,7 +398,14 @@ def _promote(
                 status=EntryStatus.OFFERED,
             )
             # Bumping the vacancy's version marks each promotion on the fence row itself.
-            cas_update(locked, expected_status=locked.status, status=VacancyStatus.OPEN, review_entry=None)
+            cas_update(
+                locked,
+                expected_status=locked.status,
+                status=VacancyStatus.OPEN,
+                review_entry=None,
+                waiting_reason="",
+                waiting_until=None,
+            )
             event_append(
                 offer=offer,
                 from_status="",
@@ -339,7 +420,10 @@ def _promote(
                     "hold": hold.ref,
                     "slot_fit": candidate.slot_fit,
                     "policy_version": policy.version,
+                    "policy_digest": offer.policy_digest,
                     "decision_ref": decision.decision_ref,
+                    "decision_status": offer.decision_status,
+                    "decision_expires_at": decision.expires_at.isoformat() if decision.expires_at else None,
                 },
             )
             patient = Patient.objects.only("ref", "language", "phone", "email").get(pk=entry.patient_id)
