@@ -96,8 +96,8 @@ class MatchStats:
     candidates: int = 0
     exhausted: bool = False  # True when every eligible entry was seen (not cut by a budget)
     budget_hit: str = ""
-    #: (entry ref, reason) of each candidate read but passed over (NO_CONTACT_CONSENT, PATIENT_OVERLAP).
-    passed_over: list[tuple[str, str]] = field(default_factory=list)
+    #: (entry id, entry ref, reason) of each candidate read but passed over (NO_CONTACT_CONSENT, PATIENT_OVERLAP).
+    passed_over: list[tuple[int, str, str]] = field(default_factory=list)
 
 
 def page_sql(slot_fit: int) -> str:
@@ -174,7 +174,7 @@ def candidates(
             for entry_id, ref, patient_id, version, rank, since, pass_reason in rows:
                 stats.candidates += 1
                 if pass_reason:
-                    stats.passed_over.append((ref, pass_reason))
+                    stats.passed_over.append((entry_id, ref, pass_reason))
                     logger.info("vacancy %s passes over %s: %s", vacancy.ref, ref, pass_reason)
                     continue
                 yield Candidate(

@@ -549,7 +549,8 @@ class DispatchNote(models.Model):
     One row per (vacancy, entry, reason), counted on repeat, so "why was this candidate next" can be
     answered from the vacancy panel without a row per reconcile tick. Refs and codes only.
     Reasons: QUIET_HOURS (vacancy-wide), CONTACT_CAP, ENTRY_LOCKED (SKIP LOCKED: another transaction
-    held the entry), DECISION_STALE / DECISION_UNAVAILABLE (policy NEXT_CANDIDATE).
+    held the entry), DECISION_STALE / DECISION_UNAVAILABLE (policy NEXT_CANDIDATE), NO_CONTACT_CONSENT
+    and PATIENT_OVERLAP (named by the matcher's SQL).
     """
 
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")

@@ -37,7 +37,7 @@ def test_an_opted_out_patient_is_never_offered(world):
     vacancy = open_vacancy(world, seoul(3, 10))
     result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert result.offer.entry_id == other.pk
-    assert (top.ref, "NO_CONTACT_CONSENT") in result.stats.passed_over
+    assert (top.ref, "NO_CONTACT_CONSENT") in [p[1:] for p in result.stats.passed_over]
 
 
 def test_a_patient_who_never_consented_is_passed_over_with_a_reason(world):
@@ -45,7 +45,11 @@ def test_a_patient_who_never_consented_is_passed_over_with_a_reason(world):
     vacancy = open_vacancy(world, seoul(3, 10))
     result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert result.outcome == "NO_CANDIDATE"
-    assert result.stats.passed_over == [(entry.ref, "NO_CONTACT_CONSENT")]
+    assert [p[1:] for p in result.stats.passed_over] == [(entry.ref, "NO_CONTACT_CONSENT")]
+    from waitlist.models import DispatchNote
+
+    note = DispatchNote.objects.get(vacancy=vacancy)  # recorded, so the vacancy panel can say why
+    assert (note.entry_id, note.reason_code) == (entry.pk, "NO_CONTACT_CONSENT")
 
 
 def test_promotion_recheck_names_missing_consent(world):
@@ -64,7 +68,7 @@ def test_an_email_clinic_needs_email_consent(world):
     vacancy = open_vacancy(world, seoul(3, 10))
     result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert result.offer.entry_id == emailable.pk
-    assert (sms_only.ref, "NO_CONTACT_CONSENT") in result.stats.passed_over
+    assert (sms_only.ref, "NO_CONTACT_CONSENT") in [p[1:] for p in result.stats.passed_over]
 
 
 def test_no_notice_is_sent_on_a_channel_revoked_after_the_offer(world):

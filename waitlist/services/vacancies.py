@@ -185,6 +185,22 @@ def _match_and_promote(
     gated = policy.decision_gate == DecisionGate.REQUIRED
     provider = get_decision_provider() if gated else _NoDecisions()
     stats = matcher.MatchStats()
+    try:
+        return _candidate_loop(
+            vacancy, policy, provider, stats, now=now, actor_label=actor_label, correlation_id=correlation_id,
+            under_fence=under_fence, gated=gated,
+        )
+    finally:
+        # The matcher names candidates it passes over in SQL (no consent, an overlapping booking).
+        for entry_id, _ref, reason in stats.passed_over:
+            note_record(vacancy=vacancy, entry_id=entry_id, reason_code=reason, now=now,
+                        correlation_id=correlation_id)
+
+
+def _candidate_loop(
+    vacancy: Vacancy, policy, provider, stats, *, now, actor_label: str, correlation_id: str, under_fence: bool,
+    gated: bool,
+) -> DispatchResult:
     passed: list[Unreachable] = []
     for candidate in matcher.candidates(
         vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats
