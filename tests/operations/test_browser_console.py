@@ -8,25 +8,15 @@ import re
 
 import pytest
 
+from tests.operations import waitlist_fixtures
 from tests.operations.browser_support import shot, sign_in, sync_api
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
+no_broker = waitlist_fixtures.no_broker
+world = waitlist_fixtures.world
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
-
-
-@pytest.fixture
-def world(clinic, staff):
-    from tests.operations.waitlist_helpers import waitlist_world
-
-    return waitlist_world(clinic, staff)
 
 
 def _offer(world, hour=10):

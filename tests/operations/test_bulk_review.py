@@ -6,34 +6,21 @@ from __future__ import annotations
 import json
 
 import pytest
-import time_machine
 from django.urls import reverse
 
 from common.models import AuditEntry
+from tests.operations import waitlist_fixtures
 from tests.operations.waitlist_helpers import bulk_reviews, waitlist_world
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import make_world
 from waitlist.models import Offer, OfferStatus, VacancyStatus
 
 pytestmark = pytest.mark.django_db
+# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
+frozen_clock = waitlist_fixtures.frozen_clock
+no_broker = waitlist_fixtures.no_broker
+world = waitlist_fixtures.world
+
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
-
-
-@pytest.fixture
-def world(clinic, staff):
-    return waitlist_world(clinic, staff)
 
 
 def bulk(web, clinic, refs, *, confirm=False, resolution="PROMOTE", key="bulk-1", reason="decisions checked by phone"):

@@ -7,7 +7,6 @@ import re
 from datetime import timedelta
 
 import pytest
-import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -15,31 +14,19 @@ from django.utils import timezone
 
 from reevaluation.models import JobState, ReevaluationJob
 from tests.conftest import assert_no_pii, seoul
-from tests.operations.waitlist_helpers import bulk_reviews, bulk_vacancies, make_offer, waitlist_world
+from tests.operations import waitlist_fixtures
+from tests.operations.waitlist_helpers import bulk_reviews, bulk_vacancies, make_offer
 from tests.reevaluation.factories import bulk_jobs
-from tests.waitlist.factories import NOW, WaitlistEntryFactory
+from tests.waitlist.factories import WaitlistEntryFactory
 from waitlist.models import EntryStatus, OfferStatus, VacancyStatus
 
 pytestmark = pytest.mark.django_db
+# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
+frozen_clock = waitlist_fixtures.frozen_clock
+no_broker = waitlist_fixtures.no_broker
+world = waitlist_fixtures.world
+
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
-
-
-@pytest.fixture
-def world(clinic, staff):
-    return waitlist_world(clinic, staff)
 
 
 def list_url(clinic, kind, **params):

@@ -3,29 +3,19 @@
 from __future__ import annotations
 
 import pytest
-import time_machine
 from django.urls import reverse
 
 from tests import factories as f
 from tests.conftest import seoul
+from tests.operations import waitlist_fixtures
 from tests.operations.conftest import make_audit
 from tests.operations.waitlist_helpers import make_offer, waitlist_world
-from tests.waitlist.factories import NOW, WaitlistEntryFactory, make_world
+from tests.waitlist.factories import WaitlistEntryFactory, make_world
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
+# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
+frozen_clock = waitlist_fixtures.frozen_clock
+no_broker = waitlist_fixtures.no_broker
 
 
 def search(client, query):

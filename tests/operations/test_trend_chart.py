@@ -6,35 +6,21 @@ import re
 from datetime import timedelta
 
 import pytest
-import time_machine
 from django.urls import reverse
 
 from operations.charts import trend_chart
 from tests.conftest import seoul
-from tests.operations.waitlist_helpers import bulk_vacancies, make_offer, waitlist_world
+from tests.operations import waitlist_fixtures
+from tests.operations.waitlist_helpers import bulk_vacancies, make_offer
 from tests.waitlist.factories import NOW
 from waitlist.models import Vacancy, VacancyStatus
 from waitlist.trends import daily_trend
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
-
-
-@pytest.fixture
-def world(clinic, staff):
-    return waitlist_world(clinic, staff)
+# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
+frozen_clock = waitlist_fixtures.frozen_clock
+no_broker = waitlist_fixtures.no_broker
+world = waitlist_fixtures.world
 
 
 def test_daily_trend_counts_per_local_day_with_empty_days_included(world, settings):

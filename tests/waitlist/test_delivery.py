@@ -63,7 +63,7 @@ def test_cancel_offer_smtp_link_accept_confirmed(world, smtp, on_commit):
     client = page_client()
     accepted = submit(client, path_from_text(text), "accept")
     assert accepted.status_code == 200
-    assert "appointment is confirmed" in accepted.content.decode()
+    assert "Your appointment is confirmed" in accepted.content.decode()  # booked at once: the page says so
     appointment = Appointment.objects.get(patient=patient)
     assert appointment.status == AppointmentStatus.CONFIRMED and appointment.starts_at == seoul(3, 10)
     offer.refresh_from_db()
