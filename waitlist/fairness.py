@@ -167,3 +167,42 @@ def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days
         "passovers": {"total": sum(r["passovers"] for r in reasons.values()), "by_reason": reasons},
         "longest_waiting_without_offer": forgotten,
     }
+
+
+def shadow_summary(*, clinic: Clinic, differences: int = 10) -> dict | None:
+    """The clinic's SHADOW policy (or the last decided one): agreement rate, differences by reason and
+    the latest differences (refs). Three queries."""
+    from django.db.models import Count, Q
+
+    from .models import ShadowObservation, ShadowPolicy
+
+    shadow = ShadowPolicy.objects.filter(clinic=clinic).order_by("-created_at", "-id").first()
+    if shadow is None:
+        return None
+    counts = shadow.observations.aggregate(total=Count("id"), agreed=Count("id", filter=Q(agreed=True)))
+    by_reason = dict(
+        shadow.observations.filter(agreed=False).values_list("reason_code").annotate(n=Count("id")).order_by()
+    )
+    latest = (
+        ShadowObservation.objects.filter(shadow=shadow, agreed=False)
+        .order_by("-created_at", "-id")
+        .values("vacancy__ref", "enforced_entry__ref", "shadow_entry__ref", "shadow_outcome", "reason_code",
+                "created_at")[:differences]
+    )
+    return {
+        "ref": shadow.ref,
+        "status": shadow.status,
+        "base_version": shadow.base_version,
+        "promoted_version": shadow.promoted_version,
+        "changes": shadow.changes,
+        "observations": counts["total"],
+        "agreed": counts["agreed"],
+        "agreement_rate": round(counts["agreed"] / counts["total"], 4) if counts["total"] else None,
+        "differences_by_reason": by_reason,
+        "differences": [
+            {"vacancy": d["vacancy__ref"], "enforced_entry": d["enforced_entry__ref"],
+             "shadow_entry": d["shadow_entry__ref"], "shadow_outcome": d["shadow_outcome"],
+             "reason_code": d["reason_code"], "at": iso_in_zone(d["created_at"], clinic.timezone)}
+            for d in latest
+        ],
+    }

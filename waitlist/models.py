@@ -428,3 +428,6 @@ class VacancySkip(models.Model):
 
     def __str__(self) -> str:
         return f"skip {self.entry_id} for {self.vacancy_id}"
+
+
+from .shadow_models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)

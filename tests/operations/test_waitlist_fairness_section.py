@@ -40,3 +40,19 @@ def test_page_shows_pass_overs_by_reason_and_the_forgotten_waiter_by_ref(client)
     assert 'data-passover="PRIORITY">1 ' in html
     assert f'data-entry="{forgotten.ref}"' in html and forgotten.patient.ref in html
     assert_no_pii(html, list(world.clinic.patients.all()))
+
+
+def test_page_shows_the_shadow_policy_agreement_and_its_differences(client):
+    from scheduling.models import Role
+    from tests import factories as f
+
+    world = make_world()
+    admin = f.user_with_role(world.clinic, Role.ADMIN, username="page-shadow-admin")
+    services.shadow_publish(clinic=world.clinic, actor=admin, reason="observe", changes={"weekly_offer_cap": 0})
+    world.waiting()
+    vacancy = open_vacancy(world)
+    assert services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).outcome == "OFFERED"
+    client.force_login(world.staff)
+    html = client.get(reverse("console:waitlist", kwargs={"clinic_ref": world.clinic.ref})).content.decode()
+    assert 'data-metric="shadow_agreement">0.0%' in html
+    assert 'data-shadow-reason="SHADOW_NO_CANDIDATE">1<' in html

@@ -14,6 +14,7 @@ from .recovery import (
     vacancy_reopen,
     vacancy_review_resolve,
 )
+from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publish
 from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
 
 __all__ = [
@@ -34,6 +35,10 @@ __all__ = [
     "policy_current",
     "policy_publish",
     "reconcile_run",
+    "shadow_discard",
+    "shadow_observe",
+    "shadow_promote",
+    "shadow_publish",
     "vacancy_close",
     "vacancy_dispatch",
     "vacancy_redispatch",

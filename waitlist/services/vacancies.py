@@ -33,6 +33,7 @@ from ..models import (
 )
 from ._shared import actor_label, event_append, queue_dispatch
 from .policy import policy_current
+from .shadow import shadow_observe
 
 logger = logging.getLogger("waitlist")
 
@@ -294,6 +295,7 @@ def _promote(
                     close_reason="SLOT_TAKEN",
                 )
                 return DispatchResult("CLOSED")
+            shadow_observe(vacancy=locked, entry=entry, policy=policy, now=now, correlation_id=correlation_id)
             offer = Offer.objects.create(
                 clinic_id=locked.clinic_id,
                 tenant_group_id=locked.tenant_group_id,
