@@ -35,6 +35,7 @@ class PolicySpec:
     use_practitioner: bool = True  # False: entries take any practitioner (the peer ignores preferences)
     extra: dict = field(default_factory=dict)  # fields only some product versions have (decision_gate…)
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
+    shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -109,6 +110,10 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
     world.treatment = Treatment.objects.create(clinic=world.clinic, name="Consultation",
                                                duration_minutes=p.slot_minutes)
     policy_publish(clinic=world.clinic, **policy_fields(spec))
+    if spec.shadow:
+        from waitlist.services import shadow_publish
+
+        shadow_publish(clinic=world.clinic, actor=None, reason="simulation", changes=spec.shadow)
     for entry in month.entries:
         # Email only: the console provider logs refs, never the address.
         world.patients[entry.key] = Patient.objects.create(
@@ -188,9 +193,14 @@ def accept(world: World, offer_ref: str, now: datetime) -> str:
     try:
         receipt = offer_claim(clinic=world.clinic, offer_ref=offer_ref, expected_version=offer.version,
                               patient=offer.patient, now=now)
-        offer_book(clinic=world.clinic, hold_ref=receipt.hold_ref, now=now)
     except DomainError as exc:
         return exc.code
+    try:
+        offer_book(clinic=world.clinic, hold_ref=receipt.hold_ref, now=now)
+    except DomainError as exc:
+        # A policy that confirms on accept has booked already; anything else is a refusal.
+        if not Offer.objects.filter(pk=offer.pk, entry__status="BOOKED").exists():
+            return exc.code
     return "BOOKED"
 
 
@@ -271,4 +281,11 @@ def export(world: World) -> dict:
                        "at": o.created_at, "notified_at": sent.get(o.ref), "status": o.status,
                        "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED"})
     messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "OFFER"} for o in offers if o["notified_at"]]
-    return {"vacancies": vacancies, "offers": offers, "messages": messages}
+    run = {"vacancies": vacancies, "offers": offers, "messages": messages}
+    if world.spec.shadow:
+        from waitlist.fairness import shadow_summary
+
+        summary = shadow_summary(clinic=world.clinic, differences=0)
+        run["shadow"] = {k: summary[k] for k in ("changes", "observations", "agreed", "agreement_rate",
+                                                 "differences_by_reason")}
+    return run

@@ -257,6 +257,15 @@ def render_doc(folder: Path) -> Path:
         reasons = ", ".join(f"{k.rsplit('.', 1)[1]} {v['median']:g}" for k, v in sorted(s.items())
                             if k.startswith("fairness.passovers.reasons.")) or "none"
         lines.append(f"| {r['label']} | " + " | ".join(cells) + f" | {reasons} |")
+    shadowed = [r for r in results if "shadow.agreement_rate" in r["summary"]]
+    for r in shadowed:
+        s = r["summary"]
+        lines += ["", "## Shadow policy", "",
+                  f"{r['label']} ran with a candidate policy in SHADOW (`--shadow`): agreement "
+                  f"{fmt(s['shadow.agreement_rate'], 'pct')} over {fmt(s.get('shadow.observations'), 'num')} "
+                  "dispatches; differences by reason: " + (", ".join(
+                      f"`{k.rsplit('.', 1)[1]}` {v['median']:g}" for k, v in sorted(s.items())
+                      if k.startswith("shadow.differences_by_reason.")) or "none") + "."]
     lines += ["", CALIBRATION, "", "## Parameters", "", "```"]
     lines += [f"{k} = {v}" for k, v in first["params"].items()] + ["```", ""]
     DOC.write_text("\n".join(lines))

@@ -10,6 +10,8 @@ defaults, so a run is reproducible.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import multiprocessing
 import os
 import subprocess
@@ -35,7 +37,7 @@ def months(scale: str, seed: int):
 
 def _worker(args) -> list[dict]:
     """One process, one database: the real runs assigned to it, metrics out."""
-    url, scale, jobs = args
+    url, scale, jobs, shadow = args
     os.environ["SIM_DATABASE_URL"] = url
     db.configure_environment()
     import django
@@ -45,7 +47,7 @@ def _worker(args) -> list[dict]:
     from .engine import replay
     from .policies import POLICIES
 
-    specs = {p.name: p for p in POLICIES}
+    specs = {p.name: dataclasses.replace(p, shadow=shadow) if shadow and p.name == "ours" else p for p in POLICIES}
     adapter.enable_waitlist()
     out = []
     for seed, name in jobs:
@@ -97,7 +99,7 @@ def prepare_databases(workers: int) -> list[str]:
     return urls
 
 
-def run(scale: str, seeds: list[int], workers: int) -> list[dict]:
+def run(scale: str, seeds: list[int], workers: int, shadow: dict | None = None) -> list[dict]:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     db.configure_environment()
     import django
@@ -108,7 +110,7 @@ def run(scale: str, seeds: list[int], workers: int) -> list[dict]:
     specs = applicable(POLICIES)
     real = [(seed, p.name) for p in specs if not p.modelled for seed in seeds]
     urls = prepare_databases(workers)
-    shards = [(urls[i], scale, real[i::workers]) for i in range(workers)]
+    shards = [(urls[i], scale, real[i::workers], shadow or {}) for i in range(workers)]
     results = _modelled(scale, seeds, [p for p in specs if p.modelled])
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers) as pool:
@@ -124,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "2")))
     parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--doc-only", action="store_true", help="only regenerate docs/simulation.md")
+    parser.add_argument("--shadow", type=json.loads, default=None, metavar="JSON",
+                        help='observe a candidate policy in SHADOW beside ours, e.g. \'{"weekly_offer_cap": 1}\'')
     args = parser.parse_args(argv)
     from . import report
 
@@ -132,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [first + i for i in range(args.seeds or SEEDS[args.scale])]
         started = time.perf_counter()
         log(f"scale {args.scale}, seeds {seeds}, {args.workers} workers")
-        results = run(args.scale, seeds, args.workers)
+        results = run(args.scale, seeds, args.workers, args.shadow)
         report.write_results(results, Path(args.results), scale=args.scale, seeds=seeds,
                              seconds=time.perf_counter() - started)
     log(f"wrote {report.render_doc(Path(args.results))}")

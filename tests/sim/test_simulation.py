@@ -84,3 +84,15 @@ def test_replay_drives_the_real_services_and_measures_them(spec):
     assert result["filled"] == vacancies.filter(status="FILLED").count()
     if spec.quiet_hours:
         assert result["quiet_hour_notices"] == 0
+
+
+@pytest.mark.django_db
+def test_replay_can_observe_a_shadow_policy_on_every_dispatch():
+    from sim.adapter import enable_waitlist
+
+    enable_waitlist()
+    spec = dataclasses.replace(OURS, shadow={"weekly_offer_cap": 1})
+    month = generate(11, TINY)
+    log, _ = replay(month, spec, "test-shadow")
+    assert log["shadow"]["observations"] == len(log["offers"]) > 0
+    assert log["shadow"]["changes"] == {"weekly_offer_cap": 1}
