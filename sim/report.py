@@ -171,23 +171,43 @@ def verdict(results: list[dict]) -> list[str]:
     by = {r["policy"]: r["summary"] for r in results}
     if "ours" not in by or "fifo" not in by:
         return []
-    ours_fill = by["ours"].get("fill_rate", {}).get("median") or 0
-    best = max(results, key=lambda r: (r["summary"].get("fill_rate") or {}).get("median") or 0)
-    ours_msgs = (by["ours"].get("messages_per_patient_week.p95") or {}).get("median") or 0
-    fifo_msgs = (by["fifo"].get("messages_per_patient_week.p95") or {}).get("median") or 0
+    ours_fill = med(by["ours"], "fill_rate")
+    best = max(results, key=lambda r: med(r["summary"], "fill_rate"))
+    ours_msgs = med(by["ours"], "messages_per_patient_week.p95")
+    fifo_msgs = med(by["fifo"], "messages_per_patient_week.p95")
     lines = [f"* Best fill rate: **{best['label']}**; ours: {100 * ours_fill:.0f}%."]
     lines.append(f"* Messages per patient per week (p95): ours {ours_msgs:g}, FIFO {fifo_msgs:g}"
                  f" → {'no more than' if ours_msgs <= fifo_msgs else 'MORE than'} the FIFO cascade.")
-    unseen = (by["ours"].get("offers_never_seen") or {}).get("median") or 0
-    offers = (by["ours"].get("offers") or {}).get("median") or 0
-    if best["policy"] != "ours":
+    unseen, offers = med(by["ours"], "offers_never_seen"), med(by["ours"], "offers")
+    if best["policy"] != "ours" and not unseen:
+        lines.append("* **Ours is not the best on fill rate**: every offer reached its patient, so the gap is the "
+                     "policy's own trade-offs (below).")
+    if best["policy"] != "ours" and unseen:
         lines.append(
             f"* **Ours is not the best on fill rate.** In this run {unseen:g} of {offers:g} offers (median) closed "
             "before their notice was sent: an offer made in quiet hours keeps its hold clock running while the notice "
             "waits for 08:00, so it expires unseen and the cascade burns the list overnight. The loop issue's "
             "change (offers wait for the send window; the answer window counts from delivery) removes exactly "
             "that loss; `make simulate` after it shows the effect.")
+    if best["policy"] != "ours":
+        fifo_quiet = med(by["fifo"], "quiet_hour_notices")
+        if fifo_quiet:
+            lines.append(
+                f"* The FIFO cascade's fills include {fifo_quiet:g} notices (median) sent in quiet hours, which our "
+                "product refuses by design; its lack of a weekly cap and of decline suppression also lets it ask the "
+                "same responsive patients again and again.")
+        reasons = {k.rsplit(".", 1)[1]: v["median"] for k, v in by["ours"].items()
+                   if k.startswith("fairness.passovers.reasons.")}
+        if reasons:
+            lines.append("* Our pass-overs by reason (median): " + ", ".join(
+                f"{k} {v:g}" for k, v in sorted(reasons.items())) + ". PRIORITY and SLOT_FIT are the policy "
+                "working as designed; WEEKLY_CAP and DECLINE_SUPPRESSION are the fill rate it trades for fewer "
+                "messages per patient (raise `weekly_offer_cap`, shorten `decline_suppression_hours` to trade back).")
     return lines
+
+
+def med(summary: dict, key: str) -> float:
+    return (summary.get(key) or {}).get("median") or 0
 
 
 def render_doc(folder: Path) -> Path:
