@@ -297,7 +297,11 @@ CALIBRATION = """## Calibration and sources
 * Epic Fast Pass (JMIR 2024, e52071): 60,660 offers for 21,978 open slots, 11% accepted per offer, about
   30% of slots filled, patients seen a median 14 days sooner; Sutter Health's rollout (JMIR 2020, e16451):
   8.3% per offer. `accept_share` and the responsiveness classes (`fast_share`, `slow_share`, reply medians)
-  are set so an offer that reaches a patient while the hold lasts is accepted at roughly that rate.
+  are assumptions: a fast responder reached while the hold lasts accepts about 12% of offers (0.4 · 0.9 ·
+  0.35), near Fast Pass. The measured acceptance per offer (table) is lower because responsive patients are
+  booked early in the month and the list that stays is mostly slow or silent patients, and because a
+  policy that ignores a named practitioner collects declines; the parameters are named so they can be
+  recalibrated when a clinic's own reply data exist.
 * MGMA (2024): about 27% of cancelled visits are rebooked within 30 days across US practices (the bar a
   waitlist has to beat).
 * Cancellation probability grows with booking lead (VHA clinics, J Ambul Care Manage 2008: 19% at one
