@@ -7,7 +7,7 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint bench clean-data demo-event fuzz soak screenshots
+.PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -69,3 +69,19 @@ fuzz: $(STAMP)
 SOAK_MINUTES ?= 30
 soak: $(STAMP)
 	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m tests.support.soak
+# Backfill simulation (not part of `make test`): SIM_SCALE=default (one clinic month, 3 seeds) or full
+# (three clinics, 5 seeds); SIM_SEED sets the first seed. Needs PostgreSQL (SIM_DATABASE_URL, default
+# clinic_waitlist_sim); rewrites sim/results/*.json and docs/simulation.md. See docs/simulation.md.
+SIM_SCALE ?= default
+SIM_ARGS ?=
+SIM_STAMP := $(VENV)/.sim-installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+$(SIM_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[test,sim]"
+	rm -f $(VENV)/.sim-installed-*
+	touch $(SIM_STAMP)
+
+simulate: $(SIM_STAMP)
+	SIM_SCALE=$(SIM_SCALE) $(PY) -m sim.run $(SIM_ARGS)

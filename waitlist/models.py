@@ -581,3 +581,4 @@ class DispatchNote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"
+from .shadow_models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)

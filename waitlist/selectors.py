@@ -17,6 +17,7 @@ from scheduling.models import Clinic
 from scheduling.scoping import scoped_get
 from scheduling.services.features import feature_enabled
 
+from .fairness import fairness_metrics, shadow_summary
 from .models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -325,6 +326,8 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
             "jobs": jobs,
         },
         "metrics": fill_metrics(clinic=clinic, now=now),
+        "fairness": fairness_metrics(clinic=clinic, now=now, window_days=_metrics_window_days()),
+        "shadow": shadow_summary(clinic=clinic),
         "action_queue": ops_action_queue(clinic=clinic, now=now, limit=queue_limit),
     }
 

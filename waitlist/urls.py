@@ -33,6 +33,11 @@ urlpatterns = [
     path(C + "vacancies/<str:ref>/reopen", views.VacancyReopenView.as_view(), name="vacancy-reopen"),
     path(C + "vacancies/<str:ref>/review", views.VacancyReviewView.as_view(), name="vacancy-review"),
     path(C + "holds/<str:ref>/retry-booking", views.HoldRetryBookingView.as_view(), name="hold-retry-booking"),
+    path(C + "shadow-policy", views.ShadowPolicyView.as_view(), name="shadow-policy"),
+    path(C + "shadow-policy/<str:ref>/promote", views.ShadowDecideView.as_view(decision="promote"),
+         name="shadow-policy-promote"),
+    path(C + "shadow-policy/<str:ref>/discard", views.ShadowDecideView.as_view(decision="discard"),
+         name="shadow-policy-discard"),
     path("ops/waitlist", views.WaitlistOpsView.as_view(), name="waitlist-ops"),
     path(C + "booking-decisions/", views.DecisionFeedView.as_view(), name="booking-decision-feed"),
     # Operator controls (ADMIN writes): switch, tenant allowlist, policy versions.

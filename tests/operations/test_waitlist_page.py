@@ -319,8 +319,9 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     offer = dead_delivery_offer(world)
     bulk_reviews(world, 8)
     # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness, outbox x2, metrics x2,
-    # queue x4 (one per source); evidence x2 (review vacancies, offers: only for kinds on the page); warnings
-    with django_assert_num_queries(19):
+    # fairness x3, shadow x1 (none published), queue x4 (one per source); evidence x2 (review vacancies, offers:
+    # only for kinds on the page); warnings
+    with django_assert_num_queries(23):
         html = staff_web.get(page_url(world.clinic)).content.decode()
     with django_assert_num_queries(8):  # session, user, clinic scope, queue x4, evidence (reviews only here)
         staff_web.get(page_url(world.clinic, after=cursor(html)), **HX)

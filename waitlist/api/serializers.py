@@ -168,6 +168,12 @@ class RecoveryInput(serializers.Serializer):
     reason = serializers.CharField(max_length=500)
 
 
+class ShadowPublishInput(RecoveryInput):
+    """The policy fields to change (names as in ``WaitlistPolicy``); the rest stay as enforced."""
+
+    changes = serializers.DictField(allow_empty=False)
+
+
 class ReviewInput(serializers.Serializer):
     """Resolve a vacancy in staff review. ``actor`` is not a field: it is the authenticated user."""
 

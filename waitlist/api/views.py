@@ -14,7 +14,7 @@ from scheduling.models import Role
 from scheduling.scoping import clinic_for_grant, clinic_for_user
 from scheduling.services.roles import DECISION_FEED_PERMISSION
 
-from .. import selectors, services
+from .. import fairness, selectors, services
 from ..models import EntryStatus
 from .serializers import (
     ClaimInput,
@@ -26,6 +26,7 @@ from .serializers import (
     ReasonInput,
     RecoveryInput,
     ReviewInput,
+    ShadowPublishInput,
     entry_body,
     offer_body,
     vacancy_body,
@@ -351,10 +352,61 @@ class VacancyReviewView(ClinicAPIView):
         return self.command("vacancy_review_resolve", execute)
 
 
-class WaitlistOpsView(APIView):
-    """GET /api/v1/ops/waitlist?clinic=…&limit=…&after=…: STAFF readiness, fill metrics, action queue."""
+class ShadowPolicyView(ClinicAPIView):
+    """GET (STAFF): the shadow policy's agreement with the enforced one. POST (ADMIN): publish a candidate
+    in SHADOW, 201; 409 SHADOW_EXISTS while another is observed."""
 
-    @extend_schema(parameters=[OpsQuery], responses=_ok("{readiness, metrics, action_queue}"))
+    def initial(self, request, *args, **kwargs):
+        self.required_role = Role.ADMIN if request.method == "POST" else Role.STAFF
+        super().initial(request, *args, **kwargs)
+
+    @extend_schema(responses=_ok("{shadow: {ref, status, changes, observations, agreed, agreement_rate, "
+                                 "differences_by_reason, differences} | null}"))
+    def get(self, request, clinic):
+        return Response({"shadow": fairness.shadow_summary(clinic=self.clinic)})
+
+    @extend_schema(request=ShadowPublishInput, responses={201: OpenApiResponse(description="{ref, status, changes, "
+                                                                                          "correlation_id}")})
+    def post(self, request, clinic):
+        def execute(_receipt):
+            data = self.validated(ShadowPublishInput)
+            correlation_id = new_correlation_id()
+            shadow = services.shadow_publish(clinic=self.clinic, actor=request.user, reason=data["reason"],
+                                             changes=data["changes"], correlation_id=correlation_id)
+            return 201, {"ref": shadow.ref, "status": shadow.status, "changes": shadow.changes,
+                         "correlation_id": correlation_id}
+
+        return self.command("shadow_publish", execute)
+
+
+class ShadowDecideView(ClinicAPIView):
+    """ADMIN: promote the shadow (a new enforced policy version, audited) or discard it. 409 SHADOW_NOT_ACTIVE."""
+
+    required_role = Role.ADMIN
+    decision = ""
+
+    @extend_schema(request=RecoveryInput, responses=_ok("{ref, status, policy_version, correlation_id}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(RecoveryInput)
+            correlation_id = new_correlation_id()
+            common = {"clinic": self.clinic, "shadow_ref": ref, "actor": request.user, "reason": data["reason"],
+                      "correlation_id": correlation_id}
+            if self.decision == "promote":
+                shadow, policy = services.shadow_promote(**common)
+                version = policy.version
+            else:
+                shadow, version = services.shadow_discard(**common), None
+            return 200, {"ref": shadow.ref, "status": shadow.status, "policy_version": version,
+                         "correlation_id": correlation_id}
+
+        return self.command(f"shadow_{self.decision}", execute)
+
+
+class WaitlistOpsView(APIView):
+    """GET /api/v1/ops/waitlist?clinic=…&limit=…&after=…: STAFF readiness, fill and fairness metrics, action queue."""
+
+    @extend_schema(parameters=[OpsQuery], responses=_ok("{readiness, metrics, fairness, action_queue}"))
     def get(self, request):
         query = OpsQuery(data=request.query_params)
         if not query.is_valid():

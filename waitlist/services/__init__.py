@@ -22,6 +22,7 @@ from .recovery import (
     vacancy_reopen,
     vacancy_review_resolve,
 )
+from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publish
 from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
 
 __all__ = [
@@ -45,6 +46,10 @@ __all__ = [
     "policy_current",
     "policy_publish",
     "reconcile_run",
+    "shadow_discard",
+    "shadow_observe",
+    "shadow_promote",
+    "shadow_publish",
     "vacancy_close",
     "vacancy_dispatch",
     "vacancy_redispatch",

@@ -36,6 +36,7 @@ from ..models import (
 from ..reachability import Unreachable, reachability
 from ._shared import actor_label, event_append, note_record, queue_dispatch
 from .policy import policy_current
+from .shadow import shadow_observe
 
 logger = logging.getLogger("waitlist")
 
@@ -388,6 +389,7 @@ def _promote(
                     close_reason="SLOT_TAKEN",
                 )
                 return DispatchResult("CLOSED")
+            shadow_observe(vacancy=locked, entry=entry, policy=policy, now=now, correlation_id=correlation_id)
             offer = Offer.objects.create(
                 clinic_id=locked.clinic_id,
                 tenant_group_id=locked.tenant_group_id,

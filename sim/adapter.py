@@ -1,0 +1,291 @@
+"""The one place the simulator touches the product: set-up rows and the waitlist commands.
+
+Every call goes through the real services (``waitlist.services``, ``scheduling.services``,
+``common.outbox``) with an explicit ``now``; the caller also travels the process clock there
+(time-machine), so ``auto_now`` columns and the outbox's own timestamps agree. When the loop's
+services change (new policy fields, a different cascade), adapt them here.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from django.db.models import Q
+
+from common.errors import DomainError
+
+from .generator import Booking, Entry, Month
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A policy as the product can express it (``WaitlistPolicy`` fields plus clinic settings)."""
+
+    name: str
+    label: str
+    hold_minutes: int = 15
+    min_lead_minutes: int = 60
+    weekly_offer_cap: int | None = 3
+    decline_suppression_hours: int = 72
+    quiet_hours: bool = True
+    contact_cap_per_day: int = 3
+    use_priority: bool = True  # False: every entry rank 0 (the peer has no priority)
+    use_practitioner: bool = True  # False: entries take any practitioner (the peer ignores preferences)
+    extra: dict = field(default_factory=dict)  # fields only some product versions have (decision_gate…)
+    modelled: str = ""  # "" → real services; else the name of a model in sim.models
+    shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in self.__dict__.items()}
+
+
+@dataclass
+class World:
+    month: Month
+    spec: PolicySpec
+    clinic: object = None
+    practitioners: list = field(default_factory=list)
+    treatment: object = None
+    patients: dict = field(default_factory=dict)  # entry key → Patient
+    entry_refs: dict = field(default_factory=dict)  # entry key → entry ref
+    appointment_refs: dict = field(default_factory=dict)  # booking key → appointment ref
+
+
+@contextmanager
+def no_task_queue():
+    """The product queues the cascade as a Celery task on commit; the simulator runs that dispatch
+    itself at the same instant (engine ``_cascade``), so the broker is not used."""
+    from waitlist import tasks
+
+    original = tasks.dispatch_vacancy.delay
+    tasks.dispatch_vacancy.delay = lambda vacancy_id: None
+    try:
+        yield
+    finally:
+        tasks.dispatch_vacancy.delay = original
+
+
+def enable_waitlist() -> None:
+    from scheduling.services.features import feature_set
+
+    feature_set(name="waitlist", actor=None, reason="simulation", enabled=True, all_tenants=True)
+
+
+def policy_fields(spec: PolicySpec) -> dict:
+    """The spec's values for the fields this product version has (``extra`` only where they exist)."""
+    from waitlist.models import WaitlistPolicy
+
+    names = {f.name for f in WaitlistPolicy._meta.get_fields()}
+    values = {
+        "hold_minutes": spec.hold_minutes,
+        "min_lead_minutes": spec.min_lead_minutes,
+        "weekly_offer_cap": spec.weekly_offer_cap,
+        "decline_suppression_hours": spec.decline_suppression_hours,
+    }
+    values.update({k: v for k, v in spec.extra.items() if k in names})
+    return values
+
+
+def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
+    """A fresh tenant and clinic for one (month, policy) run, its policy, patients and the bookings
+    that will be cancelled (the others never touch the waitlist), all at the month's start."""
+    from scheduling.models import Clinic, Patient, Practitioner, TenantGroup, Treatment
+    from scheduling.services import appointment_book
+    from waitlist.services import decision_record, policy_publish
+
+    p = month.params
+    world = World(month=month, spec=spec)
+    tenant = TenantGroup.objects.create(name=f"Sim {run_label}")
+    settings = {"notification": {"provider": "console"}, "contact_cap_per_day": spec.contact_cap_per_day}
+    if spec.quiet_hours:
+        settings["quiet_hours"] = {"start": p.quiet_start, "end": p.quiet_end}
+    world.clinic = Clinic.objects.create(
+        tenant_group=tenant, name=f"Sim clinic {run_label}", timezone=p.timezone, settings=settings,
+        waitlist_hold_minutes=spec.hold_minutes, min_lead_minutes=spec.min_lead_minutes,
+    )
+    world.practitioners = [Practitioner.objects.create(clinic=world.clinic, name=f"Dr. Sim {i}")
+                           for i in range(p.practitioners)]
+    world.treatment = Treatment.objects.create(clinic=world.clinic, name="Consultation",
+                                               duration_minutes=p.slot_minutes)
+    policy_publish(clinic=world.clinic, **policy_fields(spec))
+    if spec.shadow:
+        from waitlist.services import shadow_publish
+
+        shadow_publish(clinic=world.clinic, actor=None, reason="simulation", changes=spec.shadow)
+    for entry in month.entries:
+        # Email only: the console provider logs refs, never the address.
+        world.patients[entry.key] = Patient.objects.create(
+            tenant_group=tenant, clinic=world.clinic, display_name=f"Sim {entry.patient}",
+            email=f"{entry.patient}@sim.example",
+        )
+        decision_record(clinic=world.clinic, patient=world.patients[entry.key], decision_ref=f"sim-{entry.key}",
+                        status="FRESH", expires_at=month.end + timedelta(days=60), now=month.start)
+    for booking in month.cancellations:
+        holder = Patient.objects.create(tenant_group=tenant, clinic=world.clinic,
+                                        display_name=f"Sim holder {booking.key}")
+        world.appointment_refs[booking.key] = appointment_book(
+            clinic=world.clinic, patient=holder, practitioner=world.practitioners[booking.practitioner],
+            treatment=world.treatment, starts_at=booking.starts_at, status="CONFIRMED",
+        ).ref
+    return world
+
+
+def entry_add(world: World, entry: Entry, now: datetime) -> None:
+    from waitlist.services import entry_create
+
+    row = entry_create(
+        clinic=world.clinic, patient=world.patients[entry.key], treatment=world.treatment,
+        earliest=entry.earliest, latest=entry.latest,
+        practitioner=(world.practitioners[entry.practitioner]
+                      if entry.practitioner is not None and world.spec.use_practitioner else None),
+        priority_rank=entry.band if world.spec.use_priority else 0, now=entry.waiting_since,
+    )
+    world.entry_refs[entry.key] = row.ref
+
+
+def entry_opt_out(world: World, entry: Entry, now: datetime) -> None:
+    from waitlist.services import entry_withdraw
+
+    ref = world.entry_refs.get(entry.key)
+    if ref is None:
+        return
+    try:
+        entry_withdraw(clinic=world.clinic, entry_ref=ref, actor=None, reason="OPTED_OUT", now=now)
+    except DomainError:
+        pass  # already booked
+
+
+def cancel(world: World, booking: Booking, now: datetime) -> str | None:
+    """The cancellation; returns the vacancy's ref when the product opened one."""
+    from waitlist.services import appointment_cancel_with_vacancy
+
+    _, vacancy = appointment_cancel_with_vacancy(
+        clinic=world.clinic, appointment_ref=world.appointment_refs[booking.key], reason="PATIENT", now=now
+    )
+    return vacancy.ref if vacancy is not None else None
+
+
+def dispatch(world: World, vacancy_ref: str, now: datetime) -> str:
+    from waitlist.services import vacancy_dispatch
+
+    try:
+        return vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy_ref, now=now).outcome
+    except DomainError as exc:
+        return exc.code
+
+
+def deliver(now: datetime) -> None:
+    """Run the outbox worker until nothing is due at ``now`` (sends, deferrals, skips)."""
+    from common.outbox import outbox_deliver_due
+
+    while outbox_deliver_due(worker="sim", limit=200, now=now):
+        pass
+
+
+def accept(world: World, offer_ref: str, now: datetime) -> str:
+    """The claim page's accept: claim, then book at once. Returns BOOKED or the refusal code."""
+    from waitlist.models import Offer
+    from waitlist.services import offer_book, offer_claim
+
+    offer = Offer.objects.get(clinic=world.clinic, ref=offer_ref)
+    try:
+        receipt = offer_claim(clinic=world.clinic, offer_ref=offer_ref, expected_version=offer.version,
+                              patient=offer.patient, now=now)
+    except DomainError as exc:
+        return exc.code
+    try:
+        offer_book(clinic=world.clinic, hold_ref=receipt.hold_ref, now=now)
+    except DomainError as exc:
+        # A policy that confirms on accept has booked already; anything else is a refusal.
+        if not Offer.objects.filter(pk=offer.pk, entry__status="BOOKED").exists():
+            return exc.code
+    return "BOOKED"
+
+
+def decline(world: World, offer_ref: str, now: datetime) -> str:
+    from waitlist.services import offer_decline
+
+    try:
+        offer_decline(clinic=world.clinic, offer_ref=offer_ref, reason="PATIENT_DECLINED", now=now)
+    except DomainError as exc:
+        return exc.code
+    return "DECLINED"
+
+
+def expire(now: datetime) -> None:
+    from waitlist.services import expire_run
+
+    expire_run(now=now, limit=500)
+
+
+def reconcile(now: datetime) -> None:
+    from waitlist.services import reconcile_run
+
+    reconcile_run(now=now, limit=500)
+
+
+def offers_since(world: World, last_id: int) -> list:
+    from waitlist.models import Offer
+
+    return list(Offer.objects.filter(clinic=world.clinic, id__gt=last_id).order_by("id")
+                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at"))
+
+
+def offer_states(world: World, refs: list[str]) -> dict[str, str]:
+    from waitlist.models import Offer
+
+    return dict(Offer.objects.filter(clinic=world.clinic, ref__in=refs).values_list("ref", "status"))
+
+
+def notices(refs: list[str]) -> dict[str, tuple]:
+    """offer ref → (status, sent_at, next_attempt_at) of its ``waitlist.offer_made`` message."""
+    from common.models import OutboxMessage
+
+    rows = OutboxMessage.objects.filter(topic="waitlist.offer_made", aggregate_ref__in=refs)
+    return {r.aggregate_ref: (r.status, r.sent_at, r.next_attempt_at) for r in rows}
+
+
+def open_vacancies_without_offer(world: World, now: datetime) -> list[tuple[str, str]]:
+    """(ref, vacancy_key) of OPEN, not started vacancies with no active offer."""
+    from waitlist.models import ACTIVE_OFFER_STATUSES, Vacancy
+
+    return list(
+        Vacancy.objects.filter(clinic=world.clinic, status__in=["OPEN"], starts_at__gt=now)
+        .exclude(Q(offers__status__in=ACTIVE_OFFER_STATUSES)).values_list("ref", "vacancy_key").distinct()
+    )
+
+
+def export(world: World) -> dict:
+    """The run as the metrics read it: vacancies, offers (with notice times) and booked entries."""
+    from common.models import OutboxMessage
+    from waitlist.models import Offer, OfferEvent, Vacancy
+
+    entry_keys = {ref: key for key, ref in world.entry_refs.items()}
+    booking_keys = {f"appointment:{ref}": key for key, ref in world.appointment_refs.items()}
+    booked_at = dict(OfferEvent.objects.filter(clinic=world.clinic, reason_code="BOOKED")
+                     .values_list("offer__vacancy_id", "created_at"))
+    vacancies = []
+    for v in Vacancy.objects.filter(clinic=world.clinic).order_by("id"):
+        vacancies.append({"key": booking_keys[v.vacancy_key], "opened_at": v.created_at, "starts_at": v.starts_at,
+                          "filled_at": booked_at.get(v.pk), "status": v.status,
+                          "exhausted": v.exhausted_at is not None and v.status != "FILLED"})
+    sent = dict(OutboxMessage.objects.filter(clinic_ref=world.clinic.ref, topic="waitlist.offer_made",
+                                             sent_at__isnull=False).values_list("aggregate_ref", "sent_at"))
+    closed = dict(OfferEvent.objects.filter(clinic=world.clinic).exclude(to_status__in=["OFFERED", "ACCEPTED"])
+                  .values_list("offer_id", "created_at"))
+    offers = []
+    for o in Offer.objects.filter(clinic=world.clinic).select_related("vacancy", "entry").order_by("id"):
+        offers.append({"vacancy": booking_keys[o.vacancy.vacancy_key], "entry": entry_keys[o.entry.ref],
+                       "at": o.created_at, "notified_at": sent.get(o.ref), "status": o.status,
+                       "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED"})
+    messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "OFFER"} for o in offers if o["notified_at"]]
+    run = {"vacancies": vacancies, "offers": offers, "messages": messages}
+    if world.spec.shadow:
+        from waitlist.fairness import shadow_summary
+
+        summary = shadow_summary(clinic=world.clinic, differences=0)
+        run["shadow"] = {k: summary[k] for k in ("changes", "observations", "agreed", "agreement_rate",
+                                                 "differences_by_reason")}
+    return run

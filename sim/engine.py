@@ -1,0 +1,208 @@
+"""Replays a generated month through the real waitlist services with a controlled clock.
+
+A discrete-event loop: cancellations, waitlist arrivals and opt-outs from the month; offer expiries
+at each offer's ``expires_at``; the outbox worker right after each offer and again when a deferred
+notice falls due; each patient's reply at (notice sent + their reply delay); reconcile hourly. The
+process clock travels to each event (time-machine, no ticking), and every command also gets
+``now=``. Nothing sleeps.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from datetime import datetime, timedelta
+
+import time_machine
+
+from . import adapter
+from .adapter import PolicySpec, World
+from .generator import Month, fits
+
+# The product reconciles every minute. Its step that changes outcomes is re-dispatching open vacancies
+# that gained a candidate; a candidate appears only when an entry arrives, its decline suppression ends
+# or its weekly cap rolls over. The engine dispatches exactly then ("wake": the open vacancies without
+# an offer that the entry fits; any other would answer NO_CANDIDATE again) and runs the whole
+# reconcile_run once a day. Same outcomes, without thousands of idle NO_CANDIDATE passes.
+RECONCILE_EVERY = timedelta(hours=24)
+# Events after which offers can close (→ cascade) or be made.
+CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake"}
+ACTIVE = ("OFFERED", "ACCEPTED")
+
+
+class Replay:
+    def __init__(self, month: Month, spec: PolicySpec, run_label: str):
+        self.month, self.spec, self.run_label = month, spec, run_label
+        self.queue: list = []
+        self.seq = itertools.count()
+        self.offers: dict[str, dict] = {}  # offer ref → {vacancy, entry, vacancy_key}
+        self.active: set[str] = set()
+        self.awaiting_notice: set[str] = set()
+        self.last_offer_id = 0
+        self.scheduled: set[tuple[str, datetime]] = set()
+        self.replies_late = 0
+        self.world: World | None = None
+
+    def at(self, when: datetime, kind: str, *args) -> None:
+        heapq.heappush(self.queue, (when, next(self.seq), kind, args))
+
+    def once(self, when: datetime, kind: str) -> None:
+        """A job tick (expire, deliver) at ``when``, once however many offers are due then."""
+        if (kind, when) not in self.scheduled:
+            self.scheduled.add((kind, when))
+            self.at(when, kind)
+
+    def run(self) -> dict:
+        month = self.month
+        with time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue():
+            self.world = adapter.setup(month, self.spec, self.run_label)
+            self.entry_keys = _Reverse(self.world.entry_refs)
+            self.booking_of = {f"appointment:{ref}": b for b in month.bookings
+                               for ref in [self.world.appointment_refs.get(b.key)] if ref}
+            for entry in month.entries:
+                self.at(entry.arrives_at, "arrive", entry)
+                if entry.opt_out_at is not None and entry.opt_out_at < month.end:
+                    self.at(entry.opt_out_at, "opt_out", entry)
+            for booking in month.cancellations:
+                self.at(booking.cancel_at, "cancel", booking)
+            t = month.start
+            while t < month.end:
+                self.at(t, "reconcile")
+                t += RECONCILE_EVERY
+            while self.queue:
+                when, _, kind, args = heapq.heappop(self.queue)
+                clock.move_to(when)
+                getattr(self, f"_on_{kind}")(when, *args)
+                self._sync(when, offers_may_change=kind in CHANGES_OFFERS)
+            self._wind_down(clock)
+            return adapter.export(self.world)
+
+    # --- events ----------------------------------------------------------------------------------
+
+    def _on_arrive(self, now, entry):
+        adapter.entry_add(self.world, entry, now)
+        self._on_wake(now, entry)
+
+    def _on_wake(self, now, entry):
+        """What the product's next reconcile does for a new or newly eligible candidate."""
+        minutes = timedelta(minutes=self.month.params.slot_minutes)
+        for ref, key in adapter.open_vacancies_without_offer(self.world, now):
+            b = self.booking_of[key]
+            if fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
+                    ignore_practitioner=not self.spec.use_practitioner):
+                adapter.dispatch(self.world, ref, now)
+
+    def _on_opt_out(self, now, entry):
+        adapter.entry_opt_out(self.world, entry, now)
+
+    def _on_cancel(self, now, booking):
+        vacancy = adapter.cancel(self.world, booking, now)
+        if vacancy is not None:
+            adapter.dispatch(self.world, vacancy, now)
+
+    def _on_expire(self, now):
+        adapter.expire(now)
+
+    def _on_deliver(self, now):
+        adapter.deliver(now)
+
+    def _on_reconcile(self, now):
+        adapter.reconcile(now)
+
+    def _on_reply(self, now, offer_ref, kind):
+        if offer_ref not in self.active:
+            self.replies_late += 1  # the offer expired (or was withdrawn) before the patient answered
+            return
+        outcome = adapter.accept(self.world, offer_ref, now) if kind == "ACCEPT" else adapter.decline(
+            self.world, offer_ref, now)
+        if outcome == "BOOKED":
+            self.active.discard(offer_ref)  # a booked offer stays ACCEPTED: nothing more to follow
+        elif outcome == "DECLINED":
+            self._wake_later(now + timedelta(hours=self.spec.decline_suppression_hours), offer_ref)
+        else:
+            self.replies_late += 1
+
+    def _wake_later(self, when: datetime, offer_ref: str) -> None:
+        entry_key = self.entry_keys[self.offers[offer_ref]["entry"]]
+        if when < self.month.end:
+            self.at(when, "wake", self.month.by_key[entry_key])
+
+    # --- bookkeeping after every event ------------------------------------------------------------
+
+    def _sync(self, now: datetime, offers_may_change: bool) -> None:
+        """Register new offers (expiry event, notice), deliver, schedule replies, run the cascade."""
+        if not offers_may_change:
+            self._notices()
+            return
+        for _ in range(50):  # a cascade can make more offers; bounded
+            new = adapter.offers_since(self.world, self.last_offer_id)
+            for row in new:
+                self.last_offer_id = row["id"]
+                self.offers[row["ref"]] = {"vacancy": row["vacancy__ref"], "entry": row["entry__ref"],
+                                           "vacancy_key": row["vacancy__vacancy_key"]}
+                self.active.add(row["ref"])
+                self.awaiting_notice.add(row["ref"])
+                self.once(row["expires_at"], "expire")
+                if self.spec.weekly_offer_cap:
+                    self._wake_later(now + timedelta(days=7), row["ref"])  # the cap window rolls over
+            if new:
+                adapter.deliver(now)
+            self._notices()
+            if not self._cascade(now):
+                break
+
+    def _notices(self) -> None:
+        if not self.awaiting_notice:
+            return
+        entry_keys = self.entry_keys
+        for ref, (status, sent_at, next_at) in adapter.notices(sorted(self.awaiting_notice)).items():
+            if sent_at is not None:
+                self.awaiting_notice.discard(ref)
+                offer = self.offers[ref]
+                reply = self.month.reply(entry_keys[offer["entry"]], self.booking_of[offer["vacancy_key"]])
+                if reply.kind != "NONE":
+                    self.at(sent_at + reply.delay, "reply", ref, reply.kind)
+            elif status == "PENDING" and next_at is not None:
+                self.once(next_at, "deliver")
+            elif status in ("SENT", "DEAD"):
+                self.awaiting_notice.discard(ref)  # skipped (offer closed first) or failed: never seen
+
+    def _cascade(self, now: datetime) -> bool:
+        """Closed offers' vacancies are dispatched again now (the product's on-commit cascade)."""
+        states = adapter.offer_states(self.world, sorted(self.active))
+        closed = {ref for ref, status in states.items() if status not in ACTIVE}
+        self.active -= closed
+        vacancies = {self.offers[ref]["vacancy"] for ref in closed}
+        if not vacancies:
+            return False
+        due = sorted(vacancies & {ref for ref, _ in adapter.open_vacancies_without_offer(self.world, now)})
+        for vacancy in due:
+            adapter.dispatch(self.world, vacancy, now)
+        return bool(due)
+
+    def _wind_down(self, clock) -> None:
+        """Past the month every vacancy has started: reconcile closes them, and the next run (same
+        dates, another clinic) finds nothing of this one left to dispatch or deliver."""
+        after = self.month.end + timedelta(days=2)
+        clock.move_to(after)
+        adapter.reconcile(after)
+        adapter.deliver(after)
+
+
+class _Reverse(dict):
+    """ref → key of a dict that keeps growing (entries arrive during the run)."""
+
+    def __init__(self, forward: dict):
+        super().__init__()
+        self.forward = forward
+
+    def __missing__(self, ref):
+        self.update({v: k for k, v in self.forward.items()})
+        return dict.__getitem__(self, ref)
+
+
+def replay(month: Month, spec: PolicySpec, run_label: str) -> tuple[dict, dict]:
+    """Run ``spec`` on ``month`` through the real services; returns (log, counters)."""
+    r = Replay(month, spec, run_label)
+    log = r.run()
+    return log, {"replies_after_close": r.replies_late}

@@ -1,0 +1,259 @@
+"""A seeded clinic month: bookings, cancellations, waitlist arrivals and patient behaviour.
+
+Pure Python (``random.Random(seed)``), no database: the same seed and scale give the same month, and
+every policy is run on that one month. Each distribution is a named parameter in ``Params`` with the
+source it was calibrated on (docs/simulation.md cites them); where there is no source, the
+parameter says it is an assumption.
+
+Patient behaviour does not depend on the order in which a policy asks: ``reply(patient, vacancy)``
+is a pure function of (seed, patient, vacancy), so a patient answers the same offer the same way
+whichever policy makes it and whenever.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+MONTH_START = "2030-03-04"  # a Monday; the clinic's local midnight starts the month
+
+
+@dataclass(frozen=True)
+class Params:
+    """Distributions of one clinic month (named so docs/simulation.md can cite each)."""
+
+    days: int = 28
+    practitioners: int = 2
+    timezone: str = "Asia/Seoul"
+    open_hour: int = 9  # clinic day 09:00–18:00 local, 30-minute visits, weekdays
+    close_hour: int = 18
+    slot_minutes: int = 30
+    booked_share: float = 0.85  # assumption: a busy clinic books 85% of its slots ahead
+    # Booking lead (booking → visit), days: exponential with this mean, capped (MDM 2024: 4–12 week horizons).
+    booking_lead_mean_days: float = 21.0
+    booking_lead_max_days: float = 84.0
+    # Cancellation probability grows with the booking lead (VHA 2008: 19% at month 1 → 50% by month 12);
+    # p = base + slope · lead_months, capped. Assumption: the outpatient share within 3 months.
+    cancel_base: float = 0.10
+    cancel_per_month: float = 0.09
+    cancel_max: float = 0.5
+    # When a cancellation happens before the visit (neurology 2024: about half are late ones).
+    same_day_share: float = 0.25  # 0–8 h before the visit, same day
+    overnight_share: float = 0.25  # 8–36 h before: the evening or night before
+    # Waitlist: a backlog at the start plus arrivals through the month (assumption).
+    backlog_per_practitioner: int = 14
+    arrivals_per_practitioner_day: float = 0.9
+    backlog_max_wait_days: float = 120.0
+    named_share: float = 0.4  # entries that name one practitioner; the rest take anyone
+    window_min_days: float = 3.0
+    window_max_days: float = 21.0
+    # Priority bands: 0 routine, 1 soon, 2 urgent (assumption: most are routine).
+    band_weights: tuple[float, float, float] = (0.8, 0.15, 0.05)
+    # The patient's current (later) appointment: days after the window ends (days sooner gained).
+    current_after_window_days: float = 14.0
+    opt_out_share: float = 0.05  # assumption: 5% opt out of waitlist messages during the month
+    # Behaviour. Responsiveness classes (Luma: age and channel change acceptance).
+    fast_share: float = 0.4  # replies within minutes (lognormal, median fast_median_minutes)
+    slow_share: float = 0.3  # replies within hours (lognormal, median slow_median_minutes)
+    fast_median_minutes: float = 6.0
+    slow_median_minutes: float = 150.0
+    reply_sigma: float = 0.9
+    # Probability that a reply is an accept (Fast Pass: 11% per offer overall, 30% of open slots filled).
+    accept_share: float = 0.35
+    quiet_start: str = "21:00"
+    quiet_end: str = "08:00"
+    contact_cap_per_day: int = 3
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+SCALES = {
+    "tiny": Params(days=3, practitioners=1, backlog_per_practitioner=6, arrivals_per_practitioner_day=1.0),
+    "default": Params(),
+    "full": Params(practitioners=5),
+}
+
+
+@dataclass(frozen=True)
+class Booking:
+    key: str
+    practitioner: int
+    starts_at: datetime
+    booked_at: datetime
+    cancel_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    key: str
+    patient: str
+    arrives_at: datetime
+    waiting_since: datetime
+    practitioner: int | None  # None: any practitioner
+    earliest: datetime
+    latest: datetime
+    band: int
+    current_at: datetime  # the patient's already-booked later visit
+    opt_out_at: datetime | None
+    responsiveness: str  # FAST, SLOW, SILENT
+
+
+@dataclass
+class Month:
+    seed: int
+    params: Params
+    clinic_label: str
+    start: datetime
+    end: datetime
+    bookings: list[Booking] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def cancellations(self) -> list[Booking]:
+        return sorted((b for b in self.bookings if b.cancel_at is not None), key=lambda b: (b.cancel_at, b.key))
+
+    def index(self) -> Month:
+        self.by_key = {e.key: e for e in self.entries}
+        return self
+
+    def fingerprint(self) -> str:
+        """A digest of everything generated (the determinism test compares it)."""
+        text = repr((self.seed, self.clinic_label, self.bookings, self.entries))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def reply(self, entry_key: str, booking: Booking) -> Reply:
+        """How the entry's patient answers an offer of ``booking``'s slot (same for every policy). Offered
+        another practitioner than the one they named (only a policy that ignores names does that), a
+        patient who would have accepted declines."""
+        entry = self.by_key[entry_key]
+        reply = reply_for(self.seed, self.params, entry.responsiveness, entry.patient, booking.key)
+        if reply.kind == "ACCEPT" and entry.practitioner not in (None, booking.practitioner):
+            return Reply("DECLINE", reply.delay)
+        return reply
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: str  # ACCEPT, DECLINE, NONE
+    delay: timedelta  # after the notice reaches the patient
+
+
+def _rng(*parts) -> random.Random:
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+def reply_for(seed: int, params: Params, responsiveness: str, patient: str, vacancy_key: str) -> Reply:
+    """How ``patient`` answers an offer of ``vacancy_key``: the same for every policy that asks."""
+    rng = _rng(seed, "reply", patient, vacancy_key)
+    if responsiveness == "SILENT":
+        return Reply("NONE", timedelta(0))
+    median = params.fast_median_minutes if responsiveness == "FAST" else params.slow_median_minutes
+    minutes = math.exp(rng.gauss(math.log(median), params.reply_sigma))
+    kind = "ACCEPT" if rng.random() < params.accept_share else "DECLINE"
+    return Reply(kind, timedelta(minutes=round(minutes, 2)))
+
+
+def generate(seed: int, params: Params, clinic_index: int = 0) -> Month:
+    """The month for one clinic; ``clinic_index`` makes several clinics of one seed differ."""
+    rng = random.Random(f"{seed}:{clinic_index}")
+    zone = ZoneInfo(params.timezone)
+    start = datetime.combine(datetime.fromisoformat(MONTH_START).date(), time(0), tzinfo=zone)
+    end = start + timedelta(days=params.days)
+    month = Month(seed=seed, params=params, clinic_label=f"s{seed}c{clinic_index}", start=start, end=end)
+    _bookings(month, rng, zone)
+    _entries(month, rng)
+    return month.index()
+
+
+def _bookings(month: Month, rng: random.Random, zone: ZoneInfo) -> None:
+    p = month.params
+    n = 0
+    for day in range(p.days):
+        date = (month.start + timedelta(days=day)).date()
+        if date.weekday() >= 5:
+            continue
+        for doc in range(p.practitioners):
+            slot = datetime.combine(date, time(p.open_hour), tzinfo=zone)
+            close = datetime.combine(date, time(p.close_hour), tzinfo=zone)
+            while slot < close:
+                if rng.random() < p.booked_share:
+                    lead_days = min(rng.expovariate(1 / p.booking_lead_mean_days), p.booking_lead_max_days)
+                    booked_at = slot - timedelta(days=max(lead_days, 0.5))
+                    cancel_p = min(p.cancel_base + p.cancel_per_month * lead_days / 30, p.cancel_max)
+                    cancel_at = None
+                    if rng.random() < cancel_p:
+                        cancel_at = _cancel_time(rng, p, booked_at, slot)
+                    n += 1
+                    month.bookings.append(Booking(f"b{n}", doc, slot, booked_at, cancel_at))
+                slot += timedelta(minutes=p.slot_minutes)
+    # Only cancellations inside the simulated month are replayed (earlier ones happened before it).
+    month.bookings = [
+        b if b.cancel_at is None or b.cancel_at >= month.start else Booking(b.key, b.practitioner, b.starts_at,
+                                                                           b.booked_at, None)
+        for b in month.bookings
+    ]
+
+
+def _cancel_time(rng: random.Random, p: Params, booked_at: datetime, starts_at: datetime) -> datetime:
+    """How long before the visit the cancellation comes: same day, overnight, or earlier (uniform)."""
+    u = rng.random()
+    if u < p.same_day_share:
+        before = timedelta(hours=rng.uniform(0.25, 8))
+    elif u < p.same_day_share + p.overnight_share:
+        before = timedelta(hours=rng.uniform(8, 36))
+    else:
+        before = timedelta(hours=rng.uniform(36, max(37.0, (starts_at - booked_at).total_seconds() / 3600)))
+    return max(starts_at - before, booked_at + timedelta(minutes=1))
+
+
+def _entries(month: Month, rng: random.Random) -> None:
+    p = month.params
+    arrivals: list[tuple[datetime, datetime]] = []
+    for _ in range(p.backlog_per_practitioner * p.practitioners):
+        arrivals.append((month.start, month.start - timedelta(days=rng.uniform(1, p.backlog_max_wait_days))))
+    t = month.start
+    rate = p.arrivals_per_practitioner_day * p.practitioners / 86400
+    while True:
+        t += timedelta(seconds=rng.expovariate(rate))
+        if t >= month.end:
+            break
+        arrivals.append((t, t))
+    for i, (arrives_at, since) in enumerate(arrivals, start=1):
+        earliest = max(arrives_at, month.start) + timedelta(days=rng.uniform(0, 3))
+        earliest = earliest.replace(minute=0, second=0, microsecond=0)
+        latest = earliest + timedelta(days=rng.uniform(p.window_min_days, p.window_max_days))
+        named = rng.random() < p.named_share
+        u = rng.random()
+        responsiveness = "FAST" if u < p.fast_share else ("SLOW" if u < p.fast_share + p.slow_share else "SILENT")
+        opt_out = None
+        if rng.random() < p.opt_out_share:
+            opt_out = arrives_at + timedelta(days=rng.uniform(0.5, max(1.0, (month.end - arrives_at).days)))
+        month.entries.append(
+            Entry(
+                key=f"e{i}",
+                patient=f"p{i}",
+                arrives_at=arrives_at,
+                waiting_since=since,
+                practitioner=rng.randrange(p.practitioners) if named else None,
+                earliest=earliest,
+                latest=latest,
+                band=rng.choices((0, 1, 2), weights=p.band_weights)[0],
+                current_at=latest + timedelta(days=rng.uniform(1, 2 * p.current_after_window_days)),
+                opt_out_at=opt_out,
+                responsiveness=responsiveness,
+            )
+        )
+
+
+def fits(entry: Entry, practitioner: int, starts_at: datetime, ends_at: datetime, *,
+         ignore_practitioner: bool = False) -> bool:
+    """The product's hard eligibility on the generated facts: window and practitioner."""
+    if not ignore_practitioner and entry.practitioner is not None and entry.practitioner != practitioner:
+        return False
+    return entry.earliest <= starts_at and ends_at <= entry.latest

@@ -1,0 +1,186 @@
+"""Metrics of one run, from its log (vacancies, offers, messages) and the generated month.
+
+The log has the same shape whether it came from the real services (``adapter.export``) or from a
+documented model (``sim.models``), so every policy is measured by the same code.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter, defaultdict
+from datetime import datetime, time, timedelta
+from zoneinfo import ZoneInfo
+
+from .adapter import PolicySpec
+from .generator import Month, fits
+
+USEFUL_LEAD = timedelta(hours=1)  # a cancellation with less notice than this is not counted as fillable
+
+
+def quantile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def ratio(a: float, b: float) -> float | None:
+    return a / b if b else None
+
+
+def in_quiet_hours(at: datetime, month: Month) -> bool:
+    p = month.params
+    local = at.astimezone(ZoneInfo(p.timezone)).time()
+    start, end = time.fromisoformat(p.quiet_start), time.fromisoformat(p.quiet_end)
+    return (start <= local or local < end) if start > end else (start <= local < end)
+
+
+def jain(values: list[float]) -> float | None:
+    """Jain's fairness index: 1 when everyone gets the same, 1/n when one gets everything."""
+    if not values or not any(values):
+        return None
+    return sum(values) ** 2 / (len(values) * sum(v * v for v in values))
+
+
+def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
+    vacancies, offers, messages = log["vacancies"], log["offers"], log["messages"]
+    bookings = {b.key: b for b in month.bookings}
+    fillable = [b for b in month.cancellations if b.starts_at - b.cancel_at >= USEFUL_LEAD]
+    filled = [v for v in vacancies if v["filled_at"] is not None]
+    fill_minutes = [(v["filled_at"] - v["opened_at"]).total_seconds() / 60 for v in filled]
+    accepted = [o for o in offers if o["booked"]]
+    booked_by_entry = {o["entry"]: bookings[o["vacancy"]].starts_at for o in accepted}
+
+    per_week: Counter = Counter()
+    for m in messages:
+        per_week[(m["entry"], int((m["at"] - month.start).total_seconds() // (7 * 86400)))] += 1
+    weekly = list(per_week.values())
+
+    sooner = {key: (month.by_key[key].current_at - at).total_seconds() / 86400 for key, at in booked_by_entry.items()}
+    return {
+        "cancellations": len(month.cancellations),
+        "fillable_cancellations": len(fillable),
+        "vacancies": len(vacancies),
+        "filled": len(filled),
+        "fill_rate": ratio(len(filled), len(fillable)),
+        "fill_rate_of_vacancies": ratio(len(filled), len(vacancies)),
+        "time_to_fill_minutes": {"p50": quantile(fill_minutes, 0.5), "p90": quantile(fill_minutes, 0.9)},
+        "offers": len(offers),
+        "offers_per_vacancy": ratio(len(offers), len(vacancies)),
+        "acceptance_per_offer": ratio(len(accepted), len(offers)),
+        "offers_never_seen": sum(1 for o in offers if o["notified_at"] is None),
+        "messages": len(messages),
+        "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95)},
+        "quiet_hour_notices": sum(1 for m in messages if in_quiet_hours(m["at"], month)),
+        "days_sooner": {"total": round(sum(sooner.values()), 1), "p50": quantile(list(sooner.values()), 0.5)},
+        "exhausted_vacancies": sum(1 for v in vacancies if v["exhausted"]),
+        "fairness": fairness(month, spec, log, sooner),
+        **({"shadow": log["shadow"]} if "shadow" in log else {}),
+    }
+
+
+def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]) -> dict:
+    """Wait reduction by band and by waiting-time quartile, pass-overs with reasons, Jain's index."""
+    entries = sorted(month.entries, key=lambda e: (e.waiting_since, e.key))
+    quartile = {e.key: 1 + (4 * i) // len(entries) for i, e in enumerate(entries)} if entries else {}
+
+    def group(key_of) -> dict:
+        out: dict = {}
+        members = defaultdict(list)
+        for e in entries:
+            members[key_of(e)].append(e.key)
+        for name, keys in sorted(members.items()):
+            gained = [sooner.get(k, 0.0) for k in keys]
+            booked = sum(1 for k in keys if k in sooner)
+            out[str(name)] = {"patients": len(keys), "booked_share": ratio(booked, len(keys)),
+                              "days_sooner_per_patient": round(statistics.fmean(gained), 2)}
+        return out
+
+    passovers, reasons, opportunities, offers_received = _passovers(month, spec, log)
+    shares = [offers_received.get(k, 0) / n for k, n in opportunities.items() if n]
+    per_candidate = list(passovers.values())
+    return {
+        "by_band": group(lambda e: e.band),
+        "by_wait_quartile": group(lambda e: f"Q{quartile[e.key]}"),
+        "passovers": {"total": sum(per_candidate), "candidates": len(per_candidate),
+                      "per_candidate_mean": ratio(sum(per_candidate), len(per_candidate)),
+                      "per_candidate_max": max(per_candidate, default=0), "reasons": dict(reasons)},
+        "jain_offers_per_opportunity": jain(shares),
+    }
+
+
+def _busy_intervals(log: dict) -> dict[str, list[tuple[datetime, datetime]]]:
+    busy = defaultdict(list)
+    for o in log["offers"]:
+        if not o.get("concurrent"):
+            busy[o["entry"]].append((o["at"], o["closed_at"] or o["at"] + timedelta(days=365)))
+    return busy
+
+
+def _passovers(month: Month, spec: PolicySpec, log: dict):
+    """For each offer to X: the eligible, free candidates who had waited longer than X.
+
+    The reason is the first that applies: PRIORITY (X's band is higher), SLOT_FIT (X named the
+    practitioner, the other takes anyone), WEEKLY_CAP, DECLINE_SUPPRESSION, else ORDER (the product
+    skipped them for a reason this log does not see: budget, a row locked by another dispatcher).
+    A modelled policy that offers concurrently (broadcast) passes nobody over.
+    """
+    bookings = {b.key: b for b in month.bookings}
+    opened = {v["key"]: v["opened_at"] for v in log["vacancies"]}
+    booked_at = {o["entry"]: o["closed_at"] or o["at"] for o in log["offers"] if o["booked"]}
+    busy = _busy_intervals(log)
+    offered = defaultdict(list)  # entry → offer times
+    declined = defaultdict(list)
+    asked = defaultdict(set)  # vacancy → entries offered so far
+    for o in log["offers"]:
+        offered[o["entry"]].append(o["at"])
+        if o["status"] == "DECLINED":
+            declined[o["entry"]].append(o["closed_at"] or o["at"])
+
+    def free(e, t) -> bool:
+        if e.arrives_at > t or (e.opt_out_at is not None and e.opt_out_at <= t):
+            return False
+        if e.key in booked_at and booked_at[e.key] <= t:
+            return False
+        return not any(a <= t < b for a, b in busy.get(e.key, ()))
+
+    passovers: Counter = Counter()
+    reasons: Counter = Counter()
+    for o in sorted(log["offers"], key=lambda o: o["at"]):
+        b, t, x = bookings[o["vacancy"]], o["at"], month.by_key[o["entry"]]
+        if not o.get("concurrent"):
+            ends = b.starts_at + timedelta(minutes=month.params.slot_minutes)
+            for y in month.entries:
+                if (y.key == x.key or y.waiting_since >= x.waiting_since or y.key in asked[o["vacancy"]]
+                        or not fits(y, b.practitioner, b.starts_at, ends) or not free(y, t)):
+                    continue
+                passovers[y.key] += 1
+                reasons[_reason(spec, x, y, t, offered, declined)] += 1
+        asked[o["vacancy"]].add(x.key)
+
+    opportunities: Counter = Counter()
+    for key, at in opened.items():
+        b = bookings[key]
+        ends = b.starts_at + timedelta(minutes=month.params.slot_minutes)
+        for y in month.entries:
+            if fits(y, b.practitioner, b.starts_at, ends) and (y.arrives_at <= at) and (
+                    y.key not in booked_at or booked_at[y.key] > at):
+                opportunities[y.key] += 1
+    received = Counter(o["entry"] for o in log["offers"])
+    return passovers, reasons, opportunities, received
+
+
+def _reason(spec: PolicySpec, x, y, t: datetime, offered, declined) -> str:
+    if spec.use_priority and y.band < x.band:
+        return "PRIORITY"
+    if spec.use_practitioner and x.practitioner is not None and y.practitioner is None:
+        return "SLOT_FIT"
+    recent = sum(1 for a in offered[y.key] if t - timedelta(days=7) < a <= t)
+    if spec.weekly_offer_cap and recent >= spec.weekly_offer_cap:
+        return "WEEKLY_CAP"
+    if any(d <= t < d + timedelta(hours=spec.decline_suppression_hours) for d in declined[y.key]):
+        return "DECLINE_SUPPRESSION"
+    return "ORDER"

@@ -1,0 +1,208 @@
+"""Fairness reads for the ops snapshot: who the waitlist served, who it passed over and who it forgot.
+
+Three SQL statements whatever the waitlist's size (aggregates run in PostgreSQL; nothing loads the
+waitlist into Python). Refs and counts only. Definitions (docs/waitlist.md "Fairness metrics"):
+
+* **Wait reduction**, over the entries booked through an offer in the window plus the entries still
+  on the list: per priority band and per waiting-time quartile (``ntile(4)`` by ``waiting_since``; Q1
+  waited longest) the count, how many were booked, the median days waited, and the days sooner
+  gained = the entry's ``latest`` minus the booked slot's start (the product does not know the
+  patient's other appointment, so the end of the window they asked for stands in for it).
+* **Pass-overs**, for each offer made in the window: every other entry that was on the list then,
+  had waited longer, fitted the slot (treatment, practitioner, window, not the cancelling patient),
+  was not offered this vacancy earlier and held no other open offer. Reason, first that applies:
+  ``PRIORITY`` (the offered entry's rank was higher), ``SLOT_FIT`` (it named the practitioner, the
+  other takes anyone), ``STAFF_SKIPPED``, ``DECLINE_SUPPRESSION`` (declined within the policy's
+  hours before), ``WEEKLY_CAP`` (the policy's cap reached in the 7 days before), ``OTHER`` (a
+  non-fresh decision, a matcher budget, a row locked by another dispatcher).
+* **Longest waiting without an offer while eligible**: WAITING entries with no offer in the window
+  that fitted at least one vacancy opened in the window (after they joined), longest first.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import connection
+from django.utils import timezone
+
+from common.timefmt import iso_in_zone
+from scheduling.models import Clinic, Patient
+
+from .models import Offer, OfferEvent, Vacancy, VacancySkip, WaitlistEntry, WaitlistPolicy
+
+TABLES = {
+    "entry": WaitlistEntry._meta.db_table,
+    "offer": Offer._meta.db_table,
+    "event": OfferEvent._meta.db_table,
+    "vacancy": Vacancy._meta.db_table,
+    "policy": WaitlistPolicy._meta.db_table,
+    "skip": VacancySkip._meta.db_table,
+    "patient": Patient._meta.db_table,
+}
+
+# An entry fits a vacancy: the matcher's hard eligibility on the stored facts.
+FITS = """y.clinic_id = v.clinic_id AND y.treatment_id = v.treatment_id
+    AND (y.practitioner_id IS NULL OR y.practitioner_id = v.practitioner_id)
+    AND y.earliest <= v.starts_at AND v.ends_at <= y.latest
+    AND y.patient_id IS DISTINCT FROM v.excluded_patient_id"""
+
+WAIT_REDUCTION_SQL = """
+WITH booked AS (
+    SELECT o.entry_id, v.starts_at, ev.created_at AS booked_at
+    FROM {offer} o
+    JOIN {event} ev ON ev.offer_id = o.id AND ev.reason_code = 'BOOKED'
+    JOIN {vacancy} v ON v.id = o.vacancy_id
+    WHERE o.clinic_id = %(clinic)s AND ev.created_at >= %(since)s
+), pop AS (
+    SELECT y.id, y.priority_rank, y.waiting_since, y.latest, b.starts_at, b.booked_at
+    FROM {entry} y LEFT JOIN booked b ON b.entry_id = y.id
+    WHERE y.clinic_id = %(clinic)s AND (b.entry_id IS NOT NULL OR y.status IN ('WAITING', 'OFFERED', 'ACCEPTED'))
+), q AS (
+    SELECT priority_rank, booked_at, ntile(4) OVER (ORDER BY waiting_since, id) AS quartile,
+           EXTRACT(EPOCH FROM COALESCE(booked_at, %(now)s) - waiting_since) / 86400 AS waited_days,
+           CASE WHEN booked_at IS NOT NULL
+                THEN GREATEST(EXTRACT(EPOCH FROM latest - starts_at) / 86400, 0) END AS sooner_days
+    FROM pop
+)
+SELECT 'band', priority_rank, COUNT(*), COUNT(booked_at),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY waited_days),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY sooner_days), SUM(sooner_days)
+FROM q GROUP BY priority_rank
+UNION ALL
+SELECT 'quartile', quartile, COUNT(*), COUNT(booked_at),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY waited_days),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY sooner_days), SUM(sooner_days)
+FROM q GROUP BY quartile
+"""
+
+PASSOVER_SQL = """
+SELECT reason, COUNT(*), COUNT(DISTINCT passed) FROM (
+    SELECT y.id AS passed, CASE
+        WHEN y.priority_rank < x.priority_rank THEN 'PRIORITY'
+        WHEN o.slot_fit = 1 AND y.practitioner_id IS NULL THEN 'SLOT_FIT'
+        WHEN EXISTS (SELECT 1 FROM {skip} s WHERE s.vacancy_id = v.id AND s.entry_id = y.id) THEN 'STAFF_SKIPPED'
+        WHEN EXISTS (SELECT 1 FROM {offer} d WHERE d.entry_id = y.id AND d.status = 'DECLINED'
+                     AND d.updated_at <= o.created_at
+                     AND d.updated_at > o.created_at - make_interval(hours => p.decline_suppression_hours))
+            THEN 'DECLINE_SUPPRESSION'
+        WHEN p.weekly_offer_cap IS NOT NULL AND (
+            SELECT COUNT(*) FROM {offer} c WHERE c.clinic_id = o.clinic_id AND c.patient_id = y.patient_id
+            AND c.created_at > o.created_at - interval '7 days' AND c.created_at < o.created_at
+        ) >= p.weekly_offer_cap THEN 'WEEKLY_CAP'
+        ELSE 'OTHER' END AS reason
+    FROM {offer} o
+    JOIN {entry} x ON x.id = o.entry_id
+    JOIN {vacancy} v ON v.id = o.vacancy_id
+    JOIN {policy} p ON p.id = o.policy_id
+    JOIN {entry} y ON {fits}
+        AND y.id <> x.id AND y.resource_kind = x.resource_kind
+        AND y.waiting_since < x.waiting_since AND y.created_at <= o.created_at
+        AND NOT (y.status IN ('BOOKED', 'WITHDRAWN') AND y.updated_at <= o.created_at)
+    WHERE o.clinic_id = %(clinic)s AND o.created_at >= %(since)s
+      AND NOT EXISTS (SELECT 1 FROM {offer} a WHERE a.vacancy_id = v.id AND a.entry_id = y.id
+                      AND a.created_at < o.created_at)
+      AND NOT EXISTS (SELECT 1 FROM {offer} b WHERE b.entry_id = y.id AND b.created_at <= o.created_at
+                      AND (b.status IN ('OFFERED', 'ACCEPTED') OR b.updated_at > o.created_at))
+) t GROUP BY reason
+"""
+
+FORGOTTEN_SQL = """
+SELECT y.ref, pt.ref, y.waiting_since, y.priority_rank,
+       (SELECT COUNT(*) FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s
+        AND v.created_at >= y.created_at) AS eligible
+FROM {entry} y JOIN {patient} pt ON pt.id = y.patient_id
+WHERE y.clinic_id = %(clinic)s AND y.status = 'WAITING'
+  AND NOT EXISTS (SELECT 1 FROM {offer} o WHERE o.entry_id = y.id AND o.created_at >= %(since)s)
+  AND EXISTS (SELECT 1 FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s AND v.created_at >= y.created_at)
+ORDER BY y.waiting_since, y.id
+LIMIT %(limit)s
+"""
+
+PASSOVER_REASONS = ("PRIORITY", "SLOT_FIT", "STAFF_SKIPPED", "DECLINE_SUPPRESSION", "WEEKLY_CAP", "OTHER")
+
+
+def _sql(template: str) -> str:
+    return template.format(fits=FITS, **TABLES)
+
+
+def _days(value) -> float | None:
+    return round(float(value), 1) if value is not None else None
+
+
+def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: int = 30,
+                     longest_limit: int = 10) -> dict:
+    """Wait reduction by band and waiting quartile, pass-overs by reason, and the entries waiting
+    longest without an offer while eligible (three statements)."""
+    now = now or timezone.now()
+    params = {"clinic": clinic.pk, "since": now - timedelta(days=window_days), "now": now, "limit": longest_limit}
+    groups: dict[str, list] = {"band": [], "quartile": []}
+    with connection.cursor() as cursor:
+        cursor.execute(_sql(WAIT_REDUCTION_SQL), params)
+        for kind, group, entries, booked, waited, sooner, sooner_total in cursor.fetchall():
+            groups[kind].append({
+                "band" if kind == "band" else "quartile": group if kind == "band" else f"Q{group}",
+                "entries": entries,
+                "booked": booked,
+                "waited_days_p50": _days(waited),
+                "days_sooner_p50": _days(sooner),
+                "days_sooner_per_entry": _days((sooner_total or 0) / entries) if entries else None,
+            })
+        cursor.execute(_sql(PASSOVER_SQL), params)
+        reasons = {reason: {"passovers": 0, "entries": 0} for reason in PASSOVER_REASONS}
+        for reason, count, entries in cursor.fetchall():
+            reasons[reason] = {"passovers": count, "entries": entries}
+        cursor.execute(_sql(FORGOTTEN_SQL), params)
+        forgotten = [
+            {"entry": ref, "patient": patient_ref, "priority_rank": rank,
+             "waiting_since": iso_in_zone(since, clinic.timezone),
+             "waiting_days": _days((now - since).total_seconds() / 86400), "eligible_vacancies": eligible}
+            for ref, patient_ref, since, rank, eligible in cursor.fetchall()
+        ]
+    groups["band"].sort(key=lambda g: -g["band"])
+    groups["quartile"].sort(key=lambda g: g["quartile"])
+    return {
+        "window_days": window_days,
+        "wait_reduction": {"by_band": groups["band"], "by_wait_quartile": groups["quartile"]},
+        "passovers": {"total": sum(r["passovers"] for r in reasons.values()), "by_reason": reasons},
+        "longest_waiting_without_offer": forgotten,
+    }
+
+
+def shadow_summary(*, clinic: Clinic, differences: int = 10) -> dict | None:
+    """The clinic's SHADOW policy (or the last decided one): agreement rate, differences by reason and
+    the latest differences (refs). Three queries."""
+    from django.db.models import Count, Q
+
+    from .models import ShadowObservation, ShadowPolicy
+
+    shadow = ShadowPolicy.objects.filter(clinic=clinic).order_by("-created_at", "-id").first()
+    if shadow is None:
+        return None
+    counts = shadow.observations.aggregate(total=Count("id"), agreed=Count("id", filter=Q(agreed=True)))
+    by_reason = dict(
+        shadow.observations.filter(agreed=False).values_list("reason_code").annotate(n=Count("id")).order_by()
+    )
+    latest = (
+        ShadowObservation.objects.filter(shadow=shadow, agreed=False)
+        .order_by("-created_at", "-id")
+        .values("vacancy__ref", "enforced_entry__ref", "shadow_entry__ref", "shadow_outcome", "reason_code",
+                "created_at")[:differences]
+    )
+    return {
+        "ref": shadow.ref,
+        "status": shadow.status,
+        "base_version": shadow.base_version,
+        "promoted_version": shadow.promoted_version,
+        "changes": shadow.changes,
+        "observations": counts["total"],
+        "agreed": counts["agreed"],
+        "agreement_rate": round(counts["agreed"] / counts["total"], 4) if counts["total"] else None,
+        "differences_by_reason": by_reason,
+        "differences": [
+            {"vacancy": d["vacancy__ref"], "enforced_entry": d["enforced_entry__ref"],
+             "shadow_entry": d["shadow_entry__ref"], "shadow_outcome": d["shadow_outcome"],
+             "reason_code": d["reason_code"], "at": iso_in_zone(d["created_at"], clinic.timezone)}
+            for d in latest
+        ],
+    }
