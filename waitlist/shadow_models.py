@@ -27,7 +27,9 @@ class ShadowPolicy(models.Model):
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
     status = models.CharField(max_length=10, choices=ShadowStatus.choices, default=ShadowStatus.SHADOW)
     fields = models.JSONField(encoder=DjangoJSONEncoder, help_text="WaitlistPolicy field values (no version)")
-    changes = models.JSONField(encoder=DjangoJSONEncoder, default=dict, help_text="the fields that differ from the enforced version")
+    changes = models.JSONField(
+        encoder=DjangoJSONEncoder, default=dict, help_text="the fields that differ from the enforced version"
+    )
     base_version = models.PositiveIntegerField(help_text="the enforced version when published")
     promoted_version = models.PositiveIntegerField(null=True, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.PROTECT, related_name="+")

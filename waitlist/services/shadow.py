@@ -75,7 +75,9 @@ def shadow_publish(*, clinic: Clinic, actor, reason: str, changes: dict, now: da
 
 
 def _decide(clinic: Clinic, ref: str) -> ShadowPolicy:
-    shadow = ShadowPolicy.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=ref if isinstance(ref, str) else "")
+    shadow = ShadowPolicy.objects.select_for_update(no_key=True).filter(
+        clinic=clinic, ref=ref if isinstance(ref, str) else ""
+    )
     shadow = shadow.first()
     if shadow is None:
         raise NotFound()
