@@ -556,7 +556,7 @@ class DispatchNote(models.Model):
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
     vacancy = models.ForeignKey(Vacancy, on_delete=models.CASCADE, related_name="notes")
     # No FK constraint: the FK check would take FOR KEY SHARE on the entry row, and an ENTRY_LOCKED note
-    # is written exactly while another transaction holds that row FOR UPDATE (SKIP LOCKED must not wait).
+    # is written exactly while another transaction holds that row locked (SKIP LOCKED must not wait).
     entry = models.ForeignKey(
         WaitlistEntry,
         on_delete=models.DO_NOTHING,

@@ -22,6 +22,7 @@ from scheduling.models import Clinic
 from .. import matcher
 from ..decisions import get_decision_provider
 from ..models import (
+    DecisionGate,
     DecisionStatus,
     NonFreshAction,
     ShadowObservation,
@@ -121,6 +122,8 @@ def _shadow_choice(vacancy: Vacancy, policy: WaitlistPolicy, now: datetime):
     provider = get_decision_provider()
     stats = matcher.MatchStats()
     for candidate in matcher.candidates(vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats):
+        if policy.decision_gate == DecisionGate.NOT_USED:
+            return "OFFERED", candidate
         decision = candidate.decision
         status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
         if status == DecisionStatus.FRESH:
@@ -141,10 +144,10 @@ def _difference(vacancy, enforced_entry, enforced: WaitlistPolicy, shadow: Waitl
     return f"SHADOW_ENTRY_{skipped}" if skipped else "SHADOW_ENTRY_ORDER"
 
 
-def shadow_observe(*, vacancy: Vacancy, entry: WaitlistEntry, policy: WaitlistPolicy, now: datetime,
-                   correlation_id: str = "") -> ShadowObservation | None:
-    """The dispatch hook (inside its transaction): record whom the clinic's SHADOW policy would have
-    offered this vacancy instead of ``entry``. One query when no shadow is published."""
+def shadow_preview(*, vacancy: Vacancy, entry: WaitlistEntry, policy: WaitlistPolicy, now: datetime) -> dict | None:
+    """Read-only half of the hook, run before the enforced hold is placed, so the shadow judges the
+    same state the enforced dispatch judged: whom the SHADOW policy would offer instead of ``entry``.
+    None with no shadow published (one query)."""
     shadow = ShadowPolicy.objects.filter(clinic_id=vacancy.clinic_id, status=ShadowStatus.SHADOW).first()
     if shadow is None:
         return None
@@ -152,8 +155,15 @@ def shadow_observe(*, vacancy: Vacancy, entry: WaitlistEntry, policy: WaitlistPo
     outcome, candidate = _shadow_choice(vacancy, candidate_policy, now)
     agreed = outcome == "OFFERED" and candidate.entry_id == entry.pk
     reason = "" if agreed else _difference(vacancy, entry, policy, candidate_policy, outcome, candidate, now)
-    return ShadowObservation.objects.create(
-        shadow=shadow, clinic_id=vacancy.clinic_id, vacancy=vacancy, enforced_entry=entry,
-        shadow_entry_id=candidate.entry_id if candidate else None, shadow_outcome=outcome, agreed=agreed,
-        reason_code=reason, correlation_id=correlation_id, created_at=now,
-    )
+    return {
+        "shadow": shadow, "clinic_id": vacancy.clinic_id, "vacancy": vacancy, "enforced_entry": entry,
+        "shadow_entry_id": candidate.entry_id if candidate else None, "shadow_outcome": outcome,
+        "agreed": agreed, "reason_code": reason, "created_at": now,
+    }
+
+
+def shadow_observe(*, preview: dict | None, correlation_id: str = "") -> ShadowObservation | None:
+    """The dispatch hook's write (inside its transaction, once the offer is certain)."""
+    if preview is None:
+        return None
+    return ShadowObservation.objects.create(**preview, correlation_id=correlation_id)

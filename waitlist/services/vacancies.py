@@ -36,7 +36,7 @@ from ..models import (
 from ..reachability import Unreachable, reachability
 from ._shared import actor_label, event_append, note_record, queue_dispatch
 from .policy import policy_current
-from .shadow import shadow_observe
+from .shadow import shadow_observe, shadow_preview
 
 logger = logging.getLogger("waitlist")
 
@@ -365,6 +365,7 @@ def _promote(
                 logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
                 return None
             expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
+            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now)
             try:
                 hold = scheduling.hold_place(
                     clinic=locked.clinic,
@@ -389,7 +390,7 @@ def _promote(
                     close_reason="SLOT_TAKEN",
                 )
                 return DispatchResult("CLOSED")
-            shadow_observe(vacancy=locked, entry=entry, policy=policy, now=now, correlation_id=correlation_id)
+            shadow_observe(preview=shadow, correlation_id=correlation_id)
             offer = Offer.objects.create(
                 clinic_id=locked.clinic_id,
                 tenant_group_id=locked.tenant_group_id,
