@@ -71,10 +71,11 @@ CHECKS: dict[str, str] = {
         SELECT count(*) FROM {apt} a JOIN {apt} b ON a.id < b.id AND a.practitioner_id = b.practitioner_id
         AND a.starts_at < b.ends_at AND b.starts_at < a.ends_at
         WHERE a.status = 'CONFIRMED' AND b.status = 'CONFIRMED' {scope:a}""",
-    # Offer history: exactly one creation event per offer, no transition recorded twice.
+    # Offer history: exactly one creation event per offer (from no state; OFFERED → OFFERED events such
+    # as NOTICE_DELIVERED are not creations), no transition recorded twice.
     "offers_without_exactly_one_creation_event": """
         SELECT count(*) FROM {offer} o WHERE 1 = 1 {scope:o} AND (SELECT count(*) FROM {event} ev
-        WHERE ev.offer_id = o.id AND ev.to_status = 'OFFERED') <> 1""",
+        WHERE ev.offer_id = o.id AND ev.to_status = 'OFFERED' AND COALESCE(ev.from_status, '') = '') <> 1""",
     "offers_with_a_duplicated_transition_event": """
         SELECT count(*) FROM (SELECT 1 FROM {event} ev JOIN {offer} o ON o.id = ev.offer_id WHERE 1 = 1 {scope:o}
         GROUP BY ev.offer_id, ev.from_status, ev.to_status, ev.reason_code HAVING count(*) > 1) x""",
