@@ -154,5 +154,5 @@ def test_main_commands_have_typed_success_bodies(schema, path, method, status, c
 
 
 def test_probes_are_documented_under_observability(schema):
-    assert {"/healthz", "/readyz", "/metrics"} <= set(schema["paths"])
+    assert {"/healthz", "/metrics"} <= set(schema["paths"])
     assert schema["paths"]["/metrics"]["get"]["tags"] == ["observability"]
