@@ -8,6 +8,7 @@ views cannot tell by themselves lives in the registries below, keyed ``"ViewClas
 
 from __future__ import annotations
 
+from django.utils.module_loading import import_string
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.plumbing import ResolvedComponent
@@ -39,6 +40,9 @@ IDEMPOTENCY_DESCRIPTION = (
 IDEMPOTENT_EXTRA = {"ProfileReevaluationOpsView.post"}
 NOT_IDEMPOTENT = {"VacancyDispatchView.post"}
 
+#: Query serializers of reads whose view does not declare them (documentation only).
+QUERY_PARAMETERS = {"ProfileReevaluationOpsView.get": "reevaluation.api.serializers.SnapshotQuery"}
+
 #: Typed refusals an operation can answer beyond the common ones derived in ``_error_codes``.
 OPERATION_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
     "AppointmentCreateView.post": {409: ("SLOT_OCCUPIED", "PATIENT_OVERLAP")},
@@ -63,7 +67,8 @@ OPERATION_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
     "WaitlistPolicyView.post": {401: ("TOKEN_EXPIRED",), 400: ("POLICY_UNCHANGED",), 409: ("VERSION_CONFLICT",)},
     # ``?clinic=`` / body ``clinic`` scoped: out of scope is 404 like a missing clinic.
     "WaitlistOpsView.get": {403: ("PERMISSION_DENIED",), 404: ("NOT_FOUND",)},
-    "ProfileReevaluationOpsView.get": {403: ("PERMISSION_DENIED",), 404: ("NOT_FOUND",)},
+    "ProfileReevaluationOpsView.get": {400: ("VALIDATION_ERROR",), 403: ("PERMISSION_DENIED",),
+                                       404: ("NOT_FOUND",)},
     "ProfileReevaluationOpsView.post": {401: ("TOKEN_EXPIRED",), 403: ("PERMISSION_DENIED",),
                                         404: ("NOT_FOUND",), 409: ("PREVIEW_USED", "PREVIEW_EXPIRED")},
     "EventIntakeView.post": {400: ("SCHEMA_INVALID",), 401: ("SIGNATURE_INVALID",), 413: ("PAYLOAD_TOO_LARGE",),
@@ -120,7 +125,35 @@ def _page(name: str, item) -> serializers.Serializer:
     })
 
 
+REFERENCE = inline_serializer("Reference", {
+    "ref": _ref(), "name": serializers.CharField(),
+    "duration_minutes": serializers.IntegerField(required=False, help_text="treatments only"),
+}, many=True)
+CONSENT = inline_serializer("PatientConsent", {
+    "patient": _ref(),
+    "current": serializers.DictField(help_text="{EMAIL, SMS}: each channel's current state"),
+    "history": serializers.ListField(child=serializers.DictField(),
+                                     help_text="newest 50: {ref, channel, state, source, actor, recorded_at}"),
+})
+
 SUCCESS_BODIES = {
+    "ClinicListView.get": inline_serializer("Clinic", {
+        "ref": _ref(), "name": serializers.CharField(), "tenant_group": _ref(), "timezone": serializers.CharField(),
+    }, many=True),
+    "PractitionerListView.get": REFERENCE,
+    "TreatmentListView.get": REFERENCE,
+    "ResourceListView.get": REFERENCE,
+    "PatientConsentView.get": CONSENT,
+    "PatientConsentView.post": CONSENT,
+    "ShadowPolicyView.post": inline_serializer("ShadowPublished", {
+        "ref": _ref(), "status": _ref(), "changes": serializers.DictField(), "correlation_id": _ref(),
+    }),
+    "ShadowDecideView.post": inline_serializer("ShadowDecided", {
+        "ref": _ref(), "status": _ref(help_text="PROMOTED or DISCARDED"),
+        "policy_version": serializers.IntegerField(allow_null=True, help_text="the new enforced version; null "
+                                                                              "on discard"),
+        "correlation_id": _ref(),
+    }),
     "AppointmentCreateView.get": _page("AppointmentPage", APPOINTMENT),
     "AppointmentCreateView.post": APPOINTMENT,
     "AppointmentDetailView.get": APPOINTMENT,
@@ -244,6 +277,8 @@ class AppAutoSchema(AutoSchema):
 
     def get_override_parameters(self):
         parameters = list(super().get_override_parameters())
+        if self._key() in QUERY_PARAMETERS:
+            parameters.append(import_string(QUERY_PARAMETERS[self._key()]))
         if self.is_idempotent():
             parameters.append(OpenApiParameter(
                 "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, description=IDEMPOTENCY_DESCRIPTION,
