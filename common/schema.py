@@ -67,8 +67,7 @@ OPERATION_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
     "WaitlistPolicyView.post": {401: ("TOKEN_EXPIRED",), 400: ("POLICY_UNCHANGED",), 409: ("VERSION_CONFLICT",)},
     # ``?clinic=`` / body ``clinic`` scoped: out of scope is 404 like a missing clinic.
     "WaitlistOpsView.get": {403: ("PERMISSION_DENIED",), 404: ("NOT_FOUND",)},
-    "ProfileReevaluationOpsView.get": {400: ("VALIDATION_ERROR",), 403: ("PERMISSION_DENIED",),
-                                       404: ("NOT_FOUND",)},
+    "ProfileReevaluationOpsView.get": {403: ("PERMISSION_DENIED",), 404: ("NOT_FOUND",)},
     "ProfileReevaluationOpsView.post": {401: ("TOKEN_EXPIRED",), 403: ("PERMISSION_DENIED",),
                                         404: ("NOT_FOUND",), 409: ("PREVIEW_USED", "PREVIEW_EXPIRED")},
     "EventIntakeView.post": {400: ("SCHEMA_INVALID",), 401: ("SIGNATURE_INVALID",), 413: ("PAYLOAD_TOO_LARGE",),
@@ -251,6 +250,8 @@ class ClinicRefFieldExtension(OpenApiSerializerFieldExtension):
 
 
 class AppAutoSchema(AutoSchema):
+    """drf-spectacular's AutoSchema plus the shared parts; views keep their own ``extend_schema``."""
+
     def _key(self) -> str:
         return f"{type(self.view).__name__}.{self.method.lower()}"
 
