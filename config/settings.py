@@ -137,7 +137,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["common.parsers.SafeJSONParser"],
     "EXCEPTION_HANDLER": "common.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "common.schema.AppAutoSchema",
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     # Counters live in the Redis cache; generous by default, tighten per deployment.
     "DEFAULT_THROTTLE_CLASSES": [
@@ -161,6 +161,23 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Operations grouped by app (common/schema.py tags them; these are the groups' descriptions).
+    "TAGS": [
+        {"name": "discovery", "description": "`GET /api/v1/`: where everything is (no sign-in needed)."},
+        {"name": "scheduling", "description": "Clinics, reference data, patients, contact consent, appointments."},
+        {"name": "waitlist", "description": "Waitlist entries, vacancies, offers and claims, holds and booking, the "
+                                            "decision feed, operator controls, policy and shadow policy."},
+        {"name": "reevaluation", "description": "CRM assessment-change intake (HMAC-signed) and the reevaluation "
+                                                "snapshot and redrive."},
+        {"name": "operations", "description": "Operator reads and commands: `/api/v1/ops/…` snapshots and redrive. "
+                                              "ADMIN commands need the `operate_clinic` grant and a young token."},
+        {"name": "fhir", "description": "Read-only FHIR R4 Slot and Appointment (interop), `application/fhir+json`."},
+        {"name": "observability", "description": "Probes and Prometheus metrics (docs/deployment.md)."},
+    ],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "common.schema.add_observability_paths",
+    ],
     # One schema name per shared choice set (the policy's two actions, consent channels).
     "ENUM_NAME_OVERRIDES": {
         "NonFreshActionEnum": "waitlist.models.NonFreshAction",
