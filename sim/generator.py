@@ -79,7 +79,9 @@ class Params:
 
 SCALES = {
     "tiny": Params(days=3, practitioners=1, backlog_per_practitioner=6, arrivals_per_practitioner_day=1.0),
-    "default": Params(),
+    # One clinic, one practitioner, a 28-day month: the "clinic month" of the issue at a cost that fits the
+    # 3-minute budget (every policy × 3 seeds); `full` runs three clinics of five practitioners.
+    "default": Params(practitioners=1),
     "full": Params(practitioners=5),
 }
 

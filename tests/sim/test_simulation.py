@@ -41,7 +41,7 @@ def test_a_reply_depends_only_on_seed_patient_and_slot():
 
 
 def test_a_patient_offered_another_practitioner_than_named_never_accepts():
-    month = generate(5, SCALES["default"])
+    month = generate(5, SCALES["full"])
     named = next(e for e in month.entries if e.practitioner is not None)
     other = next(b for b in month.bookings if b.practitioner != named.practitioner)
     assert month.reply(named.key, other).kind in ("DECLINE", "NONE")
