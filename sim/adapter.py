@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 
-from django.db.models import Q
+from django.db.models import Q, Sum
 
 from common.errors import DomainError
 
@@ -21,7 +21,7 @@ from .generator import Booking, Entry, Month
 
 @dataclass(frozen=True)
 class PolicySpec:
-    """A policy as the product can express it (``WaitlistPolicy`` fields plus clinic settings)."""
+    """A policy as the product can express it (``WaitlistPolicy`` fields, published with ``policy_publish``)."""
 
     name: str
     label: str
@@ -30,10 +30,11 @@ class PolicySpec:
     weekly_offer_cap: int | None = 3
     decline_suppression_hours: int = 72
     quiet_hours: bool = True
-    contact_cap_per_day: int = 3
+    contact_cap_per_day: int = 3  # 0: no cap (the policy field empty)
+    decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read
     use_priority: bool = True  # False: every entry rank 0 (the peer has no priority)
     use_practitioner: bool = True  # False: entries take any practitioner (the peer ignores preferences)
-    extra: dict = field(default_factory=dict)  # fields only some product versions have (decision_gate…)
+    extra: dict = field(default_factory=dict)  # further policy fields, or a modelled policy's own knobs
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
     shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
 
@@ -73,18 +74,25 @@ def enable_waitlist() -> None:
     feature_set(name="waitlist", actor=None, reason="simulation", enabled=True, all_tenants=True)
 
 
-def policy_fields(spec: PolicySpec) -> dict:
-    """The spec's values for the fields this product version has (``extra`` only where they exist)."""
-    from waitlist.models import WaitlistPolicy
+def policy_fields(spec: PolicySpec, month: Month) -> dict:
+    """The spec as ``WaitlistPolicy`` fields: quiet hours and the daily contact cap are policy fields
+    (clinic settings no longer hold them); ``extra`` keys only where the policy has them."""
+    from waitlist.services.policy import PUBLISHABLE_FIELDS
 
-    names = {f.name for f in WaitlistPolicy._meta.get_fields()}
+    p = month.params
+    quiet = (time.fromisoformat(p.quiet_start), time.fromisoformat(p.quiet_end)) if spec.quiet_hours else (None, None)
     values = {
         "hold_minutes": spec.hold_minutes,
         "min_lead_minutes": spec.min_lead_minutes,
         "weekly_offer_cap": spec.weekly_offer_cap,
         "decline_suppression_hours": spec.decline_suppression_hours,
+        "quiet_hours_start": quiet[0],
+        "quiet_hours_end": quiet[1],
+        "contact_cap_per_day": spec.contact_cap_per_day or None,
+        "decision_gate": spec.decision_gate,
+        "confirmation": "ON_ACCEPT",  # the claim page's accept books at once (the peer's rule too)
     }
-    values.update({k: v for k, v in spec.extra.items() if k in names})
+    values.update({k: v for k, v in spec.extra.items() if k in PUBLISHABLE_FIELDS})
     return values
 
 
@@ -93,14 +101,13 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
     that will be cancelled (the others never touch the waitlist), all at the month's start."""
     from scheduling.models import Clinic, Patient, Practitioner, TenantGroup, Treatment
     from scheduling.services import appointment_book
+    from scheduling.services.consent import consent_record
     from waitlist.services import decision_record, policy_publish
 
     p = month.params
     world = World(month=month, spec=spec)
     tenant = TenantGroup.objects.create(name=f"Sim {run_label}")
-    settings = {"notification": {"provider": "console"}, "contact_cap_per_day": spec.contact_cap_per_day}
-    if spec.quiet_hours:
-        settings["quiet_hours"] = {"start": p.quiet_start, "end": p.quiet_end}
+    settings = {"notification": {"provider": "console"}}
     world.clinic = Clinic.objects.create(
         tenant_group=tenant, name=f"Sim clinic {run_label}", timezone=p.timezone, settings=settings,
         waitlist_hold_minutes=spec.hold_minutes, min_lead_minutes=spec.min_lead_minutes,
@@ -109,7 +116,7 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
                            for i in range(p.practitioners)]
     world.treatment = Treatment.objects.create(clinic=world.clinic, name="Consultation",
                                                duration_minutes=p.slot_minutes)
-    policy_publish(clinic=world.clinic, **policy_fields(spec))
+    policy_publish(clinic=world.clinic, **policy_fields(spec, month))
     if spec.shadow:
         from waitlist.services import shadow_publish
 
@@ -120,8 +127,12 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
             tenant_group=tenant, clinic=world.clinic, display_name=f"Sim {entry.patient}",
             email=f"{entry.patient}@sim.example",
         )
-        decision_record(clinic=world.clinic, patient=world.patients[entry.key], decision_ref=f"sim-{entry.key}",
-                        status="FRESH", expires_at=month.end + timedelta(days=60), now=month.start)
+        # Consent to waitlist messages (the clinic's import); an opt-out later revokes it.
+        consent_record(patient=world.patients[entry.key], channels=["EMAIL"], state="GRANTED", source="IMPORT",
+                       actor_label="simulation", now=month.start)
+        if month.has_decision(entry.key):  # the reliability feed knows most patients, not all
+            decision_record(clinic=world.clinic, patient=world.patients[entry.key], decision_ref=f"sim-{entry.key}",
+                            status="FRESH", expires_at=month.end + timedelta(days=60), now=month.start)
     for booking in month.cancellations:
         holder = Patient.objects.create(tenant_group=tenant, clinic=world.clinic,
                                         display_name=f"Sim holder {booking.key}")
@@ -145,16 +156,20 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
     world.entry_refs[entry.key] = row.ref
 
 
-def entry_opt_out(world: World, entry: Entry, now: datetime) -> None:
-    from waitlist.services import entry_withdraw
+def entry_waiting(world: World, entry_key: str) -> bool:
+    from waitlist.models import WaitlistEntry
 
-    ref = world.entry_refs.get(entry.key)
-    if ref is None:
-        return
-    try:
-        entry_withdraw(clinic=world.clinic, entry_ref=ref, actor=None, reason="OPTED_OUT", now=now)
-    except DomainError:
-        pass  # already booked
+    return WaitlistEntry.objects.filter(clinic=world.clinic, ref=world.entry_refs.get(entry_key, ""),
+                                        status="WAITING").exists()
+
+
+def entry_opt_out(world: World, entry: Entry, now: datetime) -> None:
+    """The patient follows the opt-out link in a notice: every channel REVOKED (the entry stays on the list;
+    the matcher passes them over with NO_CONTACT_CONSENT and delivery skips CONSENT_REVOKED)."""
+    from scheduling.services.consent import consent_record
+
+    consent_record(patient=world.patients[entry.key], channels=["EMAIL", "SMS"], state="REVOKED",
+                   source="OPT_OUT_LINK", actor_label="simulation", now=now)
 
 
 def cancel(world: World, booking: Booking, now: datetime) -> str | None:
@@ -174,6 +189,31 @@ def dispatch(world: World, vacancy_ref: str, now: datetime) -> str:
         return vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy_ref, now=now).outcome
     except DomainError as exc:
         return exc.code
+
+
+def review(world: World, vacancy_ref: str, now: datetime) -> str:
+    """Staff resolve a REVIEW vacancy (its candidate has no FRESH decision): they vouch for the patient
+    (PROMOTE), or pass them over (SKIP) when the product says the candidate is no longer eligible."""
+    from waitlist.services.recovery import vacancy_review_resolve
+
+    for resolution in ("PROMOTE", "SKIP"):
+        try:
+            return vacancy_review_resolve(clinic=world.clinic, vacancy_ref=vacancy_ref, actor=None,
+                                          reason="simulation", resolution=resolution, now=now).outcome
+        except DomainError as exc:
+            if exc.code != "CANDIDATE_INELIGIBLE":
+                return exc.code
+    return "CANDIDATE_INELIGIBLE"
+
+
+def waiting_vacancies(world: World, now: datetime) -> list[tuple[str, str, datetime | None]]:
+    """(ref, status, waiting_until) of not-started OPEN vacancies that wait (quiet hours, contact caps) and
+    of REVIEW ones: the engine wakes them then (the product's reconcile would, every minute)."""
+    from waitlist.models import Vacancy
+
+    return list(Vacancy.objects.filter(clinic=world.clinic, starts_at__gt=now)
+                .filter(Q(status="OPEN", waiting_until__isnull=False) | Q(status="REVIEW"))
+                .values_list("ref", "status", "waiting_until"))
 
 
 def deliver(now: datetime) -> None:
@@ -260,7 +300,7 @@ def open_vacancies_without_offer(world: World, now: datetime) -> list[tuple[str,
 def export(world: World) -> dict:
     """The run as the metrics read it: vacancies, offers (with notice times) and booked entries."""
     from common.models import OutboxMessage
-    from waitlist.models import Offer, OfferEvent, Vacancy
+    from waitlist.models import DispatchNote, Offer, OfferEvent, Vacancy
 
     entry_keys = {ref: key for key, ref in world.entry_refs.items()}
     booking_keys = {f"appointment:{ref}": key for key, ref in world.appointment_refs.items()}
@@ -281,7 +321,9 @@ def export(world: World) -> dict:
                        "at": o.created_at, "notified_at": sent.get(o.ref), "status": o.status,
                        "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED"})
     messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "OFFER"} for o in offers if o["notified_at"]]
-    run = {"vacancies": vacancies, "offers": offers, "messages": messages}
+    notes = DispatchNote.objects.filter(clinic=world.clinic, entry__isnull=False)
+    run = {"vacancies": vacancies, "offers": offers, "messages": messages,
+           "dispatch_notes": dict(notes.values_list("reason_code").annotate(n=Sum("times")).order_by())}
     if world.spec.shadow:
         from waitlist.fairness import shadow_summary
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import time
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
 
 import time_machine
@@ -18,6 +20,8 @@ import time_machine
 from . import adapter
 from .adapter import PolicySpec, World
 from .generator import Month, fits
+from .metrics import in_quiet_hours
+from .models import next_send_time
 
 # The product reconciles every minute. Its step that changes outcomes is re-dispatching open vacancies
 # that gained a candidate; a candidate appears only when an entry arrives, its decline suppression ends
@@ -26,7 +30,7 @@ from .generator import Month, fits
 # reconcile_run once a day. Same outcomes, without thousands of idle NO_CANDIDATE passes.
 RECONCILE_EVERY = timedelta(hours=24)
 # Events after which offers can close (→ cascade) or be made.
-CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake"}
+CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review"}
 ACTIVE = ("OFFERED", "ACCEPTED")
 
 
@@ -41,6 +45,10 @@ class Replay:
         self.last_offer_id = 0
         self.scheduled: set[tuple[str, datetime]] = set()
         self.replies_late = 0
+        self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0])  # event kind → [events, seconds]
+        self.recent_offers: dict[str, list[datetime]] = defaultdict(list)  # entry ref → its offer times
+        self.reviews: Counter = Counter()  # staff review outcomes
+        self.wakes: dict[tuple[str, str], datetime] = {}  # (status, vacancy ref) → its scheduled wake-up
         self.world: World | None = None
 
     def at(self, when: datetime, kind: str, *args) -> None:
@@ -72,8 +80,11 @@ class Replay:
             while self.queue:
                 when, _, kind, args = heapq.heappop(self.queue)
                 clock.move_to(when)
+                started = time.perf_counter()
                 getattr(self, f"_on_{kind}")(when, *args)
                 self._sync(when, offers_may_change=kind in CHANGES_OFFERS)
+                self.cost[kind][0] += 1
+                self.cost[kind][1] += time.perf_counter() - started
             self._wind_down(clock)
             return adapter.export(self.world)
 
@@ -84,13 +95,30 @@ class Replay:
         self._on_wake(now, entry)
 
     def _on_wake(self, now, entry):
-        """What the product's next reconcile does for a new or newly eligible candidate."""
+        """What the product's next reconcile does for a new or newly eligible candidate. In quiet hours
+        dispatch would only answer WAITING: the wake moves to their end (the product's reconcile
+        dispatches then)."""
+        if self.spec.quiet_hours and in_quiet_hours(now, self.month):
+            when = next_send_time(now, self.month)
+            if (entry.key, when) not in self.wakes:
+                self.wakes[(entry.key, when)] = when
+                self.at(when, "wake", entry)
+            return
+        if not adapter.entry_waiting(self.world, entry.key):
+            return  # offered, booked or withdrawn: not a candidate for any other vacancy now
         minutes = timedelta(minutes=self.month.params.slot_minutes)
         for ref, key in adapter.open_vacancies_without_offer(self.world, now):
             b = self.booking_of[key]
             if fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
                     ignore_practitioner=not self.spec.use_practitioner):
                 adapter.dispatch(self.world, ref, now)
+
+    def _on_redispatch(self, now, vacancy_ref):
+        """A vacancy that waited (quiet hours, contact caps) at the moment it may go on."""
+        adapter.dispatch(self.world, vacancy_ref, now)
+
+    def _on_review(self, now, vacancy_ref):
+        self.reviews[adapter.review(self.world, vacancy_ref, now)] += 1
 
     def _on_opt_out(self, now, entry):
         adapter.entry_opt_out(self.world, entry, now)
@@ -117,7 +145,8 @@ class Replay:
             self.world, offer_ref, now)
         if outcome == "BOOKED":
             self.active.discard(offer_ref)  # a booked offer stays ACCEPTED: nothing more to follow
-        elif outcome == "DECLINED":
+        elif outcome == "DECLINED" and self.spec.decline_suppression_hours:
+            # Suppression ends: a candidate again (without suppression the cascade already saw them).
             self._wake_later(now + timedelta(hours=self.spec.decline_suppression_hours), offer_ref)
         else:
             self.replies_late += 1
@@ -143,13 +172,27 @@ class Replay:
                 self.active.add(row["ref"])
                 self.awaiting_notice.add(row["ref"])
                 self.once(row["expires_at"], "expire")
-                if self.spec.weekly_offer_cap:
-                    self._wake_later(now + timedelta(days=7), row["ref"])  # the cap window rolls over
+                times = self.recent_offers[row["entry__ref"]]
+                times[:] = [t for t in times if t > now - timedelta(days=7)] + [now]
+                if self.spec.weekly_offer_cap and len(times) >= self.spec.weekly_offer_cap:
+                    # At the cap: a candidate again when the oldest of these offers leaves the 7 days.
+                    self._wake_later(times[-self.spec.weekly_offer_cap] + timedelta(days=7), row["ref"])
             if new:
                 adapter.deliver(now)
             self._notices()
             if not self._cascade(now):
                 break
+        self._waiting(now)
+
+    def _waiting(self, now: datetime) -> None:
+        """Vacancies that wait: OPEN ones until their ``waiting_until`` (dispatch again then), REVIEW ones
+        until staff look (``staff_review_minutes`` later, in clinic hours)."""
+        for ref, status, until in adapter.waiting_vacancies(self.world, now):
+            when = staff_time(now, self.month) if status == "REVIEW" else until
+            key = (status, ref)
+            if when is not None and self.wakes.get(key) != when and self.wakes.get(key, now) <= now:
+                self.wakes[key] = when
+                self.at(when, "review" if status == "REVIEW" else "redispatch", ref)
 
     def _notices(self) -> None:
         if not self.awaiting_notice:
@@ -159,7 +202,10 @@ class Replay:
             if sent_at is not None:
                 self.awaiting_notice.discard(ref)
                 offer = self.offers[ref]
-                reply = self.month.reply(entry_keys[offer["entry"]], self.booking_of[offer["vacancy_key"]])
+                booking = self.booking_of[offer["vacancy_key"]]
+                # The answer window counts from delivery (offer_notice_delivered moved expires_at there).
+                self.once(min(sent_at + timedelta(minutes=self.spec.hold_minutes), booking.starts_at), "expire")
+                reply = self.month.reply(entry_keys[offer["entry"]], booking)
                 if reply.kind != "NONE":
                     self.at(sent_at + reply.delay, "reply", ref, reply.kind)
             elif status == "PENDING" and next_at is not None:
@@ -189,6 +235,19 @@ class Replay:
         adapter.deliver(after)
 
 
+def staff_time(now: datetime, month: Month) -> datetime:
+    """When staff get to a review opened at ``now``: ``staff_review_minutes`` later, moved to the next
+    weekday's opening if that falls outside clinic hours."""
+    from zoneinfo import ZoneInfo
+
+    p = month.params
+    local = (now + timedelta(minutes=p.staff_review_minutes)).astimezone(ZoneInfo(p.timezone))
+    while local.weekday() >= 5 or not (p.open_hour <= local.hour < p.close_hour):
+        nxt = local.replace(hour=p.open_hour, minute=0, second=0, microsecond=0)
+        local = nxt if local.hour < p.open_hour and local.weekday() < 5 else nxt + timedelta(days=1)
+    return local
+
+
 class _Reverse(dict):
     """ref → key of a dict that keeps growing (entries arrive during the run)."""
 
@@ -205,4 +264,5 @@ def replay(month: Month, spec: PolicySpec, run_label: str) -> tuple[dict, dict]:
     """Run ``spec`` on ``month`` through the real services; returns (log, counters)."""
     r = Replay(month, spec, run_label)
     log = r.run()
-    return log, {"replies_after_close": r.replies_late}
+    cost = {kind: {"events": n, "seconds": round(sec, 2)} for kind, (n, sec) in sorted(r.cost.items())}
+    return log, {"replies_after_close": r.replies_late, "staff_reviews": dict(r.reviews), "engine_cost": cost}

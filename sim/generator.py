@@ -64,6 +64,11 @@ class Params:
     reply_sigma: float = 0.9
     # Probability that a reply is an accept (Fast Pass: 11% per offer overall, 30% of open slots filled).
     accept_share: float = 0.35
+    # Booking-reliability decisions (the REQUIRED gate reads them). Assumption: the feed has a FRESH decision
+    # for all but this share of waiting patients; for the rest dispatch sends the vacancy to staff review
+    # (the product's default action), and staff resolve it this long after it opened, during clinic hours.
+    decision_unavailable_share: float = 0.1
+    staff_review_minutes: float = 60.0
     quiet_start: str = "21:00"
     quiet_end: str = "08:00"
     contact_cap_per_day: int = 3
@@ -74,7 +79,9 @@ class Params:
 
 SCALES = {
     "tiny": Params(days=3, practitioners=1, backlog_per_practitioner=6, arrivals_per_practitioner_day=1.0),
-    "default": Params(),
+    # One clinic, one practitioner, a 28-day month: the "clinic month" of the issue at a cost that fits the
+    # 3-minute budget (every policy × 3 seeds); `full` runs three clinics of five practitioners.
+    "default": Params(practitioners=1),
     "full": Params(practitioners=5),
 }
 
@@ -125,6 +132,12 @@ class Month:
         """A digest of everything generated (the determinism test compares it)."""
         text = repr((self.seed, self.clinic_label, self.bookings, self.entries))
         return hashlib.sha256(text.encode()).hexdigest()
+
+    def has_decision(self, entry_key: str) -> bool:
+        """Whether the reliability feed has a decision for the entry's patient (its own draw, so the
+        month's other facts do not move with this parameter)."""
+        draw = _rng(self.seed, self.clinic_label, "decision", self.by_key[entry_key].patient).random()
+        return draw >= self.params.decision_unavailable_share
 
     def reply(self, entry_key: str, booking: Booking) -> Reply:
         """How the entry's patient answers an offer of ``booking``'s slot (same for every policy). Offered

@@ -78,6 +78,8 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "days_sooner": {"total": round(sum(sooner.values()), 1), "p50": quantile(list(sooner.values()), 0.5)},
         "exhausted_vacancies": sum(1 for v in vacancies if v["exhausted"]),
         "fairness": fairness(month, spec, log, sooner),
+        # The product's own record of whom dispatch passed over and why (DispatchNote, summed over repeats).
+        "dispatch_notes": dict(sorted(log.get("dispatch_notes", {}).items())),
         **({"shadow": log["shadow"]} if "shadow" in log else {}),
     }
 

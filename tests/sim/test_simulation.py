@@ -8,10 +8,11 @@ from datetime import timedelta
 import pytest
 
 from sim import metrics
-from sim.engine import replay
+from sim.adapter import policy_fields
+from sim.engine import replay, staff_time
 from sim.generator import SCALES, generate, reply_for
 from sim.models import next_send_time, run_modelled
-from sim.policies import BATCH3, BROADCAST, FIFO, OURS
+from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED
 
 TINY = dataclasses.replace(SCALES["tiny"], days=2)
 
@@ -40,7 +41,7 @@ def test_a_reply_depends_only_on_seed_patient_and_slot():
 
 
 def test_a_patient_offered_another_practitioner_than_named_never_accepts():
-    month = generate(5, SCALES["default"])
+    month = generate(5, SCALES["full"])
     named = next(e for e in month.entries if e.practitioner is not None)
     other = next(b for b in month.bookings if b.practitioner != named.practitioner)
     assert month.reply(named.key, other).kind in ("DECLINE", "NONE")
@@ -52,6 +53,30 @@ def test_a_notice_due_in_quiet_hours_waits_for_their_end():
     assert next_send_time(night, month) == month.start + timedelta(days=1, hours=8)
     noon = month.start + timedelta(hours=12)
     assert next_send_time(noon, month) == noon
+
+
+def test_staff_review_waits_for_clinic_hours():
+    month = generate(1, SCALES["tiny"])  # starts on a Monday, 00:00 local
+    night = month.start + timedelta(hours=20)  # Monday 20:00 → Tuesday 09:00
+    assert staff_time(night, month) == month.start + timedelta(days=1, hours=9)
+    morning = month.start + timedelta(hours=10)
+    assert staff_time(morning, month) == morning + timedelta(minutes=month.params.staff_review_minutes)
+
+
+def test_quiet_hours_cap_and_gate_are_published_as_policy_fields():
+    month = generate(1, SCALES["tiny"])
+    ours, fifo = policy_fields(OURS, month), policy_fields(FIFO, month)
+    assert (str(ours["quiet_hours_start"]), str(ours["quiet_hours_end"])) == ("21:00:00", "08:00:00")
+    assert ours["contact_cap_per_day"] == 3 and ours["decision_gate"] == "REQUIRED"
+    assert fifo["quiet_hours_start"] is fifo["quiet_hours_end"] is fifo["contact_cap_per_day"] is None
+    assert policy_fields(OURS_GATE_NOT_USED, month)["decision_gate"] == "NOT_USED"
+
+
+def test_the_reliability_feed_misses_a_share_of_patients_the_same_way_every_run():
+    month = generate(4, SCALES["default"])
+    known = [month.has_decision(e.key) for e in month.entries]
+    assert known == [month.has_decision(e.key) for e in month.entries]
+    assert 0 < known.count(False) < len(known) / 2
 
 
 def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_one_winner():
@@ -72,16 +97,21 @@ def test_modelled_policies_are_deterministic_and_never_notify_in_quiet_hours(spe
 @pytest.mark.parametrize("spec", [OURS, FIFO], ids=lambda s: s.name)
 def test_replay_drives_the_real_services_and_measures_them(spec):
     from sim.adapter import enable_waitlist
-    from waitlist.models import Offer, Vacancy
+    from waitlist.models import Offer, Vacancy, WaitlistPolicy
 
     enable_waitlist()
     month = generate(11, TINY)
     log, counters = replay(month, spec, f"test-{spec.name}")
     result = metrics.compute(month, spec, log)
     vacancies = Vacancy.objects.filter(clinic__name=f"Sim clinic test-{spec.name}")
+    offers = Offer.objects.filter(vacancy__in=vacancies)
     assert result["vacancies"] == vacancies.count() > 0
-    assert result["offers"] == Offer.objects.filter(vacancy__in=vacancies).count()
+    assert result["offers"] == offers.count() > 0
     assert result["filled"] == vacancies.filter(status="FILLED").count()
+    # Notices went through the real delivery: each sent one started its offer's answer window.
+    assert result["offers"] - result["offers_never_seen"] == offers.filter(notified_at__isnull=False).count()
+    policy = WaitlistPolicy.objects.filter(clinic__name=f"Sim clinic test-{spec.name}").latest("version")
+    assert (policy.quiet_hours_start is not None) == spec.quiet_hours
     if spec.quiet_hours:
         assert result["quiet_hour_notices"] == 0
 
@@ -96,3 +126,19 @@ def test_replay_can_observe_a_shadow_policy_on_every_dispatch():
     log, _ = replay(month, spec, "test-shadow")
     assert log["shadow"]["observations"] == len(log["offers"]) > 0
     assert log["shadow"]["changes"] == {"weekly_offer_cap": 1}
+
+
+@pytest.mark.django_db
+def test_an_opt_out_revokes_consent_and_the_matcher_passes_the_patient_over():
+    from scheduling.services.consent import consent_current
+    from sim import adapter
+
+    adapter.enable_waitlist()
+    month = generate(11, TINY)
+    world = adapter.setup(month, OURS, "test-optout")
+    entry = month.entries[0]
+    assert consent_current(world.patients[entry.key].pk)["EMAIL"] == "GRANTED"
+    adapter.entry_add(world, entry, month.start)
+    adapter.entry_opt_out(world, entry, month.start)
+    assert set(consent_current(world.patients[entry.key].pk).values()) == {"REVOKED"}
+    assert adapter.entry_waiting(world, entry.key)  # still on the list, but not contactable
