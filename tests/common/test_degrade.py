@@ -3,6 +3,8 @@ turns a committed change into a 500 (logged once; reconcile picks the follow-up 
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from common.degrade import broker_dependency, cache_dependency
@@ -38,6 +40,20 @@ def broker_down():
     yield
     reset(original)
     broker_dependency.down = False
+
+
+@pytest.fixture(autouse=True)
+def degrade_log(caplog):
+    """Capture ``common.degrade`` directly: an earlier test in the process (a Celery worker, a logging
+    reconfiguration) may leave the logger disabled or not propagating to caplog's root handler."""
+    logger = logging.getLogger("common.degrade")
+    saved = logger.disabled, logger.propagate, logger.level
+    logger.disabled, logger.propagate = False, False
+    logger.setLevel(logging.WARNING)
+    logger.addHandler(caplog.handler)
+    yield
+    logger.removeHandler(caplog.handler)
+    logger.disabled, logger.propagate, logger.level = saved
 
 
 def _warnings(caplog, name: str) -> list[str]:
