@@ -253,7 +253,9 @@ def render_doc(folder: Path) -> Path:
         f"Scale `{first['scale']}` · seeds {first['seeds']} · generated {first['generated_at']} · "
         f"all policies took {first['wall_seconds_all_policies']:.0f} s wall"
         + (f", {first['cpu_seconds_all_policies']:.0f} s CPU (this process and its workers)"
-           if first.get("cpu_seconds_all_policies") is not None else "") + ".",
+           if first.get("cpu_seconds_all_policies") is not None else "") + ". The PostgreSQL server's CPU is "
+        "not in that figure; each run's `engine_cost` in `sim/results/*.json` gives events and seconds per "
+        "event kind (the engine jumps the clock from event to event: no fixed ticks).",
         "",
         "## How it works",
         "",
