@@ -252,6 +252,38 @@ def check_claims(clinics) -> dict:
     return dict(zip(["offers_accepted", "claim_receipts", "holds_accepted", "entries_accepted"], rows, strict=True))
 
 
+def reading_note(d: dict) -> str:
+    """The "Reading it" paragraph, from a run's data (also used to refresh a stored result's prose)."""
+    runs = d["runs"]
+    ratio = d["ratio"]["median"]
+    probe_ms = stat(r["probe"]["ms"] for r in runs)["median"]
+    probe_sql_ms = stat(r["probe"].get("sql_ms", 0) for r in runs)["median"]
+    statements = stat(r["probe"]["queries"] for r in runs)["median"]
+    return (
+        f"**Reading it.** A claim is one HTTP request and one transaction that locks vacancy → offer → hold → "
+        f"entry, checks owner, state, version, expiry, the hold's allocation and the decision, writes four rows "
+        f"(offer, hold, entry, event), a claim receipt and an idempotency receipt: several times the work of one "
+        f"TPC-B transaction (three updates, one insert), plus Django, DRF, token authentication and the "
+        f"guardian scope check in Python. The ratio {ratio:.2f} says how much of the database's raw transaction "
+        f"rate a claim gets on this machine. One claim is {statements:.0f} SQL statements (asserted ≤ 10 in "
+        f"`tests/waitlist/test_claim_queries.py`; 27 before issue 15): token, scope (roles and clinic in one "
+        f"query), BEGIN, the idempotency receipt's INSERT, the receipt fence's savepoint, one statement that locks "
+        f"the whole chain (`FOR NO KEY UPDATE OF` vacancy, offer, hold, entry, in that order) and reads the "
+        f"policy, the allocation and the latest decision with it, one statement for every write (chained "
+        f"compare-and-set updates, the event and the claim receipt), the savepoint's release, the receipt's "
+        f"UPDATE, COMMIT. Where the time of one claim goes (in process, alone, median of {PROBE_CLAIMS}): "
+        f"{probe_ms:.1f} ms in all, {probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and "
+        f"PostgreSQL's work), the rest Python (WSGI, DRF, token authentication, the service, JSON, COMMIT). "
+        f"Under wrk, 4 gunicorn processes, PostgreSQL and wrk share 2 cores (with any other work on the "
+        f"machine: see the load average), so throughput is bounded by the CPU a claim costs, Python and "
+        f"PostgreSQL alike (not split per layer under load: that was not measured), and with 32 requests in "
+        f"flight latency is mostly queueing (p50 ≈ concurrency ÷ throughput). Connections are reused "
+        f"(`DATABASE_CONN_MAX_AGE=60`, as under "
+        f"`make run`); a pooler (PgBouncer, psycopg's pool) was not measured here: with persistent connections "
+        f"and 32 threads it would save no connects, only cap the server's backends."
+    )
+
+
 def run() -> Result:
     from scheduling.models import Role
     from scheduling.services import clinic_grant_role
@@ -381,29 +413,5 @@ def run() -> Result:
         f"script on a scale-{cfg['pgbench_scale']} database of the same server. wrk, gunicorn and PostgreSQL "
         f"share the machine's cores, as pgbench and PostgreSQL do."
     )
-    ratio = d["ratio"]["median"]
-    probe_ms = stat(r["probe"]["ms"] for r in runs)["median"]
-    probe_sql_ms = stat(r["probe"].get("sql_ms", 0) for r in runs)["median"]
-    statements = stat(r["probe"]["queries"] for r in runs)["median"]
-    result.note(
-        f"**Reading it.** A claim is one HTTP request and one transaction that locks vacancy → offer → hold → "
-        f"entry, checks owner, state, version, expiry, the hold's allocation and the decision, writes four rows "
-        f"(offer, hold, entry, event), a claim receipt and an idempotency receipt: several times the work of one "
-        f"TPC-B transaction (three updates, one insert), plus Django, DRF, token authentication and the "
-        f"guardian scope check in Python. The ratio {ratio:.2f} says how much of the database's raw transaction "
-        f"rate a claim gets on this machine. One claim is {statements:.0f} SQL statements (asserted ≤ 10 in "
-        f"`tests/waitlist/test_claim_queries.py`; 27 before issue 15): token, scope (roles and clinic in one "
-        f"query), BEGIN, the idempotency receipt's INSERT, the receipt fence's savepoint, one statement that locks "
-        f"the whole chain (`FOR NO KEY UPDATE OF` vacancy, offer, hold, entry, in that order) and reads the "
-        f"policy, the allocation and the latest decision with it, one statement for every write (chained "
-        f"compare-and-set updates, the event and the claim receipt), the savepoint's release, the receipt's "
-        f"UPDATE, COMMIT. Where the time of one claim goes (in process, alone, median of {PROBE_CLAIMS}): "
-        f"{probe_ms:.1f} ms in all, {probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and "
-        f"PostgreSQL's work), the rest Python (WSGI, DRF, token authentication, the service, JSON, COMMIT). "
-        f"Under load the Python part dominates: 4 gunicorn processes share 2 cores with PostgreSQL and wrk, so "
-        f"throughput is bounded by CPU per request, and with 32 requests in flight latency is mostly queueing "
-        f"(p50 ≈ concurrency ÷ throughput). Connections are reused (`DATABASE_CONN_MAX_AGE=60`, as under "
-        f"`make run`); a pooler (PgBouncer, psycopg's pool) was not measured here: with persistent connections "
-        f"and 32 threads it would save no connects, only cap the server's backends."
-    )
+    result.note(reading_note(d))
     return result
