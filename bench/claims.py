@@ -26,7 +26,12 @@ GUNICORN_WORKERS = 4
 GUNICORN_THREADS = 8
 WRK_THREADS = 2
 REPLAY_EVERY = 10
-PGBENCH_DB = "clinic_waitlist_bench_pgbench"
+PROBE_CLAIMS = 20  # claimed in process before the HTTP run, one at a time
+
+
+def _pgbench_db() -> str:
+    """pgbench's database, named after the bench database so two checkouts never drop each other's."""
+    return f"{db.db_name(db.bench_url())}_pgbench"
 
 
 def _free_port() -> int:
@@ -144,25 +149,50 @@ def run_wrk(port: int, offers: list[tuple[str, str]], token: str, seconds: int, 
     return json.loads(line.split(" ", 1)[1])
 
 
-def queries_per_claim(offer: tuple[str, str], token: str) -> tuple[int, int, float]:
-    """One claim through Django's test client (in process): status, queries and milliseconds."""
+def probe_claims(offers: list[tuple[str, str]], token: str) -> dict:
+    """Claims one after another through Django's test client (in process, no concurrency): the status
+    and SQL statements of the first, and per claim the median wall time and the part of it spent
+    inside ``cursor.execute`` (statement round trips; the rest is Python: WSGI, DRF, token auth,
+    the service, JSON, plus COMMIT)."""
+    import statistics
+
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
-    clinic_ref, ref = offer
-    client = Client()
-    with CaptureQueriesContext(connection) as q:
+    sql_s = [0.0]
+
+    def timed(execute, sql, params, many, context):
         start = time.perf_counter()
-        response = client.post(
-            f"/api/v1/clinics/{clinic_ref}/offers/{ref}/claim",
-            data='{"expected_version": 1}',
-            content_type="application/json",
-            HTTP_AUTHORIZATION=f"Token {token}",
-            HTTP_IDEMPOTENCY_KEY=f"bench-probe-{ref}",
-        )
-        ms = (time.perf_counter() - start) * 1000
-    return response.status_code, len(q.captured_queries), ms
+        try:
+            return execute(sql, params, many, context)
+        finally:
+            sql_s[0] += time.perf_counter() - start
+
+    client = Client()
+    statuses, totals, in_sql, queries = [], [], [], None
+    for clinic_ref, ref in offers:
+        sql_s[0] = 0.0
+        with CaptureQueriesContext(connection) as q, connection.execute_wrapper(timed):
+            start = time.perf_counter()
+            response = client.post(
+                f"/api/v1/clinics/{clinic_ref}/offers/{ref}/claim",
+                data='{"expected_version": 1}',
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Token {token}",
+                HTTP_IDEMPOTENCY_KEY=f"bench-probe-{ref}",
+            )
+            totals.append((time.perf_counter() - start) * 1000)
+        in_sql.append(sql_s[0] * 1000)
+        statuses.append(response.status_code)
+        queries = len(q.captured_queries) if queries is None else queries
+    return {
+        "status": max(statuses),
+        "queries": queries,
+        "ms": statistics.median(totals),
+        "sql_ms": statistics.median(in_sql),
+        "claims": len(offers),
+    }
 
 
 def warm_up(port: int, token: str) -> None:
@@ -188,15 +218,15 @@ def warm_up(port: int, token: str) -> None:
 def pgbench_init(scale_factor: int) -> None:
     import psycopg
 
-    url = db.url_with_db(db.bench_url(), PGBENCH_DB)
+    url = db.url_with_db(db.bench_url(), _pgbench_db())
     with psycopg.connect(db.admin_dsn(db.bench_url()), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{PGBENCH_DB}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{PGBENCH_DB}"')
+        conn.execute(f'DROP DATABASE IF EXISTS "{_pgbench_db()}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{_pgbench_db()}"')
     subprocess.run(["pgbench", "-i", "-q", "-s", str(scale_factor), url], check=True, capture_output=True)
 
 
 def pgbench_run(seconds: int, clients: int) -> float:
-    url = db.url_with_db(db.bench_url(), PGBENCH_DB)
+    url = db.url_with_db(db.bench_url(), _pgbench_db())
     out = subprocess.run(
         ["pgbench", "-n", "-c", str(clients), "-j", "2", "-T", str(seconds), url],
         check=True,
@@ -222,6 +252,38 @@ def check_claims(clinics) -> dict:
     return dict(zip(["offers_accepted", "claim_receipts", "holds_accepted", "entries_accepted"], rows, strict=True))
 
 
+def reading_note(d: dict) -> str:
+    """The "Reading it" paragraph, from a run's data (also used to refresh a stored result's prose)."""
+    runs = d["runs"]
+    ratio = d["ratio"]["median"]
+    probe_ms = stat(r["probe"]["ms"] for r in runs)["median"]
+    probe_sql_ms = stat(r["probe"].get("sql_ms", 0) for r in runs)["median"]
+    statements = stat(r["probe"]["queries"] for r in runs)["median"]
+    return (
+        f"**Reading it.** A claim is one HTTP request and one transaction that locks vacancy → offer → hold → "
+        f"entry, checks owner, state, version, expiry, the hold's allocation and the decision, writes four rows "
+        f"(offer, hold, entry, event), a claim receipt and an idempotency receipt: several times the work of one "
+        f"TPC-B transaction (three updates, one insert), plus Django, DRF, token authentication and the "
+        f"guardian scope check in Python. The ratio {ratio:.2f} says how much of the database's raw transaction "
+        f"rate a claim gets on this machine. One claim is {statements:.0f} SQL statements (asserted ≤ 10 in "
+        f"`tests/waitlist/test_claim_queries.py`; 27 before issue 15): token, scope (roles and clinic in one "
+        f"query), BEGIN, the idempotency receipt's INSERT, the receipt fence's savepoint, one statement that locks "
+        f"the whole chain (`FOR NO KEY UPDATE OF` vacancy, offer, hold, entry, in that order) and reads the "
+        f"policy, the allocation and the latest decision with it, one statement for every write (chained "
+        f"compare-and-set updates, the event and the claim receipt), the savepoint's release, the receipt's "
+        f"UPDATE, COMMIT. Where the time of one claim goes (in process, alone, median of {PROBE_CLAIMS}): "
+        f"{probe_ms:.1f} ms in all, {probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and "
+        f"PostgreSQL's work), the rest Python (WSGI, DRF, token authentication, the service, JSON, COMMIT). "
+        f"Under wrk, 4 gunicorn processes, PostgreSQL and wrk share 2 cores (with any other work on the "
+        f"machine: see the load average), so throughput is bounded by the CPU a claim costs, Python and "
+        f"PostgreSQL alike (not split per layer under load: that was not measured), and with 32 requests in "
+        f"flight latency is mostly queueing (p50 ≈ concurrency ÷ throughput). Connections are reused "
+        f"(`DATABASE_CONN_MAX_AGE=60`, as under "
+        f"`make run`); a pooler (PgBouncer, psycopg's pool) was not measured here: with persistent connections "
+        f"and 32 threads it would save no connects, only cap the server's backends."
+    )
+
+
 def run() -> Result:
     from scheduling.models import Role
     from scheduling.services import clinic_grant_role
@@ -242,8 +304,8 @@ def run() -> Result:
         user, token = db.staff_user(clinics[0], f"bench-claims-{run_no}")
         for other in clinics[1:]:
             clinic_grant_role(clinic=other, user=user, role=Role.STAFF)
-        probe_status, probe_queries, probe_ms = queries_per_claim(offers[0], token)
-        offers = offers[1:]
+        probe = probe_claims(offers[:PROBE_CLAIMS], token)
+        offers = offers[PROBE_CLAIMS:]
         port = _free_port()
         from django.db import connections
 
@@ -273,7 +335,7 @@ def run() -> Result:
         w["pgbench_tps"] = tps
         w["ratio"] = w["claims_per_s"] / tps
         w["offers_available"] = len(offers)
-        w["probe"] = {"status": probe_status, "queries": probe_queries, "ms": probe_ms}
+        w["probe"] = probe
         w["exhausted"] = w["distinct"] >= len(offers) - WRK_THREADS
         w["database"] = check_claims(clinics)
         runs.append(w)
@@ -305,8 +367,12 @@ def run() -> Result:
             ["latency p95 (ms)", fmt_stat(d["p95_ms"])],
             ["latency p99 (ms)", fmt_stat(d["p99_ms"])],
             ["errors (non-200 answers, socket errors, timeouts)", fmt_stat(d["errors"])],
-            ["one claim alone, in process: SQL queries", fmt_stat(stat(r["probe"]["queries"] for r in runs))],
-            ["one claim alone, in process: ms", fmt_stat(stat(r["probe"]["ms"] for r in runs))],
+            ["one claim alone, in process: SQL statements", fmt_stat(stat(r["probe"]["queries"] for r in runs))],
+            [
+                f"one claim alone, in process: ms (median of {PROBE_CLAIMS})",
+                fmt_stat(stat(r["probe"]["ms"] for r in runs)),
+            ],
+            ["… of which inside `cursor.execute` (ms)", fmt_stat(stat(r["probe"].get("sql_ms", 0) for r in runs))],
             ["measured seconds (a run stops early if its offers run out)", fmt_stat(d["duration_s"])],
             [f"pgbench TPC-B-like tps (-c {conc} -j 2, scale {cfg['pgbench_scale']})", fmt_stat(d["pgbench_tps"])],
             ["**claims/s ÷ pgbench tps** (same run)", fmt_stat(d["ratio"])],
@@ -330,9 +396,10 @@ def run() -> Result:
         per_run,
     )
     result.note(
-        "Offers ACCEPTED = distinct claims answered 200 (requests − replays) + 1 in-process probe claim + the "
-        "requests still in flight when wrk stopped at the deadline (up to the concurrency): the server finished "
-        "them after wrk stopped listening. Every replay came back 200 (the stored response of the first claim)."
+        f"Offers ACCEPTED = distinct claims answered 200 (requests − replays) + {PROBE_CLAIMS} in-process probe "
+        "claims + the requests still in flight when wrk stopped at the deadline (up to the concurrency): the "
+        "server finished them after wrk stopped listening. Every replay came back 200 (the stored response of "
+        "the first claim)."
     )
     result.note(
         f"**What runs.** Each run makes {n:,} OFFERED offers through `vacancy_dispatch` (two clinics, one "
@@ -346,20 +413,5 @@ def run() -> Result:
         f"script on a scale-{cfg['pgbench_scale']} database of the same server. wrk, gunicorn and PostgreSQL "
         f"share the machine's cores, as pgbench and PostgreSQL do."
     )
-    ratio = d["ratio"]["median"]
-    result.note(
-        f"**Reading it.** A claim is one HTTP request and one transaction that locks vacancy → offer → hold "
-        f"(+ allocation) → entry, checks owner, state, version, expiry and the decision, writes four rows "
-        f"(offer, hold, entry, event), a claim receipt and an idempotency receipt: several times the work of one "
-        f"TPC-B transaction (three updates, one insert), plus Django, DRF, token authentication and the "
-        f"guardian scope check in Python. The ratio {ratio:.2f} says how much of the database's raw transaction "
-        f"rate a claim gets on this machine. What costs the most, in order: Python per request on 2 cores "
-        f"shared with PostgreSQL and wrk (connections are reused, `DATABASE_CONN_MAX_AGE=60`, as under "
-        f"`make run`; a pooler such as PgBouncer would also cap them); the "
-        f"{stat(r['probe']['queries'] for r in runs)['median']:.0f} SQL statements of one claim (token, scope, "
-        f"idempotency receipt, the lock chain one row at a time, checks, writes), each a round trip: one "
-        f"statement that locks the whole chain, and reading the scope once, would cut most of them. With 32 "
-        f"requests in flight and a throughput of a few dozen per second, latency is mostly queueing: "
-        f"p50 ≈ concurrency ÷ throughput."
-    )
+    result.note(reading_note(d))
     return result

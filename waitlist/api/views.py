@@ -182,9 +182,9 @@ class OfferClaimView(ClinicAPIView):
                 actor=request.user,
                 idempotency_key=request.headers.get("Idempotency-Key"),
             )
-            # ``appointment``: null while the hold waits for booking, its ref once booked.
-            appointment = selectors.offer_appointment_ref(clinic=self.clinic, offer_ref=ref)
-            return 200, {**receipt.body, "appointment": appointment}
+            # ``appointment``: null while the hold waits for booking, its ref once booked (read under
+            # the claim's locks, so no second read here).
+            return 200, {**receipt.body, "appointment": receipt.appointment_ref}
 
         return self.command("offer_claim", execute)
 

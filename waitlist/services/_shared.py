@@ -44,6 +44,20 @@ def event_append(
         detail=detail or {},
         created_at=now,
     )
+    event_logged(
+        offer=offer,
+        from_status=from_status,
+        to_status=to_status,
+        reason_code=reason_code,
+        actor=actor,
+        correlation_id=event.correlation_id,
+    )
+    return event
+
+
+def event_logged(*, offer: Offer, from_status: str, to_status: str, reason_code: str, actor: str,
+                 correlation_id: str) -> None:
+    """The log line of an offer event (for commands that write the event row in their own statement)."""
     logger.info(
         "offer %s %s->%s reason=%s actor=%s correlation=%s",
         offer.ref,
@@ -51,9 +65,8 @@ def event_append(
         to_status,
         reason_code,
         actor,
-        event.correlation_id,
+        correlation_id,
     )
-    return event
 
 
 def queue_dispatch(vacancy_id: int) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from datetime import datetime, timedelta
 
-from django.db import transaction
-from django.db.models import Exists, OuterRef, Q
+from django.db import connection, transaction
+from django.db.models import Exists, JSONField, OuterRef, Q, Subquery
+from django.db.models.functions import JSONObject
 from django.utils import timezone
+from psycopg.types.json import Jsonb
 
 from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
@@ -16,7 +19,7 @@ from common.refs import new_ref
 from common.services import audit_record, new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
-from scheduling.services import hold_accept, hold_extend, hold_release
+from scheduling.services import hold_extend, hold_release
 
 from ..decisions import Decision
 from ..locks import OfferLocks, lock_offer_chain
@@ -31,7 +34,7 @@ from ..models import (
     OfferClaimReceipt,
     OfferStatus,
 )
-from ._shared import actor_label, event_append, queue_dispatch
+from ._shared import actor_label, event_append, event_logged, queue_dispatch
 from .policy import policy_current
 
 logger = logging.getLogger("waitlist")
@@ -50,28 +53,111 @@ def _owner_check(locks: OfferLocks, patient: Patient | None) -> None:
         raise NotFound()
 
 
-def _decision_status(offer: Offer, now: datetime) -> str:
-    """The offer's decision, unless a newer one was recorded since (then that one counts).
+def _latest_decision() -> Subquery:
+    """The patient's newest recorded decision as ``{ref, status, rank, expires_at}`` (or NULL), read in
+    the claim's lock statement (a decision recorded while the claim waits for its locks is concurrent
+    with the claim either way)."""
+    newest = BookingReliabilityDecision.objects.filter(
+        clinic_id=OuterRef("clinic_id"), patient_id=OuterRef("patient_id")
+    ).order_by("-received_at", "-id")
+    return Subquery(
+        newest.values(
+            latest=JSONObject(ref="decision_ref", status="status", rank="priority_rank", expires_at="expires_at")
+        )[:1],
+        output_field=JSONField(),
+    )
+
+
+def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
+    """The offer's decision, unless a newer one was recorded since (``latest``: then that one counts).
 
     A staff review vouches for the decision it reviewed, not for a newer one; an offer made while the
     clinic's decision gate was NOT_USED needs none.
     """
     if offer.decision_status == DecisionStatus.NOT_USED:
         return DecisionStatus.FRESH
-    latest = (
-        BookingReliabilityDecision.objects.filter(clinic_id=offer.clinic_id, patient_id=offer.patient_id)
-        .order_by("-received_at", "-id")
-        .first()
-    )
-    if latest is not None and latest.decision_ref != offer.decision_ref:
-        return Decision(
-            latest.decision_ref, latest.status, latest.priority_rank, latest.expires_at
-        ).effective_status(now)
+    if latest is not None and latest["ref"] != offer.decision_ref:
+        expires_at = datetime.fromisoformat(latest["expires_at"]) if latest["expires_at"] else None
+        return Decision(latest["ref"], latest["status"], latest["rank"], expires_at).effective_status(now)
     if offer.staff_reviewed:
         return DecisionStatus.FRESH
     return Decision(offer.decision_ref, offer.decision_status, 0, offer.decision_expires_at).effective_status(
         now
     )
+
+
+_CLAIM_SQL = """
+WITH o AS (
+    UPDATE waitlist_offer SET status = 'ACCEPTED', version = version + 1, booking_requested_at = %(booking)s
+    WHERE id = %(offer)s AND status = 'OFFERED' AND version = %(offer_version)s
+    RETURNING id),
+h AS (
+    UPDATE scheduling_capacityhold SET status = 'ACCEPTED', version = version + 1, expires_at = %(hold_expires)s
+    WHERE id = %(hold)s AND status = 'ACTIVE' AND version = %(hold_version)s AND EXISTS (SELECT 1 FROM o)
+      AND EXISTS (SELECT 1 FROM scheduling_capacityallocation a WHERE a.hold_id = %(hold)s AND a.active)
+    RETURNING id),
+e AS (
+    UPDATE waitlist_waitlistentry SET status = 'ACCEPTED', version = version + 1
+    WHERE id = %(entry)s AND status = 'OFFERED' AND version = %(entry_version)s AND EXISTS (SELECT 1 FROM h)
+    RETURNING id),
+ev AS (
+    INSERT INTO waitlist_offerevent
+        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
+    SELECT %(clinic)s, %(offer)s, 'OFFERED', 'ACCEPTED', 'CLAIMED', %(actor)s, %(correlation)s, %(detail)s, %(now)s
+    FROM e
+    RETURNING id)
+INSERT INTO waitlist_offerclaimreceipt
+    (ref, clinic_id, offer_id, offer_version, hold_ref, hold_expires_at, idempotency_key, body, created_at)
+SELECT %(receipt)s, %(clinic)s, %(offer)s, %(new_version)s, %(hold_ref)s, %(hold_expires)s, %(key)s, %(body)s,
+       %(created)s
+FROM e, ev
+RETURNING id
+"""
+
+
+def _claim_write(
+    locks: OfferLocks, *, receipt: OfferClaimReceipt, booking_requested_at, actor: str, correlation_id: str,
+    now: datetime,
+) -> None:
+    """The claim's writes in one statement: offer and entry OFFERED → ACCEPTED, hold ACTIVE → ACCEPTED
+    (only while it still has its active allocation), the CLAIMED event and the claim receipt.
+
+    Each step runs only if the one before it changed its row (the compare-and-set of ``cas_update``,
+    chained), so a miss writes nothing of the later steps; under the locks it cannot miss, and if it
+    ever did the error rolls the whole transaction back (no receipt is stored, the key can be retried).
+    """
+    offer, hold, entry = locks.offer, locks.hold, locks.entry
+    correlation = correlation_id or offer.correlation_id
+    params = {
+        "booking": booking_requested_at, "offer": offer.pk, "offer_version": offer.version,
+        "hold": hold.pk, "hold_version": hold.version, "hold_expires": receipt.hold_expires_at,
+        "entry": entry.pk, "entry_version": entry.version, "clinic": offer.clinic_id, "actor": actor,
+        "correlation": correlation, "detail": Jsonb({"hold": hold.ref}), "now": now,
+        "receipt": receipt.ref, "new_version": receipt.offer_version, "hold_ref": hold.ref,
+        "key": receipt.idempotency_key, "body": Jsonb(receipt.body), "created": receipt.created_at,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_CLAIM_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        transaction.set_rollback(True)  # even if a caller catches this, nothing of the claim is kept
+        raise RuntimeError(f"claim of {offer.ref} missed a locked row; nothing is kept")
+    receipt.pk, receipt._state.adding = row[0], False
+    offer.status, offer.version = OfferStatus.ACCEPTED, offer.version + 1
+    offer.booking_requested_at = booking_requested_at
+    hold.status, hold.version, hold.expires_at = HoldStatus.ACCEPTED, hold.version + 1, receipt.hold_expires_at
+    entry.status, entry.version = EntryStatus.ACCEPTED, entry.version + 1
+    event_logged(
+        offer=offer, from_status=OfferStatus.OFFERED, to_status=OfferStatus.ACCEPTED, reason_code="CLAIMED",
+        actor=actor, correlation_id=correlation,
+    )
+
+
+def _own_transaction():
+    """A transaction when none is open; inside a caller's, no savepoint: every refusal of the claim comes
+    before its single write statement, so there is nothing to roll back to (and a failed write marks
+    the caller's transaction for rollback)."""
+    return nullcontext() if connection.in_atomic_block else transaction.atomic()
 
 
 def offer_claim(
@@ -94,10 +180,19 @@ def offer_claim(
     VERSION_CONFLICT, DECISION_STALE, SLOT_OCCUPIED; a foreign or unknown ref is NOT_FOUND.
     ``request_booking`` (the claim page under ``confirmation=ON_ACCEPT``) records that this accept is
     also the booking command, so reconcile may finish it if the booking step did not run.
+    The receipt carries ``appointment_ref``: the appointment the hold was booked into, if any.
+    A claim that goes through is two statements (issue 15): the lock chain with everything the checks
+    read, then the writes; inside a caller's transaction it adds no savepoint of its own.
     """
     now = now or timezone.now()
-    with transaction.atomic():
-        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
+    with _own_transaction():
+        locks = lock_offer_chain(
+            clinic=clinic,
+            offer_ref=offer_ref,
+            related=("policy", "hold__appointment"),
+            latest_decision=_latest_decision(),
+            has_allocation=Exists(CapacityAllocation.objects.filter(hold_id=OuterRef("hold_id"), active=True)),
+        )
         _owner_check(locks, patient)
         offer, hold, entry, vacancy = locks.offer, locks.hold, locks.entry, locks.vacancy
         if offer.status == OfferStatus.ACCEPTED and expected_version + 1 == offer.version:
@@ -105,6 +200,7 @@ def offer_claim(
             if receipt is not None and (
                 idempotency_key is None or idempotency_key == receipt.idempotency_key
             ):
+                receipt.appointment_ref = hold.appointment.ref if hold.appointment_id else None
                 return receipt
         if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
             raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
@@ -118,52 +214,40 @@ def offer_claim(
             or hold.patient_id != offer.patient_id
         ):
             raise Conflict("The offer no longer belongs to this entry.", code="OFFER_NOT_CLAIMABLE")
-        if _decision_status(offer, now) != DecisionStatus.FRESH:
+        if _decision_status(offer, now, offer.latest_decision) != DecisionStatus.FRESH:
             raise Conflict("The booking decision behind this offer is stale.", code="DECISION_STALE")
-        if (
-            hold.status != HoldStatus.ACTIVE
-            or not CapacityAllocation.objects.filter(hold=hold, active=True).exists()
-        ):
+        if hold.status != HoldStatus.ACTIVE or not offer.has_allocation:
             raise SlotOccupied("The slot is no longer reserved for this offer.")
-        cas_update(
-            offer,
-            expected_status=OfferStatus.OFFERED,
-            expected_version=expected_version,
-            status=OfferStatus.ACCEPTED,
-            booking_requested_at=now if request_booking else None,
-        )
         hold_expires_at = min(now + timedelta(minutes=offer.policy.hold_minutes), vacancy.starts_at)
-        hold_accept(hold=hold, expires_at=hold_expires_at)
-        cas_update(entry, expected_status=EntryStatus.OFFERED, status=EntryStatus.ACCEPTED)
-        event_append(
-            offer=offer,
-            from_status=OfferStatus.OFFERED,
-            to_status=OfferStatus.ACCEPTED,
-            reason_code="CLAIMED",
-            actor=actor_label(actor, "claim"),
-            correlation_id=correlation_id,
-            now=now,
-            detail={"hold": hold.ref},
-        )
         receipt_ref = new_ref("clr")
-        body = {
-            "status": OfferStatus.ACCEPTED.value,
-            "offer": offer.ref,
-            "version": offer.version,
-            "hold": hold.ref,
-            "hold_expires_at": iso_in_zone(hold_expires_at, clinic.timezone),
-            "receipt": receipt_ref,
-        }
-        return OfferClaimReceipt.objects.create(
+        receipt = OfferClaimReceipt(
             ref=receipt_ref,
             clinic=clinic,
             offer=offer,
-            offer_version=offer.version,
+            offer_version=offer.version + 1,
             hold_ref=hold.ref,
             hold_expires_at=hold_expires_at,
             idempotency_key=idempotency_key or "",
-            body=body,
+            body={
+                "status": OfferStatus.ACCEPTED.value,
+                "offer": offer.ref,
+                "version": offer.version + 1,
+                "hold": hold.ref,
+                "hold_expires_at": iso_in_zone(hold_expires_at, clinic.timezone),
+                "receipt": receipt_ref,
+            },
+            created_at=timezone.now(),
         )
+        _claim_write(
+            locks,
+            receipt=receipt,
+            booking_requested_at=now if request_booking else None,
+            actor=actor_label(actor, "claim"),
+            correlation_id=correlation_id,
+            now=now,
+        )
+        receipt.appointment_ref = None  # a hold is booked after its claim, never during it
+        return receipt
 
 
 def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:

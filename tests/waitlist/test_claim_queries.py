@@ -1,0 +1,80 @@
+"""Issue 15 part 1: one claim over the API is at most 10 SQL statements (counted, not timed).
+
+Counted outside a test transaction (``transaction=True``), as under gunicorn: BEGIN/COMMIT are not
+statements Django logs, and no test savepoint wraps the request.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from tests.conftest import seoul, token_client
+from waitlist.models import EntryStatus, Offer, OfferClaimReceipt, OfferStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+MAX_CLAIM_STATEMENTS = 10
+
+
+@pytest.fixture
+def offer(world):
+    """An OFFERED offer made the way production makes one: cancel over the API, then dispatch."""
+    client, base = token_client(world.staff), f"/api/v1/clinics/{world.clinic.ref}"
+    world.waiting(practitioner=world.doctor)
+    appointment = world.confirmed(seoul(3, 10))
+    cancelled = client.post(f"{base}/appointments/{appointment.ref}/cancel", {"reason": "x"}, format="json")
+    dispatched = client.post(f"{base}/vacancies/{cancelled.json()['vacancy']}/dispatch", format="json")
+    return Offer.objects.get(ref=dispatched.json()["offer"])
+
+
+def _claim(client, base, offer, key):
+    return client.post(
+        f"{base}/offers/{offer.ref}/claim", {"expected_version": offer.version}, format="json",
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+
+
+def _listing(queries) -> str:
+    return "\n".join(f"{i + 1:2}. {q['sql'][:400]}" for i, q in enumerate(queries))
+
+
+def test_one_claim_with_an_idempotency_key_is_at_most_ten_statements(world, offer):
+    client = token_client(world.staff)
+    base = f"/api/v1/clinics/{world.clinic.ref}"
+    with CaptureQueriesContext(connection) as captured:
+        response = _claim(client, base, offer, "claim-count-1")
+    assert response.status_code == 200, response.content
+    assert len(captured) <= MAX_CLAIM_STATEMENTS, (
+        f"{len(captured)} statements for one claim:\n{_listing(captured.captured_queries)}"
+    )
+    locking = [q["sql"] for q in captured.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
+    assert len(locking) == 1, _listing(captured.captured_queries)
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.ACCEPTED and offer.entry.status == EntryStatus.ACCEPTED
+    assert OfferClaimReceipt.objects.filter(offer=offer).count() == 1
+
+
+def test_a_replayed_claim_is_answered_by_the_receipt_fence_alone(world, offer):
+    client = token_client(world.staff)
+    base = f"/api/v1/clinics/{world.clinic.ref}"
+    first = _claim(client, base, offer, "claim-count-2")
+    with CaptureQueriesContext(connection) as captured:
+        again = _claim(client, base, offer, "claim-count-2")
+    assert again.content == first.content
+    chain = ('FROM "waitlist_', "UPDATE waitlist_", "INSERT INTO waitlist_")
+    touched = [q["sql"] for q in captured.captured_queries if any(t in q["sql"] for t in chain)]
+    assert touched == [] and len(captured) <= MAX_CLAIM_STATEMENTS, _listing(captured.captured_queries)
+
+
+def test_the_claim_locks_its_chain_in_the_documented_order_in_one_statement(world, offer):
+    """PostgreSQL takes the rows of ``FOR … UPDATE OF a, b`` in the order of that list: vacancy first."""
+    client = token_client(world.staff)
+    with CaptureQueriesContext(connection) as captured:
+        _claim(client, f"/api/v1/clinics/{world.clinic.ref}", offer, "claim-order")
+    (locking,) = [q["sql"] for q in captured.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
+    assert locking.endswith(
+        'FOR NO KEY UPDATE OF "waitlist_vacancy", "waitlist_offer", "scheduling_capacityhold", '
+        '"waitlist_waitlistentry"'
+    ), locking[-300:]
