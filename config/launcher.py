@@ -88,6 +88,16 @@ def sign_in_lines(seed_output: str) -> tuple[str, str]:
     return "\n".join(progress), "\n".join(sign_ins)
 
 
+#: What other shells need to reach the running servers and mint links that point at them.
+RUN_ENV_KEYS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "PUBLIC_BASE_URL", "CRM_BASE_URL")
+
+
+def run_env_text(env: dict, host: str, port: str) -> str:
+    """`.data/run.env`: `manage.py` in another shell (claim links, demo events) talks to these servers."""
+    lines = [f"{key}={env[key]}\n" for key in RUN_ENV_KEYS if key in env]
+    return "".join(lines) + f"DEMO_BASE_URL=http://{host}:{port}\n"
+
+
 def _wait_ready(url: str, venv_bin: Path, env: dict, processes: dict, timeout: float = 90.0) -> bool:
     """Wait until the web server answers the sign-in page and a Celery worker answers a ping."""
     import urllib.request
@@ -203,10 +213,7 @@ def main() -> int:
 
     venv_bin = Path(sys.executable).parent
     # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
-    (DATA_DIR / "run.env").write_text(
-        "".join(f"{key}={env[key]}\n" for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL") if key in env)
-        + f"DEMO_BASE_URL=http://{host}:{port}\n"
-    )
+    (DATA_DIR / "run.env").write_text(run_env_text(env, host, port))
     web_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
 
     def popen(args: list[str], child_env: dict):
