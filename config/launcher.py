@@ -55,8 +55,8 @@ def _manage(env: dict, *args: str, capture: bool = False) -> str:
 DELIBERATE_FAILURES = (
     "Deliberate demo failures (seeded on purpose, not bugs):",
     "  - Reevaluation: FAILED jobs (CRM timeouts: redrivable; a hash mismatch: quarantined), a RETRY_WAIT job,",
-    "    a STALE job and one quarantined event per demo clinic; their error lines above are expected.",
-    "  - Waitlist: vacancies in staff review (STALE/UNAVAILABLE decisions), shown in the action queue.",
+    "    a STALE job and one quarantined event per demo clinic, shown on the console's Reevaluation page.",
+    "  - Waitlist: none; cancel a CONFIRMED appointment (README tour) to see a vacancy, an offer and a claim.",
 )
 
 

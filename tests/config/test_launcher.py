@@ -36,3 +36,8 @@ def test_run_env_carries_the_public_base_url_so_printed_claim_links_use_the_runn
     text = run_env_text(env, "127.0.0.1", "8765")
     assert "PUBLIC_BASE_URL=http://127.0.0.1:8765\n" in text
     assert "DEMO_BASE_URL=http://127.0.0.1:8765\n" in text and "OTHER" not in text
+
+
+def test_ready_banner_promises_no_waitlist_review_rows_the_demo_does_not_seed():
+    banner = ready_banner("http://127.0.0.1:8000", "")
+    assert "staff review" not in banner and "error lines above" not in banner
