@@ -267,3 +267,11 @@ def test_at_390_px_controls_audit_and_list_filters_fit_the_phone(open_page, admi
     page.goto(f"/console/c/{world.clinic.ref}/controls/")
     assert page.locator("form[data-testid=reason-confirm]").count() >= 2
     shot(page, "console-controls-phone")
+
+
+def test_at_390_px_the_trend_chart_panel_names_are_readable(open_page, staff, world):
+    page = open_page(PHONE)
+    sign_in(page, staff.username)
+    heights = page.evaluate("Array.from(document.querySelectorAll('.trend .axis'))"
+                            ".map(t => t.getBoundingClientRect().height)")
+    assert heights and min(heights) >= 9, heights
