@@ -55,8 +55,8 @@ def _manage(env: dict, *args: str, capture: bool = False) -> str:
 DELIBERATE_FAILURES = (
     "Deliberate demo failures (seeded on purpose, not bugs):",
     "  - Reevaluation: FAILED jobs (CRM timeouts: redrivable; a hash mismatch: quarantined), a RETRY_WAIT job,",
-    "    a STALE job and one quarantined event per demo clinic; their error lines above are expected.",
-    "  - Waitlist: vacancies in staff review (STALE/UNAVAILABLE decisions), shown in the action queue.",
+    "    a STALE job and one quarantined event per demo clinic, shown on the console's Reevaluation page.",
+    "  - Waitlist: none; cancel a CONFIRMED appointment (README tour) to see a vacancy, an offer and a claim.",
 )
 
 
@@ -86,6 +86,16 @@ def sign_in_lines(seed_output: str) -> tuple[str, str]:
     for line in seed_output.splitlines():
         (sign_ins if line.startswith("  ") else progress).append(line)
     return "\n".join(progress), "\n".join(sign_ins)
+
+
+#: What other shells need to reach the running servers and mint links that point at them.
+RUN_ENV_KEYS = ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL", "PUBLIC_BASE_URL", "CRM_BASE_URL")
+
+
+def run_env_text(env: dict, host: str, port: str) -> str:
+    """`.data/run.env`: `manage.py` in another shell (claim links, demo events) talks to these servers."""
+    lines = [f"{key}={env[key]}\n" for key in RUN_ENV_KEYS if key in env]
+    return "".join(lines) + f"DEMO_BASE_URL=http://{host}:{port}\n"
 
 
 def _wait_ready(url: str, venv_bin: Path, env: dict, processes: dict, timeout: float = 90.0) -> bool:
@@ -203,10 +213,7 @@ def main() -> int:
 
     venv_bin = Path(sys.executable).parent
     # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
-    (DATA_DIR / "run.env").write_text(
-        "".join(f"{key}={env[key]}\n" for key in ("DATABASE_URL", "REDIS_URL", "CELERY_BROKER_URL") if key in env)
-        + f"DEMO_BASE_URL=http://{host}:{port}\n"
-    )
+    (DATA_DIR / "run.env").write_text(run_env_text(env, host, port))
     web_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
 
     def popen(args: list[str], child_env: dict):

@@ -112,6 +112,7 @@ AUTH_PASSWORD_VALIDATORS = [
 LANGUAGE_CODE = "en"
 LANGUAGES = [("en", "English"), ("ko", "한국어")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+FORMAT_MODULE_PATH = ["config.formats"]  # Korean: 오전/오후 before the clock
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True

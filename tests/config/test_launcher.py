@@ -27,3 +27,17 @@ def test_console_polls_are_not_access_logged_but_commands_are():
     assert is_console_poll({"REQUEST_METHOD": "GET"}, "304 Not Modified")
     assert not is_console_poll({"REQUEST_METHOD": "GET"}, "200 OK")
     assert not is_console_poll({"REQUEST_METHOD": "POST", "HTTP_X_CONSOLE_POLL": "1"}, "200 OK")
+
+
+def test_run_env_carries_the_public_base_url_so_printed_claim_links_use_the_running_port():
+    from config.launcher import run_env_text
+
+    env = {"DATABASE_URL": "postgres://x", "PUBLIC_BASE_URL": "http://127.0.0.1:8765", "OTHER": "no"}
+    text = run_env_text(env, "127.0.0.1", "8765")
+    assert "PUBLIC_BASE_URL=http://127.0.0.1:8765\n" in text
+    assert "DEMO_BASE_URL=http://127.0.0.1:8765\n" in text and "OTHER" not in text
+
+
+def test_ready_banner_promises_no_waitlist_review_rows_the_demo_does_not_seed():
+    banner = ready_banner("http://127.0.0.1:8000", "")
+    assert "staff review" not in banner and "error lines above" not in banner

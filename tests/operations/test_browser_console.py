@@ -231,3 +231,37 @@ def test_the_claim_page_speaks_korean_by_accept_language(browser, live_server, w
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     finally:
         context.close()
+
+
+PHONE_FIT = """() => {
+  const wide = el => el.getBoundingClientRect().right > document.documentElement.clientWidth + 1;
+  return {
+    page: document.documentElement.scrollWidth,
+    overflowing: Array.from(document.querySelectorAll('main input, main select, main textarea, main button, main td'))
+      .filter(wide).map(el => el.tagName + ':' + (el.name || el.textContent.trim().slice(0, 30))),
+  };
+}"""
+
+
+def test_at_390_px_controls_audit_and_list_filters_fit_the_phone(open_page, admin, world):
+    """Phone: ADMIN forms stay inside their card, audit rows and policy fields become cards, filters pair up."""
+    from tests.operations.conftest import make_audit
+
+    make_audit(world.clinic, 2, result={"from": "APPLY_PROPOSED", "to": "APPLY_PROPOSED_AND_HELD"})
+    page = open_page(PHONE)
+    sign_in(page, admin.username)
+    for path in ("controls/", "audit/", "waitlist/lists/vacancies/"):
+        page.goto(f"/console/c/{world.clinic.ref}/{path}")
+        fit = page.evaluate(PHONE_FIT)
+        assert fit == {"page": PHONE["width"], "overflowing": []}, (path, fit)
+    page.goto(f"/console/c/{world.clinic.ref}/controls/")
+    assert page.locator("form[data-testid=reason-confirm]").count() >= 2
+    shot(page, "console-controls-phone")
+
+
+def test_at_390_px_the_trend_chart_panel_names_are_readable(open_page, staff, world):
+    page = open_page(PHONE)
+    sign_in(page, staff.username)
+    heights = page.evaluate("Array.from(document.querySelectorAll('.trend .axis'))"
+                            ".map(t => t.getBoundingClientRect().height)")
+    assert heights and min(heights) >= 9, heights

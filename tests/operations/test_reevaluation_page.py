@@ -424,3 +424,19 @@ def test_fragment_query_counts_are_constant(staff_web, world, jobs, django_asser
     # session, user, clinic_for_user, job, latest outcome, lineage children
     with django_assert_num_queries(6):
         staff_web.get(url("reevaluation-job", world.clinic, job_ref=job.ref), **HX)
+
+
+def test_the_page_links_to_finished_jobs_and_the_completed_counter_opens_them(staff_web, world):
+    """After `make demo-event` the job is COMPLETED: its outcome is one click away, on the finished list."""
+    from django.utils import timezone
+
+    done = post_event(world, rf.fingerprint(f"{world.crm_ref}-done"), 1).job_ref
+    ReevaluationJob.objects.filter(ref=done).update(state=JobState.COMPLETED, finished_at=timezone.now(),
+                                                    outcome_counts={"SKIPPED_UNCHANGED": 1})
+    html = staff_web.get(page_url(world.clinic)).content.decode()
+    finished = url("reevaluation-finished", world.clinic)
+    assert f'href="{finished}" data-testid="finished-link"' in html
+    link = re.search(r'data-count="COMPLETED"><a href="([^"]+)"', html).group(1)
+    assert link == f"{finished}?status=COMPLETED"
+    listed = staff_web.get(link).content.decode()
+    assert done in listed and "SKIPPED_UNCHANGED" in listed

@@ -243,3 +243,16 @@ def test_decline_asks_for_confirmation_before_the_decline_button(world):
     html = page_client().get(claim_path(make_offer(world))).content.decode()
     ask = html.index('data-testid="decline-ask"')
     assert ask < html.index('name="action" value="decline"') and "cannot be undone" in html
+
+
+def test_korean_times_put_the_am_pm_marker_before_the_clock():
+    from datetime import UTC, datetime
+
+    from django.utils import translation
+
+    from waitlist.notifications import local_datetime
+
+    with translation.override("ko"):
+        assert local_datetime(datetime(2030, 12, 3, 1, 0, tzinfo=UTC), "Asia/Seoul") == "2030년 12월 3일 오전 10:00"
+    with translation.override("en"):
+        assert local_datetime(datetime(2030, 12, 3, 1, 0, tzinfo=UTC), "Asia/Seoul") == "Dec. 3, 2030, 10 a.m."
