@@ -5,28 +5,15 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-import time_machine
 from django.urls import reverse
 
 from tests.conftest import assert_no_pii, seoul
-from tests.waitlist.factories import NOW, make_world
+from tests.operations.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401
+from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import open_vacancy
 from waitlist import services
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
 
 
 def test_page_shows_pass_overs_by_reason_and_the_forgotten_waiter_by_ref(client):

@@ -6,7 +6,6 @@ import json
 import re
 
 import pytest
-import time_machine
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -14,38 +13,19 @@ from django.urls import reverse
 from common.models import AuditEntry, CommandReceipt
 from scheduling.models import AppointmentStatus, HoldStatus
 from tests.conftest import seoul
+from tests.operations.waitlist_fixtures import frozen_clock, no_broker, world  # noqa: F401
 from tests.operations.waitlist_helpers import (
     bulk_reviews,
     bulk_vacancies,
     dead_delivery_offer,
     make_offer,
     review_vacancy,
-    waitlist_world,
 )
-from tests.waitlist.factories import NOW
 from waitlist import services
 from waitlist.models import EntryStatus, Offer, OfferEvent, OfferStatus, VacancyStatus
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
-
-
-@pytest.fixture
-def world(clinic, staff):
-    return waitlist_world(clinic, staff)
 
 
 def page_url(clinic, **params) -> str:
