@@ -46,7 +46,20 @@ def seed_world() -> dict:
     return {
         "clinic": world["clinics"][0].ref,
         "tokens": {"STAFF": world["tokens"]["staff"], "ADMIN": world["tokens"]["admin"]},
+        "feed_token": _decision_feed_token(world["clinics"][0]),
     }
+
+
+def _decision_feed_token(clinic) -> str:
+    """The clinic's booking-reliability feed credential (decisions are not a STAFF command)."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.authtoken.models import Token
+
+    from scheduling.services import clinic_grant_decision_feed
+
+    user, _ = get_user_model().objects.get_or_create(username="load-decision-feed")
+    clinic_grant_decision_feed(clinic=clinic, user=user)
+    return Token.objects.get_or_create(user=user)[0].key
 
 
 def _config_file(workdir: Path, clinic_ref: str) -> Path:

@@ -51,7 +51,7 @@ class Driver:
         self.offers: list[str] = []
         self.revision = int(time.time())
         self.sessions = {}
-        for role, token in world["tokens"].items():
+        for role, token in {**world["tokens"], "FEED": world["feed_token"]}.items():
             session = requests.Session()
             session.headers["Authorization"] = f"Token {token}"
             self.sessions[role] = session
@@ -80,14 +80,16 @@ class Driver:
     def patient(self):
         now = time.time()
         response = self.call("POST", f"clinics/{self.clinic}/patients/", {
-            "display_name": f"Soak {uuid.uuid4().hex[:6]}", "language": self.rng.choice(["en", "ko"])})
+            "display_name": f"Soak {uuid.uuid4().hex[:6]}", "language": self.rng.choice(["en", "ko"]),
+            "contact_consent": ["EMAIL", "SMS"]})
         if response.status_code != 201:
             return
         ref = response.json()["ref"]
         self.patients.append(ref)
         expires = _iso(now + 6 * 86400)
         self.call("POST", f"clinics/{self.clinic}/booking-decisions/", {
-            "patient": ref, "decision_ref": f"soak-{uuid.uuid4().hex[:8]}", "status": "FRESH", "expires_at": expires})
+            "patient": ref, "decision_ref": f"soak-{uuid.uuid4().hex[:8]}", "status": "FRESH", "expires_at": expires},
+            role="FEED")
         self.call("POST", f"clinics/{self.clinic}/waitlist-entries/", {
             "patient": ref, "treatment": self.catalog["treatments"][0],
             "earliest": _iso(now), "latest": _iso(now + 40 * 86400)})
