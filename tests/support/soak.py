@@ -262,7 +262,11 @@ def main() -> int:
           f"violations {violations or 'none'}")
     for line in (driver.server_errors + driver.errors)[:30]:
         print("  -", line)
-    ok = not driver.server_errors and not driver.errors and not violations and total > 0
+    # A soak that made no offer exercised neither claims nor declines nor expiry: that is a failure too.
+    exercised = report.totals.get("offers", 0) > 0
+    if not exercised:
+        print("soak: no offer was made: the load did not reach the waitlist loop")
+    ok = not driver.server_errors and not driver.errors and not violations and total > 0 and exercised
     print("soak:", "PASS" if ok else "FAIL")
     return 0 if ok else 1
 
