@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -25,6 +24,7 @@ from scheduling.models import Appointment, AppointmentStatus, Role
 from tests import factories as f
 from tests.conftest import seoul
 from tests.observability.invariants import violations
+from tests.support.processes import wait_until
 from tests.support.servers import free_port
 from tests.waitlist.factories import make_world
 from waitlist import tasks
@@ -62,14 +62,6 @@ def process(args: list[str], env: dict):
             proc.wait(timeout=30)
 
 
-def wait_for(predicate, what: str, seconds: float = 120) -> None:
-    """Poll until ``predicate()``: the processes work asynchronously (no time is asserted)."""
-    deadline = time.monotonic() + seconds
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
-
-
 def up(base: str) -> bool:
     try:
         return requests.get(f"{base}/healthz", timeout=5).status_code == 200
@@ -99,7 +91,7 @@ def test_two_web_and_two_worker_processes_keep_every_invariant(monkeypatch):
                                          "-Q", "maintenance,delivery,reevaluation", "--without-gossip",
                                          "--without-mingle", "--without-heartbeat"], env))
         for base in webs:
-            wait_for(lambda base=base: up(base), f"{base} to answer")
+            wait_until(lambda base=base: up(base), f"{base} to answer", 120)
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token}"
         api = f"/api/v1/clinics/{world.clinic.ref}"
@@ -113,7 +105,7 @@ def test_two_web_and_two_worker_processes_keep_every_invariant(monkeypatch):
                                                    {"reason": "scale-out"}), range(SLOTS)))
             assert cancels == [200] * SLOTS
             offered = Offer.objects.filter(clinic=world.clinic, status=OfferStatus.OFFERED)
-            wait_for(lambda: offered.count() == SLOTS, "the workers to offer every vacancy")
+            wait_until(lambda: offered.count() == SLOTS, "the workers to offer every vacancy", 120)
 
             offers = list(offered.select_related("hold"))
             claims = list(pool.map(lambda job: post(job[0], f"/offers/{job[1].ref}/claim",

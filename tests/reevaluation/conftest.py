@@ -68,6 +68,7 @@ class CRMServer:
         self.mode = "ok"
         self.delay = 0.6
         self.calls = 0
+        self.called = threading.Event()  # set on the first request: tests wait on it, not on time
         self.released = threading.Event()
         server = self
 
@@ -77,6 +78,7 @@ class CRMServer:
 
             def do_GET(self):  # noqa: N802
                 server.calls += 1
+                server.called.set()
                 ref = self.path.split("?")[0].rsplit("/", 1)[-1]
                 doc = dict(server.documents.get(ref) or {})
                 if server.mode == "slow":

@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -29,16 +30,22 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait(check, what: str, timeout: float = 30.0) -> None:
+def wait_until(check, what: str, timeout: float = 30.0, interval: float = 0.1) -> None:
+    """Wait for a condition another process makes true (a port answering, rows written).
+
+    A separate process offers nothing to wait on, so ``check`` is polled; an exception counts as
+    "not yet". Nothing here waits for time to pass: the condition decides, the timeout only bounds it.
+    """
     deadline = time.monotonic() + timeout
+    pause = threading.Event()
     while time.monotonic() < deadline:
         try:
             if check():
                 return
         except Exception:  # noqa: BLE001 - not up yet
             pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{what} did not come up within {timeout:.0f}s")
+        pause.wait(interval)
+    raise RuntimeError(f"{what} did not happen within {timeout:.0f}s")
 
 
 class RedisServer:
@@ -60,7 +67,7 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        _wait(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close() is None, "redis")
+        wait_until(lambda: socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close() is None, "redis")
 
     def stop(self) -> None:
         if self.process and self.process.poll() is None:
@@ -139,7 +146,7 @@ def gunicorn(extra_env: dict, *, workers: int = 2, access_log: str | None = None
     process = subprocess.Popen(args, cwd=BASE_DIR, env=child_env(extra_env), stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait(lambda: requests.get(f"{base}/api/schema/", timeout=5).status_code == 200, "gunicorn", 60)
+        wait_until(lambda: requests.get(f"{base}/api/schema/", timeout=5).status_code == 200, "gunicorn", 60)
         yield base
     finally:
         process.terminate()
