@@ -20,10 +20,10 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
+from common.invariants import check
 from scheduling.models import Appointment, AppointmentStatus, Role
 from tests import factories as f
 from tests.conftest import seoul
-from tests.observability.invariants import violations
 from tests.support.processes import wait_until
 from tests.support.servers import free_port
 from tests.waitlist.factories import make_world
@@ -117,7 +117,8 @@ def test_two_web_and_two_worker_processes_keep_every_invariant(monkeypatch):
                                   [(i, o) for o in offers for i in (0, 1)]))
             assert all(code in (200, 201) for code in books), books
 
-    assert violations() == []
+    report = check()
+    assert report.ok, report.summary()
     assert Offer.objects.filter(clinic=world.clinic).count() == SLOTS  # one offer per vacancy, no more
     assert set(Vacancy.objects.filter(clinic=world.clinic).values_list("status", flat=True)) == {VacancyStatus.FILLED}
     booked = Appointment.objects.filter(clinic=world.clinic, status=AppointmentStatus.CONFIRMED)

@@ -10,13 +10,13 @@ import pytest
 import time_machine
 from django.conf import settings
 
+from common.invariants import check
 from common.models import OutboxAttempt, OutboxMessage, OutboxStatus
 from common.outbox import outbox_deliver_due
 from config.celery import app
 from reevaluation import tasks as reevaluation_tasks
 from reevaluation.models import JobState, ReevaluationJob
 from tests.conftest import race, seoul
-from tests.observability.invariants import violations
 from tests.reevaluation.factories import bulk_jobs, enable
 from tests.waitlist.factories import NOW, make_world
 from tests.waitlist.loop_helpers import make_offer
@@ -51,7 +51,8 @@ def test_two_beats_running_every_job_concurrently_do_each_thing_once(monkeypatch
         results = race(lambda _beat: [beat_tick() for _tick in range(2)], 2)
 
     assert not [r for r in results if isinstance(r, BaseException)], results
-    assert violations() == []
+    report = check()
+    assert report.ok, report.summary()
     expired = Counter(OfferEvent.objects.filter(to_status=OfferStatus.EXPIRED).values_list("offer_id", flat=True))
     assert expired == Counter({offer.pk: 1 for offer in offers})
     assert set(Offer.objects.filter(pk__in=[o.pk for o in offers]).values_list("status", flat=True)) == {
