@@ -244,9 +244,12 @@ def _candidate_loop(
         # Someone eligible exists but cannot be reached yet: wait for the earliest of them.
         soonest = min(passed, key=lambda u: u.until or now)
         return _wait(vacancy, soonest, now=now, correlation_id=correlation_id, stats=stats)
-    if not stats.budget_hit:
-        # Only a list read to its end is exhausted; a budget cut leaves the vacancy to reconcile.
-        _mark_exhausted(vacancy, now)
+    # A concurrent dispatcher may have offered this vacancy while the list was read (its candidate then
+    # looks taken): that is ALREADY_OFFERED, not an empty list. Only a list read to its end is
+    # exhausted; a budget cut leaves the vacancy to reconcile.
+    active = _offer_or_mark_exhausted(vacancy, now, mark=not stats.budget_hit)
+    if active is not None:
+        return DispatchResult("ALREADY_OFFERED", active, stats)
     logger.info(
         "vacancy %s: no candidate (pages=%s candidates=%s budget=%s)",
         vacancy.ref,
@@ -280,17 +283,18 @@ def _wait(
     return DispatchResult("WAITING", None, stats, why)
 
 
-def _mark_exhausted(vacancy: Vacancy, now: datetime) -> None:
-    """Record (once) that the list ran out for this vacancy: the "exhausted" fill metric."""
+def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> Offer | None:
+    """Under the vacancy lock: the active offer if one landed meanwhile, else record (once) that the
+    list ran out for this vacancy (the "exhausted" fill metric)."""
     with transaction.atomic():
         locked = lock_vacancy(vacancy.pk)
-        if (
-            locked.exhausted_at is None
-            and locked.status in DISPATCHABLE_VACANCY_STATUSES
-            and not locked.offers.filter(status__in=ACTIVE_OFFER_STATUSES).exists()
+        active = locked.offers.filter(status__in=ACTIVE_OFFER_STATUSES).first()
+        if active is None and mark and locked.exhausted_at is None and (
+            locked.status in DISPATCHABLE_VACANCY_STATUSES
         ):
             # A marker, not a state: no version bump, so in-flight CAS writers are not disturbed.
             Vacancy.objects.filter(pk=locked.pk).update(exhausted_at=now)
+    return active
 
 
 def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
