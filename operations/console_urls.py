@@ -11,68 +11,43 @@ from . import reauth, views, views_bulk, views_controls, views_lists, views_reev
 
 app_name = "console"
 
+
+
+def clinic_path(route: str, view, name: str):
+    """A clinic page: ``c/<clinic_ref>/`` + ``route``."""
+    return path(f"c/<str:clinic_ref>/{route}", view, name=name)
+
+
+r, w, ctl = views_reevaluation, views_waitlist, views_controls
+
 urlpatterns = [
     path("", views.console_index, name="index"),
     path("login/", views.console_login, name="login"),
     path("logout/", views.console_logout, name="logout"),
     path("search/", views.console_search, name="search"),
     path("reauth/", reauth.reauth_page, name="reauth"),
-    path("c/<str:clinic_ref>/", views.clinic_home, name="clinic-home"),
-    path("c/<str:clinic_ref>/ref/<str:ref>/", views.ref_page, name="ref"),
-    path("c/<str:clinic_ref>/audit/", views.audit_log, name="audit"),
-    path("c/<str:clinic_ref>/reevaluation/", views_reevaluation.reevaluation_page, name="reevaluation"),
-    path(
-        "c/<str:clinic_ref>/reevaluation/finished/", views_lists.reevaluation_finished, name="reevaluation-finished"
-    ),
-    path(
-        "c/<str:clinic_ref>/reevaluation/jobs/<str:job_ref>/",
-        views_reevaluation.reevaluation_job,
-        name="reevaluation-job",
-    ),
-    path(
-        "c/<str:clinic_ref>/reevaluation/redrive/preview/",
-        views_reevaluation.reevaluation_preview,
-        name="reevaluation-preview",
-    ),
-    path(
-        "c/<str:clinic_ref>/reevaluation/redrive/execute/",
-        views_reevaluation.reevaluation_execute,
-        name="reevaluation-execute",
-    ),
-    path("c/<str:clinic_ref>/reevaluation/mode/", views_reevaluation.reevaluation_mode, name="reevaluation-mode"),
-    path(
-        "c/<str:clinic_ref>/reevaluation/drain/", views_reevaluation.reevaluation_drain, name="reevaluation-drain"
-    ),
-    path("c/<str:clinic_ref>/waitlist/", views_waitlist.waitlist_page, name="waitlist"),
-    path("c/<str:clinic_ref>/waitlist/lists/<str:kind>/", views_lists.waitlist_list, name="waitlist-list"),
-    path("c/<str:clinic_ref>/waitlist/review/bulk/", views_bulk.waitlist_review_bulk, name="waitlist-review-bulk"),
-    path(
-        "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/",
-        views_waitlist.waitlist_vacancy,
-        name="waitlist-vacancy",
-    ),
-    path(
-        "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/dispatch/",
-        views_waitlist.waitlist_redispatch,
-        name="waitlist-redispatch",
-    ),
-    path(
-        "c/<str:clinic_ref>/waitlist/vacancies/<str:vacancy_ref>/review/",
-        views_waitlist.waitlist_review,
-        name="waitlist-review",
-    ),
-    path(
-        "c/<str:clinic_ref>/waitlist/offers/<str:offer_ref>/withdraw/",
-        views_waitlist.waitlist_withdraw,
-        name="waitlist-withdraw",
-    ),
-    path(
-        "c/<str:clinic_ref>/waitlist/holds/<str:hold_ref>/retry-booking/",
-        views_waitlist.waitlist_retry_booking,
-        name="waitlist-retry-booking",
-    ),
-    path("c/<str:clinic_ref>/controls/", views_controls.controls_page, name="controls"),
-    path("c/<str:clinic_ref>/controls/switch/", views_controls.controls_switch, name="controls-switch"),
-    path("c/<str:clinic_ref>/controls/allowlist/", views_controls.controls_allowlist, name="controls-allowlist"),
-    path("c/<str:clinic_ref>/controls/policy/", views_controls.controls_policy, name="controls-policy"),
+    clinic_path("", views.clinic_home, "clinic-home"),
+    clinic_path("ref/<str:ref>/", views.ref_page, "ref"),
+    clinic_path("audit/", views.audit_log, "audit"),
+    clinic_path("reevaluation/", r.reevaluation_page, "reevaluation"),
+    clinic_path("reevaluation/finished/", views_lists.reevaluation_finished, "reevaluation-finished"),
+    clinic_path("reevaluation/jobs/<str:job_ref>/", r.reevaluation_job, "reevaluation-job"),
+    clinic_path("reevaluation/redrive/preview/", r.reevaluation_preview, "reevaluation-preview"),
+    clinic_path("reevaluation/redrive/execute/", r.reevaluation_execute, "reevaluation-execute"),
+    clinic_path("reevaluation/mode/", r.reevaluation_mode, "reevaluation-mode"),
+    clinic_path("reevaluation/drain/", r.reevaluation_drain, "reevaluation-drain"),
+    clinic_path("waitlist/", w.waitlist_page, "waitlist"),
+    clinic_path("waitlist/lists/<str:kind>/", views_lists.waitlist_list, "waitlist-list"),
+    clinic_path("waitlist/review/bulk/", views_bulk.waitlist_review_bulk, "waitlist-review-bulk"),
+    clinic_path("waitlist/vacancies/<str:vacancy_ref>/", w.waitlist_vacancy, "waitlist-vacancy"),
+    clinic_path("waitlist/vacancies/<str:vacancy_ref>/dispatch/", w.waitlist_redispatch, "waitlist-redispatch"),
+    clinic_path("waitlist/vacancies/<str:vacancy_ref>/review/", w.waitlist_review, "waitlist-review"),
+    clinic_path("waitlist/offers/<str:offer_ref>/withdraw/", w.waitlist_withdraw, "waitlist-withdraw"),
+    clinic_path("waitlist/holds/<str:hold_ref>/retry-booking/", w.waitlist_retry_booking, "waitlist-retry-booking"),
+    clinic_path("controls/", ctl.controls_page, "controls"),
+    clinic_path("controls/switch/", ctl.controls_switch, "controls-switch"),
+    clinic_path("controls/allowlist/", ctl.controls_allowlist, "controls-allowlist"),
+    clinic_path("controls/policy/", ctl.controls_policy, "controls-policy"),
+    clinic_path("controls/shadow/<str:shadow_ref>/promote/", ctl.controls_shadow_promote, "controls-shadow-promote"),
+    clinic_path("controls/shadow/<str:shadow_ref>/discard/", ctl.controls_shadow_discard, "controls-shadow-discard"),
 ]

@@ -34,6 +34,16 @@ class AllowlistForm(_ControlForm):
     state = forms.ChoiceField(choices=[("on", "Allowed"), ("off", "Not allowed")], label="Tenant on the allowlist")
 
 
+class ShadowPromoteForm(_ControlForm):
+    prefix_name = "shadow_promote"
+    confirm_label = "I have checked the preview and want to enforce the shadow's values as a new policy version."
+
+
+class ShadowDiscardForm(_ControlForm):
+    prefix_name = "shadow_discard"
+    confirm_label = "I want to stop observing this shadow policy (its observations stay as history)."
+
+
 def policy_edit_form(current, data=None) -> ReasonConfirmForm:
     """The model-derived policy fields, then reason, confirm and key; ``expected_version`` pins the version
     the ADMIN looked at, so a change made meanwhile is a VERSION_CONFLICT rather than silently overwritten."""

@@ -11,6 +11,8 @@ from common.models import AuditEntry
 from common.pagination import day_bounds
 from scheduling.models import Clinic
 from scheduling.scoping import clinics_for_user
+from waitlist.fairness import shadow_summary
+from waitlist.shadow_models import ShadowPolicy, ShadowStatus
 
 
 def console_clinics(*, user) -> list[Clinic]:
@@ -84,3 +86,22 @@ def audit_entries_page(
     has_more = len(rows) > limit
     rows = rows[:limit]
     return AuditPage(entries=rows, next_cursor=rows[-1].ref if has_more and rows else None)
+
+
+def shadow_decision(*, clinic: Clinic, policy_fields: dict) -> dict | None:
+    """The clinic's latest shadow policy for the controls page: its agreement and, while it is observed,
+    the preview of a promote: each field whose shadow value differs from the enforced ``policy_fields``
+    (a promote publishes the shadow's values as they are, so a change made since it was published would
+    be undone: the rows say so). Four queries; None without a shadow."""
+    summary = shadow_summary(clinic=clinic, differences=0)
+    if summary is None:
+        return None
+    rows = []
+    if summary["status"] == ShadowStatus.SHADOW:
+        fields = ShadowPolicy.objects.filter(clinic=clinic, ref=summary["ref"]).values_list("fields", flat=True)[0]
+        for name, enforced in policy_fields.items():
+            shadow = fields.get(name, enforced)
+            if str(shadow) != str(enforced):
+                rows.append({"name": name, "enforced": "—" if enforced is None else enforced,
+                             "shadow": "—" if shadow is None else shadow, "changed": name in summary["changes"]})
+    return {**summary, "decidable": summary["status"] == ShadowStatus.SHADOW, "preview": rows}

@@ -14,8 +14,6 @@ import json
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from common.errors import DomainError
-from common.services import new_correlation_id
 from scheduling.models import Clinic
 from waitlist import selectors
 
@@ -29,21 +27,13 @@ TEMPLATE = "operations/partials/bulk_review.html"
 
 def _row(clinic: Clinic, request: HttpRequest, ref: str, data: dict) -> dict:
     row_data = {**data, "idempotency_key": f"{data['idempotency_key']}:{ref}"}
-    correlation_id = new_correlation_id()
-    try:
-        stored = run_once(
-            request, clinic, command="review", key=row_data["idempotency_key"],
-            parts=(ref, data["reason"], data["resolution"]),
-            execute=lambda: {**review_execute(request, clinic, ref, row_data, correlation_id),
-                             "correlation_id": correlation_id},
-        )
-    except DomainError as exc:  # this row's key was used for another request
-        return {"ref": ref, "ok": False, "code": exc.code, "detail": exc.detail}
-    body = json.loads(stored.body)
-    if stored.status_code != 200:
+    outcome = run_once(request, clinic, command="review", data=row_data, target=ref,
+                       execute=lambda d, correlation_id: review_execute(clinic, ref, request.user, d, correlation_id))
+    body = outcome.body
+    if not outcome.ok:
         return {"ref": ref, "ok": False, "code": body.get("code"), "detail": body.get("detail", "")}
     return {"ref": ref, "ok": True, "outcome": body["status"], "offer": body.get("offer"),
-            "correlation_id": body.get("correlation_id"), "replayed": stored.replayed}
+            "correlation_id": body.get("correlation_id"), "replayed": outcome.replayed}
 
 
 @clinic_view(methods=("POST",))

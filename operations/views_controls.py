@@ -3,35 +3,39 @@ current policy version (version, digest, fields) with an editor that publishes a
 
 Everyone in scope reads it; only ADMIN see and use the forms (the decorator refuses STAFF POSTs). Writes go
 through ``waitlist.services`` (which audit with the reason and the form's idempotency key) under
-``run_idempotent``, so a double submit shows the first answer instead of acting twice.
+``operations.commands.run_command``, so a double submit shows the first answer instead of acting twice.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from common.errors import DomainError
-from common.idempotency import request_digest, run_idempotent
 from scheduling.models import Clinic, Role
+from scheduling.scoping import command_role
 from waitlist import services
 from waitlist.forms import policy_changes
 from waitlist.selectors_controls import consent_changes, controls_snapshot
 
+from .commands import run_command
 from .decorators import clinic_view
 from .forms import ReasonConfirmForm
-from .forms_controls import AllowlistForm, SwitchForm, policy_edit_form
+from .forms_controls import AllowlistForm, ShadowDiscardForm, ShadowPromoteForm, SwitchForm, policy_edit_form
 from .responses import render_clinic_page, with_toast
+from .selectors import shadow_decision
 
 PAGE = "operations/controls.html"
 
 
 def _context(clinic: Clinic, **forms) -> dict:
     snapshot = controls_snapshot(clinic=clinic)
-    context = {"controls": snapshot}
+    shadow = shadow_decision(clinic=clinic, policy_fields=snapshot["policy_body"]["fields"])
+    context = {"controls": snapshot, "shadow": shadow}
+    if clinic.user_role == Role.ADMIN and shadow and shadow["decidable"]:
+        context["promote_form"] = forms.get("promote_form") or ShadowPromoteForm()
+        context["discard_form"] = forms.get("discard_form") or ShadowDiscardForm()
     if clinic.user_role == Role.ADMIN:
         switch = snapshot["switch"]
         context["switch_form"] = forms.get("switch_form") or SwitchForm(
@@ -58,55 +62,45 @@ def controls_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 def _submit(request: HttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_name: str, command: str,
-            execute: Callable[[dict], str]) -> HttpResponse:
+            execute: Callable[[dict], str], target: str = "") -> HttpResponse:
     """Validate, run once per idempotency key, answer with the refreshed panel and a toast."""
     if not form.is_valid():
         return _panel(request, clinic, _context(clinic, **{form_name: form}))
     data = form.cleaned_data
-
-    def answer(_receipt):
-        try:
-            return 200, {"message": execute(data)}
-        except DomainError as exc:
-            return exc.status_code, exc.as_body()
-
-    parts = sorted((k, str(v)) for k, v in data.items() if k not in ("confirm", "idempotency_key"))
-    try:
-        stored = run_idempotent(scope=f"console:{clinic.ref}:{request.user.pk}", key=data["idempotency_key"],
-                                command=f"console.{command}", digest=request_digest(command, *parts), execute=answer)
-    except DomainError as exc:  # the key was used for another request
-        stored_body, ok = exc.as_body(), False
-    else:
-        stored_body, ok = json.loads(stored.body), stored.status_code == 200
+    parts = [target, *sorted((k, str(v)) for k, v in data.items() if k not in ("confirm", "idempotency_key"))]
+    outcome = run_command(request, clinic, command=command, key=data["idempotency_key"], parts=parts,
+                          execute=lambda: {"message": execute(data)})
     response = _panel(request, clinic, _context(clinic))
-    if ok:
-        return with_toast(response, stored_body["message"], level="success")
-    return with_toast(response, f"{stored_body.get('code')}: {stored_body.get('detail', '')}", level="error")
+    if outcome.ok:
+        return with_toast(response, outcome.body["message"], level="success")
+    return with_toast(response, outcome.message, level="error")
 
 
-@clinic_view(Role.ADMIN, methods=("POST",))
-def controls_switch(request: HttpRequest, clinic: Clinic) -> HttpResponse:
-    def execute(data: dict) -> str:
-        state = services.waitlist_switch_set(clinic=clinic, enabled=data["state"] == "on", actor=request.user,
-                                             reason=data["reason"], idempotency_key=data["idempotency_key"],
-                                             system_label="console")
-        return f"Waitlist switch {data['state'].upper()}; effective: {'ON' if state.effective else 'OFF'}."
+def _rollout_view(command: str, form_class: type[ReasonConfirmForm], form_name: str, label: str, field: str):
+    """The console view of one rollout switch (``waitlist_switch_set`` or ``waitlist_tenant_allow``)."""
+    service = getattr(services, command)
 
-    return _submit(request, clinic, SwitchForm(request.POST), "switch_form", "waitlist.switch", execute)
+    @clinic_view(command_role(command), methods=("POST",))
+    def view(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+        def execute(data: dict) -> str:
+            state = service(clinic=clinic, actor=request.user, reason=data["reason"],
+                            idempotency_key=data["idempotency_key"], system_label="console",
+                            **{field: data["state"] == "on"})
+            return f"{label} {data['state'].upper()}; effective: {'ON' if state.effective else 'OFF'}."
 
+        return _submit(request, clinic, form_class(request.POST), form_name, command, execute)
 
-@clinic_view(Role.ADMIN, methods=("POST",))
-def controls_allowlist(request: HttpRequest, clinic: Clinic) -> HttpResponse:
-    def execute(data: dict) -> str:
-        state = services.waitlist_tenant_allow(clinic=clinic, allowed=data["state"] == "on", actor=request.user,
-                                               reason=data["reason"], idempotency_key=data["idempotency_key"],
-                                               system_label="console")
-        return f"Tenant allowlist {data['state'].upper()}; effective: {'ON' if state.effective else 'OFF'}."
-
-    return _submit(request, clinic, AllowlistForm(request.POST), "allowlist_form", "waitlist.allowlist", execute)
+    view.__name__ = view.__qualname__ = f"controls_{form_name.removesuffix('_form')}"
+    view.__doc__ = f"ADMIN: {label.lower()} on or off (``{command}``, audited with the reason)."
+    return view
 
 
-@clinic_view(Role.ADMIN, methods=("POST",))
+controls_switch = _rollout_view("waitlist_switch_set", SwitchForm, "switch_form", "Waitlist switch", "enabled")
+controls_allowlist = _rollout_view("waitlist_tenant_allow", AllowlistForm, "allowlist_form", "Tenant allowlist",
+                                   "allowed")
+
+
+@clinic_view(command_role("policy_change"), methods=("POST",))
 def controls_policy(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     current = services.policy_current(clinic=clinic)
     form = policy_edit_form(current, data=request.POST)
@@ -118,4 +112,29 @@ def controls_policy(request: HttpRequest, clinic: Clinic) -> HttpResponse:
                                         idempotency_key=data["idempotency_key"], system_label="console")
         return f"Policy version {policy.version} published ({policy.digest()[:12]})."
 
-    return _submit(request, clinic, form, "policy_form", "waitlist.policy", execute)
+    return _submit(request, clinic, form, "policy_form", "policy_change", execute)
+
+
+def _shadow_view(decision: str, form_class: type[ReasonConfirmForm]):
+    """ADMIN: promote the observed shadow policy (a new enforced version) or discard it; audited by the service."""
+    command = f"shadow_{decision}"
+
+    @clinic_view(command_role(command), methods=("POST",))
+    def view(request: HttpRequest, clinic: Clinic, shadow_ref: str) -> HttpResponse:
+        def execute(data: dict) -> str:
+            kwargs = {"clinic": clinic, "shadow_ref": shadow_ref, "actor": request.user, "reason": data["reason"]}
+            if decision == "discard":
+                return f"Shadow policy {services.shadow_discard(**kwargs).status}."
+            _shadow, policy = services.shadow_promote(**kwargs)
+            return f"Shadow policy promoted: policy version {policy.version} is enforced ({policy.digest()[:12]})."
+
+        return _submit(request, clinic, form_class(request.POST), f"{decision}_form", command, execute,
+                       target=shadow_ref)
+
+    view.__name__ = view.__qualname__ = f"controls_shadow_{decision}"
+    view.__doc__ = _shadow_view.__doc__
+    return view
+
+
+controls_shadow_promote = _shadow_view("promote", ShadowPromoteForm)
+controls_shadow_discard = _shadow_view("discard", ShadowDiscardForm)

@@ -16,12 +16,13 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from common.errors import DomainError, NotFound
-from common.idempotency import StoredResponse, request_digest, run_idempotent
+from common.errors import NotFound
 from reevaluation import selectors
 from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
 from scheduling.models import Clinic, Role
+from scheduling.scoping import command_role
 
+from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import (
     CursorForm,
@@ -138,36 +139,7 @@ def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> Http
     return render_clinic_page(request, JOB_PAGE, clinic, "reevaluation", {"job": job})
 
 
-def _run(
-    request: HttpRequest,
-    clinic: Clinic,
-    *,
-    command: str,
-    key: str,
-    parts: tuple,
-    execute: Callable[[], dict],
-) -> StoredResponse:
-    """Run a console command once per (clinic, user, key); a replay returns the stored answer.
-
-    The same key with a different request raises ``IdempotencyKeyReused`` (a 422 for the caller).
-    """
-    return run_idempotent(
-        scope=f"console:{clinic.ref}:{request.user.pk}",
-        key=key,
-        command=command,
-        digest=request_digest(command, *parts),
-        execute=lambda _receipt: (200, execute()),
-    )
-
-
-def _refused(request: HttpRequest, stored: StoredResponse) -> HttpResponse | None:
-    if stored.status_code == 200:
-        return None
-    body = json.loads(stored.body)
-    return console_error(request, stored.status_code, body.get("detail", ""))
-
-
-@clinic_view(methods=("POST",))
+@clinic_view(command_role("redrive_preview"), methods=("POST",))
 def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """PREVIEW (STAFF and ADMIN): the exact jobs an EXECUTE would redrive, frozen under a preview ref."""
     form = RedrivePreviewForm(request.POST)
@@ -195,20 +167,13 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         )
         return {**result.as_body(), "reason": reason, "target_revision": target_revision, "limit": limit}
 
-    try:
-        stored = _run(
-            request,
-            clinic,
-            command="console.reevaluation.redrive_preview",
-            key=key,
-            parts=(target_revision, limit, reason, tuple(classes), include),
-            execute=execute,
-        )
-    except DomainError as exc:
-        return console_error(request, exc.status_code, exc.detail)
-    if (refused := _refused(request, stored)) is not None:
-        return refused
-    preview = json.loads(stored.body)
+    outcome = run_command(
+        request, clinic, command="redrive_preview", key=key,
+        parts=(target_revision, limit, reason, tuple(classes), include), execute=execute,
+    )
+    if not outcome.ok:
+        return refused(request, outcome)
+    preview = outcome.body
     execute_form = None
     if _is_admin(clinic) and preview["count"]:
         execute_form = RedriveExecuteForm(
@@ -223,7 +188,7 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
             "clinic": clinic,
             "preview": preview,
             "execute_form": execute_form,
-            "replayed": stored.replayed,
+            "replayed": outcome.replayed,
             # A fresh key for the preview form (out of band): the next PREVIEW, say of another
             # failure class, is a new request; a double submit in flight still replays this one.
             "next_key": new_idempotency_key(),
@@ -232,7 +197,7 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     return with_toast(response, f"Preview: {preview['count']} job(s) would be redriven.")
 
 
-@clinic_view(Role.ADMIN, methods=("POST",))
+@clinic_view(command_role("redrive_execute"), methods=("POST",))
 def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """EXECUTE one preview, less the jobs the ADMIN left out (ADMIN only; STAFF get 403 from the
     decorator and nothing runs)."""
@@ -258,22 +223,15 @@ def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         )
         return {"preview": preview_ref, **result.as_body()}
 
-    try:
-        stored = _run(
-            request,
-            clinic,
-            command="console.reevaluation.redrive_execute",
-            key=key,
-            parts=(preview_ref, reason, tuple(exclude), confirmed),
-            execute=execute,
-        )
-    except DomainError as exc:
-        return console_error(request, exc.status_code, exc.detail)
-    if (refused := _refused(request, stored)) is not None:
-        return refused
-    result = json.loads(stored.body)
+    outcome = run_command(
+        request, clinic, command="redrive_execute", key=key, parts=(preview_ref, reason, tuple(exclude), confirmed),
+        execute=execute,
+    )
+    if not outcome.ok:
+        return refused(request, outcome)
+    result = outcome.body
     response = render(
-        request, f"{PAGE}#execute-result", {"clinic": clinic, "result": result, "replayed": stored.replayed}
+        request, f"{PAGE}#execute-result", {"clinic": clinic, "result": result, "replayed": outcome.replayed}
     )
     response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
     message = (
@@ -289,69 +247,57 @@ def _switch_response(request: HttpRequest, clinic: Clinic, partial: str, **forms
     return render(request, f"{PAGE}#{partial}", context)
 
 
-def _switch(
-    request: HttpRequest,
-    clinic: Clinic,
-    *,
-    form,
-    form_name: str,
-    partial: str,
-    command: str,
-    field: str,
-    service: Callable,
-    label: str,
-) -> HttpResponse:
+def _switch(request: HttpRequest, clinic: Clinic, command: str) -> HttpResponse:
+    """Set the mutation mode (``mode_set``) or the drain state (``drain_set``); the service audits."""
+    spec = SWITCHES[command]
+    switches = selectors.clinic_switches(clinic)
+    form = spec.form(request.POST, current=switches[spec.current], moves=switches[spec.moves])
     if not form.is_valid():
-        return _switch_response(request, clinic, partial, **{form_name: form})
+        return _switch_response(request, clinic, spec.partial, **{spec.form_name: form})
     data = form.cleaned_data
-    key, reason, value = data["idempotency_key"], data["reason"], data[field]
+    key, reason, value = data["idempotency_key"], data["reason"], data[spec.field]
 
     def execute() -> dict:
-        row = service(clinic=clinic, actor=request.user, reason=reason, idempotency_key=key, **{field: value})
+        row = spec.service(clinic=clinic, actor=request.user, reason=reason, idempotency_key=key,
+                           **{spec.field: value})
         return {"mutation_mode": row.mutation_mode, "drain_state": row.drain_state}
 
-    try:
-        stored = _run(request, clinic, command=command, key=key, parts=(value, reason), execute=execute)
-    except DomainError as exc:
-        return console_error(request, exc.status_code, exc.detail)
-    if (refused := _refused(request, stored)) is not None:
-        return refused
-    now = json.loads(stored.body)
-    response = _switch_response(request, clinic, partial)
+    outcome = run_command(request, clinic, command=command, key=key, parts=(value, reason), execute=execute)
+    if not outcome.ok:
+        return refused(request, outcome)
+    response = _switch_response(request, clinic, spec.partial)
     response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
-    current = now["mutation_mode"] if field == "mode" else now["drain_state"]
-    return with_toast(response, f"{label} is now {current}.", level="success")
+    return with_toast(response, f"{spec.label} is now {outcome.body[spec.current]}.", level="success")
 
 
-@clinic_view(Role.ADMIN, methods=("POST",))
+@dataclass(frozen=True)
+class _SwitchSpec:
+    form: type
+    form_name: str
+    partial: str
+    field: str
+    #: The keys of ``clinic_switches`` with the current value and the allowed moves.
+    current: str
+    moves: str
+    service: Callable
+    label: str
+
+
+SWITCHES = {
+    "mode_set": _SwitchSpec(ModeSetForm, "mode_form", "mode-switch", "mode", "mutation_mode", "mode_moves",
+                            mode_set, "Mutation mode"),
+    "drain_set": _SwitchSpec(DrainSetForm, "drain_form", "drain-switch", "state", "drain_state", "drain_moves",
+                             drain_set, "Drain state"),
+}
+
+
+@clinic_view(command_role("mode_set"), methods=("POST",))
 def reevaluation_mode(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's mutation mode through ``mode_set`` (which writes the audit row)."""
-    switches = selectors.clinic_switches(clinic)
-    return _switch(
-        request,
-        clinic,
-        form=ModeSetForm(request.POST, current=switches["mutation_mode"], moves=switches["mode_moves"]),
-        form_name="mode_form",
-        partial="mode-switch",
-        command="console.reevaluation.mode_set",
-        field="mode",
-        service=mode_set,
-        label="Mutation mode",
-    )
+    return _switch(request, clinic, "mode_set")
 
 
-@clinic_view(Role.ADMIN, methods=("POST",))
+@clinic_view(command_role("drain_set"), methods=("POST",))
 def reevaluation_drain(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's drain state through ``drain_set`` (which writes the audit row)."""
-    switches = selectors.clinic_switches(clinic)
-    return _switch(
-        request,
-        clinic,
-        form=DrainSetForm(request.POST, current=switches["drain_state"], moves=switches["drain_moves"]),
-        form_name="drain_form",
-        partial="drain-switch",
-        command="console.reevaluation.drain_set",
-        field="state",
-        service=drain_set,
-        label="Drain state",
-    )
+    return _switch(request, clinic, "drain_set")

@@ -6,9 +6,10 @@ Thin views: scope and role through ``clinic_view``, reads through ``waitlist.sel
 under the form's idempotency key (``common.idempotency.run_idempotent``): a double submit or a replay
 shows the first answer. The actor is always ``request.user``, never a form field.
 
-Who may run what (``COMMAND_ROLES``): STAFF run the non-destructive commands (re-dispatch, retry
-booking, mark reviewed), ADMIN also withdraw an offer (destructive: the patient may be about to
-accept it). STAFF see no withdraw control, and a POST anyway is a 403 from the decorator.
+Who may run what is ``scheduling.scoping.COMMAND_ROLES`` (the API and the shell read it too): STAFF run
+the non-destructive commands (re-dispatch, retry booking, mark reviewed), ADMIN also withdraw an offer
+(destructive: the patient may be about to accept it). STAFF see no withdraw control, and a POST anyway
+is a 403 from the decorator.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from common.errors import DomainError, NotFound
-from common.idempotency import StoredResponse, request_digest, run_idempotent
+from common.errors import NotFound
 from common.services import new_correlation_id
 from scheduling.models import Clinic, Role
+from scheduling.scoping import command_role
 from waitlist import selectors, services
 
+from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
 from .responses import console_error, render_clinic_page, with_toast
@@ -35,11 +37,12 @@ PAGE = "operations/waitlist.html"
 PANEL = "operations/waitlist_vacancy.html"
 #: Fired after a change so the readiness block and the queue refresh at once (readiness also polls every 15 s).
 CHANGED_EVENT = "waitlist-changed"
-COMMAND_ROLES: dict[str, Role] = {
-    "withdraw": Role.ADMIN,
-    "redispatch": Role.STAFF,
-    "retry_booking": Role.STAFF,
-    "review": Role.STAFF,
+#: Each console command's name in ``scheduling.scoping.COMMAND_ROLES`` (its service's name).
+COMMANDS = {
+    "withdraw": "offer_withdraw",
+    "redispatch": "vacancy_redispatch",
+    "retry_booking": "hold_retry_booking",
+    "review": "vacancy_review_resolve",
 }
 COMMAND_LABELS = {
     "withdraw": "Withdraw offer",
@@ -62,7 +65,7 @@ def queue_page_size() -> int:
 
 
 def may_run(clinic: Clinic, command: str) -> bool:
-    return clinic.user_role == Role.ADMIN or COMMAND_ROLES[command] == Role.STAFF
+    return clinic.user_role == Role.ADMIN or command_role(COMMANDS[command]) == Role.STAFF
 
 
 #: Each command's route and the URL argument its target ref fills.
@@ -144,24 +147,15 @@ def waitlist_vacancy(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> 
 # --- commands ---------------------------------------------------------------------------------------
 
 
-def run_once(request: HttpRequest, clinic: Clinic, *, command: str, key: str, parts: tuple,
-         execute: Callable[[], dict]) -> StoredResponse:
-    """Once per (clinic, user, key). Domain refusals are answered (and stored), not raised, so records a
-    service keeps on refusal (e.g. ``BOOKING_RETRY_FAILED``) are committed; a reused key with another
-    request raises ``IdempotencyKeyReused`` (422)."""
-
-    def answer(_receipt):
-        try:
-            return 200, execute()
-        except DomainError as exc:
-            return exc.status_code, exc.as_body()
-
-    return run_idempotent(
-        scope=f"console:{clinic.ref}:{request.user.pk}",
-        key=key,
-        command=f"console.waitlist.{command}",
-        digest=request_digest(command, *parts),
-        execute=answer,
+def run_once(request: HttpRequest, clinic: Clinic, *, command: str, data: dict, target: str,
+             execute: Callable[[dict, str], dict]):
+    """``execute(data, correlation_id)`` once per idempotency key (``operations.commands``); its answer
+    carries the correlation id. The single commands and the bulk review share it."""
+    correlation_id = new_correlation_id()
+    return run_command(
+        request, clinic, command=COMMANDS[command], key=data["idempotency_key"],
+        parts=(target, data["reason"], data.get("resolution", "")),
+        execute=lambda: {**execute(data, correlation_id), "correlation_id": correlation_id},
     )
 
 
@@ -173,23 +167,16 @@ def _command(
                "url": _command_url(clinic, name, target), "tone": command_tone(name)}
     if not form.is_valid():
         return render(request, f"{PANEL}#command-form", {"clinic": clinic, "command": command})
-    data = form.cleaned_data
-    parts = (target, data["reason"], data.get("resolution", ""))
-    correlation_id = new_correlation_id()
-    try:
-        stored = run_once(request, clinic, command=name, key=data["idempotency_key"], parts=parts,
-                      execute=lambda: {**execute(data, correlation_id), "correlation_id": correlation_id})
-    except DomainError as exc:  # the key was used for another request
-        return console_error(request, exc.status_code, exc.detail)
-    body = json.loads(stored.body)
-    if stored.status_code != 200:
-        return console_error(request, stored.status_code, f"{body.get('code')}: {body.get('detail', '')}")
+    outcome = run_once(request, clinic, command=name, data=form.cleaned_data, target=target, execute=execute)
+    if not outcome.ok:
+        return refused(request, outcome)
+    body = outcome.body
     # Answer with the whole panel, refreshed, the result on top: the forms of a settled row disappear.
     try:
         panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
     except NotFound:
         return console_error(request, 404)
-    context = {**_panel_context(clinic, panel), "done": command, "result": body, "replayed": stored.replayed}
+    context = {**_panel_context(clinic, panel), "done": command, "result": body, "replayed": outcome.replayed}
     response = render(request, f"{PANEL}#detail", context)
     response["HX-Retarget"] = "#wl-detail"
     response["HX-Reswap"] = "innerHTML"
@@ -197,61 +184,61 @@ def _command(
     return with_toast(response, body["message"], level="success")
 
 
-@clinic_view(Role.ADMIN, methods=("POST",))
-def waitlist_withdraw(request: HttpRequest, clinic: Clinic, offer_ref: str) -> HttpResponse:
-    """ADMIN: withdraw an OFFERED/ACCEPTED (unbooked) offer (``offer_withdraw``); the cascade follows."""
+def _command_view(name: str, call: Callable[..., dict], doc: str):
+    """The console view of one waitlist command: its role from ``COMMAND_ROLES``, POST only.
 
-    def execute(data: dict, correlation_id: str) -> dict:
-        offer = services.offer_withdraw(clinic=clinic, offer_ref=offer_ref, actor=request.user,
-                                        reason=data["reason"], correlation_id=correlation_id,
-                                        idempotency_key=data["idempotency_key"])
-        return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status,
-                "vacancy": selectors.ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
+    ``call(clinic, target, actor, data, correlation_id)`` runs the service and shapes the answer.
+    """
 
-    form = WaitlistCommandForm(request.POST, command="withdraw")
-    return _command(request, clinic, name="withdraw", target=offer_ref, form=form, execute=execute)
+    @clinic_view(command_role(COMMANDS[name]), methods=("POST",))
+    def view(request: HttpRequest, clinic: Clinic, **kwargs) -> HttpResponse:
+        target = kwargs[COMMAND_URLS[name][1]]
+        form = WaitlistReviewForm(request.POST) if name == "review" else WaitlistCommandForm(
+            request.POST, command=name)
 
+        def execute(data: dict, correlation_id: str) -> dict:
+            return call(clinic, target, request.user, data, correlation_id)
 
-@clinic_view(methods=("POST",))
-def waitlist_redispatch(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
-    """STAFF: dispatch a vacancy again (``vacancy_redispatch``: at most one active offer ever results)."""
+        return _command(request, clinic, name=name, target=target, form=form, execute=execute)
 
-    def execute(data: dict, correlation_id: str) -> dict:
-        result = services.vacancy_redispatch(clinic=clinic, vacancy_ref=vacancy_ref, actor=request.user,
-                                             reason=data["reason"], correlation_id=correlation_id,
-                                             idempotency_key=data["idempotency_key"])
-        offer = result.offer.ref if result.offer else None
-        suffix = f": offer {offer}" if offer else ""
-        return {"message": f"Vacancy {vacancy_ref}: {result.outcome}{suffix}.", "ref": vacancy_ref,
-                "status": result.outcome, "offer": offer, "vacancy": vacancy_ref}
-
-    form = WaitlistCommandForm(request.POST, command="redispatch")
-    return _command(request, clinic, name="redispatch", target=vacancy_ref, form=form, execute=execute)
+    view.__name__ = view.__qualname__ = f"waitlist_{name}"
+    view.__doc__ = doc
+    return view
 
 
-@clinic_view(methods=("POST",))
-def waitlist_retry_booking(request: HttpRequest, clinic: Clinic, hold_ref: str) -> HttpResponse:
-    """STAFF: run the booking command again for an ACCEPTED hold (``hold_retry_booking``)."""
-
-    def execute(data: dict, correlation_id: str) -> dict:
-        appointment = services.hold_retry_booking(clinic=clinic, hold_ref=hold_ref, actor=request.user,
-                                                  reason=data["reason"], correlation_id=correlation_id,
-                                                  idempotency_key=data["idempotency_key"])
-        return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
-                "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
-                "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
-
-    form = WaitlistCommandForm(request.POST, command="retry_booking")
-    return _command(request, clinic, name="retry_booking", target=hold_ref, form=form, execute=execute)
+def _service_args(actor, data: dict, correlation_id: str) -> dict:
+    return {"actor": actor, "reason": data["reason"], "correlation_id": correlation_id,
+            "idempotency_key": data["idempotency_key"]}
 
 
-def review_execute(request: HttpRequest, clinic: Clinic, vacancy_ref: str, data: dict, correlation_id: str) -> dict:
+def _withdraw(clinic: Clinic, offer_ref: str, actor, data: dict, correlation_id: str) -> dict:
+    offer = services.offer_withdraw(clinic=clinic, offer_ref=offer_ref, **_service_args(actor, data, correlation_id))
+    return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status,
+            "vacancy": selectors.ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
+
+
+def _redispatch(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:
+    result = services.vacancy_redispatch(clinic=clinic, vacancy_ref=vacancy_ref,
+                                         **_service_args(actor, data, correlation_id))
+    offer = result.offer.ref if result.offer else None
+    suffix = f": offer {offer}" if offer else ""
+    return {"message": f"Vacancy {vacancy_ref}: {result.outcome}{suffix}.", "ref": vacancy_ref,
+            "status": result.outcome, "offer": offer, "vacancy": vacancy_ref}
+
+
+def _retry_booking(clinic: Clinic, hold_ref: str, actor, data: dict, correlation_id: str) -> dict:
+    appointment = services.hold_retry_booking(clinic=clinic, hold_ref=hold_ref,
+                                              **_service_args(actor, data, correlation_id))
+    return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
+            "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
+            "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
+
+
+def review_execute(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:
     """Resolve one review (``vacancy_review_resolve``: its own transaction and audit row); the single and
     the bulk command share it."""
-    result = services.vacancy_review_resolve(
-        clinic=clinic, vacancy_ref=vacancy_ref, actor=request.user, reason=data["reason"],
-        resolution=data["resolution"], correlation_id=correlation_id, idempotency_key=data["idempotency_key"],
-    )
+    result = services.vacancy_review_resolve(clinic=clinic, vacancy_ref=vacancy_ref, resolution=data["resolution"],
+                                             **_service_args(actor, data, correlation_id))
     offer = result.offer.ref if result.offer else None
     suffix = f": offer {offer}" if offer else ""
     return {"message": f"Review of {vacancy_ref} resolved ({result.resolution}): {result.outcome}{suffix}.",
@@ -259,12 +246,14 @@ def review_execute(request: HttpRequest, clinic: Clinic, vacancy_ref: str, data:
             "vacancy": vacancy_ref}
 
 
-@clinic_view(methods=("POST",))
-def waitlist_review(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
-    """STAFF: mark a REVIEW vacancy reviewed, PROMOTE or SKIP (``vacancy_review_resolve``)."""
-
-    def execute(data: dict, correlation_id: str) -> dict:
-        return review_execute(request, clinic, vacancy_ref, data, correlation_id)
-
-    return _command(request, clinic, name="review", target=vacancy_ref, form=WaitlistReviewForm(request.POST),
-                    execute=execute)
+waitlist_withdraw = _command_view(
+    "withdraw", _withdraw,
+    "ADMIN: withdraw an OFFERED/ACCEPTED (unbooked) offer (``offer_withdraw``); the cascade follows.")
+waitlist_redispatch = _command_view(
+    "redispatch", _redispatch,
+    "STAFF: dispatch a vacancy again (``vacancy_redispatch``: at most one active offer ever results).")
+waitlist_retry_booking = _command_view(
+    "retry_booking", _retry_booking,
+    "STAFF: run the booking command again for an ACCEPTED hold (``hold_retry_booking``).")
+waitlist_review = _command_view(
+    "review", review_execute, "STAFF: mark a REVIEW vacancy reviewed, PROMOTE or SKIP (``vacancy_review_resolve``).")

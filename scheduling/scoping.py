@@ -109,6 +109,55 @@ def user_is_admin(user, clinic: Clinic) -> bool:
     return direct.exists() or grouped.exists()
 
 
+#: Who may run each clinic command: the one place the rule is written. The API views
+#: (``required_role``), the console (``clinic_view`` and its buttons) and the management commands
+#: read it; services that check the role themselves (``require_command_role``) read it too.
+#: Destructive commands (the patient or the clinic loses something) are ADMIN.
+COMMAND_ROLES: dict[str, Role] = {
+    # waitlist recovery (flow 9)
+    "offer_withdraw": Role.ADMIN,  # the patient may be about to accept it
+    "vacancy_close": Role.ADMIN,
+    "vacancy_reopen": Role.ADMIN,
+    "vacancy_redispatch": Role.STAFF,
+    "hold_retry_booking": Role.STAFF,
+    "vacancy_review_resolve": Role.STAFF,
+    # waitlist controls and policy
+    "waitlist_switch_set": Role.ADMIN,
+    "waitlist_tenant_allow": Role.ADMIN,
+    "policy_change": Role.ADMIN,
+    "shadow_publish": Role.ADMIN,
+    "shadow_promote": Role.ADMIN,
+    "shadow_discard": Role.ADMIN,
+    # reevaluation
+    "redrive_preview": Role.STAFF,
+    "redrive_execute": Role.ADMIN,
+    "mode_set": Role.ADMIN,
+    "drain_set": Role.ADMIN,
+    "due_override_set": Role.ADMIN,
+}
+
+
+def command_role(command: str) -> Role:
+    """The role ``command`` needs (a KeyError for a command nobody registered: fail closed)."""
+    return COMMAND_ROLES[command]
+
+
+def require_admin(actor, clinic: Clinic) -> None:
+    """Out of scope is the 404 of a missing clinic; in scope below ADMIN is a 403."""
+    if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
+        raise NotFound()
+    if not user_is_admin(actor, clinic):
+        raise PermissionDenied("This action needs the ADMIN role in this clinic.")
+
+
+def require_command_role(actor, clinic: Clinic, command: str) -> None:
+    """A service's own check, so no front end can forget it (an anonymous or None actor is a 404)."""
+    if command_role(command) == Role.ADMIN:
+        require_admin(actor, clinic)
+    elif not clinics_for_user(actor).filter(pk=clinic.pk).exists():
+        raise NotFound()
+
+
 def scoped_get(source: type[Model] | QuerySet, clinic: Clinic, ref, **filters) -> Model:
     """Fetch by ref inside ``clinic`` from a model or queryset; a missing or foreign ref is the same 404."""
     if not _plausible_ref(ref) or not ref:

@@ -8,13 +8,13 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import field_errors, idempotent_response
+from common.api import field_errors
 from common.clientaddr import client_address
-from common.errors import PermissionDenied, ValidationFailed
+from common.errors import ValidationFailed
 from common.middleware import body_too_large, declared_length
-from common.tokens import require_fresh_admin_token
+from scheduling.api.base import ClinicAPIView
 from scheduling.models import Role
-from scheduling.scoping import clinic_for_user
+from scheduling.scoping import command_role
 
 from .. import selectors
 from ..services import event_intake, event_intake_oversized, redrive_execute, redrive_preview
@@ -68,13 +68,29 @@ def _validated(serializer_class, data) -> dict:
     return serializer.validated_data
 
 
-class ProfileReevaluationOpsView(APIView):
-    """GET: STAFF snapshot of one clinic. POST (I): redrive PREVIEW (STAFF) and EXECUTE (ADMIN)."""
+class ProfileReevaluationOpsView(ClinicAPIView):
+    """GET: STAFF snapshot of one clinic (``?clinic=``). POST (I): redrive PREVIEW (STAFF) and EXECUTE
+    (ADMIN, ``scoping.COMMAND_ROLES``); the clinic ref is in the body."""
+
+    def clinic_ref(self, request, kwargs) -> str | None:
+        if request.method == "GET":
+            self.query = _validated(SnapshotQuery, request.query_params)
+            return self.query["clinic"]
+        clinic_ref = request.data.get("clinic") if isinstance(request.data, dict) else None
+        if not isinstance(clinic_ref, str) or not clinic_ref:
+            raise ValidationFailed("The request is not valid.", fields={"clinic": ["A clinic ref is required."]})
+        return clinic_ref
+
+    def role_for(self, request) -> Role:
+        if request.method == "GET":
+            return Role.STAFF
+        # ARCHITECTURE.md: "STAFF read and preview; ADMIN executes" (anything but PREVIEW is an EXECUTE).
+        action = request.data.get("action") if isinstance(request.data, dict) else None
+        return command_role("redrive_preview" if action == "PREVIEW" else "redrive_execute")
 
     @extend_schema(responses={200: OpenApiResponse(description="snapshot")})
     def get(self, request):
-        query = _validated(SnapshotQuery, request.query_params)
-        clinic = clinic_for_user(request.user, query["clinic"], role=Role.STAFF)
+        query, clinic = self.query, self.clinic
         body = selectors.snapshot(clinic, queue_limit=query["limit"])
         if query.get("after"):
             body["action_queue"] = selectors.action_queue(clinic, limit=query["limit"], after=query["after"])
@@ -82,21 +98,7 @@ class ProfileReevaluationOpsView(APIView):
 
     @extend_schema(request=RedriveInput, responses={200: OpenApiResponse(description="preview or result")})
     def post(self, request):
-        clinic_ref = request.data.get("clinic") if isinstance(request.data, dict) else None
-        if not isinstance(clinic_ref, str) or not clinic_ref:
-            raise ValidationFailed(
-                "The request is not valid.", fields={"clinic": ["A clinic ref is required."]}
-            )
-        # Scope first: a clinic outside the caller's scope is a 404 like a missing one. STAFF may
-        # PREVIEW (ARCHITECTURE.md: "STAFF read and preview; ADMIN executes"); EXECUTE is a 403.
-        clinic = clinic_for_user(request.user, clinic_ref, role=Role.STAFF)
-        if request.data.get("action") != "PREVIEW":
-            if clinic.user_role != Role.ADMIN:
-                raise PermissionDenied("Executing a redrive needs the ADMIN role in this clinic.")
-            # An ADMIN command: the operate grant (through the one gate) and a young enough token.
-            clinic = clinic_for_user(request.user, clinic_ref, role=Role.ADMIN, operate=True)
-            require_fresh_admin_token(request.auth)
-        key = request.headers.get("Idempotency-Key") or ""
+        clinic, key = self.clinic, request.headers.get("Idempotency-Key") or ""
 
         def execute(_receipt):
             data = _validated(RedriveInput, request.data)
@@ -123,6 +125,4 @@ class ProfileReevaluationOpsView(APIView):
             )
             return 200, result.as_body()
 
-        return idempotent_response(
-            request, scope=f"{clinic.ref}:{request.user.pk}", command="reevaluation_redrive", execute=execute
-        )
+        return self.command("reevaluation_redrive", execute)

@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from common.errors import Conflict, ValidationFailed, VersionConflict
 from common.services import audit_record, new_correlation_id
+from scheduling.scoping import require_command_role
 
 from ..models import (
     DRAIN_TRANSITIONS,
@@ -73,12 +74,10 @@ def due_minutes(row: ClinicReevaluationSettings, priority_class: str) -> int:
     return row.proposed_due_minutes or dj_settings.REEVALUATION_PROPOSED_DUE_MINUTES
 
 
-def _require_admin(actor, clinic) -> None:
-    """``actor`` None is a system job (management command); a user must be the clinic's ADMIN."""
+def _require_role(actor, clinic, command: str) -> None:
+    """``actor`` None is a system job (management command); a user needs the command's role."""
     if actor is not None:
-        from .redrive import require_admin
-
-        require_admin(actor, clinic)
+        require_command_role(actor, clinic, command)
 
 
 def _check_reason(reason: str) -> str:
@@ -96,7 +95,7 @@ def mode_set(
     A no-op is ``MODE_UNCHANGED`` and any other move ``MODE_TRANSITION_INVALID`` (both 409, nothing
     changed, no audit row): the console offers exactly ``mode_moves(current)``.
     """
-    _require_admin(actor, clinic)
+    _require_role(actor, clinic, "mode_set")
     reason = _check_reason(reason)
     if mode not in MutationMode.values:
         raise ValidationFailed(fields={"mode": [f"One of {', '.join(MutationMode.values)}."]})
@@ -131,7 +130,7 @@ def drain_set(
     Asking for DRAINING when no lease is active goes straight to DRAINED; asking for DRAINED while
     leases are active is a DRAIN_LEASES_ACTIVE conflict (the beat finishes the drain instead).
     """
-    _require_admin(actor, clinic)
+    _require_role(actor, clinic, "drain_set")
     reason = _check_reason(reason)
     if state not in DrainState.values:
         raise ValidationFailed(fields={"state": [f"One of {', '.join(DrainState.values)}."]})
@@ -249,7 +248,7 @@ def due_override_set(
     idempotency_key: str = "",
 ) -> ClinicReevaluationSettings:
     """Set the clinic's due-time targets. Existing waiting jobs may move later, never earlier."""
-    _require_admin(actor, clinic)
+    _require_role(actor, clinic, "due_override_set")
     reason = _check_reason(reason)
     for name, value in (("held_minutes", held_minutes), ("proposed_minutes", proposed_minutes)):
         if value is not None and not (1 <= value <= 24 * 60):

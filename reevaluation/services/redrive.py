@@ -20,9 +20,9 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from common.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from common.errors import Conflict, NotFound, ValidationFailed
 from common.services import audit_record, new_correlation_id
-from scheduling.scoping import clinics_for_user, user_is_admin
+from scheduling.scoping import require_command_role
 
 from ..models import FailureClass, JobState, RedrivePreview, ReevaluationJob, failure_class
 from ..selectors import class_counts, failure_class_q, redrivable
@@ -86,14 +86,6 @@ class ExecuteResult:
         return len(self.redriven)
 
 
-def require_admin(actor, clinic) -> None:
-    """Services check the role themselves too, so a console view cannot forget it."""
-    if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
-        raise NotFound()
-    if not user_is_admin(actor, clinic):
-        raise PermissionDenied("This action needs the ADMIN role in this clinic.")
-
-
 def _target(job: ReevaluationJob) -> dict:
     return {
         "job": job.ref,
@@ -151,8 +143,7 @@ def redrive_preview(
 
     ``failure_classes`` defaults to TRANSIENT; CONTRACT or TRUST_PRIVACY need ``include_non_transient``.
     """
-    if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
-        raise NotFound()
+    require_command_role(actor, clinic, "redrive_preview")
     reason = _check(reason, limit)
     classes = check_classes(failure_classes, include_non_transient)
     lifetime = timedelta(minutes=dj_settings.REEVALUATION_REDRIVE_PREVIEW_MINUTES)
@@ -216,7 +207,7 @@ def redrive_execute(
     """Redrive the previewed jobs that are still eligible, less the ``exclude`` refs the ADMIN left
     out; report the others as skipped (ADMIN only). A preview that includes CONTRACT or TRUST_PRIVACY
     failures needs ``confirm_non_transient``."""
-    require_admin(actor, clinic)
+    require_command_role(actor, clinic, "redrive_execute")
     exclude = set(exclude or ())
     reason = _check(reason, 1)
     now = timezone.now()

@@ -56,11 +56,20 @@ class ClinicAPIView(APIView):
 
     required_role: Role = Role.STAFF
 
+    def clinic_ref(self, request, kwargs) -> str | None:
+        """Where the clinic ref comes from: the URL (the ops views take it from the query or the body)."""
+        return kwargs.get("clinic")
+
+    def role_for(self, request) -> Role:
+        """The role this request needs (``required_role``, read from ``scoping.COMMAND_ROLES`` by commands)."""
+        return self.required_role
+
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        role = self.role_for(request)
         # An ADMIN write is an ADMIN command: it needs the operate grant and a token young enough.
-        command = self.required_role == Role.ADMIN and request.method not in SAFE_METHODS
-        self.clinic = clinic_for_user(request.user, kwargs.get("clinic"), role=self.required_role, operate=command)
+        command = role == Role.ADMIN and request.method not in SAFE_METHODS
+        self.clinic = clinic_for_user(request.user, self.clinic_ref(request, kwargs), role=role, operate=command)
         if command:
             require_fresh_admin_token(request.auth)
 

@@ -11,6 +11,7 @@ from rest_framework.response import Response
 
 from scheduling.api.base import ClinicAPIView
 from scheduling.models import Role
+from scheduling.scoping import command_role
 
 from .. import services
 from ..models import WaitlistPolicy
@@ -51,11 +52,12 @@ class PolicyChangeInput(serializers.ModelSerializer):
 
 
 class _ControlsView(ClinicAPIView):
-    """Reads need STAFF, writes ADMIN."""
+    """Reads need STAFF, the write ``write_command`` the role ``scoping.COMMAND_ROLES`` gives it."""
 
-    def initial(self, request, *args, **kwargs):
-        self.required_role = Role.STAFF if request.method in SAFE_METHODS else Role.ADMIN
-        super().initial(request, *args, **kwargs)
+    write_command = ""
+
+    def role_for(self, request) -> Role:
+        return Role.STAFF if request.method in SAFE_METHODS else command_role(self.write_command)
 
 
 def _key(request) -> str:
@@ -76,6 +78,8 @@ class WaitlistControlsView(_ControlsView):
 class WaitlistSwitchView(_ControlsView):
     """ADMIN: switch the waitlist on/off for this clinic (effective only while the tenant is allowed)."""
 
+    write_command = "waitlist_switch_set"
+
     @extend_schema(request=SwitchInput, responses={200: OpenApiResponse(description="{switch, tenant_group, policy}")})
     def post(self, request, clinic):
         def execute(_receipt):
@@ -89,6 +93,8 @@ class WaitlistSwitchView(_ControlsView):
 
 class WaitlistAllowlistView(_ControlsView):
     """ADMIN: put this clinic's tenant group on the rollout allowlist or take it off."""
+
+    write_command = "waitlist_tenant_allow"
 
     @extend_schema(request=AllowlistInput,
                    responses={200: OpenApiResponse(description="{switch, tenant_group, policy}")})
@@ -104,6 +110,8 @@ class WaitlistAllowlistView(_ControlsView):
 
 
 class WaitlistPolicyView(_ControlsView):
+    write_command = "policy_change"
+
     @extend_schema(responses={200: OpenApiResponse(description="{ref, version, digest, created_at, fields}")})
     def get(self, request, clinic):
         return Response(controls_snapshot(clinic=self.clinic)["policy_body"])

@@ -11,7 +11,7 @@ from common.errors import Conflict, PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from scheduling.api.base import LIST_PARAMETERS, ClinicAPIView, page_body
 from scheduling.models import Role
-from scheduling.scoping import clinic_for_grant, clinic_for_user
+from scheduling.scoping import clinic_for_grant, command_role
 from scheduling.services.roles import DECISION_FEED_PERMISSION
 
 from .. import fairness, selectors, services
@@ -217,6 +217,10 @@ class OfferDeclineView(ClinicAPIView):
 
 
 class OfferWithdrawView(ClinicAPIView):
+    """ADMIN (destructive: the patient may be about to accept it); STAFF get 403 PERMISSION_DENIED."""
+
+    required_role = command_role("offer_withdraw")
+
     @extend_schema(request=ReasonInput, responses=_ok("{status}"))
     def post(self, request, clinic, ref):
         return _close_offer_command(
@@ -267,7 +271,7 @@ class DecisionFeedView(ClinicAPIView):
 class VacancyCloseView(ClinicAPIView):
     """ADMIN (destructive: withdraws the active offer and gives the time up). 409 VACANCY_NOT_CLOSABLE."""
 
-    required_role = Role.ADMIN
+    required_role = command_role("vacancy_close")
 
     @extend_schema(request=RecoveryInput, responses=_ok("{status, version, withdrawn_offer, correlation_id}"))
     def post(self, request, clinic, ref):
@@ -287,7 +291,7 @@ class VacancyCloseView(ClinicAPIView):
 class VacancyReopenView(ClinicAPIView):
     """ADMIN (re-offers capacity). 409 VACANCY_NOT_REOPENABLE, VACANCY_STARTED."""
 
-    required_role = Role.ADMIN
+    required_role = command_role("vacancy_reopen")
 
     @extend_schema(request=RecoveryInput, responses=_ok("{status, version, correlation_id}"))
     def post(self, request, clinic, ref):
@@ -305,6 +309,8 @@ class VacancyReopenView(ClinicAPIView):
 
 class HoldRetryBookingView(ClinicAPIView):
     """STAFF: the booking command again (not destructive; same as holds/{ref}/book). 409 HOLD_NOT_BOOKABLE."""
+
+    required_role = command_role("hold_retry_booking")
 
     @extend_schema(request=RecoveryInput, responses={201: OpenApiResponse(description="{appointment, status}")})
     def post(self, request, clinic, ref):
@@ -331,6 +337,8 @@ class VacancyReviewView(ClinicAPIView):
     reviewed candidate despite the non-fresh decision; SKIP dispatches to the next candidate.
     409 VACANCY_NOT_IN_REVIEW, VERSION_CONFLICT, VACANCY_STARTED, CANDIDATE_INELIGIBLE."""
 
+    required_role = command_role("vacancy_review_resolve")
+
     @extend_schema(
         request=ReviewInput,
         responses=_ok("{status, version, resolution, outcome, offer, reviewed_entry, correlation_id}"),
@@ -356,9 +364,8 @@ class ShadowPolicyView(ClinicAPIView):
     """GET (STAFF): the shadow policy's agreement with the enforced one. POST (ADMIN): publish a candidate
     in SHADOW, 201; 409 SHADOW_EXISTS while another is observed."""
 
-    def initial(self, request, *args, **kwargs):
-        self.required_role = Role.ADMIN if request.method == "POST" else Role.STAFF
-        super().initial(request, *args, **kwargs)
+    def role_for(self, request) -> Role:
+        return command_role("shadow_publish") if request.method == "POST" else Role.STAFF
 
     @extend_schema(responses=_ok("{shadow: {ref, status, changes, observations, agreed, agreement_rate, "
                                  "differences_by_reason, differences} | null}"))
@@ -382,8 +389,10 @@ class ShadowPolicyView(ClinicAPIView):
 class ShadowDecideView(ClinicAPIView):
     """ADMIN: promote the shadow (a new enforced policy version, audited) or discard it. 409 SHADOW_NOT_ACTIVE."""
 
-    required_role = Role.ADMIN
     decision = ""
+
+    def role_for(self, request) -> Role:
+        return command_role(f"shadow_{self.decision}")
 
     @extend_schema(request=RecoveryInput, responses=_ok("{ref, status, policy_version, correlation_id}"))
     def post(self, request, clinic, ref):
@@ -403,16 +412,19 @@ class ShadowDecideView(ClinicAPIView):
         return self.command(f"shadow_{self.decision}", execute)
 
 
-class WaitlistOpsView(APIView):
+class WaitlistOpsView(ClinicAPIView):
     """GET /api/v1/ops/waitlist?clinic=…&limit=…&after=…: STAFF readiness, fill and fairness metrics, action queue."""
 
-    @extend_schema(parameters=[OpsQuery], responses=_ok("{readiness, metrics, fairness, action_queue}"))
-    def get(self, request):
+    def clinic_ref(self, request, kwargs) -> str | None:
         query = OpsQuery(data=request.query_params)
         if not query.is_valid():
             raise ValidationFailed("The request is not valid.", fields=field_errors(query.errors))
-        data = query.validated_data
-        clinic = clinic_for_user(request.user, data["clinic"], role=Role.STAFF)
+        self.query = query.validated_data
+        return self.query["clinic"]
+
+    @extend_schema(parameters=[OpsQuery], responses=_ok("{readiness, metrics, fairness, action_queue}"))
+    def get(self, request):
+        data, clinic = self.query, self.clinic
         body = selectors.ops_snapshot(clinic=clinic, queue_limit=data["limit"])
         if data.get("after"):
             body["action_queue"] = selectors.ops_action_queue(clinic=clinic, limit=data["limit"], after=data["after"])

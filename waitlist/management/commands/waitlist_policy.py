@@ -13,9 +13,9 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import DomainError
+from scheduling.management.actor import command_actor
 from waitlist import services
 from waitlist.forms import policy_changes, policy_form
-from waitlist.management.commands.waitlist_rollout import admin_scope
 from waitlist.selectors_controls import policy_body
 
 
@@ -31,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--expected-version", type=int, default=None)
 
     def handle(self, *args, action, clinic, assignments, reason, actor_username, expected_version, **options):
-        user, scoped = admin_scope(actor_username, clinic)
+        user, scoped = command_actor(actor_username, clinic, command="policy_change" if action == "set" else None)
         current = services.policy_current(clinic=scoped)
         if action == "show":
             self._print(policy_body(current))

@@ -10,38 +10,38 @@ Prints the correlation id recorded in the event and audit log.
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import DomainError
 from common.services import new_correlation_id
-from scheduling.models import Clinic, Role
-from scheduling.scoping import clinic_for_user
+from scheduling.management.actor import command_actor
 from waitlist import services
 
-ACTIONS = ("withdraw-offer", "close-vacancy", "reopen-vacancy", "retry-booking")
+#: Each action's command in ``scheduling.scoping.COMMAND_ROLES`` (the role the actor needs).
+ACTIONS = {
+    "withdraw-offer": "offer_withdraw",
+    "close-vacancy": "vacancy_close",
+    "reopen-vacancy": "vacancy_reopen",
+    "retry-booking": "hold_retry_booking",
+}
 
 
 class Command(BaseCommand):
     help = "Recovery commands: withdraw-offer, close-vacancy, reopen-vacancy, retry-booking."
 
     def add_arguments(self, parser):
-        parser.add_argument("action", choices=ACTIONS)
+        parser.add_argument("action", choices=list(ACTIONS))
         parser.add_argument("--clinic", required=True, help="clinic ref")
         parser.add_argument("--ref", required=True, help="offer, vacancy or hold ref")
         parser.add_argument("--reason", required=True)
-        parser.add_argument("--actor-username", required=True, help="an ADMIN of the clinic")
+        parser.add_argument(
+            "--actor-username", required=True, help="a user with the action's role (STAFF may retry a booking)"
+        )
 
     def handle(self, *args, action, clinic, ref, reason, actor_username, **options):
         if not reason.strip():
             raise CommandError("--reason must not be empty")
-        user = get_user_model().objects.filter(username=actor_username, is_active=True).first()
-        if user is None:
-            raise CommandError("unknown or inactive user")
-        try:
-            scoped: Clinic = clinic_for_user(user, clinic, role=Role.ADMIN)
-        except DomainError as exc:
-            raise CommandError(f"{exc.code}: the user is not an ADMIN of that clinic") from exc
+        user, scoped = command_actor(actor_username, clinic, command=ACTIONS[action])
         correlation_id = new_correlation_id()
         common = {"clinic": scoped, "actor": user, "reason": reason, "correlation_id": correlation_id}
         try:

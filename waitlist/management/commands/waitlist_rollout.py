@@ -5,31 +5,18 @@
     manage.py waitlist_rollout allowlist --clinic CL --on|--off --reason TEXT --actor-username NAME
 
 ``switch`` turns the waitlist on or off for one clinic; ``allowlist`` puts the clinic's tenant group on the
-rollout allowlist or takes it off (a new tenant starts off). The actor must be an ADMIN of the clinic.
+rollout allowlist or takes it off (a new tenant starts off). The actor must be an ADMIN of the clinic
+(``scheduling.scoping.COMMAND_ROLES``).
 """
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from common.errors import DomainError
-from scheduling.models import Clinic, Role
-from scheduling.scoping import clinic_for_user
+from scheduling.management.actor import command_actor
 from waitlist import services
 from waitlist.selectors_controls import controls_snapshot
-
-
-def admin_scope(username: str, clinic_ref: str):
-    """(user, clinic) for an active ADMIN of the clinic; CommandError otherwise (unknown looks like foreign)."""
-    user = get_user_model().objects.filter(username=username, is_active=True).first() if username else None
-    if user is None:
-        raise CommandError("--actor-username: unknown or inactive user")
-    try:
-        clinic: Clinic = clinic_for_user(user, clinic_ref, role=Role.ADMIN)
-    except DomainError as exc:
-        raise CommandError(f"{exc.code}: the user is not an ADMIN of that clinic") from exc
-    return user, clinic
 
 
 class Command(BaseCommand):
@@ -45,7 +32,8 @@ class Command(BaseCommand):
         parser.add_argument("--actor-username", default="", help="an ADMIN of the clinic")
 
     def handle(self, *args, action, clinic, state, reason, actor_username, **options):
-        user, scoped = admin_scope(actor_username, clinic)
+        command = {"switch": "waitlist_switch_set", "allowlist": "waitlist_tenant_allow"}.get(action)
+        user, scoped = command_actor(actor_username, clinic, command=command)
         if action != "show":
             if state is None:
                 raise CommandError("give --on or --off")
