@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from common.models import AuditEntry
 from scheduling.services.features import feature_enabled
 from waitlist import services
@@ -73,3 +75,68 @@ def test_the_page_lists_consent_changes_as_states_without_contact_data(clinic, s
     html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
     assert patient.ref in html and "REVOKED" in html and "OPT_OUT_LINK" in html
     assert_no_pii(html, [patient])
+
+
+# --- the shadow policy: ADMIN promotes it to ENFORCE or discards it --------------------------------
+
+
+def _shadow(clinic, admin, **changes):
+    return services.shadow_publish(clinic=clinic, actor=admin, reason="try a tighter cap",
+                                   changes=changes or {"weekly_offer_cap": 1})
+
+
+def test_the_page_previews_a_shadow_promote_and_only_admins_see_the_buttons(clinic, admin, staff_web, admin_web):
+    shadow = _shadow(clinic, admin)
+    staff_html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
+    assert shadow.ref in staff_html and 'data-testid="shadow-status">SHADOW' in staff_html
+    assert 'data-testid="shadow-preview"' in staff_html and 'data-field="weekly_offer_cap"' in staff_html
+    assert "/shadow/" not in staff_html  # STAFF see no promote or discard form
+    admin_html = admin_web.get(PAGE.format(clinic.ref)).content.decode()
+    assert f"/controls/shadow/{shadow.ref}/promote/" in admin_html
+    assert f"/controls/shadow/{shadow.ref}/discard/" in admin_html
+
+
+def test_an_admin_promotes_the_shadow_to_a_new_audited_policy_version(clinic, admin, admin_web):
+    shadow = _shadow(clinic, admin)
+    before = services.policy_current(clinic=clinic).version
+    url = PAGE.format(clinic.ref) + f"shadow/{shadow.ref}/promote/"
+    response = _post(admin_web, url, htmx=True, key="promote-1")
+    assert response.status_code == 200 and response["HX-Retarget"] == "#controls-panel"
+    policy = services.policy_current(clinic=clinic)
+    assert policy.version == before + 1 and policy.weekly_offer_cap == 1
+    audit = AuditEntry.objects.get(action="waitlist.shadow_policy_promote")
+    assert audit.actor == admin and audit.reason == "because of the drill" and audit.target_ref == shadow.ref
+    html = response.content.decode()
+    assert 'data-testid="shadow-status">PROMOTED' in html and "promote/" not in html  # decided: no more buttons
+    _post(admin_web, url, htmx=True, key="promote-1")  # a double submit replays, nothing runs again
+    assert services.policy_current(clinic=clinic).version == before + 1
+    assert AuditEntry.objects.filter(action="waitlist.shadow_policy_promote").count() == 1
+
+
+def test_an_admin_discards_the_shadow_and_the_policy_stays(clinic, admin, admin_web):
+    shadow = _shadow(clinic, admin)
+    before = services.policy_current(clinic=clinic).version
+    _post(admin_web, PAGE.format(clinic.ref) + f"shadow/{shadow.ref}/discard/", htmx=True)
+    shadow.refresh_from_db()
+    assert shadow.status == "DISCARDED" and services.policy_current(clinic=clinic).version == before
+    assert AuditEntry.objects.get(action="waitlist.shadow_policy_discard").reason == "because of the drill"
+
+
+def test_promote_needs_admin_a_reason_and_the_confirmation(clinic, admin, staff_web, admin_web):
+    shadow = _shadow(clinic, admin)
+    url = PAGE.format(clinic.ref) + f"shadow/{shadow.ref}/promote/"
+    assert _post(staff_web, url).status_code == 403
+    unconfirmed = admin_web.post(url, {"reason": "because of the drill", "idempotency_key": "k"})
+    assert "field-error" in unconfirmed.content.decode()
+    assert admin_web.post(url, {"reason": "", "confirm": "on", "idempotency_key": "k2"}).status_code == 200
+    shadow.refresh_from_db()
+    decided = ("waitlist.shadow_policy_promote", "waitlist.shadow_policy_discard")
+    assert shadow.status == "SHADOW" and not AuditEntry.objects.filter(action__in=decided).exists()
+
+
+def test_a_second_decision_is_a_refusal_toast(clinic, admin, admin_web):
+    shadow = _shadow(clinic, admin)
+    services.shadow_discard(clinic=clinic, shadow_ref=shadow.ref, actor=admin, reason="no")
+    response = _post(admin_web, PAGE.format(clinic.ref) + f"shadow/{shadow.ref}/promote/", htmx=True)
+    toast = json.loads(response["HX-Trigger"])["console-toast"]
+    assert toast["level"] == "error" and "SHADOW_NOT_ACTIVE" in toast["message"]

@@ -6,6 +6,8 @@ from datetime import timedelta
 
 import pytest
 
+from scheduling.models import Role
+from tests import factories as f
 from tests.conftest import seoul, token_client
 from tests.waitlist.factories import NOW, make_world
 from waitlist.models import EntryStatus, Offer, OfferStatus, WaitlistEntry
@@ -14,6 +16,11 @@ from waitlist.models import EntryStatus, Offer, OfferStatus, WaitlistEntry
 def post(client, url, body=None, key=None):
     headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
     return client.post(url, body or {}, format="json", **headers)
+
+
+@pytest.fixture
+def admin_api(world):
+    return token_client(f.user_with_role(world.clinic, Role.ADMIN, username="wl-api-admin"))
 
 
 @pytest.fixture
@@ -119,12 +126,12 @@ def test_claim_double_submit_without_a_key_gets_the_same_body(staff_api, base, o
     assert set(first.json()) >= {"status", "hold", "hold_expires_at", "receipt"}
 
 
-def test_decline_and_withdraw_over_http(world, staff_api, base, offer):
+def test_decline_and_withdraw_over_http(world, staff_api, admin_api, base, offer):
     declined = post(staff_api, f"{base}/offers/{offer.ref}/decline", {}, key="d1")
     assert declined.status_code == 200 and declined.json()["status"] == "DECLINED"
-    again = post(staff_api, f"{base}/offers/{offer.ref}/withdraw", {"reason": "x"})
+    again = post(admin_api, f"{base}/offers/{offer.ref}/withdraw", {"reason": "x"})
     assert again.status_code == 409 and again.json()["code"] == "OFFER_NOT_WITHDRAWABLE"
-    assert post(staff_api, f"{base}/offers/{offer.ref}/withdraw", {}).status_code == 400  # reason required
+    assert post(admin_api, f"{base}/offers/{offer.ref}/withdraw", {}).status_code == 400  # reason required
 
 
 def test_book_needs_an_accepted_hold(world, staff_api, base, offer):
@@ -133,11 +140,19 @@ def test_book_needs_an_accepted_hold(world, staff_api, base, offer):
     assert post(staff_api, f"{base}/holds/hld_nope/book").status_code == 404
 
 
-def test_staff_withdraw_returns_the_entry_to_waiting(world, staff_api, base, offer):
-    response = post(staff_api, f"{base}/offers/{offer.ref}/withdraw", {"reason": "clinic closed"}, key="w1")
+def test_admin_withdraw_returns_the_entry_to_waiting(world, admin_api, base, offer):
+    response = post(admin_api, f"{base}/offers/{offer.ref}/withdraw", {"reason": "clinic closed"}, key="w1")
     assert response.status_code == 200 and response.json()["status"] == "WITHDRAWN"
     offer.refresh_from_db()
     assert offer.status == OfferStatus.WITHDRAWN and offer.entry.status == EntryStatus.WAITING
+
+
+def test_staff_withdraw_is_403_and_changes_nothing(world, staff_api, base, offer):
+    """Withdraw is ADMIN everywhere (``scoping.COMMAND_ROLES``): the API agrees with the console and the shell."""
+    response = post(staff_api, f"{base}/offers/{offer.ref}/withdraw", {"reason": "clinic closed"}, key="w1")
+    assert response.status_code == 403 and response.json()["code"] == "PERMISSION_DENIED"
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.OFFERED
 
 
 def test_decision_feed(world, base):

@@ -8,7 +8,9 @@ import logging
 from django.core import serializers as django_serializers
 
 from common.models import AuditEntry, CommandReceipt, OutboxMessage
-from tests.conftest import assert_no_pii, seoul
+from scheduling.models import Role
+from tests import factories as f
+from tests.conftest import assert_no_pii, seoul, token_client
 from waitlist.models import Offer, OfferClaimReceipt, OfferEvent, Vacancy, WaitlistEntry
 
 
@@ -27,6 +29,7 @@ def test_a_full_flow_leaks_no_patient_data(world, staff_api, caplog, on_commit):
     first_slot = world.confirmed(seoul(3, 10), patient=cancelling)
     second_slot = world.confirmed(seoul(3, 11), patient=cancelling)
     answers: list[str] = []
+    admin_api = token_client(f.user_with_role(world.clinic, Role.ADMIN))  # withdraw is ADMIN
 
     caplog.set_level(logging.DEBUG)
     with on_commit(execute=True):
@@ -53,7 +56,7 @@ def test_a_full_flow_leaks_no_patient_data(world, staff_api, caplog, on_commit):
         if cascade is not None:
             answers.append(
                 post(
-                    staff_api, f"{base}/offers/{cascade.ref}/withdraw", {"reason": "r"}, key="w"
+                    admin_api, f"{base}/offers/{cascade.ref}/withdraw", {"reason": "r"}, key="w"
                 ).content.decode()
             )
         for entry in WaitlistEntry.objects.all():

@@ -63,6 +63,7 @@ def test_recovery_permissions(world, staff_api, admin_api):
     for action in ("close", "reopen"):
         assert post(staff_api, f"{vacancy_url}/{action}", {"reason": "x"}).status_code == 403
         assert post(token_client(), f"{vacancy_url}/{action}", {"reason": "x"}).status_code == 401
+    assert post(staff_api, f"{base(world)}/offers/{offer.ref}/withdraw", {"reason": "x"}).status_code == 403
     outsider = token_client(f.user_with_role(f.ClinicFactory(), Role.ADMIN))
     assert post(outsider, f"{vacancy_url}/close", {"reason": "x"}).status_code == 404
     assert post(admin_api, f"{base(world)}/vacancies/vac_nope/close", {"reason": "x"}).status_code == 404
@@ -150,6 +151,11 @@ def test_recover_command_refuses_non_admins_and_unknown_refs(world):
     common = ["--clinic", world.clinic.ref, "--reason", "x"]
     with pytest.raises(CommandError, match="not an ADMIN"):
         run("close-vacancy", "--ref", "vac_x", *common, "--actor-username", world.staff.username)
+    offer = make_offer(world)
+    with pytest.raises(CommandError, match="not an ADMIN"):  # withdraw is ADMIN in every front end
+        run("withdraw-offer", "--ref", offer.ref, *common, "--actor-username", world.staff.username)
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.OFFERED
     admin = f.user_with_role(world.clinic, Role.ADMIN)
     with pytest.raises(CommandError, match="NOT_FOUND"):
         run("close-vacancy", "--ref", "vac_x", *common, "--actor-username", admin.username)
