@@ -160,7 +160,7 @@ def _clinic_samples(clinic: Clinic, now: datetime, add) -> None:
         if fill["time_to_fill_seconds"][key] is not None:
             add("waitlist_time_to_fill_seconds", (*labels, quantile), fill["time_to_fill_seconds"][key])
 
-    snap = reevaluation_selectors.snapshot(clinic, now=now, queue_limit=1)
+    snap = reevaluation_selectors.snapshot(clinic=clinic, now=now, queue_limit=1)
     for state, count in snap["counts"].items():
         add("reevaluation_jobs", (*labels, state), count)
     add("reevaluation_backlog_oldest_age_seconds", labels, snap["oldest_backlog_age_seconds"] or 0)

@@ -54,7 +54,7 @@ def _waitlist_fetch(selector):
 
 def _jobs_fetch(clinic, *, limit, after, filters):
     return reevaluation_selectors.finished_jobs_page(
-        clinic, limit=limit, after=after, state=filters.get("status"), outcome=filters.get("outcome"),
+        clinic=clinic, limit=limit, after=after, state=filters.get("status"), outcome=filters.get("outcome"),
         failure_code=filters.get("failure_code"), day=filters.get("date"),
     )
 

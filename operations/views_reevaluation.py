@@ -86,23 +86,23 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     size = queue_page_size()
     try:
         if request.htmx and after:
-            queue = _page(selectors.action_queue(clinic, limit=size + 1, after=after), size, "job")
+            queue = _page(selectors.action_queue(clinic=clinic, limit=size + 1, after=after), size, "job")
             return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": queue})
         if request.htmx and qafter:
-            rows = selectors.quarantine_list(clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
+            rows = selectors.quarantine_list(clinic=clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
             quarantine = _page(rows, QUARANTINE_PAGE_SIZE, "case")
             return render(request, f"{PAGE}#quarantine-rows", {"clinic": clinic, "quarantine": quarantine})
         if request.htmx and request.htmx.target == "queue-rows":
             # After a change (a redrive marks its jobs): the queue's first page again.
-            queue = _page(selectors.action_queue(clinic, limit=size + 1), size, "job")
+            queue = _page(selectors.action_queue(clinic=clinic, limit=size + 1), size, "job")
             return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": queue})
-        snapshot = selectors.snapshot(clinic, queue_limit=size + 1)
+        snapshot = selectors.snapshot(clinic=clinic, queue_limit=size + 1)
         if request.htmx and request.htmx.target == "reeval-snapshot":
             return render(request, f"{PAGE}#snapshot", {"clinic": clinic, "snapshot": snapshot})
         # Without htmx, "load more" links open the full page starting after the cursor.
-        rows = selectors.action_queue(clinic, limit=size + 1, after=after) if after else snapshot["action_queue"]
+        rows = selectors.action_queue(clinic=clinic, limit=size + 1, after=after) if after else snapshot["action_queue"]
         qrows = (
-            selectors.quarantine_list(clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
+            selectors.quarantine_list(clinic=clinic, limit=QUARANTINE_PAGE_SIZE + 1, after=qafter)
             if qafter
             else snapshot["recent_quarantine"]
         )
@@ -114,12 +114,12 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         # The snapshot's first page holds 10 rows; the clinic's case count says whether more exist.
         else Page(qrows, qrows[-1]["case"] if qrows and snapshot["quarantine_count"] > len(qrows) else None)
     )
-    switches = selectors.clinic_switches(clinic, snapshot=snapshot)
+    switches = selectors.clinic_switches(clinic=clinic, snapshot=snapshot)
     context = {
         "snapshot": snapshot,
         "queue": _page(rows, size, "job"),
         "quarantine": quarantine,
-        "changes": selectors.recent_changes(clinic),
+        "changes": selectors.recent_changes(clinic=clinic),
         "switches": switches,
         "preview_form": RedrivePreviewForm(),
         **_switch_forms(clinic, switches),
@@ -131,7 +131,7 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
     """The detail panel of one job (htmx), or the same panel on its own page."""
     try:
-        job = selectors.job_panel(clinic, job_ref)
+        job = selectors.job_panel(clinic=clinic, job_ref=job_ref)
     except NotFound:
         return console_error(request, 404)
     if request.htmx:
@@ -201,7 +201,7 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """EXECUTE one preview, less the jobs the ADMIN left out (ADMIN only; STAFF get 403 from the
     decorator and nothing runs)."""
-    frozen = selectors.preview_targets(clinic, request.POST.get("preview", ""))
+    frozen = selectors.preview_targets(clinic=clinic, preview_ref=request.POST.get("preview", ""))
     if frozen is None:
         return console_error(request, 404)
     form = RedriveExecuteForm(request.POST, targets=frozen["targets"], non_transient=frozen["non_transient"])
@@ -242,7 +242,7 @@ def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 def _switch_response(request: HttpRequest, clinic: Clinic, partial: str, **forms) -> HttpResponse:
-    switches = selectors.clinic_switches(clinic)
+    switches = selectors.clinic_switches(clinic=clinic)
     context = {"clinic": clinic, "switches": switches, **_switch_forms(clinic, switches, **forms)}
     return render(request, f"{PAGE}#{partial}", context)
 
@@ -250,7 +250,7 @@ def _switch_response(request: HttpRequest, clinic: Clinic, partial: str, **forms
 def _switch(request: HttpRequest, clinic: Clinic, command: str) -> HttpResponse:
     """Set the mutation mode (``mode_set``) or the drain state (``drain_set``); the service audits."""
     spec = SWITCHES[command]
-    switches = selectors.clinic_switches(clinic)
+    switches = selectors.clinic_switches(clinic=clinic)
     form = spec.form(request.POST, current=switches[spec.current], moves=switches[spec.moves])
     if not form.is_valid():
         return _switch_response(request, clinic, spec.partial, **{spec.form_name: form})

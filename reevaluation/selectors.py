@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from common.errors import NotFound
 from common.pagination import day_bounds, keyset_page
+from common.timefmt import iso_in_zone
 
 from .models import (
     CHANGE_OUTCOMES,
@@ -102,14 +103,15 @@ def drained_clinics() -> list[dict]:
             "tenant_group": row["tenant_group__ref"],
             "drain_state": row["drain_state"],
             "drain_cause": row["drain_cause"] or "ADMIN",
-            "since": _iso(row["drain_changed_at"]),
+            "since": row["drain_changed_at"].isoformat() if row["drain_changed_at"] else None,  # many zones: UTC
         }
         for row in rows
     ]
 
 
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
+def _iso(value: datetime | None, clinic) -> str | None:
+    """A clinic's time in its own zone: the one rule of the ops reads and the console (as the waitlist's)."""
+    return iso_in_zone(value, clinic.timezone)
 
 
 def _age(now: datetime, value: datetime | None) -> int | None:
@@ -133,7 +135,7 @@ def _settings_values(clinic) -> dict:
     }
 
 
-def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> dict:
+def snapshot(*, clinic, now: datetime | None = None, queue_limit: int = 20) -> dict:
     """The operational snapshot of one clinic (API.md "Operations"), in a fixed number of queries."""
     now = now or timezone.now()
     jobs = ReevaluationJob.objects.filter(clinic_id=clinic.pk)
@@ -183,15 +185,15 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
         "drain_state": row["drain_state"],
         "drain_cause": row["drain_cause"] or None,
         "drain_detail": row["drain_detail"] or {},
-        "drain_changed_at": _iso(row["drain_changed_at"]),
+        "drain_changed_at": _iso(row["drain_changed_at"], clinic),
         "mutation_mode": row["mutation_mode"],
         "policy": {"ref": row["policy_ref"] or None, "generation": row["policy_generation"]},
         "due_overrides": {
             "held_minutes": row["held_due_minutes"],
             "proposed_minutes": row["proposed_due_minutes"],
         },
-        "action_queue": action_queue(clinic, limit=queue_limit),
-        "recent_quarantine": quarantine_list(clinic, limit=10),
+        "action_queue": action_queue(clinic=clinic, limit=queue_limit),
+        "recent_quarantine": quarantine_list(clinic=clinic, limit=10),
     }
 
 
@@ -204,7 +206,7 @@ def _queue_rank():
     )
 
 
-def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[dict]:
+def action_queue(*, clinic, limit: int = 20, after: str | None = None) -> list[dict]:
     """Jobs needing attention: HELD_PRESENT before PROPOSED_ONLY, then rank, due_at, ref (keyset).
 
     Rank: actionable FAILED, COMPLETED needing staff (a PROPOSED without a feasible replacement),
@@ -238,8 +240,8 @@ def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[d
             "state": job.state,
             "target_revision": job.revision,
             "priority_class": job.priority_class,
-            "due_at": _iso(job.due_at),
-            "next_attempt_at": _iso(job.next_attempt_at),
+            "due_at": _iso(job.due_at, clinic),
+            "next_attempt_at": _iso(job.next_attempt_at, clinic),
             "last_failure_code": job.last_failure_code or None,
             "attempts": job.attempts,
             "max_attempts": job.max_attempts,
@@ -255,7 +257,7 @@ def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[d
     ]
 
 
-def recent_changes(clinic, *, limit: int = 10) -> list[dict]:
+def recent_changes(*, clinic, limit: int = 10) -> list[dict]:
     """Applied outcomes that changed what a patient was offered (newest first), for staff.
 
     Each row: job, appointment ref, outcome, replacement ref, and the delivery state of the job's
@@ -283,7 +285,7 @@ def recent_changes(clinic, *, limit: int = 10) -> list[dict]:
             "appointment": row["appointment_ref"],
             "outcome": row["outcome"],
             "replacement": row["replacement_ref"] or None,
-            "created_at": _iso(row["created_at"]),
+            "created_at": _iso(row["created_at"], clinic),
             "notice": row["notice_status"],
             "notice_code": row["notice_code"] or None,
         }
@@ -291,7 +293,7 @@ def recent_changes(clinic, *, limit: int = 10) -> list[dict]:
     ]
 
 
-def quarantine_list(clinic, *, limit: int = 50, after: str | None = None) -> list[dict]:
+def quarantine_list(*, clinic, limit: int = 50, after: str | None = None) -> list[dict]:
     """Quarantine cases attributed to the clinic, newest first (keyset after a case ref)."""
     limit = max(1, min(int(limit), 200))
     queryset = QuarantineCase.objects.filter(clinic_id=clinic.pk).order_by("-created_at", "-id")
@@ -311,13 +313,13 @@ def quarantine_list(clinic, *, limit: int = 50, after: str | None = None) -> lis
             "evidence_digest": case.evidence_digest,
             "job": case.job.ref if case.job_id else None,
             "correlation_id": case.correlation_id,
-            "created_at": _iso(case.created_at),
+            "created_at": _iso(case.created_at, clinic),
         }
         for case in queryset.select_related("job")[:limit]
     ]
 
 
-def job_detail(clinic, job_ref: str) -> dict:
+def job_detail(*, clinic, job_ref: str) -> dict:
     job = (
         ReevaluationJob.objects.filter(clinic_id=clinic.pk, ref=job_ref).select_related("redrive_of").first()
     )
@@ -331,7 +333,7 @@ def job_detail(clinic, job_ref: str) -> dict:
         "state": job.state,
         "target_revision": job.revision,
         "priority_class": job.priority_class,
-        "due_at": _iso(job.due_at),
+        "due_at": _iso(job.due_at, clinic),
         "attempts": job.attempts,
         "last_failure_code": job.last_failure_code or None,
         "target_policy_ref": job.target_policy_ref or None,
@@ -342,7 +344,7 @@ def job_detail(clinic, job_ref: str) -> dict:
     }
 
 
-def job_panel(clinic, job_ref: str) -> dict:
+def job_panel(*, clinic, job_ref: str) -> dict:
     """What the console's detail panel shows for one job of ``clinic``, in three queries.
 
     Scope (tenant group, clinic, the fingerprint's first 8 hex characters only), revision, target
@@ -375,10 +377,10 @@ def job_panel(clinic, job_ref: str) -> dict:
         "state": job.state,
         "target_revision": job.revision,
         "priority_class": job.priority_class,
-        "due_at": _iso(job.due_at),
-        "next_attempt_at": _iso(job.next_attempt_at),
-        "created_at": _iso(job.created_at),
-        "finished_at": _iso(job.finished_at),
+        "due_at": _iso(job.due_at, clinic),
+        "next_attempt_at": _iso(job.next_attempt_at, clinic),
+        "created_at": _iso(job.created_at, clinic),
+        "finished_at": _iso(job.finished_at, clinic),
         "attempts": job.attempts,
         "max_attempts": job.max_attempts,
         "last_failure_code": job.last_failure_code or None,
@@ -392,7 +394,7 @@ def job_panel(clinic, job_ref: str) -> dict:
     }
 
 
-def clinic_switches(clinic, *, snapshot: dict | None = None) -> dict:
+def clinic_switches(*, clinic, snapshot: dict | None = None) -> dict:
     """The clinic's mode and drain state with the moves ``mode_set``/``drain_set`` accept now (two
     queries, none when the clinic's fresh ``snapshot`` is given).
 
@@ -412,7 +414,7 @@ def clinic_switches(clinic, *, snapshot: dict | None = None) -> dict:
     }
 
 
-def preview_targets(clinic, preview_ref: str) -> dict | None:
+def preview_targets(*, clinic, preview_ref: str) -> dict | None:
     """A redrive preview's frozen targets (ref and failure class) and whether it includes
     CONTRACT/TRUST_PRIVACY failures; None when the clinic has no such preview."""
     preview = (
@@ -436,7 +438,7 @@ FINISHED_STATES = (JobState.COMPLETED, JobState.FAILED, JobState.STALE)
 
 
 def finished_jobs_page(
-    clinic, *, limit: int = 20, after: str = "", state: str | None = None, outcome: str | None = None,
+    *, clinic, limit: int = 20, after: str = "", state: str | None = None, outcome: str | None = None,
     failure_code: str | None = None, day=None,
 ):
     """Finished jobs, newest first (keyset on ``finished_at``, ``id``), one query.

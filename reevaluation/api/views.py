@@ -91,9 +91,9 @@ class ProfileReevaluationOpsView(ClinicAPIView):
     @extend_schema(responses={200: OpenApiResponse(description="snapshot")})
     def get(self, request):
         query, clinic = self.query, self.clinic
-        body = selectors.snapshot(clinic, queue_limit=query["limit"])
+        body = selectors.snapshot(clinic=clinic, queue_limit=query["limit"])
         if query.get("after"):
-            body["action_queue"] = selectors.action_queue(clinic, limit=query["limit"], after=query["after"])
+            body["action_queue"] = selectors.action_queue(clinic=clinic, limit=query["limit"], after=query["after"])
         return Response(body)
 
     @extend_schema(request=RedriveInput, responses={200: OpenApiResponse(description="preview or result")})

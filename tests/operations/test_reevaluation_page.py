@@ -144,7 +144,7 @@ def test_queue_load_more_walks_every_row_once(staff_web, world, settings):
     settings.CONSOLE_REEVALUATION_PAGE_SIZE = 4
     failed_jobs(world, 3)
     rf.bulk_jobs(world.clinic, 6)
-    expected = [row["job"] for row in selectors.action_queue(world.clinic, limit=50)]
+    expected = [row["job"] for row in selectors.action_queue(clinic=world.clinic, limit=50)]
     html = staff_web.get(page_url(world.clinic)).content.decode()
     seen, after = queue_refs(html), cursor(html)
     while after:

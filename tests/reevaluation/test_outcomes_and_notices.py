@@ -40,9 +40,9 @@ def test_a_proposal_with_no_feasible_replacement_needs_staff(world, crm):
     proposed.refresh_from_db()
     assert proposed.status == "PROPOSED"  # left for staff, not withdrawn
     assert job.state == JobState.COMPLETED and job.needs_staff
-    row = {r["job"]: r for r in selectors.action_queue(world.clinic)}[job.ref]
+    row = {r["job"]: r for r in selectors.action_queue(clinic=world.clinic)}[job.ref]
     assert row["needs_staff"] is True and row["state"] == "COMPLETED"
-    assert selectors.snapshot(world.clinic)["needs_staff_count"] == 1
+    assert selectors.snapshot(clinic=world.clinic)["needs_staff_count"] == 1
 
 
 def test_a_newer_completed_run_of_the_scope_settles_the_request_for_staff(world, crm):
@@ -52,7 +52,7 @@ def test_a_newer_completed_run_of_the_scope_settles_the_request_for_staff(world,
     second = run_one(world, crm, revision=2, constraints={})
     first.refresh_from_db()
     assert not first.needs_staff and not second.needs_staff
-    assert first.ref not in [r["job"] for r in selectors.action_queue(world.clinic)]
+    assert first.ref not in [r["job"] for r in selectors.action_queue(clinic=world.clinic)]
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_a_job_completed_row_tells_the_patient_what_changed(changed, caplog):
 
 def test_staff_see_what_changed_with_the_notice_state(changed):
     outbox_deliver_due(worker="test")
-    rows = selectors.recent_changes(changed.clinic)
+    rows = selectors.recent_changes(clinic=changed.clinic)
     assert {(r["appointment"], r["outcome"], r["notice"]) for r in rows} == {
         (changed.proposed.ref, "PROPOSAL_SUPERSEDED", "SENT"),
         (changed.held.ref, "HOLD_REPLACED", "SENT"),

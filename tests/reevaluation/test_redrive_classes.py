@@ -110,7 +110,7 @@ def test_leaving_out_a_job_outside_the_preview_is_refused(admin_client, world, m
 def test_redriven_jobs_are_marked_and_the_failed_counter_counts_only_actionable(admin_client, world, mixed):
     preview = call(admin_client, world.clinic, "p1", action="PREVIEW").json()
     child = call(admin_client, world.clinic, "e1", action="EXECUTE", preview=preview["preview"]).json()["redriven"][0]
-    snap = selectors.snapshot(world.clinic)
+    snap = selectors.snapshot(clinic=world.clinic)
     assert snap["counts"]["FAILED"] == 3
     assert snap["failed_actionable"] == 2 and snap["failed_settled"] == 1
     assert snap["failed_by_class"] == {"TRANSIENT": 0, "CONTRACT": 1, "TRUST_PRIVACY": 1}
@@ -125,5 +125,5 @@ def test_a_redriven_job_leaves_the_queue_once_its_child_completed(admin_client, 
     preview = call(admin_client, world.clinic, "p1", action="PREVIEW").json()
     child = call(admin_client, world.clinic, "e1", action="EXECUTE", preview=preview["preview"]).json()["redriven"][0]
     ReevaluationJob.objects.filter(ref=child["redrive_job"]).update(state=JobState.COMPLETED)
-    refs = [row["job"] for row in selectors.action_queue(world.clinic, limit=50)]
+    refs = [row["job"] for row in selectors.action_queue(clinic=world.clinic, limit=50)]
     assert mixed["TRANSIENT"].ref not in refs and child["redrive_job"] not in refs
