@@ -19,7 +19,7 @@ from common.models import OutboxMessage, OutboxStatus
 from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import LIVE_HOLD_STATUSES, CapacityHold, Clinic
 from waitlist.models import ACTIVE_OFFER_STATUSES, OFFER_TOPIC, Offer, Vacancy, VacancyStatus, WaitlistEntry
-from waitlist.services.loop import offers_without_active_hold, stuck_accepted_offers
+from waitlist.selectors import offers_without_active_hold, stuck_accepted_offers
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Coun
         review=_count(vacancies.filter(status=VacancyStatus.REVIEW)),
         open=_count(vacancies.filter(status=VacancyStatus.OPEN)),
         active=_count(Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES)),
-        stuck=_count(stuck_accepted_offers(now).filter(clinic=clinic)),
+        stuck=_count(stuck_accepted_offers(now=now).filter(clinic=clinic)),
         broken=_count(offers_without_active_hold().filter(clinic=clinic)),
         dead=_count(
             OutboxMessage.objects.filter(clinic_ref=clinic.ref, topic=OFFER_TOPIC, status=OutboxStatus.DEAD),

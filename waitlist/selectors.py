@@ -13,7 +13,7 @@ from django.utils import timezone
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from common.pagination import KeysetPage, day_bounds, keyset_page
 from common.timefmt import iso_in_zone
-from scheduling.models import Clinic
+from scheduling.models import CapacityAllocation, Clinic, HoldStatus
 from scheduling.scoping import scoped_get
 from scheduling.services.features import feature_enabled
 
@@ -370,8 +370,6 @@ def ops_action_queue(
     Each row: ``kind``, ``ref`` (the row to act on), ``at``, ``reason_code``, related refs,
     ``policy_version`` and ``decision_ref``. Refs and codes only. ``next`` is the cursor of the next page.
     """
-    from .services.loop import offers_without_active_hold, stuck_accepted_offers
-
     now = now or timezone.now()
     limit = max(1, min(int(limit), 200))
     position = cursor_decode(after)
@@ -411,7 +409,7 @@ def ops_action_queue(
     last_code = OfferEvent.objects.filter(
         offer=OuterRef("pk"), reason_code__in=["BOOKING_STUCK", "BOOKING_RETRY_FAILED"]
     ).order_by("-id").values("detail__code")[:1]
-    stuck_offers = stuck_accepted_offers(now).filter(clinic=clinic)
+    stuck_offers = stuck_accepted_offers(now=now).filter(clinic=clinic)
     stuck = bounded(stuck_offers, "updated_at", "BOOKING_STUCK", "hold__ref").annotate(
         last_code=Subquery(last_code)
     ).values("ref", "updated_at", "hold__ref", "vacancy__ref", "entry__ref", "policy_version", "decision_ref",
@@ -726,3 +724,30 @@ def ops_vacancy_ref(*, clinic: Clinic, offer_ref: str = "", hold_ref: str = "") 
     offers = Offer.objects.filter(clinic=clinic)
     offers = offers.filter(ref=offer_ref) if offer_ref else offers.filter(hold__ref=hold_ref)
     return offers.values_list("vacancy__ref", flat=True).first()
+
+
+# --- reconcile findings (read by the loop's reconcile and by the console) ---
+
+
+def booking_retry_minutes() -> int:
+    return int(getattr(settings, "WAITLIST_BOOKING_RETRY_MINUTES", 5))
+
+
+def stuck_accepted_offers(*, now: datetime):
+    """ACCEPTED offers whose booking command started (the ON_ACCEPT claim page asked to book) but whose
+    hold is still ACCEPTED N minutes later. An ACCEPTED offer nobody asked to book is not stuck: it
+    waits for its booking command until its hold expires."""
+    return Offer.objects.filter(
+        status=OfferStatus.ACCEPTED,
+        hold__status=HoldStatus.ACCEPTED,
+        booking_requested_at__isnull=False,
+        booking_requested_at__lte=now - timedelta(minutes=booking_retry_minutes()),
+    )
+
+
+def offers_without_active_hold():
+    """Active offers (not yet booked) whose hold no longer reserves the slot: invariant 2 broken."""
+    active_allocation = CapacityAllocation.objects.filter(hold=OuterRef("hold"), active=True)
+    return Offer.objects.filter(status__in=ACTIVE_OFFER_STATUSES).exclude(hold__status=HoldStatus.CONSUMED).filter(
+        Q(hold__status=HoldStatus.RELEASED) | ~Exists(active_allocation)
+    )

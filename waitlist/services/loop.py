@@ -8,7 +8,7 @@ which answers DISABLED while the flag is off.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
@@ -17,7 +17,6 @@ from django.utils import timezone
 
 from common.errors import DomainError
 from common.services import new_correlation_id
-from scheduling.models import CapacityAllocation, HoldStatus
 
 from ..models import (
     ACTIVE_OFFER_STATUSES,
@@ -33,6 +32,7 @@ from ..models import (
     VacancyStatus,
     WaitlistPolicy,
 )
+from ..selectors import offers_without_active_hold, stuck_accepted_offers
 from ._shared import event_append
 from .booking import offer_book
 from .offers import offers_expire_due
@@ -53,10 +53,6 @@ def job_record(name: str, *, now: datetime, result: dict, cursor: int | None = N
     JobRun.objects.update_or_create(name=name, defaults=defaults)
 
 
-def booking_retry_minutes() -> int:
-    return int(getattr(settings, "WAITLIST_BOOKING_RETRY_MINUTES", 5))
-
-
 def expire_run(*, now: datetime | None = None, limit: int | None = None) -> dict:
     """Expire up to ``limit`` due OFFERED offers (their holds are released, the vacancy cascades)."""
     now = now or timezone.now()
@@ -64,18 +60,6 @@ def expire_run(*, now: datetime | None = None, limit: int | None = None) -> dict
     result = {"expired": offers_expire_due(now=now, limit=limit)}
     job_record(JOB_EXPIRE, now=now, result=result)
     return result
-
-
-def stuck_accepted_offers(now: datetime):
-    """ACCEPTED offers whose booking command started (the ON_ACCEPT claim page asked to book) but whose
-    hold is still ACCEPTED N minutes later. An ACCEPTED offer nobody asked to book is not stuck: it
-    waits for its booking command until its hold expires."""
-    return Offer.objects.filter(
-        status=OfferStatus.ACCEPTED,
-        hold__status=HoldStatus.ACCEPTED,
-        booking_requested_at__isnull=False,
-        booking_requested_at__lte=now - timedelta(minutes=booking_retry_minutes()),
-    )
 
 
 def review_ready_vacancies(now: datetime):
@@ -95,14 +79,6 @@ def review_ready_vacancies(now: datetime):
         .filter(
             Q(gate=DecisionGate.NOT_USED) | Q(newest_status=DecisionStatus.FRESH, newest_expires__gt=now)
         )
-    )
-
-
-def offers_without_active_hold():
-    """Active offers (not yet booked) whose hold no longer reserves the slot: invariant 2 broken."""
-    active_allocation = CapacityAllocation.objects.filter(hold=OuterRef("hold"), active=True)
-    return Offer.objects.filter(status__in=ACTIVE_OFFER_STATUSES).exclude(hold__status=HoldStatus.CONSUMED).filter(
-        Q(hold__status=HoldStatus.RELEASED) | ~Exists(active_allocation)
     )
 
 
@@ -141,7 +117,7 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
     booked = flagged = 0
     flagged_already = OfferEvent.objects.filter(offer=OuterRef("pk"), reason_code="BOOKING_STUCK")
     stuck = (
-        stuck_accepted_offers(now).exclude(Exists(flagged_already)).select_related("clinic", "hold")
+        stuck_accepted_offers(now=now).exclude(Exists(flagged_already)).select_related("clinic", "hold")
         .order_by("updated_at", "id")[:limit]
     )
     for offer in stuck:
