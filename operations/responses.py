@@ -47,6 +47,13 @@ def render_clinic_page(
     )
 
 
+def render_detail(request: HttpRequest, template: str, clinic: Clinic, section: str, context: dict) -> HttpResponse:
+    """A detail panel: the ``#detail`` partial for htmx, else the same panel on its own page."""
+    if getattr(request, "htmx", False):
+        return render(request, f"{template}#detail", {"clinic": clinic, **context})
+    return render_clinic_page(request, template, clinic, section, context)
+
+
 ERROR_TITLES = {
     400: "Bad request",
     403: "Not allowed",

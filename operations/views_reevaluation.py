@@ -32,7 +32,7 @@ from .forms import (
     RedrivePreviewForm,
     new_idempotency_key,
 )
-from .responses import console_error, render_clinic_page, with_toast
+from .responses import console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/reevaluation.html"
 JOB_PAGE = "operations/reevaluation_job.html"
@@ -134,9 +134,7 @@ def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> Http
         job = selectors.job_panel(clinic=clinic, job_ref=job_ref)
     except NotFound:
         return console_error(request, 404)
-    if request.htmx:
-        return render(request, f"{JOB_PAGE}#detail", {"clinic": clinic, "job": job})
-    return render_clinic_page(request, JOB_PAGE, clinic, "reevaluation", {"job": job})
+    return render_detail(request, JOB_PAGE, clinic, "reevaluation", {"job": job})
 
 
 @clinic_view(command_role("redrive_preview"), methods=("POST",))
@@ -155,16 +153,9 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     include = data["include_non_transient"]
 
     def execute() -> dict:
-        result = redrive_preview(
-            clinic=clinic,
-            actor=request.user,
-            reason=reason,
-            limit=limit,
-            target_revision=target_revision,
-            failure_classes=classes,
-            include_non_transient=include,
-            idempotency_key=key,
-        )
+        result = redrive_preview(clinic=clinic, actor=request.user, reason=reason, limit=limit,
+                                 target_revision=target_revision, failure_classes=classes,
+                                 include_non_transient=include, idempotency_key=key)
         return {**result.as_body(), "reason": reason, "target_revision": target_revision, "limit": limit}
 
     outcome = run_command(
@@ -212,15 +203,8 @@ def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     exclude, confirmed = sorted(data["exclude"]), data.get("confirm_non_transient", False)
 
     def execute() -> dict:
-        result = redrive_execute(
-            clinic=clinic,
-            actor=request.user,
-            preview_ref=preview_ref,
-            reason=reason,
-            exclude=exclude,
-            confirm_non_transient=confirmed,
-            idempotency_key=key,
-        )
+        result = redrive_execute(clinic=clinic, actor=request.user, preview_ref=preview_ref, reason=reason,
+                                 exclude=exclude, confirm_non_transient=confirmed, idempotency_key=key)
         return {"preview": preview_ref, **result.as_body()}
 
     outcome = run_command(

@@ -31,7 +31,7 @@ from waitlist import selectors, services
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
-from .responses import console_error, render_clinic_page, with_toast
+from .responses import console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/waitlist.html"
 PANEL = "operations/waitlist_vacancy.html"
@@ -138,10 +138,7 @@ def waitlist_vacancy(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> 
         panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)
     except NotFound:
         return console_error(request, 404)
-    context = _panel_context(clinic, panel)
-    if request.htmx:
-        return render(request, f"{PANEL}#detail", context)
-    return render_clinic_page(request, PANEL, clinic, "waitlist", context)
+    return render_detail(request, PANEL, clinic, "waitlist", _panel_context(clinic, panel))
 
 
 # --- commands ---------------------------------------------------------------------------------------
