@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
+from common.errors import NotFound
 from scheduling.models import Clinic
 
 from .nav import clinic_nav, section_url
@@ -47,8 +49,15 @@ def render_clinic_page(
     )
 
 
-def render_detail(request: HttpRequest, template: str, clinic: Clinic, section: str, context: dict) -> HttpResponse:
-    """A detail panel: the ``#detail`` partial for htmx, else the same panel on its own page."""
+def render_detail(
+    request: HttpRequest, template: str, clinic: Clinic, section: str, read: Callable[[], dict]
+) -> HttpResponse:
+    """A detail panel: the ``#detail`` partial for htmx, else the same panel on its own page; the 404
+    page when ``read`` (the panel's selector, returning the context) finds nothing in this clinic."""
+    try:
+        context = read()
+    except NotFound:
+        return console_error(request, 404)
     if getattr(request, "htmx", False):
         return render(request, f"{template}#detail", {"clinic": clinic, **context})
     return render_clinic_page(request, template, clinic, section, context)

@@ -130,11 +130,8 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 @clinic_view()
 def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
     """The detail panel of one job (htmx), or the same panel on its own page."""
-    try:
-        job = selectors.job_panel(clinic=clinic, job_ref=job_ref)
-    except NotFound:
-        return console_error(request, 404)
-    return render_detail(request, JOB_PAGE, clinic, "reevaluation", {"job": job})
+    return render_detail(request, JOB_PAGE, clinic, "reevaluation",
+                         lambda: {"job": selectors.job_panel(clinic=clinic, job_ref=job_ref)})
 
 
 @clinic_view(command_role("redrive_preview"), methods=("POST",))

@@ -134,11 +134,8 @@ def _panel_context(clinic: Clinic, panel: dict, forms: dict | None = None) -> di
 @clinic_view()
 def waitlist_vacancy(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
-    try:
-        panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)
-    except NotFound:
-        return console_error(request, 404)
-    return render_detail(request, PANEL, clinic, "waitlist", _panel_context(clinic, panel))
+    return render_detail(request, PANEL, clinic, "waitlist", lambda: _panel_context(
+        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)))
 
 
 # --- commands ---------------------------------------------------------------------------------------
