@@ -126,3 +126,30 @@ def test_claim_page_on_a_phone(open_page, clinic, staff):
     shot(page, "waitlist-claim-phone")
     assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
     assert page.errors == []
+
+
+def test_admin_promotes_the_shadow_policy_from_the_controls_page(open_page, admin, clinic):
+    from common.models import AuditEntry
+    from waitlist import services
+
+    before = services.policy_current(clinic=clinic).version
+    shadow = services.shadow_publish(clinic=clinic, actor=admin, reason="try a tighter cap",
+                                     changes={"weekly_offer_cap": 1})
+    page = open_page()
+    sign_in(page, admin.username)
+    page.goto(f"/console/c/{clinic.ref}/controls/")
+    block = page.get_by_test_id("shadow-policy")
+    sync_api.expect(block.get_by_test_id("shadow-status")).to_have_text("SHADOW")
+    sync_api.expect(block.get_by_test_id("shadow-preview")).to_contain_text("weekly_offer_cap")
+    page.fill("#shadow_promote_reason", "agreement reviewed with the team")
+    page.check("#shadow_promote_confirm")
+    shot(page, "controls-shadow-promote-form")
+    block.locator("button:has-text('Promote')").click()
+    sync_api.expect(page.get_by_test_id("toast").first).to_contain_text(f"policy version {before + 1}")
+    sync_api.expect(page.get_by_test_id("shadow-status")).to_have_text("PROMOTED")
+    sync_api.expect(page.get_by_test_id("policy-version")).to_have_text(str(before + 1))
+    sync_api.expect(page.locator("button:has-text('Promote')")).to_have_count(0)
+    assert services.policy_current(clinic=clinic).weekly_offer_cap == 1
+    assert AuditEntry.objects.get(action="waitlist.shadow_policy_promote", target_ref=shadow.ref).actor_id == admin.pk
+    shot(page, "controls-shadow-promoted")
+    assert page.errors == []
