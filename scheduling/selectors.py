@@ -11,14 +11,14 @@ from .scoping import scoped_get
 from .services.consent import consent_current
 
 
-def appointment_detail(clinic: Clinic, ref: str) -> Appointment:
+def appointment_detail(*, clinic: Clinic, ref: str) -> Appointment:
     queryset = Appointment.objects.select_related(
         "clinic", "patient", "practitioner", "treatment", "resource"
     )
     return scoped_get(queryset, clinic, ref)
 
 
-def consent_view(patient: Patient, limit: int = 50) -> dict:
+def consent_view(*, patient: Patient, limit: int = 50) -> dict:
     """Consent as staff see it: the current state per channel and the newest changes (no contact data)."""
     history = (ContactConsent.objects.filter(patient=patient).order_by("-id")
                .values("ref", "channel", "state", "source", "actor", "recorded_at")[:limit])
@@ -29,12 +29,12 @@ def consent_view(patient: Patient, limit: int = 50) -> dict:
     }
 
 
-def consent_recent(clinic: Clinic, limit: int = 20) -> list[dict]:
+def consent_recent(*, clinic: Clinic, limit: int = 20) -> list[dict]:
     """The clinic's newest consent changes by patient ref (states and sources; never contact data)."""
     return list(ContactConsent.objects.filter(clinic=clinic).order_by("-id")
                 .values("patient__ref", "channel", "state", "source", "actor", "recorded_at")[:limit])
 def appointment_page(
-    clinic: Clinic, *, limit: int, after: str = "", status: str | None = None, day: date | None = None
+    *, clinic: Clinic, limit: int, after: str = "", status: str | None = None, day: date | None = None
 ) -> KeysetPage:
     """The clinic's appointments by start time (keyset on ``appointment_clinic_start``), one query."""
     queryset = Appointment.objects.filter(clinic=clinic).select_related(

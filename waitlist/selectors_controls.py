@@ -40,4 +40,4 @@ def controls_snapshot(*, clinic: Clinic) -> dict:
 
 
 def consent_changes(*, clinic: Clinic, limit: int = 20) -> list[dict]:
-    return consent_recent(clinic, limit)
+    return consent_recent(clinic=clinic, limit=limit)

@@ -71,7 +71,7 @@ class AppointmentCreateView(ClinicAPIView):
     def get(self, request, clinic):
         query = self.list_query(AppointmentStatus.values)
         page = selectors.appointment_page(
-            self.clinic, limit=query["limit"], after=query["after"], status=query.get("status"),
+            clinic=self.clinic, limit=query["limit"], after=query["after"], status=query.get("status"),
             day=query.get("date"),
         )
         return Response(page_body(page, appointment_body))
@@ -83,7 +83,7 @@ class AppointmentCreateView(ClinicAPIView):
         def execute(_receipt):
             data = self.validated(AppointmentCreateInput)
             appointment = services.appointment_book(clinic=self.clinic, **data)
-            return 201, appointment_body(selectors.appointment_detail(self.clinic, appointment.ref))
+            return 201, appointment_body(selectors.appointment_detail(clinic=self.clinic, ref=appointment.ref))
 
         return self.command("appointment_book", execute)
 
@@ -91,7 +91,7 @@ class AppointmentCreateView(ClinicAPIView):
 class AppointmentDetailView(ClinicAPIView):
     @extend_schema(responses={200: OpenApiResponse(description="appointment")})
     def get(self, request, clinic, ref):
-        return Response(appointment_body(selectors.appointment_detail(self.clinic, ref)))
+        return Response(appointment_body(selectors.appointment_detail(clinic=self.clinic, ref=ref)))
 
 
 class PatientConsentView(ClinicAPIView):
@@ -100,7 +100,7 @@ class PatientConsentView(ClinicAPIView):
 
     @extend_schema(responses={200: OpenApiResponse(description="{patient, current, history}")})
     def get(self, request, clinic, ref):
-        return Response(selectors.consent_view(scoped_get(Patient, self.clinic, ref)))
+        return Response(selectors.consent_view(patient=scoped_get(Patient, self.clinic, ref)))
 
     @extend_schema(request=ConsentInput, responses={200: OpenApiResponse(description="{patient, current, history}")})
     def post(self, request, clinic, ref):
@@ -109,6 +109,6 @@ class PatientConsentView(ClinicAPIView):
             data = self.validated(ConsentInput)
             services.consent_record(patient=patient, channels=data["channels"], state=data["state"],
                                     source=ConsentSource.API, actor_label=request.user.get_username())
-            return 200, selectors.consent_view(patient)
+            return 200, selectors.consent_view(patient=patient)
 
         return self.command("consent_record", execute)
