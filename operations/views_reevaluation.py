@@ -2,7 +2,7 @@
 
 Thin views: scope and role through ``clinic_view``, reads through ``reevaluation.selectors``, writes
 through ``reevaluation.services`` (which check scope and role again). Every write runs under the
-form's idempotency key (``common.idempotency.run_idempotent``), so a double submit or a replayed
+form's idempotency key (``operations.commands.run_command``), so a double submit or a replayed
 request shows the first answer instead of acting twice. The actor is always ``request.user``.
 """
 

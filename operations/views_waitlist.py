@@ -3,7 +3,7 @@ and the recovery commands (withdraw, re-dispatch, retry booking, mark reviewed).
 
 Thin views: scope and role through ``clinic_view``, reads through ``waitlist.selectors``, writes through
 ``waitlist.services`` (which lock, CAS and write the offer events and the audit row). Every write runs
-under the form's idempotency key (``common.idempotency.run_idempotent``): a double submit or a replay
+under the form's idempotency key (``operations.commands.run_command``): a double submit or a replay
 shows the first answer. The actor is always ``request.user``, never a form field.
 
 Who may run what is ``scheduling.scoping.COMMAND_ROLES`` (the API and the shell read it too): STAFF run
