@@ -5,6 +5,8 @@ A clinic the user has no role in is indistinguishable from a clinic that does no
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from common.errors import NotFound, PermissionDenied
@@ -17,6 +19,8 @@ from .models import (
     ClinicUserObjectPermission,
     Role,
 )
+
+M = TypeVar("M", bound=Model)
 
 
 def _plausible_ref(ref) -> bool:
@@ -109,11 +113,11 @@ def user_is_admin(user, clinic: Clinic) -> bool:
     return direct.exists() or grouped.exists()
 
 
-def scoped_get(source: type[Model] | QuerySet, clinic: Clinic, ref, **filters) -> Model:
+def scoped_get(source: type[M] | QuerySet[M], clinic: Clinic, ref, **filters) -> M:
     """Fetch by ref inside ``clinic`` from a model or queryset; a missing or foreign ref is the same 404."""
     if not _plausible_ref(ref) or not ref:
         raise NotFound()
-    queryset = source if isinstance(source, QuerySet) else source.objects.all()
+    queryset = source if isinstance(source, QuerySet) else source._default_manager.all()
     obj = queryset.filter(clinic=clinic, ref=ref, **filters).first()
     if obj is None:
         raise NotFound()
