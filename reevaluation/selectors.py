@@ -246,7 +246,7 @@ def action_queue(clinic, *, limit: int = 20, after: str | None = None) -> list[d
             "outcome_counts": job.outcome_counts,
             "target_policy_ref": job.target_policy_ref or None,
             "target_policy_generation": job.target_policy_generation,
-            "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+            "redrive_of": job.redrive_of.ref if job.redrive_of else None,
             "redriven_as": job.redriven_as,
             "needs_staff": job.needs_staff,
             "failure_class": failure_class(job.last_failure_code) if job.state == JobState.FAILED else None,
@@ -309,7 +309,7 @@ def quarantine_list(clinic, *, limit: int = 50, after: str | None = None) -> lis
             "category": case.category,
             "source": case.source,
             "evidence_digest": case.evidence_digest,
-            "job": case.job.ref if case.job_id else None,
+            "job": case.job.ref if case.job else None,
             "correlation_id": case.correlation_id,
             "created_at": _iso(case.created_at),
         }
@@ -338,7 +338,7 @@ def job_detail(clinic, job_ref: str) -> dict:
         "target_policy_generation": job.target_policy_generation,
         "outcome_counts": job.outcome_counts,
         "outcomes": outcomes,
-        "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+        "redrive_of": job.redrive_of.ref if job.redrive_of else None,
     }
 
 
@@ -386,8 +386,8 @@ def job_panel(clinic, job_ref: str) -> dict:
         "target_policy_generation": job.target_policy_generation,
         "outcome_counts": job.outcome_counts,
         "latest_outcome": latest,
-        "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
-        "lineage_root": job.lineage_root.ref if job.lineage_root_id else None,
+        "redrive_of": job.redrive_of.ref if job.redrive_of else None,
+        "lineage_root": job.lineage_root.ref if job.lineage_root else None,
         "redrives": children,
     }
 
