@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import (
@@ -117,7 +118,7 @@ def _age(now: datetime, value: datetime | None) -> int | None:
 
 
 def _settings_values(clinic) -> dict:
-    row = ClinicReevaluationSettings.objects.filter(clinic_id=clinic.pk).values().first()
+    row: Any = ClinicReevaluationSettings.objects.filter(clinic_id=clinic.pk).values().first()
     return row or {
         "mutation_mode": settings.REEVALUATION_DEFAULT_MODE,
         "drain_state": DrainState.ACTIVE,
@@ -149,8 +150,8 @@ def snapshot(clinic, *, now: datetime | None = None, queue_limit: int = 20) -> d
         renewal_failures_active=Sum("renewal_failures", filter=Q(state=JobState.RUNNING)),
         needs_staff=Count("id", filter=Q(needs_staff=True)),
     )
-    latency = jobs.filter(first_claimed_at__isnull=False, first_claimed_at__gte=now - timedelta(hours=1))
-    latency = latency.aggregate(
+    claimed = jobs.filter(first_claimed_at__isnull=False, first_claimed_at__gte=now - timedelta(hours=1))
+    latency = claimed.aggregate(
         avg=Avg(F("first_claimed_at") - F("created_at")), worst=Max(F("first_claimed_at") - F("created_at"))
     )
     row = _settings_values(clinic)
