@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
 from django import forms
 from django.core.validators import RegexValidator
@@ -146,9 +147,9 @@ class SwitchForm(ReasonConfirmForm):
 
     def __init__(self, *args, current: str, moves: list[str], **kwargs):
         kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
-        super().__init__(*args, initial={self.field_name: current}, **kwargs)
+        super().__init__(*args, initial={self.field_name: current}, **kwargs)  # type: ignore[misc]
         self.current, self.moves = current, moves
-        field = self.fields[self.field_name]
+        field = cast(forms.ChoiceField, self.fields[self.field_name])
         field.choices = [(current, f"{current} (current)")] + [(m, m) for m in moves]
         field.widget = SwitchSelect(choices=field.choices, current=current)
         field.error_messages["required"] = f"Choose a new {self.noun}: {current} is already set."

@@ -6,6 +6,7 @@ import json
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django_htmx.middleware import HtmxDetails
 
 from scheduling.models import Clinic
 
@@ -13,6 +14,12 @@ from .nav import clinic_nav, section_url
 from .selectors import console_clinics
 
 TOAST_EVENT = "console-toast"
+
+
+class HtmxHttpRequest(HttpRequest):
+    """For type checking only: a request that went through django-htmx's middleware (settings.MIDDLEWARE)."""
+
+    htmx: HtmxDetails
 
 
 def with_toast(response: HttpResponse, message: str, *, level: str = "info") -> HttpResponse:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -24,14 +25,14 @@ from waitlist.selectors_controls import consent_changes, controls_snapshot
 from .decorators import clinic_view
 from .forms import ReasonConfirmForm
 from .forms_controls import AllowlistForm, SwitchForm, policy_edit_form
-from .responses import render_clinic_page, with_toast
+from .responses import HtmxHttpRequest, render_clinic_page, with_toast
 
 PAGE = "operations/controls.html"
 
 
 def _context(clinic: Clinic, **forms) -> dict:
     snapshot = controls_snapshot(clinic=clinic)
-    context = {"controls": snapshot}
+    context: dict[str, Any] = {"controls": snapshot}
     if clinic.user_role == Role.ADMIN:
         switch = snapshot["switch"]
         context["switch_form"] = forms.get("switch_form") or SwitchForm(
@@ -42,7 +43,7 @@ def _context(clinic: Clinic, **forms) -> dict:
     return context
 
 
-def _panel(request: HttpRequest, clinic: Clinic, context: dict) -> HttpResponse:
+def _panel(request: HtmxHttpRequest, clinic: Clinic, context: dict) -> HttpResponse:
     if request.htmx:
         response = render(request, f"{PAGE}#panel", {"clinic": clinic, **context})
         response["HX-Retarget"] = "#controls-panel"
@@ -57,7 +58,7 @@ def controls_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     return render_clinic_page(request, PAGE, clinic, "controls", context)
 
 
-def _submit(request: HttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_name: str, command: str,
+def _submit(request: HtmxHttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_name: str, command: str,
             execute: Callable[[dict], str]) -> HttpResponse:
     """Validate, run once per idempotency key, answer with the refreshed panel and a toast."""
     if not form.is_valid():
@@ -85,7 +86,7 @@ def _submit(request: HttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_
 
 
 @clinic_view(Role.ADMIN, methods=("POST",))
-def controls_switch(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def controls_switch(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     def execute(data: dict) -> str:
         state = services.waitlist_switch_set(clinic=clinic, enabled=data["state"] == "on", actor=request.user,
                                              reason=data["reason"], idempotency_key=data["idempotency_key"],
@@ -96,7 +97,7 @@ def controls_switch(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 @clinic_view(Role.ADMIN, methods=("POST",))
-def controls_allowlist(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def controls_allowlist(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     def execute(data: dict) -> str:
         state = services.waitlist_tenant_allow(clinic=clinic, allowed=data["state"] == "on", actor=request.user,
                                                reason=data["reason"], idempotency_key=data["idempotency_key"],
@@ -107,7 +108,7 @@ def controls_allowlist(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 @clinic_view(Role.ADMIN, methods=("POST",))
-def controls_policy(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def controls_policy(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     current = services.policy_current(clinic=clinic)
     form = policy_edit_form(current, data=request.POST)
 

@@ -31,7 +31,7 @@ from .forms import (
     RedrivePreviewForm,
     new_idempotency_key,
 )
-from .responses import console_error, render_clinic_page, with_toast
+from .responses import HtmxHttpRequest, console_error, render_clinic_page, with_toast
 
 PAGE = "operations/reevaluation.html"
 JOB_PAGE = "operations/reevaluation_job.html"
@@ -75,7 +75,7 @@ def _switch_forms(clinic: Clinic, switches: dict, *, mode_form=None, drain_form=
 
 
 @clinic_view()
-def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def reevaluation_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     """The page; htmx asks for ``#reeval-snapshot`` (poll), queue rows (``after``) or quarantine rows (``qafter``)."""
     cursors = CursorForm(request.GET)
     qcursors = CursorForm({"after": request.GET.get("qafter", "")})
@@ -127,7 +127,7 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 @clinic_view()
-def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
+def reevaluation_job(request: HtmxHttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
     """The detail panel of one job (htmx), or the same panel on its own page."""
     try:
         job = selectors.job_panel(clinic, job_ref)
