@@ -19,7 +19,8 @@ from scheduling.models import Role
 from tests import factories as f
 from tests.conftest import race
 from tests.reevaluation import factories as rf
-from tests.reevaluation.conftest import World, post_event
+from tests.reevaluation.conftest import post_event
+from tests.worlds import ReevaluationWorld
 
 
 def _deadlocks() -> int:
@@ -34,7 +35,7 @@ def _deadlocks() -> int:
 def test_job_runs_dispatch_rounds_and_redrives_of_one_clinic_never_deadlock(crm, settings):
     clinic = f.ClinicFactory()
     admin = f.user_with_role(clinic, Role.ADMIN, username="race-admin")
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     rf.enable(clinic, "APPLY_PROPOSED_AND_HELD")
     constraints = {"requiredPractitioner": world.dr_b.ref}
     patients = []
@@ -93,7 +94,7 @@ def test_a_write_back_in_progress_does_not_block_a_redrive_of_the_same_clinic(cr
 
     clinic = f.ClinicFactory()
     admin = f.user_with_role(clinic, Role.ADMIN, username="race-admin")
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     rf.enable(clinic, "APPLY_PROPOSED_AND_HELD")
     world.book("HELD", 9)
     failed_fp = rf.fingerprint(f"blocked-{clinic.pk}")
