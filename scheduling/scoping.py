@@ -54,7 +54,7 @@ def clinics_for_user(user, role: Role = Role.STAFF) -> QuerySet[Clinic]:
     ).select_related("tenant_group")
 
 
-def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF, operate: bool = False) -> Clinic:
+def clinic_for_user(user, clinic_ref: str | None, *, role: Role = Role.STAFF, operate: bool = False) -> Clinic:
     """The clinic named by ``clinic_ref`` if the user works there; 404 otherwise, 403 if the role is too low.
 
     ``operate=True`` (ADMIN commands) also needs the separate "operate" grant (``operate_clinic``):
@@ -90,7 +90,7 @@ def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF, operate: 
     return clinic
 
 
-def clinic_for_grant(user, clinic_ref: str, *, codename: str) -> Clinic:
+def clinic_for_grant(user, clinic_ref: str | None, *, codename: str) -> Clinic:
     """The clinic named by ``clinic_ref`` if ``user`` holds the object permission ``codename`` on it
     (an integration credential such as ``feed_decisions``). A member without it gets 403; anyone
     else 404, exactly like a missing clinic."""

@@ -101,7 +101,7 @@ class ProfileReevaluationOpsView(APIView):
         def execute(_receipt):
             data = _validated(RedriveInput, request.data)
             if data["action"] == "PREVIEW":
-                result = redrive_preview(
+                preview = redrive_preview(
                     clinic=clinic,
                     actor=request.user,
                     reason=data["reason"],
@@ -111,7 +111,7 @@ class ProfileReevaluationOpsView(APIView):
                     include_non_transient=data["include_non_transient"],
                     idempotency_key=key,
                 )
-                return 200, result.as_body()
+                return 200, preview.as_body()
             result = redrive_execute(
                 clinic=clinic,
                 actor=request.user,
