@@ -49,10 +49,10 @@ def exception_handler(exc, context):
     else:
         body = {"code": code, "detail": str(exc.detail)}
     headers = {}
-    if getattr(exc, "auth_header", None):
-        headers["WWW-Authenticate"] = exc.auth_header
-    if getattr(exc, "wait", None):
-        headers["Retry-After"] = str(int(exc.wait))
+    if auth_header := getattr(exc, "auth_header", None):
+        headers["WWW-Authenticate"] = auth_header
+    if wait := getattr(exc, "wait", None):
+        headers["Retry-After"] = str(int(wait))
     return Response(body, status=exc.status_code, headers=headers)
 
 

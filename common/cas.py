@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
-from django.db import models
 from django.db.models import F
 
 from .errors import Conflict, VersionConflict
 
 
 def cas_update(
-    instance: models.Model,
+    instance: Any,  # a model with ``version`` (and ``status`` when expected_status is given)
     *,
     expected_status: str | Iterable[str] | None = None,
     expected_version: int | None = None,
@@ -28,9 +28,9 @@ def cas_update(
     if expected_status is not None:
         statuses = [expected_status] if isinstance(expected_status, str) else list(expected_status)
         flt["status__in"] = statuses
-    updated = model.objects.filter(**flt).update(version=F("version") + 1, **changes)
+    updated = model._default_manager.filter(**flt).update(version=F("version") + 1, **changes)
     if updated != 1:
-        current = model.objects.filter(pk=instance.pk).values("status", "version").first()
+        current = model._default_manager.filter(pk=instance.pk).values("status", "version").first()
         if current is None or current["version"] != version:
             raise VersionConflict(f"{model.__name__} was changed by someone else.")
         raise Conflict(f"{model.__name__} is {current['status']}.", code="STATE_CONFLICT")

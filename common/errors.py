@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DomainError(Exception):
     """A refusal with a stable upper-snake code; nothing was changed when it is raised."""
@@ -16,7 +18,7 @@ class DomainError(Exception):
         super().__init__(f"{self.code}: {self.detail}")
 
     def as_body(self) -> dict:
-        body = {"code": self.code, "detail": self.detail}
+        body: dict[str, Any] = {"code": self.code, "detail": self.detail}
         if self.fields:
             body["fields"] = self.fields
         return body

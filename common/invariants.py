@@ -8,6 +8,7 @@ limited to some clinics. ``check()`` returns the counts; ``report.ok`` is True w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from django.db import connection
 
@@ -147,8 +148,8 @@ def check(clinic_ids: list[int] | None = None, *, using=None) -> InvariantReport
     from scheduling.models import Clinic
 
     scoped = clinic_ids is not None
-    params = {}
-    if scoped:
+    params: dict[str, Any] = {}
+    if clinic_ids is not None:
         refs = Clinic.objects.filter(pk__in=clinic_ids).values_list("ref", flat=True)
         params = {"c": list(clinic_ids), "r": list(refs)}
     report = InvariantReport()

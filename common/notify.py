@@ -13,6 +13,7 @@ import logging
 import smtplib
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo
 
 import requests
@@ -137,7 +138,7 @@ def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime
     )
     if len(recent) < cap_per_day:
         return None
-    return recent[0] + timedelta(days=1)
+    return cast(datetime, recent[0]) + timedelta(days=1)  # sent_at__gt above: never NULL
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import transaction
@@ -161,7 +162,7 @@ def _deliver(lease: Leased, message: OutboxMessage, started_at: datetime) -> str
 
 def _fail(lease: Leased, started_at: datetime, code: str) -> str:
     dead = lease.attempt >= max_attempts()
-    changes = {"last_error_code": code}
+    changes: dict[str, Any] = {"last_error_code": code}
     if dead:
         changes["status"] = OutboxStatus.DEAD
     else:

@@ -1,6 +1,7 @@
 """Settings read from the environment (django-environ); defaults suit a developer machine."""
 
 from pathlib import Path
+from typing import Any
 
 import environ
 
@@ -222,7 +223,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 
-LOGGING = {
+LOGGING: dict[str, Any] = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},

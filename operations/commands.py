@@ -9,7 +9,7 @@ stay committed. The actor is always ``request.user``; the command names are ``sc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from django.http import HttpRequest, HttpResponse
@@ -40,7 +40,7 @@ class Outcome:
 
 
 def run_command(
-    request: HttpRequest, clinic: Clinic, *, command: str, key: str, parts: tuple, execute: Callable[[], dict]
+    request: HttpRequest, clinic: Clinic, *, command: str, key: str, parts: Sequence[object], execute: Callable[[], dict]
 ) -> Outcome:
     """Run ``execute`` (whose dict is the 200 answer) once per (clinic, user, key); never raises a DomainError."""
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any, cast
 
 from django import forms
 from django.core.validators import RegexValidator
@@ -91,7 +92,7 @@ class RedrivePreviewForm(forms.Form):
         super().__init__(*args, **kwargs)
 
     def clean(self):
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         try:
             data["failure_classes"] = check_classes(
                 data.get("failure_classes"), data.get("include_non_transient", False)
@@ -114,7 +115,9 @@ class RedriveExecuteForm(ReasonConfirmForm):
     def __init__(self, *args, targets=(), non_transient=False, **kwargs):
         kwargs.setdefault("auto_id", "execute_%s")  # element ids stay unique beside the other forms
         super().__init__(*args, **kwargs)
-        self.fields["exclude"].choices = [(t["job"], f"{t['job']} ({t['failure_class']})") for t in targets]
+        cast(forms.ChoiceField, self.fields["exclude"]).choices = [
+            (t["job"], f"{t['job']} ({t['failure_class']})") for t in targets
+        ]
         if non_transient:
             self.fields["confirm_non_transient"] = forms.BooleanField(
                 required=True,
@@ -146,16 +149,16 @@ class SwitchForm(ReasonConfirmForm):
 
     def __init__(self, *args, current: str, moves: list[str], **kwargs):
         kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
-        super().__init__(*args, initial={self.field_name: current}, **kwargs)
+        super().__init__(*args, initial={self.field_name: current}, **kwargs)  # type: ignore[misc]
         self.current, self.moves = current, moves
-        field = self.fields[self.field_name]
+        field = cast(forms.ChoiceField, self.fields[self.field_name])
         field.choices = [(current, f"{current} (current)")] + [(m, m) for m in moves]
         field.widget = SwitchSelect(choices=field.choices, current=current)
         field.error_messages["required"] = f"Choose a new {self.noun}: {current} is already set."
         self.fields["confirm"].label = f"I want to change this clinic's {self.noun}."
 
     def clean(self):
-        data = super().clean()
+        data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         value = data.get(self.field_name)
         if value == self.current:
             self.add_error(self.field_name, f"The {self.noun} is already {value}.")
@@ -225,10 +228,11 @@ class ListFilterForm(forms.Form):
     def __init__(self, data, *, statuses, practitioners=(), treatments=(), outcomes=(), fields=()):
         super().__init__(data)
         any_ = [("", "Any")]
-        self.fields["status"].choices = any_ + [(s, s) for s in statuses]
-        self.fields["practitioner"].choices = any_ + list(practitioners)
-        self.fields["treatment"].choices = any_ + list(treatments)
-        self.fields["outcome"].choices = any_ + [(o, o) for o in outcomes]
+        choice_fields = cast(dict[str, forms.ChoiceField], self.fields)
+        choice_fields["status"].choices = any_ + [(s, s) for s in statuses]
+        choice_fields["practitioner"].choices = any_ + list(practitioners)
+        choice_fields["treatment"].choices = any_ + list(treatments)
+        choice_fields["outcome"].choices = any_ + [(o, o) for o in outcomes]
         for name in [n for n in self.fields if n not in (*fields, "after")]:
             del self.fields[name]
 

@@ -48,7 +48,7 @@ def policy_edit_form(current, data=None) -> ReasonConfirmForm:
     """The model-derived policy fields, then reason, confirm and key; ``expected_version`` pins the version
     the ADMIN looked at, so a change made meanwhile is a VERSION_CONFLICT rather than silently overwritten."""
 
-    class PolicyEditForm(_ControlForm, policy_form_class()):
+    class PolicyEditForm(_ControlForm, policy_form_class()):  # type: ignore[misc]  # built from the model
         prefix_name = "policy"
         confirm_label = "I want to publish these values as a new policy version."
         expected_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)

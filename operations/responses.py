@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django_htmx.middleware import HtmxDetails
 
 from common.errors import NotFound
 from scheduling.models import Clinic
@@ -15,6 +16,12 @@ from .nav import clinic_nav, section_url
 from .selectors import console_clinics
 
 TOAST_EVENT = "console-toast"
+
+
+class HtmxHttpRequest(HttpRequest):
+    """For type checking only: a request that went through django-htmx's middleware (settings.MIDDLEWARE)."""
+
+    htmx: HtmxDetails
 
 
 def with_toast(response: HttpResponse, message: str, *, level: str = "info") -> HttpResponse:

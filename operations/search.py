@@ -8,8 +8,9 @@ all come back as ``None``: the caller cannot tell them apart.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
-from django.db.models import Model
+from django.db.models import Model, QuerySet
 from django.urls import reverse
 
 from common.models import AuditEntry
@@ -68,10 +69,10 @@ def find_ref(*, user, query: str) -> RefHit | None:
         return None
     clinics = clinics_for_user(user).select_related(None).order_by()
     if kind.model is AuditEntry:
-        rows = AuditEntry.objects.filter(ref=query, clinic_ref__in=clinics.values("ref"))
+        rows: QuerySet[Any] = AuditEntry.objects.filter(ref=query, clinic_ref__in=clinics.values("ref"))
         clinic_field = "clinic_ref"
     else:
-        rows = kind.model.objects.filter(ref=query, clinic__in=clinics.values("pk"))
+        rows = kind.model._default_manager.filter(ref=query, clinic__in=clinics.values("pk"))
         clinic_field = "clinic__ref"
     values = rows.values(clinic_field, *kind.fields).first()
     if values is None:

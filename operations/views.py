@@ -25,7 +25,7 @@ from .charts import trend_chart
 from .decorators import clinic_view
 from .forms import AuditFilterForm
 from .overview import clinic_counters
-from .responses import console_error, render_clinic_page, with_toast
+from .responses import HtmxHttpRequest, console_error, render_clinic_page, with_toast
 from .search import find_ref, ref_in_clinic
 from .selectors import audit_entries_page, console_first_clinic
 from .sessions import mark_authenticated
@@ -124,7 +124,7 @@ def clinic_home(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 @clinic_view()
-def audit_log(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def audit_log(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     """The clinic's audit log, newest first. htmx asks for ``#rows`` (load more) or ``#results`` (filter)."""
     form = AuditFilterForm(request.GET)
     if not form.is_valid():

@@ -41,7 +41,7 @@ def waitlist_review_bulk(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """STAFF: summary first (no change), then on confirm one review per selected vacancy."""
     form = BulkReviewForm(request.POST)
     if not form.is_valid():
-        errors = "; ".join(f"{name}: {' '.join(e)}" for name, e in form.errors.items())
+        errors = "; ".join(f"{name}: {' '.join(map(str, e))}" for name, e in form.errors.items())
         return console_error(request, 400, f"Select vacancies, a resolution and a reason (5+ characters). {errors}")
     data = form.cleaned_data
     refs = list(dict.fromkeys(data["vacancies"]))

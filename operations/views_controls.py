@@ -9,6 +9,7 @@ through ``waitlist.services`` (which audit with the reason and the form's idempo
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -23,7 +24,7 @@ from .commands import run_command
 from .decorators import clinic_view
 from .forms import ReasonConfirmForm
 from .forms_controls import AllowlistForm, ShadowDiscardForm, ShadowPromoteForm, SwitchForm, policy_edit_form
-from .responses import render_clinic_page, with_toast
+from .responses import HtmxHttpRequest, render_clinic_page, with_toast
 from .selectors import shadow_decision
 
 PAGE = "operations/controls.html"
@@ -32,7 +33,7 @@ PAGE = "operations/controls.html"
 def _context(clinic: Clinic, **forms) -> dict:
     snapshot = controls_snapshot(clinic=clinic)
     shadow = shadow_decision(clinic=clinic, policy_fields=snapshot["policy_body"]["fields"])
-    context = {"controls": snapshot, "shadow": shadow}
+    context: dict[str, Any] = {"controls": snapshot, "shadow": shadow}
     if clinic.user_role == Role.ADMIN and shadow and shadow["decidable"]:
         context["promote_form"] = forms.get("promote_form") or ShadowPromoteForm()
         context["discard_form"] = forms.get("discard_form") or ShadowDiscardForm()
@@ -46,7 +47,7 @@ def _context(clinic: Clinic, **forms) -> dict:
     return context
 
 
-def _panel(request: HttpRequest, clinic: Clinic, context: dict) -> HttpResponse:
+def _panel(request: HtmxHttpRequest, clinic: Clinic, context: dict) -> HttpResponse:
     if request.htmx:
         response = render(request, f"{PAGE}#panel", {"clinic": clinic, **context})
         response["HX-Retarget"] = "#controls-panel"
@@ -56,12 +57,12 @@ def _panel(request: HttpRequest, clinic: Clinic, context: dict) -> HttpResponse:
 
 
 @clinic_view()
-def controls_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def controls_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     context = {**_context(clinic), "consent_changes": consent_changes(clinic=clinic)}
     return render_clinic_page(request, PAGE, clinic, "controls", context)
 
 
-def _submit(request: HttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_name: str, command: str,
+def _submit(request: HtmxHttpRequest, clinic: Clinic, form: ReasonConfirmForm, form_name: str, command: str,
             execute: Callable[[dict], str], target: str = "") -> HttpResponse:
     """Validate, run once per idempotency key, answer with the refreshed panel and a toast."""
     if not form.is_valid():
@@ -81,7 +82,7 @@ def _rollout_view(command: str, form_class: type[ReasonConfirmForm], form_name: 
     service = getattr(services, command)
 
     @clinic_view(command_role(command), methods=("POST",))
-    def view(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+    def view(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
         def execute(data: dict) -> str:
             state = service(clinic=clinic, actor=request.user, reason=data["reason"],
                             idempotency_key=data["idempotency_key"], system_label="console",
@@ -101,7 +102,7 @@ controls_allowlist = _rollout_view("waitlist_tenant_allow", AllowlistForm, "allo
 
 
 @clinic_view(command_role("policy_change"), methods=("POST",))
-def controls_policy(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def controls_policy(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     current = services.policy_current(clinic=clinic)
     form = policy_edit_form(current, data=request.POST)
 
@@ -120,7 +121,7 @@ def _shadow_view(decision: str, form_class: type[ReasonConfirmForm]):
     command = f"shadow_{decision}"
 
     @clinic_view(command_role(command), methods=("POST",))
-    def view(request: HttpRequest, clinic: Clinic, shadow_ref: str) -> HttpResponse:
+    def view(request: HtmxHttpRequest, clinic: Clinic, shadow_ref: str) -> HttpResponse:
         def execute(data: dict) -> str:
             kwargs = {"clinic": clinic, "shadow_ref": shadow_ref, "actor": request.user, "reason": data["reason"]}
             if decision == "discard":

@@ -23,7 +23,7 @@ from waitlist.models import EntryStatus, OfferStatus, VacancyStatus
 from .decorators import clinic_view
 from .forms import ListFilterForm, new_idempotency_key
 from .overview import clinic_counters, console_version
-from .responses import console_error, render_clinic_page, with_toast
+from .responses import HtmxHttpRequest, console_error, render_clinic_page, with_toast
 
 POLL_HEADER = "HTTP_X_CONSOLE_POLL"
 
@@ -105,7 +105,7 @@ def _etag(clinic: Clinic, spec: ConsoleList, request: HttpRequest) -> str:
     return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
 
 
-def _render_list(request: HttpRequest, clinic: Clinic, spec: ConsoleList) -> HttpResponse:
+def _render_list(request: HtmxHttpRequest, clinic: Clinic, spec: ConsoleList) -> HttpResponse:
     etag = None
     if request.META.get(POLL_HEADER):
         etag = _etag(clinic, spec, request)
@@ -144,7 +144,7 @@ def _render_list(request: HttpRequest, clinic: Clinic, spec: ConsoleList) -> Htt
 
 
 @clinic_view()
-def waitlist_list(request: HttpRequest, clinic: Clinic, kind: str) -> HttpResponse:
+def waitlist_list(request: HtmxHttpRequest, clinic: Clinic, kind: str) -> HttpResponse:
     spec = LISTS.get(kind)
     if spec is None or spec.section != "waitlist":
         return console_error(request, 404)
@@ -152,5 +152,5 @@ def waitlist_list(request: HttpRequest, clinic: Clinic, kind: str) -> HttpRespon
 
 
 @clinic_view()
-def reevaluation_finished(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def reevaluation_finished(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     return _render_list(request, clinic, LISTS["jobs"])

@@ -32,7 +32,7 @@ from .forms import (
     RedrivePreviewForm,
     new_idempotency_key,
 )
-from .responses import console_error, render_clinic_page, render_detail, with_toast
+from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/reevaluation.html"
 JOB_PAGE = "operations/reevaluation_job.html"
@@ -76,7 +76,7 @@ def _switch_forms(clinic: Clinic, switches: dict, *, mode_form=None, drain_form=
 
 
 @clinic_view()
-def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def reevaluation_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     """The page; htmx asks for ``#reeval-snapshot`` (poll), queue rows (``after``) or quarantine rows (``qafter``)."""
     cursors = CursorForm(request.GET)
     qcursors = CursorForm({"after": request.GET.get("qafter", "")})
@@ -128,7 +128,7 @@ def reevaluation_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 
 @clinic_view()
-def reevaluation_job(request: HttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
+def reevaluation_job(request: HtmxHttpRequest, clinic: Clinic, job_ref: str) -> HttpResponse:
     """The detail panel of one job (htmx), or the same panel on its own page."""
     return render_detail(request, JOB_PAGE, clinic, "reevaluation",
                          lambda: {"job": selectors.job_panel(clinic=clinic, job_ref=job_ref)})

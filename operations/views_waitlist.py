@@ -31,7 +31,7 @@ from waitlist import selectors, services
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
-from .responses import console_error, render_clinic_page, render_detail, with_toast
+from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/waitlist.html"
 PANEL = "operations/waitlist_vacancy.html"
@@ -100,7 +100,7 @@ def _rows(clinic: Clinic, queue: dict) -> dict:
 
 
 @clinic_view()
-def waitlist_page(request: HttpRequest, clinic: Clinic) -> HttpResponse:
+def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     """The page; htmx asks for ``#wl-readiness`` (poll), ``#wl-queue-rows`` (refresh) or more rows (``after``)."""
     cursor = WaitlistCursorForm(request.GET)
     if not cursor.is_valid():
@@ -132,7 +132,7 @@ def _panel_context(clinic: Clinic, panel: dict, forms: dict | None = None) -> di
 
 
 @clinic_view()
-def waitlist_vacancy(request: HttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
+def waitlist_vacancy(request: HtmxHttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
     return render_detail(request, PANEL, clinic, "waitlist", lambda: _panel_context(
         clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)))

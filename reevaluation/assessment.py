@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import requests
@@ -81,7 +82,7 @@ def parse_document(
         raise AssessmentError("ASSESSMENT_CONTRACT_INVALID", raw) from None
     if not isinstance(document, dict):
         raise AssessmentError("ASSESSMENT_CONTRACT_INVALID", raw)
-    constraints = document.get("constraints")
+    constraints: Any = document.get("constraints")
     extra = set(document) - DOCUMENT_KEYS
     if isinstance(constraints, dict):
         extra |= set(constraints) - CONSTRAINT_KEYS
@@ -130,6 +131,12 @@ def parse_document(
             resource_need=need,
         ),
     )
+
+
+class AssessmentFetcher(Protocol):
+    """What the worker needs from a CRM client: the HTTP one below, or the demo's in-process one."""
+
+    def fetch(self, *, assessment_ref: str, revision: int, expected_hash: str) -> Assessment: ...
 
 
 class AssessmentClient:

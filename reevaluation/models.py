@@ -179,7 +179,7 @@ class QuarantineCategory(models.TextChoices):
     CONTRACT = "CONTRACT"
 
 
-QUARANTINE_CATEGORY = {
+QUARANTINE_CATEGORY: dict[str, QuarantineCategory] = {
     QuarantineReason.SIGNATURE_INVALID: QuarantineCategory.TRUST,
     QuarantineReason.KEY_UNKNOWN: QuarantineCategory.TRUST,
     QuarantineReason.ISSUER_INVALID: QuarantineCategory.TRUST,

@@ -13,6 +13,8 @@ The notice names the clinic, treatment and times in the clinic's zone: never the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.utils import formats, timezone, translation
@@ -35,7 +37,7 @@ def _when(value, tz_name: str) -> str:
     return formats.date_format(timezone.localtime(value, ZoneInfo(tz_name)), "DATETIME_FORMAT")
 
 
-def change_lines(changes: list[dict], appointments: dict[str, Appointment], tz_name: str) -> list[str]:
+def change_lines(changes: Sequence[Mapping[str, Any]], appointments: dict[str, Appointment], tz_name: str) -> list[str]:
     """One sentence per change, in the active language."""
     lines = []
     for change in changes:

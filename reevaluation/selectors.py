@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import (
@@ -119,7 +120,7 @@ def _age(now: datetime, value: datetime | None) -> int | None:
 
 
 def _settings_values(clinic) -> dict:
-    row = ClinicReevaluationSettings.objects.filter(clinic_id=clinic.pk).values().first()
+    row: Any = ClinicReevaluationSettings.objects.filter(clinic_id=clinic.pk).values().first()
     return row or {
         "mutation_mode": settings.REEVALUATION_DEFAULT_MODE,
         "drain_state": DrainState.ACTIVE,
@@ -151,8 +152,8 @@ def snapshot(*, clinic, now: datetime | None = None, queue_limit: int = 20) -> d
         renewal_failures_active=Sum("renewal_failures", filter=Q(state=JobState.RUNNING)),
         needs_staff=Count("id", filter=Q(needs_staff=True)),
     )
-    latency = jobs.filter(first_claimed_at__isnull=False, first_claimed_at__gte=now - timedelta(hours=1))
-    latency = latency.aggregate(
+    claimed = jobs.filter(first_claimed_at__isnull=False, first_claimed_at__gte=now - timedelta(hours=1))
+    latency = claimed.aggregate(
         avg=Avg(F("first_claimed_at") - F("created_at")), worst=Max(F("first_claimed_at") - F("created_at"))
     )
     row = _settings_values(clinic)
@@ -248,7 +249,7 @@ def action_queue(*, clinic, limit: int = 20, after: str | None = None) -> list[d
             "outcome_counts": job.outcome_counts,
             "target_policy_ref": job.target_policy_ref or None,
             "target_policy_generation": job.target_policy_generation,
-            "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+            "redrive_of": job.redrive_of.ref if job.redrive_of else None,
             "redriven_as": job.redriven_as,
             "needs_staff": job.needs_staff,
             "failure_class": failure_class(job.last_failure_code) if job.state == JobState.FAILED else None,
@@ -311,7 +312,7 @@ def quarantine_list(*, clinic, limit: int = 50, after: str | None = None) -> lis
             "category": case.category,
             "source": case.source,
             "evidence_digest": case.evidence_digest,
-            "job": case.job.ref if case.job_id else None,
+            "job": case.job.ref if case.job else None,
             "correlation_id": case.correlation_id,
             "created_at": _iso(case.created_at, clinic),
         }
@@ -340,7 +341,7 @@ def job_detail(*, clinic, job_ref: str) -> dict:
         "target_policy_generation": job.target_policy_generation,
         "outcome_counts": job.outcome_counts,
         "outcomes": outcomes,
-        "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
+        "redrive_of": job.redrive_of.ref if job.redrive_of else None,
     }
 
 
@@ -388,8 +389,8 @@ def job_panel(*, clinic, job_ref: str) -> dict:
         "target_policy_generation": job.target_policy_generation,
         "outcome_counts": job.outcome_counts,
         "latest_outcome": latest,
-        "redrive_of": job.redrive_of.ref if job.redrive_of_id else None,
-        "lineage_root": job.lineage_root.ref if job.lineage_root_id else None,
+        "redrive_of": job.redrive_of.ref if job.redrive_of else None,
+        "lineage_root": job.lineage_root.ref if job.lineage_root else None,
         "redrives": children,
     }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, time, timedelta
+from typing import cast
 from zoneinfo import ZoneInfo
 
 from django.contrib.auth import get_user_model
@@ -119,7 +120,7 @@ def _appointments(clinic: Clinic) -> None:
                 clinic=clinic,
                 patient=patient,
                 practitioner=practitioners[i % len(practitioners)],
-                treatment=treatment,
+                treatment=cast(Treatment, treatment),  # the demo clinic was given treatments above
                 starts_at=starts_at,
                 status=statuses[i % len(statuses)],
             )

@@ -44,6 +44,9 @@ class Clinic(models.Model):
     waitlist_hold_minutes = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
     min_lead_minutes = models.PositiveIntegerField(default=180)
     settings = models.JSONField(default=dict, blank=True)
+    # Not stored: scoping.clinic_for sets the requesting user's role on the instance it returns.
+    user_role: str
+    user_can_operate: bool
 
     class Meta:
         permissions = [
@@ -167,6 +170,8 @@ class Appointment(models.Model):
     cancel_reason = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Not stored: appointment_cancel leaves the status it cancelled from on the instance it returns.
+    previous_status: str
 
     class Meta:
         indexes = [

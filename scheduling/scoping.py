@@ -5,6 +5,8 @@ A clinic the user has no role in is indistinguishable from a clinic that does no
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from common.errors import NotFound, PermissionDenied
@@ -17,6 +19,8 @@ from .models import (
     ClinicUserObjectPermission,
     Role,
 )
+
+M = TypeVar("M", bound=Model)
 
 
 def _plausible_ref(ref) -> bool:
@@ -50,7 +54,7 @@ def clinics_for_user(user, role: Role = Role.STAFF) -> QuerySet[Clinic]:
     ).select_related("tenant_group")
 
 
-def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF, operate: bool = False) -> Clinic:
+def clinic_for_user(user, clinic_ref: str | None, *, role: Role = Role.STAFF, operate: bool = False) -> Clinic:
     """The clinic named by ``clinic_ref`` if the user works there; 404 otherwise, 403 if the role is too low.
 
     ``operate=True`` (ADMIN commands) also needs the separate "operate" grant (``operate_clinic``):
@@ -86,7 +90,7 @@ def clinic_for_user(user, clinic_ref: str, *, role: Role = Role.STAFF, operate: 
     return clinic
 
 
-def clinic_for_grant(user, clinic_ref: str, *, codename: str) -> Clinic:
+def clinic_for_grant(user, clinic_ref: str | None, *, codename: str) -> Clinic:
     """The clinic named by ``clinic_ref`` if ``user`` holds the object permission ``codename`` on it
     (an integration credential such as ``feed_decisions``). A member without it gets 403; anyone
     else 404, exactly like a missing clinic."""
@@ -158,11 +162,11 @@ def require_command_role(actor, clinic: Clinic, command: str) -> None:
         raise NotFound()
 
 
-def scoped_get(source: type[Model] | QuerySet, clinic: Clinic, ref, **filters) -> Model:
+def scoped_get(source: type[M] | QuerySet[M], clinic: Clinic, ref, **filters) -> M:
     """Fetch by ref inside ``clinic`` from a model or queryset; a missing or foreign ref is the same 404."""
     if not _plausible_ref(ref) or not ref:
         raise NotFound()
-    queryset = source if isinstance(source, QuerySet) else source.objects.all()
+    queryset = source if isinstance(source, QuerySet) else source._default_manager.all()
     obj = queryset.filter(clinic=clinic, ref=ref, **filters).first()
     if obj is None:
         raise NotFound()

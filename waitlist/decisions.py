@@ -22,11 +22,11 @@ class Decision:
     decision_ref: str
     status: str
     priority_rank: int
-    expires_at: datetime
+    expires_at: datetime | None  # None: no decision applies (NOT_USED) or none has an expiry
 
     def effective_status(self, now: datetime) -> str:
         """A FRESH decision past its expiry is STALE (expiry is inclusive: at ``expires_at`` it is stale)."""
-        if self.status == DecisionStatus.FRESH and now >= self.expires_at:
+        if self.status == DecisionStatus.FRESH and self.expires_at is not None and now >= self.expires_at:
             return DecisionStatus.STALE
         return self.status
 

@@ -22,6 +22,7 @@ waitlist into Python). Refs and counts only. Definitions (docs/waitlist.md "Fair
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection
 from django.utils import timezone
@@ -135,7 +136,9 @@ def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days
     """Wait reduction by band and waiting quartile, pass-overs by reason, and the entries waiting
     longest without an offer while eligible (three statements)."""
     now = now or timezone.now()
-    params = {"clinic": clinic.pk, "since": now - timedelta(days=window_days), "now": now, "limit": longest_limit}
+    params: dict[str, Any] = {
+        "clinic": clinic.pk, "since": now - timedelta(days=window_days), "now": now, "limit": longest_limit
+    }
     groups: dict[str, list] = {"band": [], "quartile": []}
     with connection.cursor() as cursor:
         cursor.execute(_sql(WAIT_REDUCTION_SQL), params)

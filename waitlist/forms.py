@@ -18,7 +18,7 @@ def policy_form(current: WaitlistPolicy, data=None, **kwargs) -> forms.ModelForm
     return policy_form_class()(data=data, initial=initial, **kwargs)
 
 
-def policy_changes(form: forms.ModelForm, current: WaitlistPolicy) -> dict:
+def policy_changes(form: forms.BaseForm, current: WaitlistPolicy) -> dict:
     """The cleaned values that differ from ``current`` (what the new version changes)."""
     return {name: value for name, value in form.cleaned_data.items()
             if name in WaitlistPolicy.editable_fields() and getattr(current, name) != value}

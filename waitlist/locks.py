@@ -8,6 +8,7 @@ re-checks what it read once the locks are held.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, Literal, overload
 
 from common.errors import NotFound
 from scheduling.models import CapacityHold, Clinic
@@ -33,6 +34,10 @@ def lock_vacancy(vacancy_id: int) -> Vacancy:
     )
 
 
+@overload
+def lock_entry(entry_id: int, *, skip_locked: Literal[False] = False) -> WaitlistEntry: ...
+@overload
+def lock_entry(entry_id: int, *, skip_locked: bool) -> WaitlistEntry | None: ...
 def lock_entry(entry_id: int, *, skip_locked: bool = False) -> WaitlistEntry | None:
     """Lock an entry; with ``skip_locked``, None when another transaction holds it right now."""
     if skip_locked:
@@ -58,7 +63,7 @@ def lock_offer_chain(
     the same statement; unlocked reads of rows the command does not change. A ref outside ``clinic``
     is a NotFound exactly like a missing one.
     """
-    lookup = {"ref": offer_ref} if offer_ref is not None else {"pk": offer_id}
+    lookup: dict[str, Any] = {"ref": offer_ref} if offer_ref is not None else {"pk": offer_id}
     if offer_ref is not None and not isinstance(offer_ref, str):
         raise NotFound()
     offer = (

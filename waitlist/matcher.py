@@ -114,7 +114,7 @@ def page_params(
         "practitioner": vacancy.practitioner_id,
         "starts_at": vacancy.starts_at,
         "ends_at": vacancy.ends_at,
-        "resource_kind": vacancy.resource.kind if vacancy.resource_id else None,
+        "resource_kind": vacancy.resource.kind if vacancy.resource else None,
         "excluded_patient": vacancy.excluded_patient_id,
         "channels": list(provider_channels(vacancy.clinic.settings)),
         "now": now,
@@ -214,7 +214,7 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
         return "PRACTITIONER"
     if not (entry.earliest <= vacancy.starts_at and vacancy.ends_at <= entry.latest):
         return "WINDOW"
-    if entry.resource_kind and (not vacancy.resource_id or vacancy.resource.kind != entry.resource_kind):
+    if entry.resource_kind and (not vacancy.resource or vacancy.resource.kind != entry.resource_kind):
         return "RESOURCE"
     if entry.patient_id == vacancy.excluded_patient_id:
         return "CANCELLING_PATIENT"

@@ -437,6 +437,9 @@ class Offer(models.Model):
     )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
+    # Not stored: annotations the claim reads in its locking statement (services/offers.py).
+    latest_decision: dict | None
+    has_allocation: bool
 
     class Meta:
         constraints = [
@@ -508,6 +511,8 @@ class OfferClaimReceipt(models.Model):
     idempotency_key = models.CharField(max_length=200, blank=True, default="")
     body = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # Not stored: the claim sets the booked appointment's ref (or None) on the receipt it returns.
+    appointment_ref: str | None
 
     def __str__(self) -> str:
         return self.ref

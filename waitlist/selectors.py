@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import connection
@@ -383,7 +384,7 @@ def ops_action_queue(
         qs = qs.annotate(_key=Collate(ref_field, "C"))
         if not since:
             return qs
-        _at, cursor_kind, cursor_ref = position
+        _at, cursor_kind, cursor_ref = cast(tuple[datetime, str, str], position)  # ``since`` implies it
         if kind > cursor_kind:
             return qs.filter(**{f"{field}__gte": since})
         if kind < cursor_kind:

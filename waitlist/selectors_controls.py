@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import cast
+
+from django.db.models import Field
+
 from scheduling.models import Clinic
 from scheduling.selectors import consent_recent
 from scheduling.services.features import feature_state
@@ -15,7 +19,7 @@ def policy_fields(policy: WaitlistPolicy) -> list[dict]:
     """Each editable field with its label and help text from the model, in the model's order."""
     rows = []
     for name in WaitlistPolicy.editable_fields():
-        field = WaitlistPolicy._meta.get_field(name)
+        field = cast(Field, WaitlistPolicy._meta.get_field(name))  # editable_fields: concrete fields only
         value = getattr(policy, name)
         rows.append({"name": name, "label": str(field.verbose_name), "help_text": str(field.help_text),
                      "value": value, "display": "—" if value is None else str(value)})

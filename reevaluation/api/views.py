@@ -103,7 +103,7 @@ class ProfileReevaluationOpsView(ClinicAPIView):
         def execute(_receipt):
             data = _validated(RedriveInput, request.data)
             if data["action"] == "PREVIEW":
-                result = redrive_preview(
+                preview = redrive_preview(
                     clinic=clinic,
                     actor=request.user,
                     reason=data["reason"],
@@ -113,7 +113,7 @@ class ProfileReevaluationOpsView(ClinicAPIView):
                     include_non_transient=data["include_non_transient"],
                     idempotency_key=key,
                 )
-                return 200, result.as_body()
+                return 200, preview.as_body()
             result = redrive_execute(
                 clinic=clinic,
                 actor=request.user,

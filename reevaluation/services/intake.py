@@ -16,6 +16,7 @@ import logging
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -87,7 +88,7 @@ class EventIdReused(DomainError):
     code = "EVENT_ID_REUSED"
 
 
-_ERROR_FOR = {
+_ERROR_FOR: dict[str, type[DomainError]] = {
     QuarantineReason.SIGNATURE_INVALID: SignatureInvalid,
     QuarantineReason.KEY_UNKNOWN: SignatureInvalid,
     QuarantineReason.ISSUER_INVALID: SignatureInvalid,
@@ -281,7 +282,7 @@ def _validate(body: bytes, key_id: str = "", key: HmacKey | None = None) -> tupl
         raise _Refused(QuarantineReason.SCHEMA_INVALID, event_id=event_id)
     if not _HEX64.match(data["patientReferenceFingerprint"]):
         raise _Refused(QuarantineReason.FINGERPRINT_INVALID, event_id=event_id)
-    return data, occurred
+    return data, cast(datetime, occurred)  # checked in ``valid`` above
 
 
 def _tally(source: str) -> tuple[int, bool]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
@@ -196,7 +197,7 @@ def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
         return False
     running = ReevaluationJob.objects.filter(clinic_id=clinic_id, state=JobState.RUNNING).exists()
     target = DrainState.DRAINING if running else DrainState.DRAINED
-    latest = cases.order_by("-created_at", "-id").values("ref", "reason_code").first()
+    latest: Any = cases.order_by("-created_at", "-id").values("ref", "reason_code").first()
     detail = {
         "quarantine_count": count,
         "threshold": threshold,

@@ -32,7 +32,7 @@ MAX_LIMIT = 100
 
 
 DEFAULT_CLASSES = (FailureClass.TRANSIENT,)
-NON_TRANSIENT = frozenset({FailureClass.CONTRACT, FailureClass.TRUST_PRIVACY})
+NON_TRANSIENT: frozenset[str] = frozenset({FailureClass.CONTRACT, FailureClass.TRUST_PRIVACY})
 
 
 @dataclass(frozen=True)

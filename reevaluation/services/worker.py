@@ -25,7 +25,7 @@ from common.services import new_correlation_id, outbox_enqueue
 from scheduling.models import Appointment, AppointmentStatus, Practitioner, Resource, Treatment
 from scheduling.services import appointment_book, appointment_cancel, appointment_set_status
 
-from ..assessment import Assessment, AssessmentClient, AssessmentError, Constraints
+from ..assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
 from ..models import (
     CHANGE_OUTCOMES,
     JOB_COMPLETED_TOPIC,
@@ -113,7 +113,7 @@ def job_run(
     job_id: int,
     owner: str,
     attempt: int,
-    client: AssessmentClient | None = None,
+    client: AssessmentFetcher | None = None,
     heartbeat: bool = False,
     now: datetime | None = None,
 ) -> str:
@@ -245,7 +245,7 @@ def _fits(appt: Appointment, c: Constraints) -> bool:
 
 def _replacement_specs(appt: Appointment, c: Constraints) -> list[dict]:
     """Practitioner/treatment/resource combinations that satisfy ``c`` at the same start time."""
-    practitioner = appt.practitioner
+    practitioner: Practitioner | None = appt.practitioner
     if c.required_practitioner is not None:
         practitioner = Practitioner.objects.filter(
             clinic_id=appt.clinic_id, ref=c.required_practitioner, active=True
@@ -269,7 +269,7 @@ def _replacement_specs(appt: Appointment, c: Constraints) -> list[dict]:
         if not resources:
             return []
     else:
-        resources = [appt.resource]
+        resources = [appt.resource]  # type: ignore[list-item]  # None: the appointment has no resource
     return [
         {"practitioner": practitioner, "treatment": treatment_list[0], "resource": resource}
         for resource in resources

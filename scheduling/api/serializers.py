@@ -78,7 +78,7 @@ def appointment_body(appointment: Appointment) -> dict:
         "patient": appointment.patient.ref,
         "practitioner": appointment.practitioner.ref,
         "treatment": appointment.treatment.ref,
-        "resource": appointment.resource.ref if appointment.resource_id else None,
+        "resource": appointment.resource.ref if appointment.resource else None,
     }
 
 

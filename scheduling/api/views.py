@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -32,7 +34,7 @@ class ClinicListView(APIView):
 
 
 class _ReferenceListView(ClinicAPIView):
-    model = None
+    model: ClassVar[type[Practitioner | Treatment | Resource]]
 
     @extend_schema(responses={200: OpenApiResponse(description="ref, name")})
     def get(self, request, clinic):

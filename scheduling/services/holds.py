@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any, cast
 
 from django.db import transaction
 
@@ -71,7 +72,7 @@ def lock_hold(hold_id: int) -> CapacityHold:
 def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> CapacityHold:
     """ACTIVE → ACCEPTED. The caller holds the lock (it is mid-claim)."""
     check_transition(HOLD_TRANSITIONS, hold.status, HoldStatus.ACCEPTED, code="HOLD_NOT_ACCEPTABLE")
-    changes = {"status": HoldStatus.ACCEPTED}
+    changes: dict[str, Any] = {"status": HoldStatus.ACCEPTED}
     if expires_at is not None:
         changes["expires_at"] = expires_at
     with transaction.atomic():
@@ -109,7 +110,7 @@ def hold_book(*, clinic: Clinic, hold_ref: str) -> tuple[Appointment, bool]:
         if hold is None:
             raise NotFound()
         if hold.status == HoldStatus.CONSUMED and hold.appointment_id:
-            return hold.appointment, False
+            return cast(Appointment, hold.appointment), False
         if hold.status != HoldStatus.ACCEPTED:
             raise Conflict(f"The hold is {hold.status}.", code="HOLD_NOT_BOOKABLE")
         allocation = CapacityAllocation.objects.select_for_update(no_key=True).filter(hold=hold, active=True).first()

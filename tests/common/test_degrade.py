@@ -11,7 +11,7 @@ from common.degrade import broker_dependency, cache_dependency
 from config.celery import app as celery_app
 from scheduling.models import Appointment, AppointmentStatus
 from tests.conftest import seoul, token_client
-from tests.waitlist.factories import make_world
+from tests.worlds import waitlist_world
 from waitlist.models import Vacancy
 
 CLOSED = "redis://127.0.0.1:1/0"
@@ -61,7 +61,7 @@ def _warnings(caplog, name: str) -> list[str]:
 
 
 def test_api_reads_and_writes_answer_with_redis_down_and_warn_once(db, redis_down, caplog):
-    world = make_world()
+    world = waitlist_world()
     client = token_client(world.staff)
     url = f"/api/v1/clinics/{world.clinic.ref}/treatments/"
     assert [client.get(url).status_code for _ in range(3)] == [200, 200, 200]
@@ -71,7 +71,7 @@ def test_api_reads_and_writes_answer_with_redis_down_and_warn_once(db, redis_dow
 def test_a_cancel_commits_and_answers_200_with_the_broker_down(
     db, broker_down, caplog, django_capture_on_commit_callbacks
 ):
-    world = make_world()
+    world = waitlist_world()
     client = token_client(world.staff)
     answers = []
     with django_capture_on_commit_callbacks(execute=True):

@@ -8,15 +8,16 @@ import time_machine
 from common.invariants import check
 from scheduling.models import CapacityAllocation, CapacityHold, HoldStatus
 from tests.conftest import seoul
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import NOW
 from tests.waitlist.loop_helpers import claim_path, make_offer, page_client, submit
+from tests.worlds import waitlist_world
 from waitlist.models import EntryStatus, WaitlistEntry
 
 
 @pytest.fixture
 def world(db):
     with time_machine.travel(NOW, tick=False):
-        yield make_world()
+        yield waitlist_world()
 
 
 def test_a_healthy_claim_and_booking_passes_every_invariant(world):

@@ -14,8 +14,8 @@ from interop.fhir import fhir_id
 from scheduling.models import AppointmentStatus
 from scheduling.services import appointment_book
 from tests.conftest import assert_no_pii, seoul, token_client
-from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
+from tests.worlds import waitlist_world
 
 WINDOW = {"start": seoul(2, 0).isoformat(), "end": seoul(9, 0).isoformat()}
 
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.usefixtures("frozen_clock", "no_dispatch_tasks")
 def schedule(db):
     """One of each: a free slot (vacancy, nobody to offer), a hold (offer out), HELD, CONFIRMED,
     PROPOSED and CANCELLED appointments."""
-    world = make_world()
+    world = waitlist_world()
     offer = make_offer(world, starts_at=seoul(3, 10))  # its source appointment is CANCELLED
     free = open_vacancy(world, seoul(4, 10))
     def book(day, status):
@@ -100,7 +100,7 @@ def test_a_slot_reads_by_id(schedule):
 
 def test_another_clinics_resources_are_404_like_missing_ones(schedule, db):
     world, _, _, held, *_ = schedule
-    other = make_world()
+    other = waitlist_world()
     client = token_client(other.staff)
     assert get(client, other.clinic, f"Appointment/{fhir_id(held.ref)}").status_code == 404
     assert get(client, other.clinic, "Appointment/apt.missing").status_code == 404

@@ -22,8 +22,8 @@ from observability.logs import CorrelationFilter, JsonFormatter
 from scheduling.models import Role
 from tests import factories as f
 from tests.conftest import assert_no_pii, seoul, token_client
-from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import deliver, open_vacancy
+from tests.worlds import waitlist_world
 from waitlist import services, tasks
 from waitlist.models import OfferEvent
 
@@ -85,7 +85,7 @@ def test_the_response_echoes_a_well_formed_id_and_replaces_a_malformed_one(clien
 
 @pytest.mark.django_db(transaction=True)
 def test_one_id_follows_request_task_delivery_and_audit(json_log, monkeypatch):
-    world = make_world()
+    world = waitlist_world()
     admin = f.user_with_role(world.clinic, Role.ADMIN)
     entry = world.waiting()
     vacancy = open_vacancy(world, seoul(3, 10))  # not dispatched (no task here); closed, then reopened below

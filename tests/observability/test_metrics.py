@@ -12,8 +12,8 @@ from observability.metrics import GAUGES, Scope, domain_samples
 from reevaluation.models import JobState
 from tests.conftest import seoul
 from tests.reevaluation.factories import bulk_jobs, enable
-from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
+from tests.worlds import waitlist_world
 from waitlist.models import JobRun
 from waitlist.services.loop import expire_run
 
@@ -62,7 +62,7 @@ def test_metrics_without_configured_tokens_refuses_everyone(tokens):
 @pytest.mark.django_db
 def test_metrics_exports_every_catalogued_gauge_and_request_latency(tokens):
     with_token_for(tokens)
-    world = make_world()
+    world = waitlist_world()
     make_offer(world)
     enable(world.clinic)
     expire_run()
@@ -79,7 +79,7 @@ def test_metrics_exports_every_catalogued_gauge_and_request_latency(tokens):
 @pytest.mark.django_db
 def test_metrics_gauges_carry_the_console_numbers_per_clinic(tokens):
     with_token_for(tokens)
-    world = make_world()
+    world = waitlist_world()
     make_offer(world)
     open_vacancy(world, seoul(4, 10))  # a second vacancy, nobody left to offer it to
     enable(world.clinic)
@@ -107,7 +107,7 @@ def test_metrics_gauges_carry_the_console_numbers_per_clinic(tokens):
 
 @pytest.mark.django_db
 def test_a_tenant_token_sees_only_its_tenant_groups_clinics(tokens):
-    mine, theirs = make_world(), make_world()
+    mine, theirs = waitlist_world(), waitlist_world()
     with_token_for(tokens, mine.clinic.tenant_group.ref)
     body = scrape(TENANT_TOKEN).content.decode()
     assert mine.clinic.ref in body
@@ -118,7 +118,7 @@ def test_a_tenant_token_sees_only_its_tenant_groups_clinics(tokens):
 @pytest.mark.django_db
 def test_metrics_carry_refs_never_patient_or_clinic_names(tokens):
     with_token_for(tokens)
-    world = make_world()
+    world = waitlist_world()
     offer = make_offer(world)
     body = scrape(GLOBAL_TOKEN).content.decode()
     patient = offer.entry.patient
@@ -142,7 +142,7 @@ def _fill(world, hours: range) -> None:
 
 @pytest.mark.django_db
 def test_scrape_query_count_does_not_grow_with_the_number_of_rows(tokens):
-    world = make_world()
+    world = waitlist_world()
     enable(world.clinic)
     _fill(world, range(9, 10))
     with CaptureQueriesContext(connection) as small:

@@ -26,7 +26,7 @@ from tests import factories as f
 from tests.conftest import seoul
 from tests.support.processes import wait_until
 from tests.support.servers import free_port
-from tests.waitlist.factories import make_world
+from tests.worlds import waitlist_world
 from waitlist import tasks
 from waitlist.models import Offer, OfferStatus, Vacancy, VacancyStatus
 
@@ -73,7 +73,7 @@ def up(base: str) -> bool:
 @pytest.mark.django_db(transaction=True)
 def test_two_web_and_two_worker_processes_keep_every_invariant(monkeypatch):
     monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)  # setup only: no broker
-    world = make_world()
+    world = waitlist_world()
     admin = f.user_with_role(world.clinic, Role.ADMIN)
     token = Token.objects.create(user=admin).key
     appointments = [world.confirmed(seoul(3 + i // 3, 9 + i % 3)) for i in range(SLOTS)]

@@ -18,8 +18,9 @@ from reevaluation import tasks as reevaluation_tasks
 from reevaluation.models import JobState, ReevaluationJob
 from tests.conftest import race, seoul
 from tests.reevaluation.factories import bulk_jobs, enable
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import NOW
 from tests.waitlist.loop_helpers import make_offer
+from tests.worlds import waitlist_world
 from waitlist import tasks as waitlist_tasks
 from waitlist.models import Offer, OfferEvent, OfferStatus
 
@@ -37,7 +38,7 @@ def test_two_beats_running_every_job_concurrently_do_each_thing_once(monkeypatch
     monkeypatch.setattr(reevaluation_tasks.run_job, "delay", lambda job_id, owner, attempt: handed_out.append(job_id))
     monkeypatch.setattr(waitlist_tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
     with time_machine.travel(NOW, tick=False) as clock:
-        worlds = [make_world() for _ in range(2)]
+        worlds = [waitlist_world() for _ in range(2)]
         offers = [make_offer(world, starts_at=seoul(3, hour)) for world in worlds for hour in (10, 11, 12)]
         for world in worlds:
             enable(world.clinic)

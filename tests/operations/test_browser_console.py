@@ -48,10 +48,10 @@ def test_the_site_root_leads_to_the_console(open_page, staff, clinic):
 
 
 def test_search_by_ref_opens_the_offers_vacancy_panel_and_a_foreign_ref_is_not_found(open_page, staff, world):
-    from tests.waitlist.factories import make_world
+    from tests.worlds import waitlist_world
 
     offer = _offer(world)
-    foreign = _offer(make_world())
+    foreign = _offer(waitlist_world())
     page = open_page(DESKTOP)
     sign_in(page, staff.username)
     page.get_by_test_id("search").fill(offer.ref)

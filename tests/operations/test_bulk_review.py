@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from common.models import AuditEntry
 from tests.operations import waitlist_fixtures
-from tests.operations.waitlist_helpers import bulk_reviews, waitlist_world
-from tests.waitlist.factories import make_world
+from tests.operations.waitlist_helpers import bulk_reviews
+from tests.worlds import waitlist_world
 from waitlist.models import Offer, OfferStatus, VacancyStatus
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +57,7 @@ def test_confirm_promotes_three_vacancies_each_audited_with_its_own_key(staff_we
 
 def test_a_refused_row_does_not_stop_the_others(staff_web, world):
     vacancies = bulk_reviews(world, 2)
-    foreign = bulk_reviews(waitlist_world(make_world().clinic, world.staff), 1)[0]
+    foreign = bulk_reviews(waitlist_world(waitlist_world().clinic, world.staff), 1)[0]
     type(vacancies[0]).objects.filter(pk=vacancies[0].pk).update(status=VacancyStatus.CLOSED)
     refs = [vacancies[0].ref, vacancies[1].ref, foreign.ref]
     html = bulk(staff_web, world.clinic, refs, confirm=True).content.decode()

@@ -14,7 +14,8 @@ from tests import factories as f
 from tests.conftest import assert_no_pii
 from tests.operations.conftest import make_audit, signed_in
 from tests.reevaluation import factories as rf
-from tests.reevaluation.conftest import World, post_event
+from tests.reevaluation.conftest import post_event
+from tests.worlds import ReevaluationWorld
 
 pytestmark = pytest.mark.django_db
 
@@ -68,7 +69,7 @@ def test_index_login_and_error_pages_show_no_patient_data(staff_web, client, cli
 
 def test_reevaluation_pages_show_no_patient_data(staff_web, admin_web, clinic, second_clinic, patients):
     """The page, the detail panel, both "load more" fragments, the preview and the execute result."""
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     everyone = [*patients, world.patient, world.other_patient]
     world.book("HELD", 10)
     refs = [post_event(world, world.fp, 1).job_ref]

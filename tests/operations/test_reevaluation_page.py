@@ -21,7 +21,8 @@ from reevaluation.models import (
 )
 from reevaluation.services import redrive_preview
 from tests.reevaluation import factories as rf
-from tests.reevaluation.conftest import World, post_event
+from tests.reevaluation.conftest import post_event
+from tests.worlds import ReevaluationWorld
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -57,7 +58,7 @@ def hidden(html: str, name: str) -> str:
 
 @pytest.fixture
 def world(clinic):
-    return World(clinic)
+    return ReevaluationWorld(clinic)
 
 
 def failed_jobs(world, n: int, start: int = 1, code: str = "ASSESSMENT_TIMEOUT") -> list[ReevaluationJob]:

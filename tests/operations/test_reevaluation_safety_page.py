@@ -8,7 +8,8 @@ from django.urls import reverse
 from common.models import AuditEntry
 from reevaluation.models import ClinicReevaluationSettings, JobState, ReevaluationJob
 from tests.reevaluation import factories as rf
-from tests.reevaluation.conftest import World, post_event
+from tests.reevaluation.conftest import post_event
+from tests.worlds import ReevaluationWorld
 
 pytestmark = pytest.mark.django_db
 HX = {"HTTP_HX_REQUEST": "true"}
@@ -32,7 +33,7 @@ def test_a_forged_no_op_switch_is_a_field_error_and_changes_nothing(admin_web, c
 
 
 def test_the_page_marks_needs_staff_jobs_and_counts_them(staff_web, clinic):
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     ref = post_event(world, world.fp, 1).job_ref
     ReevaluationJob.objects.filter(ref=ref).update(state=JobState.COMPLETED, needs_staff=True)
     html = staff_web.get(url("reevaluation", clinic)).content.decode()
@@ -40,7 +41,7 @@ def test_the_page_marks_needs_staff_jobs_and_counts_them(staff_web, clinic):
 
 
 def test_the_queue_fragment_refreshes_after_a_change(staff_web, clinic):
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     ref = post_event(world, world.fp, 1).job_ref
     response = staff_web.get(url("reevaluation", clinic), HTTP_HX_TARGET="queue-rows", **HX)
     html = response.content.decode()

@@ -33,12 +33,12 @@ def _activity(clinic, admin):
 
     from common.models import OutboxMessage, OutboxStatus
     from tests.operations.waitlist_helpers import bulk_reviews, make_offer
-    from tests.waitlist.factories import World
+    from tests.worlds import WaitlistWorld
     from waitlist import services
 
     doctors = list(clinic.practitioners.order_by("pk"))
     treatments = list(clinic.treatments.order_by("pk"))
-    world = World(clinic=clinic, doctor=doctors[0], other_doctor=doctors[-1], treatment=treatments[0],
+    world = WaitlistWorld(clinic=clinic, doctor=doctors[0], other_doctor=doctors[-1], treatment=treatments[0],
                   other_treatment=treatments[-1], staff=admin)
     from zoneinfo import ZoneInfo
 

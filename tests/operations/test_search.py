@@ -9,8 +9,9 @@ from tests import factories as f
 from tests.conftest import seoul
 from tests.operations import waitlist_fixtures
 from tests.operations.conftest import make_audit
-from tests.operations.waitlist_helpers import make_offer, waitlist_world
-from tests.waitlist.factories import WaitlistEntryFactory, make_world
+from tests.operations.waitlist_helpers import make_offer
+from tests.waitlist.factories import WaitlistEntryFactory
+from tests.worlds import waitlist_world
 
 pytestmark = pytest.mark.django_db
 # Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
@@ -50,7 +51,7 @@ def test_an_appointment_and_an_audit_row_are_found(staff_web, clinic):
 
 
 def test_a_foreign_ref_is_answered_like_an_unknown_one(staff_web, clinic):
-    foreign = make_offer(make_world(), starts_at=seoul(3, 10))
+    foreign = make_offer(waitlist_world(), starts_at=seoul(3, 10))
     foreign_answer, unknown_answer = search(staff_web, foreign.ref), search(staff_web, "off_doesnotexist")
     assert foreign_answer.status_code == unknown_answer.status_code == 404
     assert foreign.ref not in foreign_answer.content.decode().replace(f"<code>{foreign.ref}</code>", "", 1)

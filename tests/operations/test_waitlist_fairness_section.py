@@ -9,15 +9,15 @@ from django.urls import reverse
 
 from tests.conftest import assert_no_pii, seoul
 from tests.operations.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401
-from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import open_vacancy
+from tests.worlds import waitlist_world
 from waitlist import services
 
 pytestmark = pytest.mark.django_db
 
 
 def test_page_shows_pass_overs_by_reason_and_the_forgotten_waiter_by_ref(client):
-    world = make_world()
+    world = waitlist_world()
     forgotten = world.waiting(waiting_since=seoul(1, 9) - timedelta(days=40))
     world.waiting(priority_rank=2)
     vacancy = open_vacancy(world)
@@ -33,7 +33,7 @@ def test_page_shows_the_shadow_policy_agreement_and_its_differences(client):
     from scheduling.models import Role
     from tests import factories as f
 
-    world = make_world()
+    world = waitlist_world()
     admin = f.user_with_role(world.clinic, Role.ADMIN, username="page-shadow-admin")
     services.shadow_publish(clinic=world.clinic, actor=admin, reason="observe", changes={"weekly_offer_cap": 0})
     world.waiting()

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import time_machine
 
-from tests.operations.waitlist_helpers import waitlist_world
 from tests.waitlist.factories import NOW
+from tests.worlds import waitlist_world
 
 
 @pytest.fixture(autouse=True)

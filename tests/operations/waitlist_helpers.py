@@ -1,29 +1,18 @@
-"""A waitlist world on the console's ``clinic`` (so ``staff_web``/``admin_web`` see it) and fast row builders."""
+"""Fast row builders for the console's waitlist tests (``waitlist_world`` is tests/worlds.py's, re-exported)."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
 from common.models import OutboxMessage, OutboxStatus
-from tests import factories as f
 from tests.conftest import seoul
-from tests.waitlist.factories import WaitlistEntryFactory, World, decide
+from tests.waitlist.factories import WaitlistEntryFactory, decide
 from tests.waitlist.loop_helpers import make_offer, review_vacancy
+from tests.worlds import WaitlistWorld, waitlist_world
 from waitlist.models import DecisionStatus, Vacancy, VacancyStatus
 
 
-def waitlist_world(clinic, staff) -> World:
-    return World(
-        clinic=clinic,
-        doctor=f.PractitionerFactory(clinic=clinic),
-        other_doctor=f.PractitionerFactory(clinic=clinic),
-        treatment=f.TreatmentFactory(clinic=clinic, duration_minutes=30),
-        other_treatment=f.TreatmentFactory(clinic=clinic, duration_minutes=30),
-        staff=staff,
-    )
-
-
-def bulk_reviews(world: World, n: int, *, start: int = 0) -> list[Vacancy]:
+def bulk_reviews(world: WaitlistWorld, n: int, *, start: int = 0) -> list[Vacancy]:
     """``n`` vacancies in staff review, written directly (fast): each with a STALE-decision candidate."""
     vacancies = []
     for i in range(start, start + n):
@@ -38,7 +27,7 @@ def bulk_reviews(world: World, n: int, *, start: int = 0) -> list[Vacancy]:
     return vacancies
 
 
-def bulk_vacancies(world: World, n: int, *, start: int = 100) -> None:
+def bulk_vacancies(world: WaitlistWorld, n: int, *, start: int = 100) -> None:
     """``n`` plain vacancies (the metrics' denominator), half of them CLOSED."""
     for i in range(start, start + n):
         starts = seoul(5, 8) + timedelta(minutes=30 * i)
@@ -49,7 +38,7 @@ def bulk_vacancies(world: World, n: int, *, start: int = 100) -> None:
         )
 
 
-def dead_delivery_offer(world: World, starts_at=None):
+def dead_delivery_offer(world: WaitlistWorld, starts_at=None):
     """An OFFERED offer whose notification is DEAD (a DELIVERY_DEAD queue row with a withdrawable offer)."""
     offer = make_offer(world, starts_at=starts_at or seoul(4, 10))
     OutboxMessage.objects.filter(aggregate_ref=offer.ref).update(

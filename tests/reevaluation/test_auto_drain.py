@@ -22,7 +22,8 @@ from reevaluation.services import dispatch_round, drain_refresh, drain_set
 from reevaluation.tasks import run_job
 from tests import factories as f
 from tests.reevaluation import factories as rf
-from tests.reevaluation.conftest import World, post_event
+from tests.reevaluation.conftest import post_event
+from tests.worlds import ReevaluationWorld
 
 pytestmark = pytest.mark.django_db
 
@@ -122,7 +123,7 @@ def test_the_drain_state_is_exposed_for_a_gauge_and_the_snapshot(world, staff_cl
 def test_a_real_worker_quarantining_assessments_stops_the_clinic(crm):
     """Jobs run by a Celery worker over the real Redis broker; the CRM tampers with every answer."""
     clinic = f.ClinicFactory()
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     rf.enable(clinic, "DRY_RUN")
     for i in range(4):
         post_event(world, rf.fingerprint(f"tamper-{clinic.pk}-{i}"), 1, crm)

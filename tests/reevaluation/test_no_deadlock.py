@@ -4,13 +4,10 @@ Rows that others reference by foreign key, and whose key never changes, are lock
 UPDATE``: an insert that references them (``FOR KEY SHARE``) is then never blocked by the lock, and
 a lock never spreads to joined parent rows (``of=("self",)``). The race runs real connections and
 reads PostgreSQL's own deadlock counter, because the worker turns any write-back error (a deadlock
-included) into a retry.
+included) into a retry. The source audit (every lock ``no_key=True``) is in tests/test_guardrails.py.
 """
 
 from __future__ import annotations
-
-import ast
-import pathlib
 
 import pytest
 from django.db import connection
@@ -22,45 +19,8 @@ from scheduling.models import Role
 from tests import factories as f
 from tests.conftest import race
 from tests.reevaluation import factories as rf
-from tests.reevaluation.conftest import World, post_event
-
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-APPS = ("common", "scheduling", "waitlist", "reevaluation", "operations")
-
-
-def _select_for_update_calls():
-    for app in APPS:
-        for path in (ROOT / app).rglob("*.py"):
-            tree = ast.parse(path.read_text())
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "select_for_update":
-                    yield path.relative_to(ROOT), node
-
-
-def test_every_row_lock_is_for_no_key_update():
-    """Audit: no code path locks a row FOR UPDATE (no key ever changes in this schema)."""
-    offenders = [
-        f"{path}:{node.lineno}"
-        for path, node in _select_for_update_calls()
-        if not any(k.arg == "no_key" and getattr(k.value, "value", False) is True for k in node.keywords)
-    ]
-    assert offenders == []
-    raw = [
-        str(path.relative_to(ROOT))
-        for app in APPS
-        for path in (ROOT / app).rglob("*.py")
-        if " FOR UPDATE" in path.read_text().replace("FOR NO KEY UPDATE", "")
-    ]
-    assert raw == []
-
-
-def test_a_lock_with_joined_rows_names_its_own_table():
-    """``select_for_update`` with ``select_related`` would lock the joined clinic row too."""
-    for path, node in _select_for_update_calls():
-        text = ast.unparse(node)
-        chain = path.read_text().splitlines()[node.lineno - 1 : node.lineno + 4]
-        if any("select_related" in line for line in chain):
-            assert "of=" in text, f"{path}:{node.lineno}"
+from tests.reevaluation.conftest import post_event
+from tests.worlds import ReevaluationWorld
 
 
 def _deadlocks() -> int:
@@ -75,7 +35,7 @@ def _deadlocks() -> int:
 def test_job_runs_dispatch_rounds_and_redrives_of_one_clinic_never_deadlock(crm, settings):
     clinic = f.ClinicFactory()
     admin = f.user_with_role(clinic, Role.ADMIN, username="race-admin")
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     rf.enable(clinic, "APPLY_PROPOSED_AND_HELD")
     constraints = {"requiredPractitioner": world.dr_b.ref}
     patients = []
@@ -134,7 +94,7 @@ def test_a_write_back_in_progress_does_not_block_a_redrive_of_the_same_clinic(cr
 
     clinic = f.ClinicFactory()
     admin = f.user_with_role(clinic, Role.ADMIN, username="race-admin")
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     rf.enable(clinic, "APPLY_PROPOSED_AND_HELD")
     world.book("HELD", 9)
     failed_fp = rf.fingerprint(f"blocked-{clinic.pk}")

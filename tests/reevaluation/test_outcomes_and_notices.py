@@ -175,9 +175,9 @@ def test_concurrent_runs_never_move_the_clinic_policy_back(crm):
     from reevaluation.services import worker as worker_module
     from tests import factories as f
     from tests.conftest import race
-    from tests.reevaluation.conftest import World
+    from tests.worlds import ReevaluationWorld
 
-    world = World(f.ClinicFactory())
+    world = ReevaluationWorld(f.ClinicFactory())
     rf.enable(world.clinic, "DRY_RUN")
     for i, generation in enumerate((5, 4, 5, 4)):
         fp = rf.fingerprint(f"policy-race-{world.clinic.pk}-{i}")

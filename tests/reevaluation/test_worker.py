@@ -314,9 +314,9 @@ def test_unreachable_crm_is_unavailable(scene, settings):
 @pytest.mark.django_db(transaction=True)
 def test_two_workers_racing_for_one_claim_never_both_own_it(crm):
     clinic = f.ClinicFactory()
-    from tests.reevaluation.conftest import World
+    from tests.worlds import ReevaluationWorld
 
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     world.book("PROPOSED", 9)
     world.constraints = {"requiredPractitioner": world.dr_b.ref}
     rf.enable(clinic, "APPLY_PROPOSED")
@@ -338,9 +338,9 @@ def test_heartbeat_renews_while_the_crm_is_slow(crm, settings):
     settings.CRM_READ_TIMEOUT_SECONDS = 5.0
     crm.mode, crm.delay = "slow", 1.6  # injected latency longer than the renewal interval
     clinic = f.ClinicFactory()
-    from tests.reevaluation.conftest import World
+    from tests.worlds import ReevaluationWorld
 
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     rf.enable(clinic, "DRY_RUN")
     post_event(world, world.fp, 1, crm)
     [claim] = dispatch_round()
@@ -389,9 +389,9 @@ def test_write_back_that_would_touch_a_confirmed_row_is_rolled_back(scene, crm, 
 def test_hold_replacement_racing_a_booking_for_the_same_slot(crm):
     """The exclusion constraint judges: either the hold moves or the booking wins, never both."""
     clinic = f.ClinicFactory()
-    from tests.reevaluation.conftest import World
+    from tests.worlds import ReevaluationWorld
 
-    world = World(clinic)
+    world = ReevaluationWorld(clinic)
     held = world.book("HELD", 11)
     rf.enable(clinic, "APPLY_PROPOSED_AND_HELD")
     post_event(world, world.fp, 1, crm, constraints={"requiredPractitioner": world.dr_b.ref})

@@ -6,7 +6,8 @@ import pytest
 import time_machine
 
 from tests.conftest import token_client
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import NOW
+from tests.worlds import waitlist_world
 from waitlist import tasks
 
 
@@ -32,7 +33,7 @@ def on_commit(django_capture_on_commit_callbacks):
 
 @pytest.fixture
 def world(db):
-    return make_world()
+    return waitlist_world()
 
 
 @pytest.fixture

@@ -1,14 +1,10 @@
-"""Waitlist factories and a small clinic world for the waitlist tests."""
+"""Waitlist factories and helpers (the waitlist world is in tests/worlds.py)."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import factory
 from django.utils import timezone
 
-from scheduling.models import AppointmentStatus, Role
-from scheduling.services import appointment_book
 from tests import factories as f
 from tests.conftest import seoul
 from waitlist.models import DecisionStatus, WaitlistEntry
@@ -44,53 +40,14 @@ def decide(patient, status=DecisionStatus.FRESH, *, expires_at=DECISION_EXPIRY, 
     )
 
 
-@dataclass
-class World:
-    clinic: object
-    doctor: object
-    other_doctor: object
-    treatment: object
-    other_treatment: object
-    staff: object
+def __getattr__(name):
+    """``World``/``make_world`` moved to tests/worlds.py; the old names resolve until the branches that
+    still import them here are merged (then this goes)."""
+    if name in ("World", "make_world"):
+        from tests import worlds
 
-    def __post_init__(self):
-        f.waitlist_on(self.clinic)  # a new tenant starts with the waitlist off
-
-    def patient(self, **kw):
-        return f.PatientFactory(clinic=self.clinic, **kw)
-
-    def waiting(self, patient=None, *, fresh=True, **kw):
-        """A WAITING entry for ``treatment`` (any practitioner unless given), with a FRESH decision whose
-        rank is the entry's (a new decision's rank becomes the rank of the patient's open entries)."""
-        patient = patient or self.patient()
-        kw.setdefault("treatment", self.treatment)
-        entry = WaitlistEntryFactory(clinic=self.clinic, patient=patient, **kw)
-        if fresh:
-            decide(patient, rank=entry.priority_rank)
-        return entry
-
-    def confirmed(self, starts_at, patient=None, **kw):
-        return appointment_book(
-            clinic=self.clinic,
-            patient=patient or self.patient(),
-            practitioner=kw.pop("practitioner", self.doctor),
-            treatment=kw.pop("treatment", self.treatment),
-            starts_at=starts_at,
-            status=AppointmentStatus.CONFIRMED,
-            **kw,
-        )
-
-
-def make_world(**clinic_kw) -> World:
-    clinic = f.ClinicFactory(timezone="Asia/Seoul", **clinic_kw)
-    return World(
-        clinic=clinic,
-        doctor=f.PractitionerFactory(clinic=clinic),
-        other_doctor=f.PractitionerFactory(clinic=clinic),
-        treatment=f.TreatmentFactory(clinic=clinic, duration_minutes=30),
-        other_treatment=f.TreatmentFactory(clinic=clinic, duration_minutes=30),
-        staff=f.user_with_role(clinic, Role.STAFF),
-    )
+        return {"World": worlds.WaitlistWorld, "make_world": worlds.waitlist_world}[name]
+    raise AttributeError(name)
 
 
 def integration_client(clinic):

@@ -9,7 +9,8 @@ import pytest
 from scheduling.models import Role
 from tests import factories as f
 from tests.conftest import seoul, token_client
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import NOW
+from tests.worlds import waitlist_world
 from waitlist.models import EntryStatus, Offer, OfferStatus, WaitlistEntry
 
 
@@ -199,7 +200,7 @@ def test_anonymous_gets_401_and_nothing_changes(base, offer):
 
 
 def test_another_clinics_user_gets_404_for_everything(base, offer):
-    outsider = make_world()
+    outsider = waitlist_world()
     client = token_client(outsider.staff)
     for method, url in endpoints(base, offer):
         response = getattr(client, method)(url, {"expected_version": 1, "reason": "x"}, format="json")

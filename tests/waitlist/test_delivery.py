@@ -15,7 +15,6 @@ from scheduling.models import Appointment, AppointmentStatus
 from scheduling.services.features import feature_set
 from tests.conftest import assert_no_pii, race, seoul
 from tests.support.servers import http_receiver, smtp_sink
-from tests.waitlist.factories import make_world
 from tests.waitlist.loop_helpers import (
     deliver,
     mail_text,
@@ -25,6 +24,7 @@ from tests.waitlist.loop_helpers import (
     path_from_text,
     submit,
 )
+from tests.worlds import waitlist_world
 from waitlist import services
 from waitlist.models import EntryStatus, Offer, OfferStatus
 
@@ -168,7 +168,7 @@ def test_killed_worker_lease_is_reclaimed_and_two_workers_never_send_one_attempt
     from tests.waitlist.factories import NOW
 
     with time_machine.travel(NOW, tick=False) as clock:
-        world = make_world()
+        world = waitlist_world()
         with http_receiver() as (url, seen):
             world.clinic.settings = {"notification": {"provider": "webhook", "webhook_url": url}}
             world.clinic.save(update_fields=["settings"])

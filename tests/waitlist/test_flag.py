@@ -74,10 +74,11 @@ def test_dispatch_api_answers_disabled(world, staff_api):
 def test_re_enabling_with_racing_reconcilers_and_dispatchers_makes_exactly_one_offer():
     import time_machine
 
-    from tests.waitlist.factories import NOW, make_world
+    from tests.waitlist.factories import NOW
+    from tests.worlds import waitlist_world
 
     with time_machine.travel(NOW, tick=False):
-        world = make_world()
+        world = waitlist_world()
         flag(enabled=False)
         for _ in range(3):
             world.waiting()

@@ -9,7 +9,8 @@ from django.db import connection
 from scheduling.models import AppointmentStatus
 from tests import factories as f
 from tests.conftest import seoul
-from tests.waitlist.factories import NOW, WaitlistEntryFactory, decide, make_world
+from tests.waitlist.factories import NOW, WaitlistEntryFactory, decide
+from tests.worlds import waitlist_world
 from waitlist import matcher, services
 from waitlist.decisions import StoredDecisionProvider
 from waitlist.models import Offer, Vacancy, WaitlistEntry
@@ -70,7 +71,7 @@ def test_hard_eligibility_filters_in_sql(world):
     world.waiting(cancelling)  # the cancelling patient
     world.waiting(suppressed_until=NOW + timedelta(hours=1))  # suppressed after a decline
     world.waiting(status="WITHDRAWN")
-    elsewhere = make_world()  # another tenant's clinic with a same-named setup
+    elsewhere = waitlist_world()  # another tenant's clinic with a same-named setup
     WaitlistEntryFactory(clinic=elsewhere.clinic, treatment=elsewhere.treatment)
     exact = world.waiting(earliest=seoul(3, 10), latest=seoul(3, 10, 30))  # the window is inclusive
     ids, _, _ = ranked(world, vacancy_for(world, excluded=cancelling))

@@ -120,10 +120,10 @@ def test_stale_copy_cas_cannot_overwrite_a_newer_row(world):
 
 
 def test_an_offer_of_another_clinic_is_not_found(world):
-    from tests.waitlist.factories import make_world
+    from tests.worlds import waitlist_world
 
     _, _, offer = offered(world)
-    elsewhere = make_world()
+    elsewhere = waitlist_world()
     with pytest.raises(NotFound):
         services.offer_claim(clinic=elsewhere.clinic, offer_ref=offer.ref, expected_version=1)
     with pytest.raises(NotFound):

@@ -83,10 +83,11 @@ def test_a_staff_withdrawal_still_bars_the_entry_from_that_vacancy(world):
 def test_a_skip_locked_pass_over_is_recorded():
     import time_machine
 
-    from tests.waitlist.factories import NOW, make_world
+    from tests.waitlist.factories import NOW
+    from tests.worlds import waitlist_world
 
     with time_machine.travel(NOW, tick=False):
-        world = make_world()
+        world = waitlist_world()
         busy = world.waiting(waiting_since=seoul(1, 7))
         other = world.waiting(waiting_since=seoul(1, 8))
         vacancy = open_vacancy(world)

@@ -168,11 +168,12 @@ def test_closing_a_vacancy_while_the_patient_accepts_leaves_one_consistent_outco
 
     from common.errors import DomainError
     from scheduling.models import Appointment, CapacityAllocation
-    from tests.waitlist.factories import NOW, make_world
+    from tests.waitlist.factories import NOW
+    from tests.worlds import waitlist_world
     from waitlist.models import Offer, Vacancy
 
     with time_machine.travel(NOW, tick=False):
-        world = make_world()
+        world = waitlist_world()
         offer = make_offer(world)
 
         def work(i):

@@ -200,10 +200,11 @@ def test_two_staff_resolving_one_review_at_once_make_one_offer():
 
     from common.errors import DomainError
     from tests.conftest import race
-    from tests.waitlist.factories import NOW, make_world
+    from tests.waitlist.factories import NOW
+    from tests.worlds import waitlist_world
 
     with time_machine.travel(NOW, tick=False):
-        world = make_world()
+        world = waitlist_world()
         vacancy, _entry = review_vacancy(world)
         world.waiting(priority_rank=-1)  # a FRESH second candidate for the SKIP side
 

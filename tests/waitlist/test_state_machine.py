@@ -26,7 +26,8 @@ from scheduling.models import (
 from scheduling.services import appointment_book
 from tests import factories as f
 from tests.conftest import seoul
-from tests.waitlist.factories import NOW, WaitlistEntryFactory, decide
+from tests.waitlist.factories import NOW, decide
+from tests.worlds import waitlist_world
 from waitlist import services
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
@@ -51,21 +52,18 @@ class WaitlistMachine(RuleBasedStateMachine):
 
     @initialize()
     def world(self):
-        self.clinic = f.ClinicFactory(timezone="Asia/Seoul")
-        f.waitlist_on(self.clinic)
-        self.doctor = f.PractitionerFactory(clinic=self.clinic)
-        self.treatment = f.TreatmentFactory(clinic=self.clinic, duration_minutes=30)
-        self.patients = [f.PatientFactory(clinic=self.clinic) for _ in range(4)]
+        world = waitlist_world()
+        self.clinic, self.doctor, self.treatment = world.clinic, world.doctor, world.treatment
+        self.patients = [world.patient() for _ in range(4)]
         for i, patient in enumerate(self.patients):
-            WaitlistEntryFactory(
-                clinic=self.clinic,
-                patient=patient,
-                treatment=self.treatment,
+            world.waiting(
+                patient,
+                fresh=False,
                 practitioner=self.doctor if i % 2 else None,
                 priority_rank=i % 3,
                 waiting_since=NOW - timedelta(hours=i),
             )
-            decide(patient)
+            decide(patient)  # rank 0: the decision's rank becomes the entry's
         # Start from an interesting state: one slot OFFERED, another ACCEPTED (claim, decline and
         # book have a target in every example, whichever rules hypothesis enables).
         for slot in (0, 1):

@@ -114,7 +114,7 @@ def entry_body(entry: WaitlistEntry, tz: str) -> dict:
         "waiting_since": iso_in_zone(entry.waiting_since, tz),
         "patient": entry.patient.ref,
         "treatment": entry.treatment.ref,
-        "practitioner": entry.practitioner.ref if entry.practitioner_id else None,
+        "practitioner": entry.practitioner.ref if entry.practitioner else None,
         "earliest": iso_in_zone(entry.earliest, tz),
         "latest": iso_in_zone(entry.latest, tz),
         "priority_rank": entry.priority_rank,
@@ -132,7 +132,7 @@ def vacancy_body(vacancy: Vacancy, active: Offer | None, tz: str) -> dict:
         "ends_at": iso_in_zone(vacancy.ends_at, tz),
         "practitioner": vacancy.practitioner.ref,
         "treatment": vacancy.treatment.ref,
-        "resource": vacancy.resource.ref if vacancy.resource_id else None,
+        "resource": vacancy.resource.ref if vacancy.resource else None,
         "waiting": {"reason": vacancy.waiting_reason, "until": iso_in_zone(vacancy.waiting_until, tz)}
         if vacancy.waiting_reason
         else None,
@@ -150,7 +150,7 @@ def offer_body(offer: Offer, tz: str) -> dict:
         "hold": offer.hold.ref,
         "hold_status": offer.hold.status,
         # The appointment the claim's hold became once booked (null until then).
-        "appointment": offer.hold.appointment.ref if offer.hold.appointment_id else None,
+        "appointment": offer.hold.appointment.ref if offer.hold.appointment else None,
         "policy_version": offer.policy_version,
         "policy_digest": offer.policy_digest,
         "decision_ref": offer.decision_ref,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from contextlib import nullcontext
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Exists, JSONField, OuterRef, Q, Subquery
@@ -200,7 +201,7 @@ def offer_claim(
             if receipt is not None and (
                 idempotency_key is None or idempotency_key == receipt.idempotency_key
             ):
-                receipt.appointment_ref = hold.appointment.ref if hold.appointment_id else None
+                receipt.appointment_ref = hold.appointment.ref if hold.appointment else None
                 return receipt
         if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
             raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
@@ -253,7 +254,7 @@ def offer_claim(
 def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:
     entry = locks.entry
     if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
-        changes = {"status": EntryStatus.WAITING}
+        changes: dict[str, Any] = {"status": EntryStatus.WAITING}
         if suppressed_until is not None:
             changes["suppressed_until"] = suppressed_until
         cas_update(entry, expected_status=entry.status, **changes)

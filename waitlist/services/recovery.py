@@ -377,6 +377,7 @@ def _review_promote(
         raise Conflict("The candidate is no longer eligible.", code="CANDIDATE_INELIGIBLE")
     if result.outcome == "ALREADY_OFFERED":
         raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
+    assert result.offer is not None  # OFFERED: _promote made it
     Offer.objects.filter(pk=result.offer.pk).update(
         staff_reviewed=True,
         decision_status=reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE,

@@ -78,8 +78,7 @@ def shadow_publish(*, clinic: Clinic, actor, reason: str, changes: dict, now: da
 def _decide(clinic: Clinic, ref: str) -> ShadowPolicy:
     shadow = ShadowPolicy.objects.select_for_update(no_key=True).filter(
         clinic=clinic, ref=ref if isinstance(ref, str) else ""
-    )
-    shadow = shadow.first()
+    ).first()
     if shadow is None:
         raise NotFound()
     if shadow.status != ShadowStatus.SHADOW:

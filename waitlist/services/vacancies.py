@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -231,7 +232,7 @@ def _candidate_loop(
         result = _promote(
             vacancy,
             candidate,
-            decision,
+            cast(Decision, decision),  # not None: gated without a FRESH decision returned above
             policy,
             now=now,
             actor_label=actor_label,

@@ -37,10 +37,10 @@ class Command(BaseCommand):
         if action != "show":
             if state is None:
                 raise CommandError("give --on or --off")
-            command = services.waitlist_switch_set if action == "switch" else services.waitlist_tenant_allow
+            run = services.waitlist_switch_set if action == "switch" else services.waitlist_tenant_allow
             kwargs = {"enabled": state} if action == "switch" else {"allowed": state}
             try:
-                command(clinic=scoped, actor=user, reason=reason, system_label="manage.py", **kwargs)
+                run(clinic=scoped, actor=user, reason=reason, system_label="manage.py", **kwargs)
             except DomainError as exc:
                 raise CommandError(f"{exc.code}: {exc.detail}") from exc
         switch = controls_snapshot(clinic=scoped)["switch"]
