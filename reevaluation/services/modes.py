@@ -11,11 +11,11 @@ from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from common.errors import Conflict, ValidationFailed, VersionConflict
+from common.cas import cas_update, cas_update_all, transition_sources
+from common.errors import Conflict, ValidationFailed
 from common.services import audit_record, new_correlation_id
 
 from ..models import (
-    DRAIN_TRANSITIONS,
     ROLLOUT_ORDER,
     ClinicReevaluationSettings,
     DrainCause,
@@ -110,7 +110,7 @@ def mode_set(
             raise Conflict(
                 f"Cannot move from {previous} to {mode}; allowed: {allowed}.", code="MODE_TRANSITION_INVALID"
             )
-        cas_update_settings(row, mutation_mode=mode)
+        cas_update(row, mutation_mode=mode)
         audit_record(
             actor=actor,
             action="reevaluation.mode_set",
@@ -140,13 +140,12 @@ def drain_set(
         previous = row.drain_state
         if previous == state:
             raise Conflict(f"The drain state is already {state}.", code="DRAIN_UNCHANGED")
-        if state not in DRAIN_TRANSITIONS[previous]:
-            raise Conflict(f"Cannot move from {previous} to {state}.", code="DRAIN_TRANSITION_INVALID")
+        transition_sources(ClinicReevaluationSettings, state, previous, code="DRAIN_TRANSITION_INVALID")
         running = ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.RUNNING).exists()
         if state == DrainState.DRAINED and running:
             raise Conflict("Leases are still active.", code="DRAIN_LEASES_ACTIVE")
         target = DrainState.DRAINED if state == DrainState.DRAINING and not running else state
-        cas_update_settings(row, drain_state=target, **_drain_cause(row, target, DrainCause.ADMIN))
+        _drain_move(row, target, _drain_cause(row, target, DrainCause.ADMIN))
         audit_record(
             actor=actor,
             action="reevaluation.drain_set",
@@ -157,6 +156,14 @@ def drain_set(
             system_label="reevaluation",
         )
         return row
+
+
+def _drain_move(row: ClinicReevaluationSettings, target: str, cause: dict) -> None:
+    """CAS the drain state to ``target``; from ACTIVE to DRAINED (nothing running) through DRAINING, the
+    only way ``DRAIN_TRANSITIONS`` allows it."""
+    if row.drain_state == DrainState.ACTIVE and target == DrainState.DRAINED:
+        cas_update(row, drain_state=DrainState.DRAINING)
+    cas_update(row, drain_state=target, **cause)
 
 
 def _drain_cause(row: ClinicReevaluationSettings, target: str, cause: str, detail: dict | None = None) -> dict:
@@ -205,7 +212,7 @@ def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
         "latest_case": latest["ref"],
         "latest_reason_code": latest["reason_code"],
     }
-    cas_update_settings(row, drain_state=target, **_drain_cause(row, target, DrainCause.QUARANTINE_REPEATED, detail))
+    _drain_move(row, target, _drain_cause(row, target, DrainCause.QUARANTINE_REPEATED, detail))
     audit_record(
         actor=None,
         action="reevaluation.auto_drain",
@@ -234,7 +241,7 @@ def drain_refresh() -> int:
                 continue
             if running.filter(clinic_id=locked.clinic_id).exists():
                 continue
-            cas_update_settings(locked, drain_state=DrainState.DRAINED)
+            cas_update(locked, drain_state=DrainState.DRAINED)
             moved += 1
     return moved
 
@@ -256,21 +263,19 @@ def due_override_set(
             raise ValidationFailed(fields={name: ["Between 1 and 1440 minutes."]})
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
-        cas_update_settings(row, held_due_minutes=held_minutes, proposed_due_minutes=proposed_minutes)
-        waiting = ReevaluationJob.objects.filter(
-            clinic_id=clinic.pk, state__in=[JobState.PENDING, JobState.RETRY_WAIT]
-        )
+        cas_update(row, held_due_minutes=held_minutes, proposed_due_minutes=proposed_minutes)
         for priority_class in PriorityClass.values:
             minutes = due_minutes(row, priority_class)
             # GREATEST keeps an existing job's due_at from ever moving backwards.
-            waiting.filter(priority_class=priority_class).update(
+            cas_update_all(
+                ReevaluationJob.objects.filter(clinic_id=clinic.pk, priority_class=priority_class),
+                expected_status=[JobState.PENDING, JobState.RETRY_WAIT],
                 due_at=Greatest(
                     F("due_at"),
                     ExpressionWrapper(
                         F("created_at") + timedelta(minutes=minutes), output_field=DateTimeField()
                     ),
                 ),
-                version=F("version") + 1,
             )
         audit_record(
             actor=actor,
@@ -282,18 +287,6 @@ def due_override_set(
             system_label="reevaluation",
         )
         return row
-
-
-def cas_update_settings(row: ClinicReevaluationSettings, **changes) -> None:
-    """Settings rows have no status column; the version alone is the CAS guard."""
-    updated = ClinicReevaluationSettings.objects.filter(pk=row.pk, version=row.version).update(
-        version=F("version") + 1, **changes
-    )
-    if updated != 1:
-        raise VersionConflict("The clinic's reevaluation settings changed.")
-    for key, value in changes.items():
-        setattr(row, key, value)
-    row.version += 1
 
 
 __all__ = [

@@ -1,8 +1,11 @@
-"""The worker: take over a claimed lease, fetch the assessment (no transaction open), then record
-one outcome per PROPOSED/HELD appointment and complete the job in one fenced transaction.
+"""The worker: take over a claimed lease (or claim with its own token, ``work_round``), fetch the
+assessment (no transaction open), then record one outcome per PROPOSED/HELD appointment and complete
+the job in one fenced transaction.
 
 CONFIRMED appointments are never passed to a scheduling command; as a second line of defence the
-write-back digests the scope's CONFIRMED rows before and after and rolls back if they differ.
+write-back digests the scope's CONFIRMED rows before and after and rolls back if they differ. A
+scope with no PROPOSED/HELD appointment (and none recorded at intake) has nothing to decide: its
+write-back is the fenced completion, the policy advance and the outbox row, nothing more.
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from common.cas import cas_update_all
 from common.errors import Conflict, NotFound, SlotOccupied
 from common.services import new_correlation_id, outbox_enqueue
 from scheduling.models import Appointment, AppointmentStatus, Practitioner, Resource, Treatment
@@ -39,7 +43,8 @@ from ..models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-from .jobs import Fence, fenced, head_revision, lease_renew, retry_delay
+from .dispatch import Claim, dispatch_round
+from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
 from .modes import quarantine_watch, settings_for
 
 logger = logging.getLogger(__name__)
@@ -67,17 +72,14 @@ def lease_start(claim: Fence, *, now: datetime | None = None) -> Fence | None:
     """
     now = now or timezone.now()
     owner = f"worker:{uuid.uuid4().hex}"
-    updated = (
-        fenced(claim)
-        .filter(lease_expires_at__gt=now)
-        .update(
-            lease_owner=owner,
-            lease_renewed_at=now,
-            lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
-            version=F("version") + 1,
-        )
+    taken = fenced_update(
+        claim,
+        extra={"lease_expires_at__gt": now},
+        lease_owner=owner,
+        lease_renewed_at=now,
+        lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
     )
-    return Fence(claim.job_id, owner, claim.attempt) if updated == 1 else None
+    return Fence(claim.job_id, owner, claim.attempt) if taken else None
 
 
 class LeaseKeeper:
@@ -124,8 +126,43 @@ def job_run(
     fence = lease_start(Fence(job_id, owner, attempt), now=now)
     if fence is None:
         return "NOOP"
-    job = ReevaluationJob.objects.get(pk=job_id)
-    head = head_revision(job)
+    job = _load(job_id)
+    return _run(fence, job, head_revision(job), client=client, heartbeat=heartbeat)
+
+
+def job_run_claimed(claim: Claim, *, client: AssessmentClient | None = None, heartbeat: bool = False) -> str:
+    """Run a job this worker claimed itself (``dispatch_round(for_worker=True)``): the claim already
+    holds the lease under the worker's token and carries the job and its head's revision."""
+    return _run(claim.fence, claim.job, claim.head_revision, client=client, heartbeat=heartbeat)
+
+
+def work_round(
+    *,
+    client: AssessmentClient | None = None,
+    global_limit: int | None = None,
+    per_clinic_limit: int | None = None,
+    cursor_name: str = "default",
+) -> Counter:
+    """Claim one fair round for this process and run every claim inline; counts the results.
+
+    For inline workers (the management command's ``--run``, the demo, the benchmark): the claim is
+    the lease, so there is no take-over per job. Celery workers keep ``job_run`` (their task message
+    may be redelivered, and only the first delivery may take the lease).
+    """
+    client = client or AssessmentClient()
+    claims = dispatch_round(
+        global_limit=global_limit, per_clinic_limit=per_clinic_limit, cursor_name=cursor_name, for_worker=True
+    )
+    return Counter(job_run_claimed(claim, client=client) for claim in claims)
+
+
+def _load(job_id: int) -> ReevaluationJob:
+    job = ReevaluationJob.objects.select_related("clinic__tenant_group").get(pk=job_id)
+    job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
+    return job
+
+
+def _run(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> str:
     if head is not None and job.revision < head:
         return _finish_stale(fence)
     client = client or AssessmentClient()
@@ -140,7 +177,7 @@ def job_run(
             return job_fail_transient(fence, code=exc.code)
         return job_quarantine(fence, error=exc)
     try:
-        return job_complete(fence, assessment=assessment)
+        return job_complete(fence, assessment=assessment, job=job)
     except PolicyWentBack:
         evidence = f"{assessment.policy_ref}:{assessment.policy_generation}".encode()
         return job_quarantine(fence, error=AssessmentError("ASSESSMENT_POLICY_STALE", evidence))
@@ -152,14 +189,10 @@ def job_run(
 
 
 def _finish_stale(fence: Fence) -> str:
-    updated = fenced(fence).update(
-        state=JobState.STALE,
-        lease_owner="",
-        lease_expires_at=None,
-        finished_at=timezone.now(),
-        version=F("version") + 1,
+    finished = fenced_update(
+        fence, state=JobState.STALE, lease_owner="", lease_expires_at=None, finished_at=timezone.now()
     )
-    return JobState.STALE if updated else "LEASE_LOST"
+    return JobState.STALE if finished else "LEASE_LOST"
 
 
 def _count_failure(clinic_id: int) -> None:
@@ -176,14 +209,14 @@ def job_fail_transient(fence: Fence, *, code: str, now: datetime | None = None) 
         if job is None:
             return "LEASE_LOST"
         exhausted = job.attempts >= job.max_attempts
-        fenced(fence).update(
+        fenced_update(
+            fence,
             state=JobState.FAILED if exhausted else JobState.RETRY_WAIT,
             last_failure_code=code,
             next_attempt_at=None if exhausted else now + retry_delay(job, job.attempts),
             lease_owner="",
             lease_expires_at=None,
             finished_at=now if exhausted else None,
-            version=F("version") + 1,
         )
         _count_failure(job.clinic_id)
     logger.info("reevaluation job=%s failed code=%s exhausted=%s", job.ref, code, exhausted)
@@ -196,13 +229,13 @@ def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
         job = fenced(fence).select_for_update(no_key=True).first()
         if job is None:
             return "LEASE_LOST"
-        fenced(fence).update(
+        fenced_update(
+            fence,
             state=JobState.FAILED,
             last_failure_code=error.code,
             lease_owner="",
             lease_expires_at=None,
             finished_at=timezone.now(),
-            version=F("version") + 1,
         )
         QuarantineCase.objects.create(
             reason_code=error.code,
@@ -342,40 +375,27 @@ def _confirmed_digest(clinic_id: int, fingerprint: str, pks: set[int] | None = N
     return {row["id"]: row for row in queryset.values()}
 
 
-def job_complete(fence: Fence, *, assessment: Assessment) -> str:
+def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob | None = None) -> str:
     """Record outcomes (applying them as the clinic's mode allows) and complete the job, fenced."""
     now = timezone.now()
-    with transaction.atomic():
-        probe = ReevaluationJob.objects.filter(pk=fence.job_id).values(
-            "clinic_id", "tenant_group_id", "fingerprint"
-        )
-        scope = probe.first()
-        if scope is None:
-            return "LEASE_LOST"
-        # Lock order: head before job (as intake does), then appointments through scheduling.
-        head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**scope).first()
-        # of=self: the joined clinic, tenant group and event are read, never locked (a clinic row lock
-        # blocked every insert that references the clinic, FOR KEY SHARE, and deadlocked job runs).
-        job = (
-            fenced(fence)
-            .select_for_update(of=("self",), no_key=True)
-            .select_related("clinic__tenant_group", "event")
-            .first()
-        )
+    if job is None:
+        job = ReevaluationJob.objects.select_related("clinic__tenant_group").filter(pk=fence.job_id).first()
         if job is None:
+            return "LEASE_LOST"
+        job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
+    with transaction.atomic():
+        current = _eligible(job)
+        if not current and not (job.held_targets or job.proposed_targets):
+            return _complete_quiet(fence, job, assessment, now)
+        # Lock order: head before job (as intake does), then appointments through scheduling.
+        head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**_scope(job)).first()
+        if fenced(fence).select_for_update(no_key=True).first() is None:
             return "LEASE_LOST"
         if head is not None and job.revision < head.revision:
             return _finish_stale(fence)
-        if not _policy_advance(job, assessment):
-            raise PolicyWentBack(job.ref)
-        mode = (
-            ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id)
-            .values_list("mutation_mode", flat=True)
-            .first()
-            or MutationMode.DISABLED
-        )
+        mode = _policy_advance(job, assessment)
         confirmed_before = _confirmed_digest(job.clinic_id, job.fingerprint)
-        decisions = _decide_all(job, assessment, mode)
+        decisions = _decide_all(job, assessment, mode, current)
         confirmed_after = _confirmed_digest(job.clinic_id, job.fingerprint, set(confirmed_before))
         if confirmed_after != confirmed_before or len(
             _confirmed_digest(job.clinic_id, job.fingerprint)
@@ -398,82 +418,124 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
             ]
         )
         counts = dict(sorted(Counter(str(d.outcome) for d in decisions).items()))
-        # The newest completed run of a scope is the one staff act on: older asks are settled.
-        ReevaluationJob.objects.filter(
-            clinic_id=job.clinic_id, tenant_group_id=job.tenant_group_id, fingerprint=job.fingerprint,
-            needs_staff=True,
-        ).update(needs_staff=False, version=F("version") + 1)
-        updated = fenced(fence).update(
-            state=JobState.COMPLETED,
-            outcome_counts=counts,
-            needs_staff=Outcome.PROPOSAL_NEEDS_STAFF in counts,
-            target_policy_ref=assessment.policy_ref,
-            target_policy_generation=assessment.policy_generation,
-            last_failure_code="",
-            lease_owner="",
-            lease_expires_at=None,
-            finished_at=now,
-            version=F("version") + 1,
-        )
-        if updated != 1:  # cannot happen while we hold the row lock; refuse rather than guess
+        if not _finish_completed(fence, job, assessment, counts, now):
+            # Cannot happen while we hold the row lock; refuse rather than guess.
             raise Conflict("The job's lease was lost.", code="LEASE_LOST")
-        ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).update(
-            consecutive_assessment_failures=0
-        )
-        outbox_enqueue(
-            topic=JOB_COMPLETED_TOPIC,
-            tenant_group_ref=job.clinic.tenant_group.ref,
-            clinic_ref=job.clinic.ref,
-            aggregate_ref=job.ref,
-            # The patient told of an applied change (contact caps count per recipient); refs only.
-            recipient_ref=next(
-                (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
-            ),
-            payload={
-                "job": job.ref,
-                "revision": job.revision,
-                "mode": mode,
-                "state": JobState.COMPLETED,
-                "outcome_counts": counts,
-                "policy_ref": assessment.policy_ref,
-                "policy_generation": assessment.policy_generation,
-            },
-        )
+        _completed_notice(job, assessment, mode, counts, decisions)
     logger.info("reevaluation job=%s completed mode=%s outcomes=%s", job.ref, mode, counts)
     return JobState.COMPLETED
 
 
-def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> bool:
-    """Accept the assessment's policy only at or past the clinic's current one, and advance to it.
+def _complete_quiet(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -> str:
+    """Nothing to decide: complete fenced (and only while no newer revision heads the scope), advance
+    the policy, write the notice. One statement each; the caller's transaction holds them together."""
+    newer = ReevaluationHead.objects.filter(**_scope(job), revision__gt=OuterRef("revision"))
+    if not _finish_completed(fence, job, assessment, {}, now, extra=~Exists(newer)):
+        return _finish_stale(fence)  # STALE if the fence still holds (a newer head), else LEASE_LOST
+    mode = _policy_advance(job, assessment)  # raises PolicyWentBack: the completion rolls back
+    _completed_notice(job, assessment, mode, {}, [])
+    return JobState.COMPLETED
 
-    Same generation: the policy ref must match. A higher generation may name a new policy ref. One
-    conditional UPDATE (row-locked until commit), so concurrent runs cannot move the clinic back.
-    """
-    settings_for(job.clinic)
-    same = Q(policy_generation=assessment.policy_generation, policy_ref=assessment.policy_ref)
-    newer = Q(policy_generation__isnull=True) | Q(policy_generation__lt=assessment.policy_generation)
-    updated = (
-        ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id)
-        .filter(same | newer)
-        .update(policy_ref=assessment.policy_ref, policy_generation=assessment.policy_generation)
+
+def _scope(job: ReevaluationJob) -> dict:
+    return {"clinic_id": job.clinic_id, "tenant_group_id": job.tenant_group_id, "fingerprint": job.fingerprint}
+
+
+def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, now, extra=None) -> bool:
+    # The newest completed run of a scope is the one staff act on: older asks are settled.
+    needs_staff = Outcome.PROPOSAL_NEEDS_STAFF in counts
+    done = fenced_update(
+        fence,
+        extra=extra,
+        state=JobState.COMPLETED,
+        outcome_counts=counts,
+        needs_staff=needs_staff,
+        target_policy_ref=assessment.policy_ref,
+        target_policy_generation=assessment.policy_generation,
+        last_failure_code="",
+        lease_owner="",
+        lease_expires_at=None,
+        finished_at=now,
     )
-    return updated == 1
+    if done:
+        cas_update_all(
+            ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=job.pk), needs_staff=False
+        )
+    return done
 
 
-def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str) -> list[Decision]:
-    apply_proposed = mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD)
-    apply_held = mode == MutationMode.APPLY_PROPOSED_AND_HELD
-    current = list(
+def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
+    outbox_enqueue(
+        topic=JOB_COMPLETED_TOPIC,
+        tenant_group_ref=job.tenant_group_ref,
+        clinic_ref=job.clinic_ref,
+        aggregate_ref=job.ref,
+        # The patient told of an applied change (contact caps count per recipient); refs only.
+        recipient_ref=next(
+            (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
+        ),
+        payload={
+            "job": job.ref,
+            "revision": job.revision,
+            "mode": mode,
+            "state": JobState.COMPLETED,
+            "outcome_counts": counts,
+            "policy_ref": assessment.policy_ref,
+            "policy_generation": assessment.policy_generation,
+        },
+    )
+
+
+_POLICY_SQL = """
+UPDATE reevaluation_clinicreevaluationsettings
+SET policy_ref = %(ref)s, policy_generation = %(gen)s, consecutive_assessment_failures = 0
+WHERE clinic_id = %(clinic)s
+  AND (policy_generation IS NULL OR policy_generation < %(gen)s
+       OR (policy_generation = %(gen)s AND policy_ref = %(ref)s))
+RETURNING mutation_mode
+"""
+
+
+def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
+    """Accept the assessment's policy only at or past the clinic's current one, advance to it, reset the
+    failure streak, and return the clinic's mutation mode: one conditional UPDATE (row-locked until
+    commit), so concurrent runs cannot move the clinic back and the mode read is the locked row's.
+
+    Same generation: the policy ref must match. A higher generation may name a new policy ref.
+    Raises PolicyWentBack otherwise.
+    """
+    params = {"ref": assessment.policy_ref, "gen": assessment.policy_generation, "clinic": job.clinic_id}
+    with connection.cursor() as cursor:
+        cursor.execute(_POLICY_SQL, params)
+        row = cursor.fetchone()
+        if row is None and not ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).exists():
+            settings_for(job.clinic)  # first use of the clinic's settings row; then try once more
+            cursor.execute(_POLICY_SQL, params)
+            row = cursor.fetchone()
+    if row is None:
+        raise PolicyWentBack(job.ref)
+    return row[0] or MutationMode.DISABLED
+
+
+def _eligible(job: ReevaluationJob) -> list[Appointment]:
+    """The scope's PROPOSED/HELD appointments now (CONFIRMED never enters the decision)."""
+    return list(
         Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
         .filter(clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint, status__in=ELIGIBLE)
         .order_by("pk")
     )
+
+
+def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str, current: list[Appointment]) -> list[Decision]:
+    apply_proposed = mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD)
+    apply_held = mode == MutationMode.APPLY_PROPOSED_AND_HELD
     seen = {a.ref for a in current}
     decisions: list[Decision] = []
     # Targets known at intake that are no longer PROPOSED/HELD (confirmed or cancelled since): protected.
     gone = [ref for ref in [*job.held_targets, *job.proposed_targets] if ref not in seen]
-    for appt in Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=gone).order_by("pk"):
-        decisions.append(Decision(appt, Outcome.SKIPPED_INELIGIBLE))
+    if gone:
+        for appt in Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=gone).order_by("pk"):
+            decisions.append(Decision(appt, Outcome.SKIPPED_INELIGIBLE))
     for appt in current:
         try:
             with transaction.atomic():
