@@ -167,12 +167,12 @@ def fenced(fence: Fence):
     )
 
 
-def fenced_update(fence: Fence, *, extra: dict | Q | None = None, **changes) -> bool:
+def fenced_update(fence: Fence, *, extra=None, **changes) -> bool:
     """One fenced CAS on a RUNNING job (the move checked against ``JOB_TRANSITIONS``); False if the
     fence (or an ``extra`` guard) no longer holds. A move the table does not list still raises."""
     guard = Q(lease_owner=fence.owner, attempts=fence.attempt)
     if extra:
-        guard &= extra if isinstance(extra, Q) else Q(**extra)
+        guard &= Q(**extra) if isinstance(extra, dict) else extra  # a dict of filters, a Q or an expression
     try:
         cas_update(ReevaluationJob, pk=fence.job_id, expected_status=JobState.RUNNING, fence=guard, **changes)
     except Conflict as exc:

@@ -81,6 +81,34 @@ def _require_admin(actor, clinic) -> None:
         require_admin(actor, clinic)
 
 
+def _admin_command(clinic, actor, reason: str, field: str, value: str, choices: list[str]) -> str:
+    """The checks every ADMIN switch starts with; returns the cleaned reason."""
+    _require_admin(actor, clinic)
+    reason = _check_reason(reason)
+    if value not in choices:
+        raise ValidationFailed(fields={field: [f"One of {', '.join(choices)}."]})
+    return reason
+
+
+def _unchanged(previous: str, target: str, what: str, code: str) -> str:
+    """Asking for the current value is a 409 (nothing changes, no audit row); returns ``previous``."""
+    if previous == target:
+        raise Conflict(f"The {what} is already {target}.", code=code)
+    return previous
+
+
+def _audit(actor, action: str, clinic, reason: str, idempotency_key: str, result: dict) -> None:
+    audit_record(
+        actor=actor,
+        action=f"reevaluation.{action}",
+        clinic=clinic,
+        reason=reason,
+        idempotency_key=idempotency_key,
+        result=result,
+        system_label="reevaluation",
+    )
+
+
 def _check_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
@@ -96,30 +124,17 @@ def mode_set(
     A no-op is ``MODE_UNCHANGED`` and any other move ``MODE_TRANSITION_INVALID`` (both 409, nothing
     changed, no audit row): the console offers exactly ``mode_moves(current)``.
     """
-    _require_admin(actor, clinic)
-    reason = _check_reason(reason)
-    if mode not in MutationMode.values:
-        raise ValidationFailed(fields={"mode": [f"One of {', '.join(MutationMode.values)}."]})
+    reason = _admin_command(clinic, actor, reason, "mode", mode, MutationMode.values)
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
-        previous = row.mutation_mode
-        if previous == mode:
-            raise Conflict(f"The mode is already {mode}.", code="MODE_UNCHANGED")
+        previous = _unchanged(row.mutation_mode, mode, "mode", "MODE_UNCHANGED")
         if mode not in mode_moves(previous):
             allowed = ", ".join(mode_moves(previous))
             raise Conflict(
                 f"Cannot move from {previous} to {mode}; allowed: {allowed}.", code="MODE_TRANSITION_INVALID"
             )
         cas_update(row, mutation_mode=mode)
-        audit_record(
-            actor=actor,
-            action="reevaluation.mode_set",
-            clinic=clinic,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            result={"from": previous, "to": mode},
-            system_label="reevaluation",
-        )
+        _audit(actor, "mode_set", clinic, reason, idempotency_key, {"from": previous, "to": mode})
         return row
 
 
@@ -131,30 +146,17 @@ def drain_set(
     Asking for DRAINING when no lease is active goes straight to DRAINED; asking for DRAINED while
     leases are active is a DRAIN_LEASES_ACTIVE conflict (the beat finishes the drain instead).
     """
-    _require_admin(actor, clinic)
-    reason = _check_reason(reason)
-    if state not in DrainState.values:
-        raise ValidationFailed(fields={"state": [f"One of {', '.join(DrainState.values)}."]})
+    reason = _admin_command(clinic, actor, reason, "state", state, DrainState.values)
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
-        previous = row.drain_state
-        if previous == state:
-            raise Conflict(f"The drain state is already {state}.", code="DRAIN_UNCHANGED")
+        previous = _unchanged(row.drain_state, state, "drain state", "DRAIN_UNCHANGED")
         transition_sources(ClinicReevaluationSettings, state, previous, code="DRAIN_TRANSITION_INVALID")
         running = ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.RUNNING).exists()
         if state == DrainState.DRAINED and running:
             raise Conflict("Leases are still active.", code="DRAIN_LEASES_ACTIVE")
         target = DrainState.DRAINED if state == DrainState.DRAINING and not running else state
         _drain_move(row, target, _drain_cause(row, target, DrainCause.ADMIN))
-        audit_record(
-            actor=actor,
-            action="reevaluation.drain_set",
-            clinic=clinic,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            result={"from": previous, "to": row.drain_state},
-            system_label="reevaluation",
-        )
+        _audit(actor, "drain_set", clinic, reason, idempotency_key, {"from": previous, "to": row.drain_state})
         return row
 
 
@@ -277,14 +279,9 @@ def due_override_set(
                     ),
                 ),
             )
-        audit_record(
-            actor=actor,
-            action="reevaluation.due_override_set",
-            clinic=clinic,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            result={"held_minutes": held_minutes, "proposed_minutes": proposed_minutes},
-            system_label="reevaluation",
+        _audit(
+            actor, "due_override_set", clinic, reason, idempotency_key,
+            {"held_minutes": held_minutes, "proposed_minutes": proposed_minutes},
         )
         return row
 

@@ -370,8 +370,8 @@ def test_write_back_that_would_touch_a_confirmed_row_is_rolled_back(scene, crm, 
     rf.enable(scene.clinic, "APPLY_PROPOSED_AND_HELD")
     real = worker_module._decide_all
 
-    def buggy(job, assessment, mode):  # a hypothetical bug that edits a CONFIRMED appointment
-        decisions = real(job, assessment, mode)
+    def buggy(job, assessment, mode, *rest):  # a hypothetical bug that edits a CONFIRMED appointment
+        decisions = real(job, assessment, mode, *rest)
         Appointment.objects.filter(pk=scene.confirmed.pk).update(cancel_reason="oops")
         return decisions
 
