@@ -23,8 +23,9 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from common.cas import cas_update_all
+from common.cas import cas_update_all, transition_sources
 from common.errors import Conflict, NotFound, SlotOccupied
+from common.models import OutboxMessage
 from common.services import new_correlation_id, outbox_enqueue
 from scheduling.models import Appointment, AppointmentStatus, Practitioner, Resource, Treatment
 from scheduling.services import appointment_book, appointment_cancel, appointment_set_status
@@ -146,14 +147,27 @@ def work_round(
     """Claim one fair round for this process and run every claim inline; counts the results.
 
     For inline workers (the management command's ``--run``, the demo, the benchmark): the claim is
-    the lease, so there is no take-over per job. Celery workers keep ``job_run`` (their task message
-    may be redelivered, and only the first delivery may take the lease).
+    the lease, so there is no take-over per job. The assessments are fetched first (no transaction
+    open); the jobs whose scopes have nothing to decide are then completed together in one
+    transaction of five statements (``_complete_quiet_batch``), the rest one by one as ``job_run``
+    does. Celery workers keep ``job_run`` (a task message may be redelivered, and only the first
+    delivery may take the lease).
     """
     client = client or AssessmentClient()
     claims = dispatch_round(
         global_limit=global_limit, per_clinic_limit=per_clinic_limit, cursor_name=cursor_name, for_worker=True
     )
-    return Counter(job_run_claimed(claim, client=client) for claim in claims)
+    results: Counter = Counter()
+    fetched: list[tuple[Claim, Assessment]] = []
+    for claim in claims:
+        assessment = _fetch(claim.fence, claim.job, claim.head_revision, client=client, heartbeat=False)
+        if isinstance(assessment, str):
+            results[assessment] += 1
+        else:
+            fetched.append((claim, assessment))
+    for claim, assessment in _complete_quiet_batch(fetched, results):
+        results[_write_back(claim.fence, claim.job, assessment)] += 1
+    return results
 
 
 def _load(job_id: int) -> ReevaluationJob:
@@ -163,19 +177,28 @@ def _load(job_id: int) -> ReevaluationJob:
 
 
 def _run(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> str:
+    assessment = _fetch(fence, job, head, client=client, heartbeat=heartbeat)
+    return assessment if isinstance(assessment, str) else _write_back(fence, job, assessment)
+
+
+def _fetch(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> Assessment | str:
+    """The job's assessment, or the job's resulting state when there is none to write back."""
     if head is not None and job.revision < head:
         return _finish_stale(fence)
     client = client or AssessmentClient()
     try:
         # No transaction is open while we wait on the CRM; the keeper renews the lease meanwhile.
         with LeaseKeeper(fence) if heartbeat else nullcontext():
-            assessment = client.fetch(
+            return client.fetch(
                 assessment_ref=job.assessment_ref, revision=job.revision, expected_hash=job.assessment_hash
             )
     except AssessmentError as exc:
         if exc.transient:
             return job_fail_transient(fence, code=exc.code)
         return job_quarantine(fence, error=exc)
+
+
+def _write_back(fence: Fence, job: ReevaluationJob, assessment: Assessment) -> str:
     try:
         return job_complete(fence, assessment=assessment, job=job)
     except PolicyWentBack:
@@ -465,16 +488,21 @@ def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, n
 
 
 def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
-    outbox_enqueue(
-        topic=JOB_COMPLETED_TOPIC,
-        tenant_group_ref=job.tenant_group_ref,
-        clinic_ref=job.clinic_ref,
-        aggregate_ref=job.ref,
+    outbox_enqueue(**_notice(job, assessment, mode, counts, decisions))
+
+
+def _notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> dict:
+    """The ``job_completed`` outbox message of a job (refs, states and counts only)."""
+    return {
+        "topic": JOB_COMPLETED_TOPIC,
+        "tenant_group_ref": job.tenant_group_ref,
+        "clinic_ref": job.clinic_ref,
+        "aggregate_ref": job.ref,
         # The patient told of an applied change (contact caps count per recipient); refs only.
-        recipient_ref=next(
+        "recipient_ref": next(
             (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
         ),
-        payload={
+        "payload": {
             "job": job.ref,
             "revision": job.revision,
             "mode": mode,
@@ -483,7 +511,142 @@ def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, deci
             "policy_ref": assessment.policy_ref,
             "policy_generation": assessment.policy_generation,
         },
-    )
+    }
+
+
+# --- a round's quiet jobs together ----------------------------------------------------------------
+
+_COMPLETE_MANY_SQL = """
+UPDATE reevaluation_reevaluationjob AS j
+SET state = %(completed)s, outcome_counts = '{}'::jsonb, needs_staff = false, target_policy_ref = v.ref,
+    target_policy_generation = v.gen, last_failure_code = '', lease_owner = '', lease_expires_at = NULL,
+    finished_at = %(now)s, version = j.version + 1, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[], %(refs)s::text[], %(gens)s::bigint[])
+    AS v(id, owner, attempt, ref, gen)
+WHERE j.id = v.id AND j.state = ANY(%(sources)s) AND j.lease_owner = v.owner AND j.attempts = v.attempt
+  AND NOT EXISTS (
+    SELECT 1 FROM reevaluation_reevaluationhead h
+    WHERE h.clinic_id = j.clinic_id AND h.tenant_group_id = j.tenant_group_id AND h.fingerprint = j.fingerprint
+      AND h.revision > j.revision)
+RETURNING j.id
+"""
+
+# The settings rows are locked in clinic order (two workers' batches never wait on each other in a cycle).
+_POLICY_MANY_SQL = """
+WITH locked AS (
+    SELECT id FROM reevaluation_clinicreevaluationsettings WHERE clinic_id = ANY(%(clinics)s)
+    ORDER BY clinic_id FOR NO KEY UPDATE)
+UPDATE reevaluation_clinicreevaluationsettings AS s
+SET policy_ref = v.ref, policy_generation = v.gen, consecutive_assessment_failures = 0
+FROM unnest(%(clinics)s::bigint[], %(refs)s::text[], %(gens)s::bigint[]) AS v(clinic_id, ref, gen), locked
+WHERE s.id = locked.id AND s.clinic_id = v.clinic_id
+  AND (s.policy_generation IS NULL OR s.policy_generation < v.gen
+       OR (s.policy_generation = v.gen AND s.policy_ref = v.ref))
+RETURNING s.clinic_id, s.mutation_mode
+"""
+
+_SETTLE_MANY_SQL = """
+UPDATE reevaluation_reevaluationjob AS j SET needs_staff = false, version = j.version + 1
+FROM unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
+WHERE j.needs_staff AND j.clinic_id = v.clinic_id AND j.tenant_group_id = v.tenant_group_id
+  AND j.fingerprint = v.fp AND NOT (j.id = ANY(%(ids)s))
+"""
+
+
+class _BatchAbort(Exception):
+    """A clinic's policy would move back: undo the batch and let each job's own write-back decide."""
+
+
+def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
+    """Complete, in one transaction, the fetched jobs whose scopes have nothing to decide (what
+    ``_complete_quiet`` does for one job, a statement per step for all); returns the pairs left for
+    the one-by-one write-back (scopes with appointments, a newer head, a lost lease, a policy
+    that would move back, or a clinic whose jobs name different policies)."""
+    policies: dict[int, set] = {}
+    for claim, a in fetched:
+        policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
+    quiet = [
+        (c, a) for c, a in fetched
+        if not (c.job.held_targets or c.job.proposed_targets) and len(policies[c.clinic_id]) == 1
+    ]
+    if not quiet:
+        return fetched
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            busy = set(
+                Appointment.objects.filter(
+                    clinic_id__in={c.clinic_id for c, _ in quiet},
+                    patient__crm_fingerprint__in={c.job.fingerprint for c, _ in quiet},
+                    status__in=ELIGIBLE,
+                ).values_list("clinic_id", "patient__crm_fingerprint")
+            )
+            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.job.fingerprint) not in busy]
+            done = _complete_many(quiet, now) if quiet else []
+            if done:
+                modes = _policy_advance_many(done)
+                _settle_many(done)
+                OutboxMessage.objects.bulk_create(
+                    OutboxMessage(**_notice(c.job, a, modes[c.clinic_id], {}, []), correlation_id=new_correlation_id())
+                    for c, a in done
+                )
+    except _BatchAbort:
+        return fetched
+    results[JobState.COMPLETED] += len(done)
+    finished = {c.job_id for c, _ in done}
+    return [(c, a) for c, a in fetched if c.job_id not in finished]
+
+
+def _complete_many(quiet: list, now) -> list:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COMPLETE_MANY_SQL,
+            {
+                "completed": JobState.COMPLETED,
+                "sources": transition_sources(ReevaluationJob, JobState.COMPLETED, [JobState.RUNNING]),
+                "now": now,
+                "ids": [c.job_id for c, _ in quiet],
+                "owners": [c.owner for c, _ in quiet],
+                "attempts": [c.attempt for c, _ in quiet],
+                "refs": [a.policy_ref for _, a in quiet],
+                "gens": [a.policy_generation for _, a in quiet],
+            },
+        )
+        ids = {row[0] for row in cursor.fetchall()}
+    return [(c, a) for c, a in quiet if c.job_id in ids]
+
+
+def _policy_advance_many(done: list) -> dict[int, str]:
+    """``_policy_advance`` for every clinic of the batch at once; returns each clinic's mode."""
+    policy = {c.clinic_id: (a.policy_ref, a.policy_generation) for c, a in done}
+    clinics = sorted(policy)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _POLICY_MANY_SQL,
+            {
+                "clinics": clinics,
+                "refs": [policy[k][0] for k in clinics],
+                "gens": [policy[k][1] for k in clinics],
+            },
+        )
+        modes = {clinic: mode or MutationMode.DISABLED for clinic, mode in cursor.fetchall()}
+    if set(modes) != set(clinics):
+        raise _BatchAbort
+    return modes
+
+
+def _settle_many(done: list) -> None:
+    """Older needs-staff asks of the completed scopes are settled (see ``_finish_completed``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SETTLE_MANY_SQL,
+            {
+                "clinics": [c.clinic_id for c, _ in done],
+                "tenants": [c.job.tenant_group_id for c, _ in done],
+                "fps": [c.job.fingerprint for c, _ in done],
+                "ids": [c.job_id for c, _ in done],
+            },
+        )
 
 
 _POLICY_SQL = """

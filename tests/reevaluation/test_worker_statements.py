@@ -52,3 +52,33 @@ def test_work_round_claims_and_runs_inline(world, crm):
     post_event(world, world.fp, 1, crm)
     assert worker_module.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 1}
     assert worker_module.work_round(client=AssessmentClient()) == {}
+
+
+def test_work_round_completes_a_rounds_quiet_jobs_together(world, crm):
+    """Quiet scopes share one five-statement write-back; a scope with a HELD appointment takes the
+    one-by-one path (its outcome recorded); every job completes once with its outbox row."""
+    rf.enable(world.clinic, "DRY_RUN")
+    world.book("HELD", 11)
+    quiet = [rf.fingerprint(f"quiet-{world.clinic.pk}-{i}") for i in range(3)]
+    refs = [post_event(world, fp, 1, crm).job_ref for fp in quiet]
+    busy = post_event(world, world.fp, 1, crm).job_ref
+    with CaptureQueriesContext(connection) as queries:
+        assert worker_module.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 4}
+    jobs = ReevaluationJob.objects.filter(ref__in=[*refs, busy])
+    assert {j.state for j in jobs} == {JobState.COMPLETED}
+    assert ReevaluationJob.objects.get(ref=busy).outcomes.count() == 1
+    assert OutboxMessage.objects.filter(aggregate_ref__in=[*refs, busy]).count() == 4
+    completions = [q for q in queries if "SET state = 'COMPLETED'" in q["sql"] and "unnest" in q["sql"]]
+    assert len(completions) == 1  # the three quiet jobs in one statement
+
+
+def test_a_policy_that_would_move_back_undoes_the_batch_and_each_job_decides(world, crm):
+    from reevaluation.models import ClinicReevaluationSettings
+
+    rf.enable(world.clinic, "DRY_RUN")
+    ClinicReevaluationSettings.objects.filter(clinic=world.clinic).update(policy_ref="demo-policy", policy_generation=9)
+    ref = post_event(world, world.fp, 1, crm).job_ref  # the stub's document says generation 1
+    assert worker_module.work_round(client=AssessmentClient()) == {JobState.FAILED: 1}
+    job = ReevaluationJob.objects.get(ref=ref)
+    assert (job.state, job.last_failure_code) == (JobState.FAILED, "ASSESSMENT_POLICY_STALE")
+    assert not OutboxMessage.objects.filter(aggregate_ref=ref).exists()
