@@ -212,10 +212,13 @@ def _write_back(fence: Fence, job: ReevaluationJob, assessment: Assessment) -> s
 
 
 def _finish_stale(fence: Fence) -> str:
-    finished = fenced_update(
-        fence, state=JobState.STALE, lease_owner="", lease_expires_at=None, finished_at=timezone.now()
-    )
+    finished = fenced_update(fence, state=JobState.STALE, **_released(timezone.now()))
     return JobState.STALE if finished else "LEASE_LOST"
+
+
+def _released(finished_at) -> dict:
+    """The lease columns of a job that has finished."""
+    return {"lease_owner": "", "lease_expires_at": None, "finished_at": finished_at}
 
 
 def _count_failure(clinic_id: int) -> None:
@@ -467,19 +470,9 @@ def _scope(job: ReevaluationJob) -> dict:
 def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, now, extra=None) -> bool:
     # The newest completed run of a scope is the one staff act on: older asks are settled.
     needs_staff = Outcome.PROPOSAL_NEEDS_STAFF in counts
-    done = fenced_update(
-        fence,
-        extra=extra,
-        state=JobState.COMPLETED,
-        outcome_counts=counts,
-        needs_staff=needs_staff,
-        target_policy_ref=assessment.policy_ref,
-        target_policy_generation=assessment.policy_generation,
-        last_failure_code="",
-        lease_owner="",
-        lease_expires_at=None,
-        finished_at=now,
-    )
+    result = {"outcome_counts": counts, "needs_staff": needs_staff, "last_failure_code": ""}
+    target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
+    done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **result, **target, **_released(now))
     if done:
         cas_update_all(
             ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=job.pk), needs_staff=False
