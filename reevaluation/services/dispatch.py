@@ -3,10 +3,11 @@
 Cost per round grows with the number of clinics served, not with the backlog:
 1. pick up to ``global_limit`` clinics with claimable work, in id order after the cursor (wrapping),
    each by an index probe (EXISTS over ``rjob_claim``);
-2. claim up to ``per_clinic_limit`` PENDING jobs per picked clinic with one ``LATERAL`` subquery
-   ordered by (priority, due_at, id) over the same partial index, ``FOR NO KEY UPDATE SKIP LOCKED``;
-3. keep the first ``global_limit`` rows in clinic order, move them to RUNNING with a fresh lease,
-   and set the cursor to the last clinic actually served.
+2. in one statement, claim up to ``per_clinic_limit`` PENDING jobs per picked clinic with a
+   ``LATERAL`` subquery ordered by (priority, due_at, id) over the same partial index, ``FOR NO KEY
+   UPDATE SKIP LOCKED``, keep the first ``global_limit`` rows in clinic order and move them to
+   RUNNING with a fresh lease (``UPDATE … FROM`` the claim ``RETURNING`` what the caller needs);
+3. set the cursor to the last clinic actually served.
 
 A worker that runs the claimed jobs itself (``worker.work_round``) claims with its own owner tokens
 and takes what it needs to run each job from the same ``UPDATE … RETURNING`` (the job's columns,
@@ -23,7 +24,6 @@ clinic is served within ``ceil(N / K)`` rounds, however large any one clinic's b
 from __future__ import annotations
 
 import json
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -47,27 +47,30 @@ ORDER BY s.clinic_id
 LIMIT %(limit)s
 """
 
+# Claim and take in one statement: the LATERAL walk locks up to ``per_clinic`` PENDING jobs per picked
+# clinic (SKIP LOCKED), the first ``global_limit`` in clinic order go RUNNING under fresh owner tokens.
 _CLAIM_SQL = """
-SELECT c.ord, j.id, j.clinic_id
-FROM unnest(%(clinics)s::bigint[]) WITH ORDINALITY AS c(clinic_id, ord)
-CROSS JOIN LATERAL (
-    SELECT id, clinic_id, priority, due_at FROM reevaluation_reevaluationjob
-    WHERE clinic_id = c.clinic_id AND state = %(pending)s
-    ORDER BY priority, due_at, id
-    LIMIT %(per_clinic)s
-    FOR NO KEY UPDATE SKIP LOCKED
-) j
-ORDER BY c.ord, j.priority, j.due_at, j.id
-"""
-
-_TAKE_SQL = """
+WITH picked AS (
+    SELECT c.ord, j.id, j.priority, j.due_at
+    FROM unnest(%(clinics)s::bigint[]) WITH ORDINALITY AS c(clinic_id, ord)
+    CROSS JOIN LATERAL (
+        SELECT id, priority, due_at FROM reevaluation_reevaluationjob
+        WHERE clinic_id = c.clinic_id AND state = %(pending)s
+        ORDER BY priority, due_at, id
+        LIMIT %(per_clinic)s
+        FOR NO KEY UPDATE SKIP LOCKED
+    ) j
+    ORDER BY c.ord, j.priority, j.due_at, j.id
+    LIMIT %(global_limit)s
+)
 UPDATE reevaluation_reevaluationjob AS j
-SET state = %(running)s, attempts = j.attempts + 1, lease_owner = v.owner,
+SET state = %(running)s, attempts = j.attempts + 1,
+    lease_owner = %(prefix)s || replace(gen_random_uuid()::text, '-', ''),
     lease_expires_at = %(expires)s, lease_renewed_at = %(renewed)s, next_attempt_at = NULL,
     first_claimed_at = COALESCE(j.first_claimed_at, %(now)s), version = j.version + 1, updated_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(owners)s::text[]) AS v(id, owner)
-WHERE j.id = v.id AND j.state = ANY(%(sources)s)
-RETURNING j.id, j.ref, j.clinic_id, j.lease_owner, j.attempts{more}
+FROM picked
+WHERE j.id = picked.id AND j.state = ANY(%(sources)s)
+RETURNING picked.ord, picked.priority, picked.due_at, j.id, j.ref, j.clinic_id, j.lease_owner, j.attempts{more}
 """
 
 #: What a worker running the claim itself needs, in the claim's own RETURNING (no re-read per job).
@@ -135,35 +138,32 @@ def dispatch_round(
     per_clinic_limit = per_clinic_limit or dj_settings.REEVALUATION_DISPATCH_PER_CLINIC_LIMIT
     now = now or timezone.now()
     with transaction.atomic():
-        DispatchCursor.objects.get_or_create(name=cursor_name)
-        state = DispatchCursor.objects.select_for_update(no_key=True).get(name=cursor_name)
+        locked = DispatchCursor.objects.select_for_update(no_key=True).filter(name=cursor_name)
+        state = locked.first()
+        if state is None:
+            DispatchCursor.objects.get_or_create(name=cursor_name)
+            state = locked.get()
         with connection.cursor() as cursor:
             clinics = _pick_clinics(cursor, state.last_clinic_id, global_limit)
             if not clinics:
                 return []
             cursor.execute(
-                _CLAIM_SQL, {"clinics": clinics, "pending": JobState.PENDING, "per_clinic": per_clinic_limit}
-            )
-            rows = cursor.fetchall()[:global_limit]
-            if not rows:
-                return []
-            ids = [row[1] for row in rows]
-            prefix = "worker" if for_worker else "dispatch"
-            owners = [f"{prefix}:{uuid.uuid4().hex}" for _ in ids]
-            cursor.execute(
-                _TAKE_SQL.format(more=_RUN_SQL if for_worker else ""),
+                _CLAIM_SQL.format(more=_RUN_SQL if for_worker else ""),
                 {
+                    "clinics": clinics,
+                    "pending": JobState.PENDING,
+                    "per_clinic": per_clinic_limit,
+                    "global_limit": global_limit,
                     "running": JobState.RUNNING,
                     "sources": transition_sources(ReevaluationJob, JobState.RUNNING, [JobState.PENDING]),
+                    "prefix": "worker:" if for_worker else "dispatch:",
                     "expires": now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
                     "renewed": now if for_worker else None,
                     "now": now,
-                    "ids": ids,
-                    "owners": owners,
                 },
             )
-            taken = {row[0]: _claim(row, now) if for_worker else Claim(*row) for row in cursor.fetchall()}
-        claims = [taken[i] for i in ids if i in taken]
+            rows = sorted(cursor.fetchall(), key=lambda row: row[:4])  # clinic order, then the claim order
+        claims = [_claim(row[3:], now) if for_worker else Claim(*row[3:8]) for row in rows]
         if claims:
             DispatchCursor.objects.filter(pk=state.pk).update(
                 last_clinic_id=claims[-1].clinic_id, rounds=state.rounds + 1, updated_at=now
