@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from django.db import models
 from django.db.models import F, Q
 
-from .errors import Conflict, NotFound, VersionConflict
+from .errors import Conflict, VersionConflict
 
 
 def state_machine(model: type[models.Model]) -> tuple[str, dict[str, set[str]]] | None:
@@ -114,9 +114,7 @@ def _why(model, row_pk, version, flt: dict) -> Conflict:
     field = machine[0] if machine else None
     current = model.objects.filter(pk=row_pk).values(*(["version", field] if field else ["version"])).first()
     name = model.__name__
-    if current is None:
-        return NotFound(f"{name} not found.")
-    if version is not None and current["version"] != version:
+    if current is None or (version is not None and current["version"] != version):
         return VersionConflict(f"{name} was changed by someone else.")
     if field and current[field] not in flt.get(f"{field}__in", [current[field]]):
         return Conflict(f"{name} is {current[field]}.", code="STATE_CONFLICT")
