@@ -481,13 +481,12 @@ def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, n
 
 
 def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
-    outbox_enqueue(**_notice(job, assessment, mode, counts, decisions))
+    outbox_enqueue(topic=JOB_COMPLETED_TOPIC, **_notice(job, assessment, mode, counts, decisions))
 
 
 def _notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> dict:
-    """The ``job_completed`` outbox message of a job (refs, states and counts only)."""
+    """The ``job_completed`` outbox message of a job, but its topic (refs, states and counts only)."""
     return {
-        "topic": JOB_COMPLETED_TOPIC,
         "tenant_group_ref": job.tenant_group_ref,
         "clinic_ref": job.clinic_ref,
         "aggregate_ref": job.ref,
@@ -580,7 +579,11 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Coun
                 modes = _policy_advance_many(done)
                 _settle_many(done)
                 OutboxMessage.objects.bulk_create(
-                    OutboxMessage(**_notice(c.job, a, modes[c.clinic_id], {}, []), correlation_id=new_correlation_id())
+                    OutboxMessage(
+                        topic=JOB_COMPLETED_TOPIC,
+                        correlation_id=new_correlation_id(),
+                        **_notice(c.job, a, modes[c.clinic_id], {}, []),
+                    )
                     for c, a in done
                 )
     except _BatchAbort:

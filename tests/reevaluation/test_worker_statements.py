@@ -82,3 +82,16 @@ def test_a_policy_that_would_move_back_undoes_the_batch_and_each_job_decides(wor
     job = ReevaluationJob.objects.get(ref=ref)
     assert (job.state, job.last_failure_code) == (JobState.FAILED, "ASSESSMENT_POLICY_STALE")
     assert not OutboxMessage.objects.filter(aggregate_ref=ref).exists()
+
+
+def test_the_dispatch_command_runs_its_own_claims(world, crm):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    rf.enable(world.clinic, "DRY_RUN")
+    ref = post_event(world, world.fp, 1, crm).job_ref
+    out = StringIO()
+    call_command("reevaluation_dispatch", "--run", stdout=out)
+    assert f"{ref} COMPLETED" in out.getvalue()
+    assert ReevaluationJob.objects.get(ref=ref).state == JobState.COMPLETED
