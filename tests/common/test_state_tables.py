@@ -82,8 +82,13 @@ def test_a_stale_status_is_refused_by_the_update_itself(rows, model):
     """The in-memory copy says a move is fine; the row moved on: the one UPDATE matches nothing."""
     field, table = state_machine(model)
     pk = rows[model].pk
-    source, target = next((s, t) for s, ts in table.items() for t in ts)
-    other = next(s for s in table if target not in table[s] and s != target)
+    source, target, other = next(
+        (s, t, o)
+        for s in sorted(table)
+        for t in sorted(table[s])
+        for o in sorted(table)
+        if o not in (s, t) and t not in table[o]
+    )
     model.objects.filter(pk=pk).update(**{field: source}, version=1)
     row = model.objects.get(pk=pk)
     model.objects.filter(pk=pk).update(**{field: other})  # someone else's write, version unchanged
