@@ -146,12 +146,12 @@ def work_round(
 ) -> Counter:
     """Claim one fair round for this process and run every claim inline; counts the results.
 
-    For inline workers (the management command's ``--run``, the demo, the benchmark): the claim is
-    the lease, so there is no take-over per job. The assessments are fetched first (no transaction
-    open); the jobs whose scopes have nothing to decide are then completed together in one
-    transaction of five statements (``_complete_quiet_batch``), the rest one by one as ``job_run``
-    does. Celery workers keep ``job_run`` (a task message may be redelivered, and only the first
-    delivery may take the lease).
+    For an inline worker next to a fast CRM (the benchmark): the claim is the lease, so there is no
+    take-over per job. The assessments are fetched first (no transaction open, no heartbeat: a round
+    that outlasts its leases is rescued and run again, never written twice); the jobs whose scopes
+    have nothing to decide are then completed together in one transaction of five statements
+    (``_complete_quiet_batch``), the rest one by one as ``job_run`` does. Celery workers keep
+    ``job_run`` (a task message may be redelivered, and only the first delivery may take the lease).
     """
     client = client or AssessmentClient()
     claims = dispatch_round(
