@@ -1,13 +1,65 @@
-"""Compare-and-set on versioned rows: the one way a state-bearing row changes."""
+"""Compare-and-set on versioned rows: the one way a state-bearing row changes.
+
+A model with a state machine declares it as ``STATE_MACHINE = ("<status column>", TRANSITIONS)``
+next to its table; ``cas_update`` and ``cas_update_all`` read it, so a move the table does not list
+is refused before any SQL runs, and the UPDATE itself only matches rows still in a state the table
+allows the move from. Rows without a status column (no ``STATE_MACHINE``) are guarded by their
+``version`` alone. Writers that need one hand-written statement (``UPDATE … RETURNING`` over many
+rows) take the allowed source states from ``transition_sources`` so the table still decides.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import Any
 
-from django.db.models import F
+from django.db import models
+from django.db.models import F, Q
 
 from .errors import Conflict, VersionConflict
+
+
+def state_machine(model: type[models.Model]) -> tuple[str, dict[str, set[str]]] | None:
+    """``(status column, transitions)`` of ``model``, or None for a row without a status column."""
+    return getattr(model, "STATE_MACHINE", None)
+
+
+def transition_sources(
+    model: type[models.Model], target: str, sources: str | Iterable[str] | None = None, *, code: str = ""
+) -> list[str]:
+    """The states (among ``sources``, default: all) from which ``model``'s table allows ``target``
+    (a live state may also "move" to itself: a stay).
+
+    Raises a typed Conflict (``code``, default ``<MODEL>_TRANSITION_INVALID``) when there is none.
+    """
+    field, table = state_machine(model)
+    if sources is None:
+        candidates = list(table)
+    else:
+        candidates = [sources] if isinstance(sources, str) else list(sources)
+    # Writing the state a live row already has is a stay, not a move (other columns change); a
+    # terminal row (no moves out) is never rewritten through its status.
+    allowed = [str(s) for s in candidates if target in table.get(s, ()) or (s == target and table.get(s))]
+    if not allowed:
+        shown = "/".join(str(s) for s in candidates) or "?"
+        raise Conflict(
+            f"{model.__name__} cannot move from {shown} to {target}.",
+            code=code or f"{model.__name__.upper()}_TRANSITION_INVALID",
+        )
+    return allowed
+
+
+def _status_filter(model, changes: dict, expected_status) -> dict:
+    """The status filter for a write: the table's sources when the status changes, else the expected ones."""
+    machine = state_machine(model)
+    if machine is None:
+        return {}
+    field = machine[0]
+    if field in changes:
+        return {f"{field}__in": transition_sources(model, changes[field], expected_status)}
+    if expected_status is not None:
+        return {f"{field}__in": [expected_status] if isinstance(expected_status, str) else list(expected_status)}
+    return {}
 
 
 def cas_update(
@@ -15,31 +67,62 @@ def cas_update(
     *,
     expected_status: str | Iterable[str] | None = None,
     expected_version: int | None = None,
+    pk=None,
+    fence: dict | Q | None = None,
     **changes,
 ) -> None:
-    """Write ``changes`` and ``version + 1`` only if the row still has the expected state and version.
+    """Write ``changes`` and ``version + 1`` in one UPDATE, only if the move is in the model's table, the
+    row is still in an allowed state, at the expected version and inside ``fence`` (extra filters such
+    as a lease owner). Otherwise nothing is written and a typed Conflict is raised.
 
-    Callers hold the row lock already (lock order in ARCHITECTURE.md); the conditional update
-    still guards against a stale in-memory copy. On success the instance is refreshed in place.
+    ``instance`` is a loaded row (its ``version`` is the expected one and it is refreshed in place on
+    success), or a model class with ``pk`` for a row the caller only knows by id (then ``fence`` and
+    ``expected_version``, if given, are the guard). Without ``expected_status`` a status change is
+    checked against the in-memory status, or against every state the table allows it from.
     """
-    model = type(instance)
-    version = instance.version if expected_version is None else expected_version
-    flt = {"pk": instance.pk, "version": version}
-    if expected_status is not None:
-        statuses = [expected_status] if isinstance(expected_status, str) else list(expected_status)
-        flt["status__in"] = statuses
-    updated = model._default_manager.filter(**flt).update(version=F("version") + 1, **changes)
-    if updated != 1:
-        current = model._default_manager.filter(pk=instance.pk).values("status", "version").first()
-        if current is None or current["version"] != version:
-            raise VersionConflict(f"{model.__name__} was changed by someone else.")
-        raise Conflict(f"{model.__name__} is {current['status']}.", code="STATE_CONFLICT")
-    for key, value in changes.items():
-        setattr(instance, key, value)
-    instance.version = version + 1
+    if isinstance(instance, type):
+        model, row_pk, version = instance, pk, expected_version
+    else:
+        model, row_pk = type(instance), instance.pk
+        version = instance.version if expected_version is None else expected_version
+        machine = state_machine(model)
+        if expected_status is None and machine is not None and machine[0] in changes:
+            expected_status = getattr(instance, machine[0])
+    flt = {"pk": row_pk, **_status_filter(model, changes, expected_status)}
+    if version is not None:
+        flt["version"] = version
+    guard = fence if isinstance(fence, Q) else Q(**(fence or {}))
+    if model._default_manager.filter(guard, **flt).update(version=F("version") + 1, **changes) != 1:
+        raise _why(model, row_pk, version, flt)
+    if not isinstance(instance, type):
+        for key, value in changes.items():
+            setattr(instance, key, value)
+        instance.version = version + 1
+
+
+def cas_update_all(queryset: models.QuerySet, *, expected_status=None, **changes) -> int:
+    """The bulk form: one UPDATE of every row of ``queryset`` that may make the move; returns how many did.
+
+    Rows in a state the table does not allow the move from are left as they are (the count says so).
+    """
+    flt = _status_filter(queryset.model, changes, expected_status)
+    return queryset.filter(**flt).update(version=F("version") + 1, **changes)
+
+
+def _why(model, row_pk, version, flt: dict) -> Conflict:
+    """Name the guard that failed (only on the failure path: the success path is one statement)."""
+    machine = state_machine(model)
+    field = machine[0] if machine else None
+    current = model._default_manager.filter(pk=row_pk).values(*(["version", field] if field else ["version"])).first()
+    name = model.__name__
+    if current is None or (version is not None and current["version"] != version):
+        return VersionConflict(f"{name} was changed by someone else.")
+    if field and current[field] not in flt.get(f"{field}__in", [current[field]]):
+        return Conflict(f"{name} is {current[field]}.", code="STATE_CONFLICT")
+    return Conflict(f"{name}'s fence no longer holds.", code="FENCE_LOST")
 
 
 def check_transition(allowed: dict[str, set[str]], current: str, target: str, *, code: str) -> None:
-    """Refuse a move that the state machine does not list."""
+    """Refuse a move that the state machine does not list (a friendlier code before the CAS runs)."""
     if target not in allowed.get(current, set()):
         raise Conflict(f"Cannot move from {current} to {target}.", code=code)

@@ -68,6 +68,9 @@ def drain_moves(current: str, *, leases_active: bool) -> list[str]:
 class ClinicReevaluationSettings(models.Model):
     """One row per clinic: mutation mode, drain state, due-time overrides and health counters."""
 
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("drain_state", DRAIN_TRANSITIONS)
+
     tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
     clinic = models.OneToOneField(
         "scheduling.Clinic", on_delete=models.PROTECT, related_name="reevaluation_settings"
@@ -346,6 +349,9 @@ PRIORITY_RANK = {PriorityClass.HELD_PRESENT: 0, PriorityClass.PROPOSED_ONLY: 1}
 
 class ReevaluationJob(models.Model):
     """One durable unit of work for one revision of one scope (redrives add rows to its lineage)."""
+
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("state", JOB_TRANSITIONS)
 
     ref = RefField(prefix="rjb")
     tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")

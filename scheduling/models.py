@@ -155,6 +155,9 @@ CAPACITY_STATUSES = frozenset({AppointmentStatus.HELD, AppointmentStatus.CONFIRM
 
 
 class Appointment(models.Model):
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("status", APPOINTMENT_TRANSITIONS)
+
     ref = RefField(prefix="apt")
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="appointments")
     patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="appointments")
@@ -207,6 +210,9 @@ LIVE_HOLD_STATUSES = frozenset({HoldStatus.ACTIVE, HoldStatus.ACCEPTED})
 
 
 class CapacityHold(models.Model):
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("status", HOLD_TRANSITIONS)
+
     ref = RefField(prefix="hld")
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="holds")
     practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="holds")

@@ -278,6 +278,9 @@ class WaitlistEntry(models.Model):
     time zone (earliest = 00:00 of that day, latest = 24:00 of that day).
     """
 
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("status", ENTRY_TRANSITIONS)
+
     ref = RefField(prefix="wle")
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="waitlist_entries")
     tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
@@ -340,6 +343,9 @@ class WaitlistEntry(models.Model):
 class Vacancy(models.Model):
     """A freed slot looking for a waitlist candidate. ``vacancy_key`` names its origin (one per cancel)."""
 
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("status", VACANCY_TRANSITIONS)
+
     ref = RefField(prefix="vac")
     vacancy_key = models.CharField(max_length=120)
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="vacancies")
@@ -400,6 +406,9 @@ class Vacancy(models.Model):
 
 class Offer(models.Model):
     """One vacancy offered to one entry, backed by a capacity hold while OFFERED or ACCEPTED."""
+
+    #: The table ``common.cas`` checks every status write against.
+    STATE_MACHINE = ("status", OFFER_TRANSITIONS)
 
     ref = RefField(prefix="off")
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")

@@ -63,29 +63,16 @@ _HEX64 = re.compile(r"\A[0-9a-f]{64}\Z")
 _SIGNATURE = re.compile(r"\Asha256=([0-9a-fA-F]{64})\Z")
 
 
-class SignatureInvalid(DomainError):
-    status_code = 401
-    code = "SIGNATURE_INVALID"
+def _refusal(name: str, status: int, code: str) -> type[DomainError]:
+    """An intake refusal: a DomainError subclass with its own HTTP status and code."""
+    return type(name, (DomainError,), {"status_code": status, "code": code, "__module__": __name__})
 
 
-class SchemaInvalid(DomainError):
-    status_code = 400
-    code = "SCHEMA_INVALID"
-
-
-class ScopeInvalid(DomainError):
-    status_code = 422
-    code = "SCOPE_INVALID"
-
-
-class PrivacyBoundary(DomainError):
-    status_code = 422
-    code = "PRIVACY_BOUNDARY"
-
-
-class EventIdReused(DomainError):
-    status_code = 422
-    code = "EVENT_ID_REUSED"
+SignatureInvalid = _refusal("SignatureInvalid", 401, "SIGNATURE_INVALID")
+SchemaInvalid = _refusal("SchemaInvalid", 400, "SCHEMA_INVALID")
+ScopeInvalid = _refusal("ScopeInvalid", 422, "SCOPE_INVALID")
+PrivacyBoundary = _refusal("PrivacyBoundary", 422, "PRIVACY_BOUNDARY")
+EventIdReused = _refusal("EventIdReused", 422, "EVENT_ID_REUSED")
 
 
 _ERROR_FOR: dict[str, type[DomainError]] = {

@@ -1,8 +1,8 @@
 """Heads and jobs: advancing a scope's head, one job per revision, and fenced job transitions.
 
-Every job write is a conditional UPDATE whose row count is checked. Writes by a worker are fenced
-on ``lease_owner`` and ``attempts``: a worker whose lease was rescued (and maybe re-claimed) no
-longer matches, so it can change nothing.
+Every job write goes through ``common.cas`` (the move is checked against ``JOB_TRANSITIONS``; one
+conditional UPDATE). Writes by a worker are fenced on ``lease_owner`` and ``attempts``: a worker
+whose lease was rescued (and maybe re-claimed) no longer matches, so it can change nothing.
 """
 
 from __future__ import annotations
@@ -13,10 +13,11 @@ from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
-from common.errors import VersionConflict
+from common.cas import cas_update, cas_update_all
+from common.errors import Conflict
 from scheduling.models import Appointment, AppointmentStatus
 
 from ..models import (
@@ -102,21 +103,24 @@ def record_revision(
 
     late = event.profile_revision < head.revision
     if event.profile_revision > head.revision:
-        updated = ReevaluationHead.objects.filter(pk=head.pk, version=head.version).update(
+        # Under the row lock this cannot miss; if it ever did, the VersionConflict refuses the fork.
+        cas_update(
+            head,
             revision=event.profile_revision,
             assessment_ref=assessment_ref,
             assessment_hash=assessment_hash,
             event_id=event.pk,
-            version=F("version") + 1,
             updated_at=now,
         )
-        if updated != 1:  # cannot happen under the row lock; refuse rather than fork the head
-            raise VersionConflict("The scope head changed.")
     # A newer revision makes every older waiting job STALE (RUNNING ones notice at write-back).
     if not late:
-        ReevaluationJob.objects.filter(
-            revision__lt=event.profile_revision, state__in=[JobState.PENDING, JobState.RETRY_WAIT], **scope
-        ).update(state=JobState.STALE, finished_at=now, lease_owner="", version=F("version") + 1)
+        cas_update_all(
+            ReevaluationJob.objects.filter(revision__lt=event.profile_revision, **scope),
+            expected_status=[JobState.PENDING, JobState.RETRY_WAIT],
+            state=JobState.STALE,
+            finished_at=now,
+            lease_owner="",
+        )
 
     row = settings_for(event.clinic)
     held, proposed = scope_targets(event.clinic_id, event.fingerprint)
@@ -157,25 +161,36 @@ def head_revision(job: ReevaluationJob) -> int | None:
 
 
 def fenced(fence: Fence):
-    """The queryset matching the job only while ``fence`` still holds its lease."""
+    """The queryset matching the job only while ``fence`` still holds its lease (reads and row locks)."""
     return ReevaluationJob.objects.filter(
         pk=fence.job_id, state=JobState.RUNNING, lease_owner=fence.owner, attempts=fence.attempt
     )
 
 
+def fenced_update(fence: Fence, *, extra=None, **changes) -> bool:
+    """One fenced CAS on a RUNNING job (the move checked against ``JOB_TRANSITIONS``); False if the
+    fence (or an ``extra`` guard) no longer holds. A move the table does not list still raises."""
+    guard = Q(lease_owner=fence.owner, attempts=fence.attempt)
+    if extra:
+        guard &= Q(**extra) if isinstance(extra, dict) else extra  # a dict of filters, a Q or an expression
+    try:
+        cas_update(ReevaluationJob, pk=fence.job_id, expected_status=JobState.RUNNING, fence=guard, **changes)
+    except Conflict as exc:
+        if exc.code.endswith("_TRANSITION_INVALID"):
+            raise
+        return False
+    return True
+
+
 def lease_renew(fence: Fence, *, now: datetime | None = None) -> bool:
     """Extend a live lease. An expired or lost lease is not revived: the failure is counted instead."""
     now = now or timezone.now()
-    updated = (
-        fenced(fence)
-        .filter(lease_expires_at__gt=now)
-        .update(
-            lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
-            lease_renewed_at=now,
-            version=F("version") + 1,
-        )
-    )
-    if updated == 1:
+    if fenced_update(
+        fence,
+        extra={"lease_expires_at__gt": now},
+        lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
+        lease_renewed_at=now,
+    ):
         return True
     job = ReevaluationJob.objects.filter(pk=fence.job_id).values("clinic_id").first()
     if job is not None:
@@ -209,17 +224,14 @@ def rescue_expired_leases(*, now: datetime | None = None, limit: int = 500) -> i
         )
         for job in expired:
             exhausted = job.attempts >= job.max_attempts
-            updated = ReevaluationJob.objects.filter(
-                pk=job.pk, state=JobState.RUNNING, lease_owner=job.lease_owner, attempts=job.attempts
-            ).update(
+            rescued += fenced_update(
+                Fence(job.pk, job.lease_owner, job.attempts),
                 state=JobState.FAILED if exhausted else JobState.PENDING,
                 last_failure_code="LEASE_EXPIRED",
                 lease_owner="",
                 lease_expires_at=None,
                 finished_at=now if exhausted else None,
-                version=F("version") + 1,
             )
-            rescued += updated
     if rescued:
         logger.info("reevaluation rescued %s expired leases", rescued)
     return rescued
@@ -235,6 +247,8 @@ def wake_retries(*, now: datetime | None = None, limit: int = 1000) -> int:
     )
     if not ids:
         return 0
-    return ReevaluationJob.objects.filter(
-        pk__in=ids, state=JobState.RETRY_WAIT, next_attempt_at__lte=now
-    ).update(state=JobState.PENDING, version=F("version") + 1)
+    return cas_update_all(
+        ReevaluationJob.objects.filter(pk__in=ids, next_attempt_at__lte=now),
+        expected_status=JobState.RETRY_WAIT,
+        state=JobState.PENDING,
+    )

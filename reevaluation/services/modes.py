@@ -12,12 +12,12 @@ from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from common.errors import Conflict, ValidationFailed, VersionConflict
+from common.cas import cas_update, cas_update_all, transition_sources
+from common.errors import Conflict, ValidationFailed
 from common.services import audit_record, new_correlation_id
 from scheduling.scoping import require_command_role
 
 from ..models import (
-    DRAIN_TRANSITIONS,
     ROLLOUT_ORDER,
     ClinicReevaluationSettings,
     DrainCause,
@@ -81,6 +81,34 @@ def _require_role(actor, clinic, command: str) -> None:
         require_command_role(actor, clinic, command)
 
 
+def _admin_command(clinic, actor, reason: str, field: str, value: str, choices: list[str], command: str) -> str:
+    """The checks every ADMIN switch starts with; returns the cleaned reason."""
+    _require_role(actor, clinic, command)
+    reason = _check_reason(reason)
+    if value not in choices:
+        raise ValidationFailed(fields={field: [f"One of {', '.join(choices)}."]})
+    return reason
+
+
+def _unchanged(previous: str, target: str, what: str, code: str) -> str:
+    """Asking for the current value is a 409 (nothing changes, no audit row); returns ``previous``."""
+    if previous == target:
+        raise Conflict(f"The {what} is already {target}.", code=code)
+    return previous
+
+
+def _audit(actor, action: str, clinic, reason: str, idempotency_key: str, result: dict) -> None:
+    audit_record(
+        actor=actor,
+        action=f"reevaluation.{action}",
+        clinic=clinic,
+        reason=reason,
+        idempotency_key=idempotency_key,
+        result=result,
+        system_label="reevaluation",
+    )
+
+
 def _check_reason(reason: str) -> str:
     reason = (reason or "").strip()
     if not reason:
@@ -96,30 +124,17 @@ def mode_set(
     A no-op is ``MODE_UNCHANGED`` and any other move ``MODE_TRANSITION_INVALID`` (both 409, nothing
     changed, no audit row): the console offers exactly ``mode_moves(current)``.
     """
-    _require_role(actor, clinic, "mode_set")
-    reason = _check_reason(reason)
-    if mode not in MutationMode.values:
-        raise ValidationFailed(fields={"mode": [f"One of {', '.join(MutationMode.values)}."]})
+    reason = _admin_command(clinic, actor, reason, "mode", mode, MutationMode.values, "mode_set")
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
-        previous = row.mutation_mode
-        if previous == mode:
-            raise Conflict(f"The mode is already {mode}.", code="MODE_UNCHANGED")
+        previous = _unchanged(row.mutation_mode, mode, "mode", "MODE_UNCHANGED")
         if mode not in mode_moves(previous):
             allowed = ", ".join(mode_moves(previous))
             raise Conflict(
                 f"Cannot move from {previous} to {mode}; allowed: {allowed}.", code="MODE_TRANSITION_INVALID"
             )
-        cas_update_settings(row, mutation_mode=mode)
-        audit_record(
-            actor=actor,
-            action="reevaluation.mode_set",
-            clinic=clinic,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            result={"from": previous, "to": mode},
-            system_label="reevaluation",
-        )
+        cas_update(row, mutation_mode=mode)
+        _audit(actor, "mode_set", clinic, reason, idempotency_key, {"from": previous, "to": mode})
         return row
 
 
@@ -131,32 +146,26 @@ def drain_set(
     Asking for DRAINING when no lease is active goes straight to DRAINED; asking for DRAINED while
     leases are active is a DRAIN_LEASES_ACTIVE conflict (the beat finishes the drain instead).
     """
-    _require_role(actor, clinic, "drain_set")
-    reason = _check_reason(reason)
-    if state not in DrainState.values:
-        raise ValidationFailed(fields={"state": [f"One of {', '.join(DrainState.values)}."]})
+    reason = _admin_command(clinic, actor, reason, "state", state, DrainState.values, "drain_set")
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
-        previous = row.drain_state
-        if previous == state:
-            raise Conflict(f"The drain state is already {state}.", code="DRAIN_UNCHANGED")
-        if state not in DRAIN_TRANSITIONS[previous]:
-            raise Conflict(f"Cannot move from {previous} to {state}.", code="DRAIN_TRANSITION_INVALID")
+        previous = _unchanged(row.drain_state, state, "drain state", "DRAIN_UNCHANGED")
+        transition_sources(ClinicReevaluationSettings, state, previous, code="DRAIN_TRANSITION_INVALID")
         running = ReevaluationJob.objects.filter(clinic_id=clinic.pk, state=JobState.RUNNING).exists()
         if state == DrainState.DRAINED and running:
             raise Conflict("Leases are still active.", code="DRAIN_LEASES_ACTIVE")
         target = DrainState.DRAINED if state == DrainState.DRAINING and not running else state
-        cas_update_settings(row, drain_state=target, **_drain_cause(row, target, DrainCause.ADMIN))
-        audit_record(
-            actor=actor,
-            action="reevaluation.drain_set",
-            clinic=clinic,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            result={"from": previous, "to": row.drain_state},
-            system_label="reevaluation",
-        )
+        _drain_move(row, target, _drain_cause(row, target, DrainCause.ADMIN))
+        _audit(actor, "drain_set", clinic, reason, idempotency_key, {"from": previous, "to": row.drain_state})
         return row
+
+
+def _drain_move(row: ClinicReevaluationSettings, target: str, cause: dict) -> None:
+    """CAS the drain state to ``target``; from ACTIVE to DRAINED (nothing running) through DRAINING, the
+    only way ``DRAIN_TRANSITIONS`` allows it."""
+    if row.drain_state == DrainState.ACTIVE and target == DrainState.DRAINED:
+        cas_update(row, drain_state=DrainState.DRAINING)
+    cas_update(row, drain_state=target, **cause)
 
 
 def _drain_cause(row: ClinicReevaluationSettings, target: str, cause: str, detail: dict | None = None) -> dict:
@@ -205,7 +214,7 @@ def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
         "latest_case": latest["ref"],
         "latest_reason_code": latest["reason_code"],
     }
-    cas_update_settings(row, drain_state=target, **_drain_cause(row, target, DrainCause.QUARANTINE_REPEATED, detail))
+    _drain_move(row, target, _drain_cause(row, target, DrainCause.QUARANTINE_REPEATED, detail))
     audit_record(
         actor=None,
         action="reevaluation.auto_drain",
@@ -234,7 +243,7 @@ def drain_refresh() -> int:
                 continue
             if running.filter(clinic_id=locked.clinic_id).exists():
                 continue
-            cas_update_settings(locked, drain_state=DrainState.DRAINED)
+            cas_update(locked, drain_state=DrainState.DRAINED)
             moved += 1
     return moved
 
@@ -256,44 +265,25 @@ def due_override_set(
             raise ValidationFailed(fields={name: ["Between 1 and 1440 minutes."]})
     with transaction.atomic():
         row = settings_for(clinic, lock=True)
-        cas_update_settings(row, held_due_minutes=held_minutes, proposed_due_minutes=proposed_minutes)
-        waiting = ReevaluationJob.objects.filter(
-            clinic_id=clinic.pk, state__in=[JobState.PENDING, JobState.RETRY_WAIT]
-        )
+        cas_update(row, held_due_minutes=held_minutes, proposed_due_minutes=proposed_minutes)
         for priority_class in PriorityClass.values:
             minutes = due_minutes(row, priority_class)
             # GREATEST keeps an existing job's due_at from ever moving backwards.
-            waiting.filter(priority_class=priority_class).update(
+            cas_update_all(
+                ReevaluationJob.objects.filter(clinic_id=clinic.pk, priority_class=priority_class),
+                expected_status=[JobState.PENDING, JobState.RETRY_WAIT],
                 due_at=Greatest(
                     F("due_at"),
                     ExpressionWrapper(
                         F("created_at") + timedelta(minutes=minutes), output_field=DateTimeField()
                     ),
                 ),
-                version=F("version") + 1,
             )
-        audit_record(
-            actor=actor,
-            action="reevaluation.due_override_set",
-            clinic=clinic,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            result={"held_minutes": held_minutes, "proposed_minutes": proposed_minutes},
-            system_label="reevaluation",
+        _audit(
+            actor, "due_override_set", clinic, reason, idempotency_key,
+            {"held_minutes": held_minutes, "proposed_minutes": proposed_minutes},
         )
         return row
-
-
-def cas_update_settings(row: ClinicReevaluationSettings, **changes) -> None:
-    """Settings rows have no status column; the version alone is the CAS guard."""
-    updated = ClinicReevaluationSettings.objects.filter(pk=row.pk, version=row.version).update(
-        version=F("version") + 1, **changes
-    )
-    if updated != 1:
-        raise VersionConflict("The clinic's reevaluation settings changed.")
-    for key, value in changes.items():
-        setattr(row, key, value)
-    row.version += 1
 
 
 __all__ = [

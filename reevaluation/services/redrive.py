@@ -12,7 +12,7 @@ actor is always the authenticated user.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
@@ -73,13 +73,7 @@ class ExecuteResult:
     excluded: list[dict] = field(default_factory=list)
 
     def as_body(self) -> dict:
-        return {
-            "redriven": self.redriven,
-            "skipped": self.skipped,
-            "excluded": self.excluded,
-            "count": self.count,
-            "skipped_count": len(self.skipped),
-        }
+        return {**asdict(self), "count": self.count, "skipped_count": len(self.skipped)}
 
     @property
     def count(self) -> int:
@@ -168,22 +162,14 @@ def redrive_preview(
             expires_at=timezone.now() + lifetime,
         )
         targets = [_target(job) for job in jobs]
-        audit_record(
-            actor=actor,
-            action="reevaluation.redrive_preview",
-            clinic=clinic,
-            target_ref=preview.ref,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            correlation_id=new_correlation_id(),
-            result={
-                "count": len(targets),
-                "jobs": [t["job"] for t in targets],
-                "target_revision": target_revision,
-                "failure_classes": classes,
-                "class_counts": counts,
-            },
-        )
+        result = {
+            "count": len(targets),
+            "jobs": [t["job"] for t in targets],
+            "target_revision": target_revision,
+            "failure_classes": classes,
+            "class_counts": counts,
+        }
+        _audit(actor, "redrive_preview", clinic, preview, reason, idempotency_key, result)
     return PreviewResult(
         preview_ref=preview.ref,
         targets=targets,
@@ -277,14 +263,18 @@ def redrive_execute(
             "skipped_count": len(skipped),
         }
         RedrivePreview.objects.filter(pk=preview.pk).update(executed_at=now, result=result)
-        audit_record(
-            actor=actor,
-            action="reevaluation.redrive_execute",
-            clinic=clinic,
-            target_ref=preview.ref,
-            reason=reason,
-            idempotency_key=idempotency_key,
-            correlation_id=new_correlation_id(),
-            result=result,
-        )
+        _audit(actor, "redrive_execute", clinic, preview, reason, idempotency_key, result)
     return ExecuteResult(redriven=redriven, skipped=skipped, excluded=excluded)
+
+
+def _audit(actor, action: str, clinic, preview: RedrivePreview, reason: str, idempotency_key: str, result) -> None:
+    audit_record(
+        actor=actor,
+        action=f"reevaluation.{action}",
+        clinic=clinic,
+        target_ref=preview.ref,
+        reason=reason,
+        idempotency_key=idempotency_key,
+        correlation_id=new_correlation_id(),
+        result=result,
+    )

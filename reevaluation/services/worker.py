@@ -1,8 +1,11 @@
-"""The worker: take over a claimed lease, fetch the assessment (no transaction open), then record
-one outcome per PROPOSED/HELD appointment and complete the job in one fenced transaction.
+"""The worker: take over a claimed lease (or claim with its own token, ``work_round``), fetch the
+assessment (no transaction open), then record one outcome per PROPOSED/HELD appointment and complete
+the job in one fenced transaction.
 
 CONFIRMED appointments are never passed to a scheduling command; as a second line of defence the
-write-back digests the scope's CONFIRMED rows before and after and rolls back if they differ.
+write-back digests the scope's CONFIRMED rows before and after and rolls back if they differ. A
+scope with no PROPOSED/HELD appointment (and none recorded at intake) has nothing to decide: its
+write-back is the fenced completion, the policy advance and the outbox row, nothing more.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
-from django.db.models import F, Q
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from common.cas import cas_update_all, transition_sources
 from common.errors import Conflict, NotFound, SlotOccupied
+from common.models import OutboxMessage
 from common.services import new_correlation_id, outbox_enqueue
 from scheduling.models import Appointment, AppointmentStatus, Practitioner, Resource, Treatment
 from scheduling.services import appointment_book, appointment_cancel, appointment_set_status
@@ -39,7 +44,8 @@ from ..models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-from .jobs import Fence, fenced, head_revision, lease_renew, retry_delay
+from .dispatch import Claim, dispatch_round
+from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
 from .modes import quarantine_watch, settings_for
 
 logger = logging.getLogger(__name__)
@@ -67,17 +73,14 @@ def lease_start(claim: Fence, *, now: datetime | None = None) -> Fence | None:
     """
     now = now or timezone.now()
     owner = f"worker:{uuid.uuid4().hex}"
-    updated = (
-        fenced(claim)
-        .filter(lease_expires_at__gt=now)
-        .update(
-            lease_owner=owner,
-            lease_renewed_at=now,
-            lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
-            version=F("version") + 1,
-        )
+    taken = fenced_update(
+        claim,
+        extra={"lease_expires_at__gt": now},
+        lease_owner=owner,
+        lease_renewed_at=now,
+        lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
     )
-    return Fence(claim.job_id, owner, claim.attempt) if updated == 1 else None
+    return Fence(claim.job_id, owner, claim.attempt) if taken else None
 
 
 class LeaseKeeper:
@@ -124,23 +127,80 @@ def job_run(
     fence = lease_start(Fence(job_id, owner, attempt), now=now)
     if fence is None:
         return "NOOP"
-    job = ReevaluationJob.objects.get(pk=job_id)
-    head = head_revision(job)
+    job = _load(job_id)
+    return _run(fence, job, head_revision(job), client=client, heartbeat=heartbeat)
+
+
+def job_run_claimed(claim: Claim, *, client: AssessmentClient | None = None, heartbeat: bool = False) -> str:
+    """Run a job this worker claimed itself (``dispatch_round(for_worker=True)``): the claim already
+    holds the lease under the worker's token and carries the job and its head's revision."""
+    return _run(claim.fence, claim.job, claim.head_revision, client=client, heartbeat=heartbeat)
+
+
+def work_round(
+    *,
+    client: AssessmentClient | None = None,
+    global_limit: int | None = None,
+    per_clinic_limit: int | None = None,
+    cursor_name: str = "default",
+) -> Counter:
+    """Claim one fair round for this process and run every claim inline; counts the results.
+
+    For an inline worker next to a fast CRM (the benchmark): the claim is the lease, so there is no
+    take-over per job. The assessments are fetched first (no transaction open, no heartbeat: a round
+    that outlasts its leases is rescued and run again, never written twice); the jobs whose scopes
+    have nothing to decide are then completed together in one transaction of five statements
+    (``_complete_quiet_batch``), the rest one by one as ``job_run`` does. Celery workers keep
+    ``job_run`` (a task message may be redelivered, and only the first delivery may take the lease).
+    """
+    client = client or AssessmentClient()
+    claims = dispatch_round(
+        global_limit=global_limit, per_clinic_limit=per_clinic_limit, cursor_name=cursor_name, for_worker=True
+    )
+    results: Counter = Counter()
+    fetched: list[tuple[Claim, Assessment]] = []
+    for claim in claims:
+        assessment = _fetch(claim.fence, claim.job, claim.head_revision, client=client, heartbeat=False)
+        if isinstance(assessment, str):
+            results[assessment] += 1
+        else:
+            fetched.append((claim, assessment))
+    for claim, assessment in _complete_quiet_batch(fetched, results):
+        results[_write_back(claim.fence, claim.job, assessment)] += 1
+    return results
+
+
+def _load(job_id: int) -> ReevaluationJob:
+    job = ReevaluationJob.objects.select_related("clinic__tenant_group").get(pk=job_id)
+    job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
+    return job
+
+
+def _run(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> str:
+    assessment = _fetch(fence, job, head, client=client, heartbeat=heartbeat)
+    return assessment if isinstance(assessment, str) else _write_back(fence, job, assessment)
+
+
+def _fetch(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> Assessment | str:
+    """The job's assessment, or the job's resulting state when there is none to write back."""
     if head is not None and job.revision < head:
         return _finish_stale(fence)
     client = client or AssessmentClient()
     try:
         # No transaction is open while we wait on the CRM; the keeper renews the lease meanwhile.
         with LeaseKeeper(fence) if heartbeat else nullcontext():
-            assessment = client.fetch(
+            return client.fetch(
                 assessment_ref=job.assessment_ref, revision=job.revision, expected_hash=job.assessment_hash
             )
     except AssessmentError as exc:
         if exc.transient:
             return job_fail_transient(fence, code=exc.code)
         return job_quarantine(fence, error=exc)
+
+
+def _write_back(fence: Fence, job: ReevaluationJob, assessment: Assessment) -> str:
     try:
-        return job_complete(fence, assessment=assessment)
+        return job_complete(fence, assessment=assessment, job=job)
     except PolicyWentBack:
         evidence = f"{assessment.policy_ref}:{assessment.policy_generation}".encode()
         return job_quarantine(fence, error=AssessmentError("ASSESSMENT_POLICY_STALE", evidence))
@@ -152,14 +212,13 @@ def job_run(
 
 
 def _finish_stale(fence: Fence) -> str:
-    updated = fenced(fence).update(
-        state=JobState.STALE,
-        lease_owner="",
-        lease_expires_at=None,
-        finished_at=timezone.now(),
-        version=F("version") + 1,
-    )
-    return JobState.STALE if updated else "LEASE_LOST"
+    finished = fenced_update(fence, state=JobState.STALE, **_released(timezone.now()))
+    return JobState.STALE if finished else "LEASE_LOST"
+
+
+def _released(finished_at) -> dict:
+    """The lease columns of a job that has finished."""
+    return {"lease_owner": "", "lease_expires_at": None, "finished_at": finished_at}
 
 
 def _count_failure(clinic_id: int) -> None:
@@ -176,14 +235,14 @@ def job_fail_transient(fence: Fence, *, code: str, now: datetime | None = None) 
         if job is None:
             return "LEASE_LOST"
         exhausted = job.attempts >= job.max_attempts
-        fenced(fence).update(
+        fenced_update(
+            fence,
             state=JobState.FAILED if exhausted else JobState.RETRY_WAIT,
             last_failure_code=code,
             next_attempt_at=None if exhausted else now + retry_delay(job, job.attempts),
             lease_owner="",
             lease_expires_at=None,
             finished_at=now if exhausted else None,
-            version=F("version") + 1,
         )
         _count_failure(job.clinic_id)
     logger.info("reevaluation job=%s failed code=%s exhausted=%s", job.ref, code, exhausted)
@@ -196,13 +255,13 @@ def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
         job = fenced(fence).select_for_update(no_key=True).first()
         if job is None:
             return "LEASE_LOST"
-        fenced(fence).update(
+        fenced_update(
+            fence,
             state=JobState.FAILED,
             last_failure_code=error.code,
             lease_owner="",
             lease_expires_at=None,
             finished_at=timezone.now(),
-            version=F("version") + 1,
         )
         QuarantineCase.objects.create(
             reason_code=error.code,
@@ -342,40 +401,27 @@ def _confirmed_digest(clinic_id: int, fingerprint: str, pks: set[int] | None = N
     return {row["id"]: row for row in queryset.values()}
 
 
-def job_complete(fence: Fence, *, assessment: Assessment) -> str:
+def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob | None = None) -> str:
     """Record outcomes (applying them as the clinic's mode allows) and complete the job, fenced."""
     now = timezone.now()
-    with transaction.atomic():
-        probe = ReevaluationJob.objects.filter(pk=fence.job_id).values(
-            "clinic_id", "tenant_group_id", "fingerprint"
-        )
-        scope = probe.first()
-        if scope is None:
-            return "LEASE_LOST"
-        # Lock order: head before job (as intake does), then appointments through scheduling.
-        head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**scope).first()
-        # of=self: the joined clinic, tenant group and event are read, never locked (a clinic row lock
-        # blocked every insert that references the clinic, FOR KEY SHARE, and deadlocked job runs).
-        job = (
-            fenced(fence)
-            .select_for_update(of=("self",), no_key=True)
-            .select_related("clinic__tenant_group", "event")
-            .first()
-        )
+    if job is None:
+        job = ReevaluationJob.objects.select_related("clinic__tenant_group").filter(pk=fence.job_id).first()
         if job is None:
+            return "LEASE_LOST"
+        job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
+    with transaction.atomic():
+        current = _eligible(job)
+        if not current and not (job.held_targets or job.proposed_targets):
+            return _complete_quiet(fence, job, assessment, now)
+        # Lock order: head before job (as intake does), then appointments through scheduling.
+        head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**_scope(job)).first()
+        if fenced(fence).select_for_update(no_key=True).first() is None:
             return "LEASE_LOST"
         if head is not None and job.revision < head.revision:
             return _finish_stale(fence)
-        if not _policy_advance(job, assessment):
-            raise PolicyWentBack(job.ref)
-        mode = (
-            ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id)
-            .values_list("mutation_mode", flat=True)
-            .first()
-            or MutationMode.DISABLED
-        )
+        mode = _policy_advance(job, assessment)
         confirmed_before = _confirmed_digest(job.clinic_id, job.fingerprint)
-        decisions = _decide_all(job, assessment, mode)
+        decisions = _decide_all(job, assessment, mode, current)
         confirmed_after = _confirmed_digest(job.clinic_id, job.fingerprint, set(confirmed_before))
         if confirmed_after != confirmed_before or len(
             _confirmed_digest(job.clinic_id, job.fingerprint)
@@ -398,82 +444,257 @@ def job_complete(fence: Fence, *, assessment: Assessment) -> str:
             ]
         )
         counts = dict(sorted(Counter(str(d.outcome) for d in decisions).items()))
-        # The newest completed run of a scope is the one staff act on: older asks are settled.
-        ReevaluationJob.objects.filter(
-            clinic_id=job.clinic_id, tenant_group_id=job.tenant_group_id, fingerprint=job.fingerprint,
-            needs_staff=True,
-        ).update(needs_staff=False, version=F("version") + 1)
-        updated = fenced(fence).update(
-            state=JobState.COMPLETED,
-            outcome_counts=counts,
-            needs_staff=Outcome.PROPOSAL_NEEDS_STAFF in counts,
-            target_policy_ref=assessment.policy_ref,
-            target_policy_generation=assessment.policy_generation,
-            last_failure_code="",
-            lease_owner="",
-            lease_expires_at=None,
-            finished_at=now,
-            version=F("version") + 1,
-        )
-        if updated != 1:  # cannot happen while we hold the row lock; refuse rather than guess
+        if not _finish_completed(fence, job, assessment, counts, now):
+            # Cannot happen while we hold the row lock; refuse rather than guess.
             raise Conflict("The job's lease was lost.", code="LEASE_LOST")
-        ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).update(
-            consecutive_assessment_failures=0
-        )
-        outbox_enqueue(
-            topic=JOB_COMPLETED_TOPIC,
-            tenant_group_ref=job.clinic.tenant_group.ref,
-            clinic_ref=job.clinic.ref,
-            aggregate_ref=job.ref,
-            # The patient told of an applied change (contact caps count per recipient); refs only.
-            recipient_ref=next(
-                (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
-            ),
-            payload={
-                "job": job.ref,
-                "revision": job.revision,
-                "mode": mode,
-                "state": JobState.COMPLETED,
-                "outcome_counts": counts,
-                "policy_ref": assessment.policy_ref,
-                "policy_generation": assessment.policy_generation,
-            },
-        )
+        _completed_notice(job, assessment, mode, counts, decisions)
     logger.info("reevaluation job=%s completed mode=%s outcomes=%s", job.ref, mode, counts)
     return JobState.COMPLETED
 
 
-def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> bool:
-    """Accept the assessment's policy only at or past the clinic's current one, and advance to it.
+def _complete_quiet(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -> str:
+    """Nothing to decide: complete fenced (and only while no newer revision heads the scope), advance
+    the policy, write the notice. One statement each; the caller's transaction holds them together."""
+    newer = ReevaluationHead.objects.filter(**_scope(job), revision__gt=OuterRef("revision"))
+    if not _finish_completed(fence, job, assessment, {}, now, extra=~Exists(newer)):
+        return _finish_stale(fence)  # STALE if the fence still holds (a newer head), else LEASE_LOST
+    mode = _policy_advance(job, assessment)  # raises PolicyWentBack: the completion rolls back
+    _completed_notice(job, assessment, mode, {}, [])
+    return JobState.COMPLETED
 
-    Same generation: the policy ref must match. A higher generation may name a new policy ref. One
-    conditional UPDATE (row-locked until commit), so concurrent runs cannot move the clinic back.
+
+def _scope(job: ReevaluationJob) -> dict:
+    return {"clinic_id": job.clinic_id, "tenant_group_id": job.tenant_group_id, "fingerprint": job.fingerprint}
+
+
+def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, now, extra=None) -> bool:
+    # The newest completed run of a scope is the one staff act on: older asks are settled.
+    needs_staff = Outcome.PROPOSAL_NEEDS_STAFF in counts
+    result = {"outcome_counts": counts, "needs_staff": needs_staff, "last_failure_code": ""}
+    target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
+    done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **result, **target, **_released(now))
+    if done:
+        cas_update_all(
+            ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=job.pk), needs_staff=False
+        )
+    return done
+
+
+def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
+    outbox_enqueue(topic=JOB_COMPLETED_TOPIC, **_notice(job, assessment, mode, counts, decisions))
+
+
+def _notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> dict:
+    """The ``job_completed`` outbox message of a job, but its topic (refs, states and counts only)."""
+    return {
+        "tenant_group_ref": job.tenant_group_ref,
+        "clinic_ref": job.clinic_ref,
+        "aggregate_ref": job.ref,
+        # The patient told of an applied change (contact caps count per recipient); refs only.
+        "recipient_ref": next(
+            (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
+        ),
+        "payload": {
+            "job": job.ref,
+            "revision": job.revision,
+            "mode": mode,
+            "state": JobState.COMPLETED,
+            "outcome_counts": counts,
+            "policy_ref": assessment.policy_ref,
+            "policy_generation": assessment.policy_generation,
+        },
+    }
+
+
+# --- a round's quiet jobs together ----------------------------------------------------------------
+
+_COMPLETE_MANY_SQL = """
+UPDATE reevaluation_reevaluationjob AS j
+SET state = %(completed)s, outcome_counts = '{}'::jsonb, needs_staff = false, target_policy_ref = v.ref,
+    target_policy_generation = v.gen, last_failure_code = '', lease_owner = '', lease_expires_at = NULL,
+    finished_at = %(now)s, version = j.version + 1, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[], %(refs)s::text[], %(gens)s::bigint[])
+    AS v(id, owner, attempt, ref, gen)
+WHERE j.id = v.id AND j.state = ANY(%(sources)s) AND j.lease_owner = v.owner AND j.attempts = v.attempt
+  AND NOT EXISTS (
+    SELECT 1 FROM reevaluation_reevaluationhead h
+    WHERE h.clinic_id = j.clinic_id AND h.tenant_group_id = j.tenant_group_id AND h.fingerprint = j.fingerprint
+      AND h.revision > j.revision)
+RETURNING j.id
+"""
+
+# The settings rows are locked in clinic order (two workers' batches never wait on each other in a cycle).
+_POLICY_MANY_SQL = """
+WITH locked AS (
+    SELECT id FROM reevaluation_clinicreevaluationsettings WHERE clinic_id = ANY(%(clinics)s)
+    ORDER BY clinic_id FOR NO KEY UPDATE)
+UPDATE reevaluation_clinicreevaluationsettings AS s
+SET policy_ref = v.ref, policy_generation = v.gen, consecutive_assessment_failures = 0
+FROM unnest(%(clinics)s::bigint[], %(refs)s::text[], %(gens)s::bigint[]) AS v(clinic_id, ref, gen), locked
+WHERE s.id = locked.id AND s.clinic_id = v.clinic_id
+  AND (s.policy_generation IS NULL OR s.policy_generation < v.gen
+       OR (s.policy_generation = v.gen AND s.policy_ref = v.ref))
+RETURNING s.clinic_id, s.mutation_mode
+"""
+
+_SETTLE_MANY_SQL = """
+UPDATE reevaluation_reevaluationjob AS j SET needs_staff = false, version = j.version + 1
+FROM unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
+WHERE j.needs_staff AND j.clinic_id = v.clinic_id AND j.tenant_group_id = v.tenant_group_id
+  AND j.fingerprint = v.fp AND NOT (j.id = ANY(%(ids)s))
+"""
+
+
+class _BatchAbort(Exception):
+    """A clinic's policy would move back: undo the batch and let each job's own write-back decide."""
+
+
+def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
+    """Complete, in one transaction, the fetched jobs whose scopes have nothing to decide (what
+    ``_complete_quiet`` does for one job, a statement per step for all); returns the pairs left for
+    the one-by-one write-back (scopes with appointments, a newer head, a lost lease, a policy
+    that would move back, or a clinic whose jobs name different policies)."""
+    policies: dict[int, set] = {}
+    for claim, a in fetched:
+        policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
+    quiet = [
+        (c, a) for c, a in fetched
+        if not (c.job.held_targets or c.job.proposed_targets) and len(policies[c.clinic_id]) == 1
+    ]
+    if not quiet:
+        return fetched
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            busy = set(
+                Appointment.objects.filter(
+                    clinic_id__in={c.clinic_id for c, _ in quiet},
+                    patient__crm_fingerprint__in={c.job.fingerprint for c, _ in quiet},
+                    status__in=ELIGIBLE,
+                ).values_list("clinic_id", "patient__crm_fingerprint")
+            )
+            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.job.fingerprint) not in busy]
+            done = _complete_many(quiet, now) if quiet else []
+            if done:
+                modes = _policy_advance_many(done)
+                _settle_many(done)
+                OutboxMessage.objects.bulk_create(
+                    OutboxMessage(
+                        topic=JOB_COMPLETED_TOPIC,
+                        correlation_id=new_correlation_id(),
+                        **_notice(c.job, a, modes[c.clinic_id], {}, []),
+                    )
+                    for c, a in done
+                )
+    except _BatchAbort:
+        return fetched
+    results[JobState.COMPLETED] += len(done)
+    finished = {c.job_id for c, _ in done}
+    return [(c, a) for c, a in fetched if c.job_id not in finished]
+
+
+def _complete_many(quiet: list, now) -> list:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COMPLETE_MANY_SQL,
+            {
+                "completed": JobState.COMPLETED,
+                "sources": transition_sources(ReevaluationJob, JobState.COMPLETED, [JobState.RUNNING]),
+                "now": now,
+                "ids": [c.job_id for c, _ in quiet],
+                "owners": [c.owner for c, _ in quiet],
+                "attempts": [c.attempt for c, _ in quiet],
+                "refs": [a.policy_ref for _, a in quiet],
+                "gens": [a.policy_generation for _, a in quiet],
+            },
+        )
+        ids = {row[0] for row in cursor.fetchall()}
+    return [(c, a) for c, a in quiet if c.job_id in ids]
+
+
+def _policy_advance_many(done: list) -> dict[int, str]:
+    """``_policy_advance`` for every clinic of the batch at once; returns each clinic's mode."""
+    policy = {c.clinic_id: (a.policy_ref, a.policy_generation) for c, a in done}
+    clinics = sorted(policy)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _POLICY_MANY_SQL,
+            {
+                "clinics": clinics,
+                "refs": [policy[k][0] for k in clinics],
+                "gens": [policy[k][1] for k in clinics],
+            },
+        )
+        modes = {clinic: mode or MutationMode.DISABLED for clinic, mode in cursor.fetchall()}
+    if set(modes) != set(clinics):
+        raise _BatchAbort
+    return modes
+
+
+def _settle_many(done: list) -> None:
+    """Older needs-staff asks of the completed scopes are settled (see ``_finish_completed``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SETTLE_MANY_SQL,
+            {
+                "clinics": [c.clinic_id for c, _ in done],
+                "tenants": [c.job.tenant_group_id for c, _ in done],
+                "fps": [c.job.fingerprint for c, _ in done],
+                "ids": [c.job_id for c, _ in done],
+            },
+        )
+
+
+_POLICY_SQL = """
+UPDATE reevaluation_clinicreevaluationsettings
+SET policy_ref = %(ref)s, policy_generation = %(gen)s, consecutive_assessment_failures = 0
+WHERE clinic_id = %(clinic)s
+  AND (policy_generation IS NULL OR policy_generation < %(gen)s
+       OR (policy_generation = %(gen)s AND policy_ref = %(ref)s))
+RETURNING mutation_mode
+"""
+
+
+def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
+    """Accept the assessment's policy only at or past the clinic's current one, advance to it, reset the
+    failure streak, and return the clinic's mutation mode: one conditional UPDATE (row-locked until
+    commit), so concurrent runs cannot move the clinic back and the mode read is the locked row's.
+
+    Same generation: the policy ref must match. A higher generation may name a new policy ref.
+    Raises PolicyWentBack otherwise.
     """
-    settings_for(job.clinic)
-    same = Q(policy_generation=assessment.policy_generation, policy_ref=assessment.policy_ref)
-    newer = Q(policy_generation__isnull=True) | Q(policy_generation__lt=assessment.policy_generation)
-    updated = (
-        ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id)
-        .filter(same | newer)
-        .update(policy_ref=assessment.policy_ref, policy_generation=assessment.policy_generation)
-    )
-    return updated == 1
+    params = {"ref": assessment.policy_ref, "gen": assessment.policy_generation, "clinic": job.clinic_id}
+    with connection.cursor() as cursor:
+        cursor.execute(_POLICY_SQL, params)
+        row = cursor.fetchone()
+        if row is None and not ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).exists():
+            settings_for(job.clinic)  # first use of the clinic's settings row; then try once more
+            cursor.execute(_POLICY_SQL, params)
+            row = cursor.fetchone()
+    if row is None:
+        raise PolicyWentBack(job.ref)
+    return row[0] or MutationMode.DISABLED
 
 
-def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str) -> list[Decision]:
-    apply_proposed = mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD)
-    apply_held = mode == MutationMode.APPLY_PROPOSED_AND_HELD
-    current = list(
+def _eligible(job: ReevaluationJob) -> list[Appointment]:
+    """The scope's PROPOSED/HELD appointments now (CONFIRMED never enters the decision)."""
+    return list(
         Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
         .filter(clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint, status__in=ELIGIBLE)
         .order_by("pk")
     )
+
+
+def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str, current: list[Appointment]) -> list[Decision]:
+    apply_proposed = mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD)
+    apply_held = mode == MutationMode.APPLY_PROPOSED_AND_HELD
     seen = {a.ref for a in current}
     decisions: list[Decision] = []
     # Targets known at intake that are no longer PROPOSED/HELD (confirmed or cancelled since): protected.
     gone = [ref for ref in [*job.held_targets, *job.proposed_targets] if ref not in seen]
-    for appt in Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=gone).order_by("pk"):
-        decisions.append(Decision(appt, Outcome.SKIPPED_INELIGIBLE))
+    if gone:
+        for appt in Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=gone).order_by("pk"):
+            decisions.append(Decision(appt, Outcome.SKIPPED_INELIGIBLE))
     for appt in current:
         try:
             with transaction.atomic():

@@ -370,8 +370,8 @@ def test_write_back_that_would_touch_a_confirmed_row_is_rolled_back(scene, crm, 
     rf.enable(scene.clinic, "APPLY_PROPOSED_AND_HELD")
     real = worker_module._decide_all
 
-    def buggy(job, assessment, mode):  # a hypothetical bug that edits a CONFIRMED appointment
-        decisions = real(job, assessment, mode)
+    def buggy(job, assessment, mode, *rest):  # a hypothetical bug that edits a CONFIRMED appointment
+        decisions = real(job, assessment, mode, *rest)
         Appointment.objects.filter(pk=scene.confirmed.pk).update(cancel_reason="oops")
         return decisions
 
@@ -423,13 +423,14 @@ def test_hold_replacement_racing_a_booking_for_the_same_slot(crm):
 
 
 def test_stale_settings_copy_is_a_version_conflict(world, admin):
+    from common.cas import cas_update
     from common.errors import VersionConflict
-    from reevaluation.services.modes import cas_update_settings, settings_for
+    from reevaluation.services.modes import settings_for
 
     stale = settings_for(world.clinic)
     from reevaluation.services import mode_set
 
     mode_set(clinic=world.clinic, mode="DRY_RUN", actor=admin, reason="rollout")
     with pytest.raises(VersionConflict):
-        cas_update_settings(stale, mutation_mode="APPLY_PROPOSED")
+        cas_update(stale, mutation_mode="APPLY_PROPOSED")
     assert ClinicReevaluationSettings.objects.get(clinic=world.clinic).mutation_mode == "DRY_RUN"

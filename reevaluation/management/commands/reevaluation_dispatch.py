@@ -12,12 +12,12 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         for _ in range(options["rounds"]):
-            claims = dispatch_round()
+            # Run inline: the claim takes the lease under this process's own tokens (no take-over).
+            claims = dispatch_round(for_worker=options["run"])
             self.stdout.write(f"claimed {len(claims)}")
             if options["run"]:
                 for claim in claims:
-                    state = worker.job_run(job_id=claim.job_id, owner=claim.owner, attempt=claim.attempt)
-                    self.stdout.write(f"{claim.job_ref} {state}")
+                    self.stdout.write(f"{claim.job_ref} {worker.job_run_claimed(claim)}")
             else:
                 from reevaluation.tasks import run_job
 
