@@ -40,7 +40,13 @@ class Outcome:
 
 
 def run_command(
-    request: HttpRequest, clinic: Clinic, *, command: str, key: str, parts: Sequence[object], execute: Callable[[], dict]
+    request: HttpRequest,
+    clinic: Clinic,
+    *,
+    command: str,
+    key: str,
+    parts: Sequence[object],
+    execute: Callable[[], dict],
 ) -> Outcome:
     """Run ``execute`` (whose dict is the 200 answer) once per (clinic, user, key); never raises a DomainError."""
     try:
