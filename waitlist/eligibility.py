@@ -138,3 +138,27 @@ def first_failed(results) -> str | None:
         if not passed:
             return rule.code
     return None
+
+
+def vacancy_row_binding(*, now, week_ago, channels: list[str], non_barring: list[str]) -> Binding:
+    """Bind the vacancy's facts to the columns of the outer ``waitlist_vacancy`` row (the console's review
+    evidence: many vacancies in one query); the weekly cap is the clinic's current policy version's."""
+    columns = {
+        "clinic": "waitlist_vacancy.clinic_id",
+        "tenant": "waitlist_vacancy.tenant_group_id",
+        "treatment": "waitlist_vacancy.treatment_id",
+        "practitioner": "waitlist_vacancy.practitioner_id",
+        "starts_at": "waitlist_vacancy.starts_at",
+        "ends_at": "waitlist_vacancy.ends_at",
+        "excluded_patient": "waitlist_vacancy.excluded_patient_id",
+        "vacancy": "waitlist_vacancy.id",
+        "resource_kind": "(SELECT r.kind FROM scheduling_resource r WHERE r.id = waitlist_vacancy.resource_id)",
+        "cap": "(SELECT p.weekly_offer_cap FROM waitlist_waitlistpolicy p"
+        " WHERE p.clinic_id = waitlist_vacancy.clinic_id ORDER BY p.version DESC LIMIT 1)",
+    }
+    values = {"now": now, "week_ago": week_ago, "channels": channels, "non_barring": non_barring}
+
+    def binding(name: str) -> tuple[str, list]:
+        return (columns[name], []) if name in columns else ("%s", [values[name]])
+
+    return binding
