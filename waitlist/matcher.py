@@ -40,11 +40,15 @@ logger = logging.getLogger("waitlist")
 PAGE_SQL = """
 SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since,
   {pass_reason} AS pass_reason
-FROM waitlist_waitlistentry e
-WHERE {filters}
-  AND (e.priority_key, e.waiting_since, e.id) > ({{after_key}}, {{after_since}}, {{after_id}})
+FROM (
+  SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since, e.priority_key, e.clinic_id
+  FROM waitlist_waitlistentry e
+  WHERE {filters}
+    AND (e.priority_key, e.waiting_since, e.id) > ({{after_key}}, {{after_since}}, {{after_id}})
+  ORDER BY e.priority_key, e.waiting_since, e.id
+  LIMIT {{limit}}
+) e
 ORDER BY e.priority_key, e.waiting_since, e.id
-LIMIT {{limit}}
 """
 
 _TIERS = ((1, "e.practitioner_key = {practitioner}"), (0, "e.practitioner_key = 0"))
