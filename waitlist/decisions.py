@@ -5,6 +5,11 @@ FRESH_READ policy asks for one patient's decision again (``fresh_read``) outside
 The default provider reads the rows fed through ``services.decisions.decision_record`` (or the
 ``booking-decisions`` endpoint); another provider (e.g. a CRM client) can be installed with
 ``set_decision_provider``.
+
+Every read of "the patient's latest decision" goes through the installed provider: the matcher's page
+batch, dispatch's FRESH_READ, staff review, the console's evidence and freshness counts, reconcile's
+review backstop; the claim, which must stay one lock statement (issue 15), reads it as the provider's
+SQL expression (``newest_expression``) inside that statement.
 """
 
 from __future__ import annotations
@@ -13,6 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
+
+from django.db.models import JSONField, Subquery
+from django.db.models.functions import JSONObject
 
 from .models import BookingReliabilityDecision, DecisionStatus
 
@@ -36,9 +44,17 @@ class DecisionProvider(Protocol):
 
     def fresh_read(self, *, clinic, patient_id: int) -> Decision | None: ...
 
+    def newest_expression(self, *, clinic, patient):
+        """The newest decision as a SQL expression for one query (``clinic``/``patient`` are values or
+        ``OuterRef``s): a JSON object ``{ref, status, rank, expires_at}`` or NULL. See ``decision_from_json``."""
+        ...
+
 
 class StoredDecisionProvider:
     """The newest recorded decision per patient; a patient without one is UNAVAILABLE."""
+
+    #: "Newest" is the last received (ties: the last inserted), here and in ``newest_expression``.
+    NEWEST = ("-received_at", "-id")
 
     def decisions_for(self, *, clinic, patient_ids: Iterable[int]) -> dict[int, Decision]:
         ids = list(patient_ids)
@@ -46,7 +62,7 @@ class StoredDecisionProvider:
             return {}
         rows = (
             BookingReliabilityDecision.objects.filter(clinic=clinic, patient_id__in=ids)
-            .order_by("patient_id", "-received_at", "-id")
+            .order_by("patient_id", *self.NEWEST)
             .distinct("patient_id")
             .values_list("patient_id", "decision_ref", "status", "priority_rank", "expires_at")
         )
@@ -54,6 +70,23 @@ class StoredDecisionProvider:
 
     def fresh_read(self, *, clinic, patient_id: int) -> Decision | None:
         return self.decisions_for(clinic=clinic, patient_ids=[patient_id]).get(patient_id)
+
+    def newest_expression(self, *, clinic, patient) -> Subquery:
+        newest = BookingReliabilityDecision.objects.filter(clinic=clinic, patient=patient).order_by(*self.NEWEST)
+        return Subquery(
+            newest.values(
+                latest=JSONObject(ref="decision_ref", status="status", rank="priority_rank", expires_at="expires_at")
+            )[:1],
+            output_field=JSONField(),
+        )
+
+
+def decision_from_json(value: dict | None) -> Decision | None:
+    """The ``Decision`` a ``newest_expression`` read returned (None for NULL)."""
+    if value is None:
+        return None
+    expires_at = datetime.fromisoformat(value["expires_at"]) if value["expires_at"] else None
+    return Decision(value["ref"], value["status"], value["rank"], expires_at)
 
 
 _provider: DecisionProvider = StoredDecisionProvider()

@@ -24,57 +24,41 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from scheduling.services.consent import consent_granted, provider_channels
+from scheduling.services.consent import provider_channels
 
+from . import eligibility
 from .decisions import Decision, DecisionProvider
 from .models import NON_BARRING_WITHDRAW_REASONS, Vacancy, WaitlistPolicy
 
 WEEK = timedelta(days=7)
 logger = logging.getLogger("waitlist")
 
-# Hard eligibility, all in SQL. The status literal matches the partial index's predicate. Two conditions are
-# not filtered but named (``pass_reason``), so a passed-over candidate is recorded with its reason rather than
-# silently missing: no consent for the clinic's channel, and a time overlapping the patient's own bookings.
+# Hard eligibility comes from ``eligibility.RULES`` (the one definition): the filtering rules are the WHERE
+# clause; two rules are not filtered but named (``pass_reason``), so a passed-over candidate is recorded with
+# its reason rather than silently missing: no consent for the clinic's channel, and a time overlapping the
+# patient's own bookings.
 PAGE_SQL = """
 SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since,
-  CASE
-    WHEN NOT EXISTS (  -- the newest consent row of a channel the clinic's provider uses is GRANTED
-        SELECT 1 FROM scheduling_contactconsent c
-        WHERE c.patient_id = e.patient_id AND c.channel = ANY(%(channels)s) AND c.state = 'GRANTED'
-          AND c.id = (SELECT max(n.id) FROM scheduling_contactconsent n
-                      WHERE n.patient_id = c.patient_id AND n.channel = c.channel))
-      THEN 'NO_CONTACT_CONSENT'
-    WHEN EXISTS (  -- the patient's own holds and HELD/CONFIRMED appointments (the exclusion constraint's index)
-        SELECT 1 FROM scheduling_capacityallocation a
-        WHERE a.patient_id = e.patient_id AND a.active AND a.period && tstzrange(%(starts_at)s, %(ends_at)s, '[)'))
-      THEN 'PATIENT_OVERLAP'
-  END AS pass_reason
-FROM waitlist_waitlistentry e
-WHERE e.status = 'WAITING'
-  AND e.clinic_id = %(clinic)s
-  AND e.tenant_group_id = %(tenant)s
-  AND e.treatment_id = %(treatment)s
-  AND {practitioner}
-  AND e.earliest <= %(starts_at)s AND e.latest >= %(ends_at)s
-  AND (e.resource_kind = '' OR e.resource_kind = %(resource_kind)s)
-  AND e.patient_id IS DISTINCT FROM %(excluded_patient)s
-  AND (e.suppressed_until IS NULL OR e.suppressed_until <= %(now)s)
-  AND NOT EXISTS (
-      SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = %(vacancy)s AND o.entry_id = e.id
-        AND NOT (o.status = 'WITHDRAWN' AND o.reason_code = ANY(%(non_barring)s)))
-  AND NOT EXISTS (
-      SELECT 1 FROM waitlist_vacancyskip k
-      WHERE k.clinic_id = e.clinic_id AND k.vacancy_id = %(vacancy)s AND k.entry_id = e.id)
-  AND (%(cap)s::integer IS NULL OR (
-      SELECT count(*) FROM waitlist_offer w
-      WHERE w.clinic_id = e.clinic_id AND w.patient_id = e.patient_id AND w.created_at > %(week_ago)s
-  ) < %(cap)s::integer)
-  AND (e.priority_key, e.waiting_since, e.id) > (%(after_key)s, %(after_since)s, %(after_id)s)
+  {pass_reason} AS pass_reason
+FROM (
+  SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since, e.priority_key, e.clinic_id
+  FROM waitlist_waitlistentry e
+  WHERE {filters}
+    AND (e.priority_key, e.waiting_since, e.id) > ({{after_key}}, {{after_since}}, {{after_id}})
+  ORDER BY e.priority_key, e.waiting_since, e.id
+  LIMIT {{limit}}
+) e
 ORDER BY e.priority_key, e.waiting_since, e.id
-LIMIT %(limit)s
 """
 
-_TIERS = ((1, "e.practitioner_key = %(practitioner)s"), (0, "e.practitioner_key = 0"))
+_TIERS = ((1, "e.practitioner_key = {practitioner}"), (0, "e.practitioner_key = 0"))
+_PAGES = {
+    slot_fit: eligibility.render(
+        PAGE_SQL.format(pass_reason=eligibility.pass_reason_sql(), filters=eligibility.page_filters(tier)),
+        eligibility.PARAMS,
+    )[0]
+    for slot_fit, tier in _TIERS
+}
 _START = (-(2**31), datetime(1, 1, 2, tzinfo=UTC), 0)
 
 
@@ -101,7 +85,7 @@ class MatchStats:
 
 
 def page_sql(slot_fit: int) -> str:
-    return PAGE_SQL.format(practitioner=dict(_TIERS)[slot_fit])
+    return _PAGES[slot_fit]
 
 
 def page_params(
@@ -195,49 +179,16 @@ def candidates(
 
 
 def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime) -> str | None:
-    """The same hard eligibility as ``PAGE_SQL``, for one locked entry (promotion re-validation).
+    """The same hard eligibility as ``PAGE_SQL`` (both from ``eligibility.RULES``), for one entry as stored
+    (promotion re-validation under the locks, staff review, the shadow's comparison): one query.
 
-    Returns a reason code, or None when the entry may be offered this vacancy.
+    Returns the first failed rule's reason code, or None when the entry may be offered this vacancy.
     """
-    from scheduling.models import CapacityAllocation
-    from scheduling.services.allocations import period
-
-    from .models import EntryStatus, Offer, OfferStatus, VacancySkip  # local: keeps the module's import surface small
-
-    if entry.status != EntryStatus.WAITING:
-        return "ENTRY_NOT_WAITING"
-    if entry.clinic_id != vacancy.clinic_id or entry.tenant_group_id != vacancy.tenant_group_id:
-        return "SCOPE"
-    if entry.treatment_id != vacancy.treatment_id:
-        return "TREATMENT"
-    if entry.practitioner_id not in (None, vacancy.practitioner_id):
-        return "PRACTITIONER"
-    if not (entry.earliest <= vacancy.starts_at and vacancy.ends_at <= entry.latest):
-        return "WINDOW"
-    if entry.resource_kind and (not vacancy.resource or vacancy.resource.kind != entry.resource_kind):
-        return "RESOURCE"
-    if entry.patient_id == vacancy.excluded_patient_id:
-        return "CANCELLING_PATIENT"
-    if entry.suppressed_until is not None and entry.suppressed_until > now:
-        return "SUPPRESSED"
-    if (
-        Offer.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk)
-        .exclude(status=OfferStatus.WITHDRAWN, reason_code__in=NON_BARRING_WITHDRAW_REASONS)
-        .exists()
-    ):
-        return "ALREADY_OFFERED"
-    if VacancySkip.objects.filter(vacancy_id=vacancy.pk, entry_id=entry.pk).exists():
-        return "SKIPPED_BY_STAFF"
-    if not consent_granted(entry.patient_id, provider_channels(vacancy.clinic.settings)):
-        return "NO_CONTACT_CONSENT"
-    if CapacityAllocation.objects.filter(
-        patient_id=entry.patient_id, active=True, period__overlap=period(vacancy.starts_at, vacancy.ends_at)
-    ).exists():
-        return "PATIENT_OVERLAP"
-    if policy.weekly_offer_cap is not None:
-        recent = Offer.objects.filter(
-            clinic_id=entry.clinic_id, patient_id=entry.patient_id, created_at__gt=now - WEEK
-        ).count()
-        if recent >= policy.weekly_offer_cap:
-            return "WEEKLY_CAP"
-    return None
+    sql, _ = eligibility.checks_sql(eligibility.PARAMS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {sql} FROM waitlist_waitlistentry e WHERE e.id = %(entry)s",
+            {**page_params(vacancy=vacancy, policy=policy, now=now), "entry": entry.pk},
+        )
+        row = cursor.fetchone()
+    return eligibility.first_failed(row[0]) if row else "ENTRY_NOT_WAITING"

@@ -6,8 +6,10 @@ from datetime import date, datetime, timedelta
 from typing import cast
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, Min, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Count, Exists, Max, Min, OuterRef, Q, Subquery
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Collate
 from django.utils import timezone
 
@@ -16,12 +18,16 @@ from common.pagination import KeysetPage, day_bounds, keyset_page
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus
 from scheduling.scoping import scoped_get
+from scheduling.services.consent import provider_channels
 from scheduling.services.features import feature_enabled
 
+from . import eligibility
+from .decisions import Decision, get_decision_provider
 from .fairness import fairness_metrics, shadow_summary
 from .models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
+    NON_BARRING_WITHDRAW_REASONS,
     OFFER_TOPIC,
     BookingReliabilityDecision,
     DecisionGate,
@@ -235,32 +241,22 @@ def fill_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: in
     }
 
 
-DECISION_FRESHNESS_SQL = """
-SELECT freshness, COUNT(*) FROM (
-    SELECT p.patient_id, COALESCE((
-        SELECT CASE
-            WHEN d.status = 'FRESH' AND d.expires_at > %(now)s THEN 'FRESH'
-            WHEN d.status = 'UNAVAILABLE' THEN 'UNAVAILABLE'
-            ELSE 'STALE' END
-        FROM {decision} d
-        WHERE d.clinic_id = %(clinic)s AND d.patient_id = p.patient_id
-        ORDER BY d.received_at DESC, d.id DESC LIMIT 1
-    ), 'MISSING') AS freshness
-    FROM (SELECT DISTINCT patient_id FROM {entry} WHERE clinic_id = %(clinic)s AND status = 'WAITING') p
-) x GROUP BY freshness
-"""
-
-
-def decision_freshness(*, clinic: Clinic, now: datetime) -> dict:
-    """Newest booking-reliability decision of each WAITING patient: FRESH/STALE/UNAVAILABLE/MISSING counts."""
+def decision_freshness(*, clinic: Clinic, now: datetime, batch: int = 2000) -> dict:
+    """Newest booking-reliability decision of each WAITING patient: FRESH/STALE/UNAVAILABLE/MISSING counts,
+    read through the ``DecisionProvider`` (one batch per ``batch`` patients) like every decision read."""
     counts = {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0}
-    sql = DECISION_FRESHNESS_SQL.format(
-        decision=BookingReliabilityDecision._meta.db_table, entry=WaitlistEntry._meta.db_table
+    patients = list(
+        WaitlistEntry.objects.filter(clinic=clinic, status=EntryStatus.WAITING)
+        .order_by("patient_id").values_list("patient_id", flat=True).distinct()
     )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"clinic": clinic.pk, "now": now})
-        for freshness, count in cursor.fetchall():
-            counts[freshness] = count
+    provider = get_decision_provider()
+    for start in range(0, len(patients), batch):
+        chunk = patients[start:start + batch]
+        decisions = provider.decisions_for(clinic=clinic, patient_ids=chunk)
+        for patient_id in chunk:
+            decision = decisions.get(patient_id)
+            status = decision.effective_status(now) if decision is not None else "MISSING"
+            counts[status if status in counts else DecisionStatus.STALE] += 1
     return counts
 
 
@@ -391,21 +387,17 @@ def ops_action_queue(
             return qs.filter(**{f"{field}__gt": since})
         return qs.filter(Q(**{f"{field}__gt": since}) | Q(**{field: since, "_key__gt": cursor_ref}))
 
-    latest_decision = BookingReliabilityDecision.objects.filter(
-        clinic=clinic, patient=OuterRef("review_entry__patient")
-    ).order_by("-received_at", "-id")
     current_policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version")[:1]
     in_review = Vacancy.objects.filter(clinic=clinic, status=VacancyStatus.REVIEW)
     reviews = bounded(in_review, "updated_at", "VACANCY_REVIEW").annotate(
-        decision_ref=Subquery(latest_decision.values("decision_ref")[:1]),
-        decision_status=Subquery(latest_decision.values("status")[:1]),
         policy_version=Subquery(current_policy),
-    ).values("ref", "updated_at", "review_entry__ref", "decision_ref", "decision_status", "policy_version")
-    for v in reviews.order_by("updated_at", "_key")[:limit]:
+    ).values("ref", "updated_at", "review_entry__ref", "review_entry__patient_id", "policy_version")
+    for v in _with_review_decisions(list(reviews.order_by("updated_at", "_key")[:limit]), clinic):
+        decision = v["review_decision"]
         rows.append({"kind": "VACANCY_REVIEW", "ref": v["ref"], "_at": v["updated_at"],
-                     "reason_code": f"DECISION_{v['decision_status'] or 'UNAVAILABLE'}", "vacancy": v["ref"],
+                     "reason_code": f"DECISION_{decision.status if decision else 'UNAVAILABLE'}", "vacancy": v["ref"],
                      "entry": v["review_entry__ref"], "policy_version": v["policy_version"],
-                     "decision_ref": v["decision_ref"]})
+                     "decision_ref": decision.decision_ref if decision else None})
 
     last_code = OfferEvent.objects.filter(
         offer=OuterRef("pk"), reason_code__in=["BOOKING_STUCK", "BOOKING_RETRY_FAILED"]
@@ -461,63 +453,52 @@ def ops_action_queue(
 
 # --- operations console: evidence per queue row, the vacancy panel, and the commands each allows ---
 
-#: Hard-eligibility checks shown as evidence (the matcher's ``PAGE_SQL``; the weekly cap is checked at promotion).
-ELIGIBILITY_CHECKS = (
-    "WAITING", "TREATMENT", "PRACTITIONER", "WINDOW", "RESOURCE", "NOT_CANCELLING_PATIENT", "NOT_SUPPRESSED",
-    "NOT_OFFERED_BEFORE",
-)
+#: Hard-eligibility checks shown as evidence: every rule of ``eligibility.RULES`` (the one definition the
+#: matcher's page and ``matcher.ineligibility`` are generated from), by its check name.
+ELIGIBILITY_CHECKS = eligibility.CHECK_NAMES
 
 
 def _review_vacancies(clinic: Clinic, now: datetime):
-    """Vacancies with their review candidate's eligibility evaluated in SQL (one row each, no N+1)."""
-    entry = "review_entry__"
-    latest = BookingReliabilityDecision.objects.filter(
-        clinic=clinic, patient=OuterRef(f"{entry}patient")
-    ).order_by("-received_at", "-id")
+    """Vacancies with their review candidate's eligibility evaluated in SQL (one row each, no N+1): the
+    rules of ``eligibility.RULES`` bound to each vacancy's own columns, as one boolean array."""
+    binding = eligibility.vacancy_row_binding(
+        now=now, week_ago=now - timedelta(days=7), channels=list(provider_channels(clinic.settings)),
+        non_barring=list(NON_BARRING_WITHDRAW_REASONS),
+    )
+    checks, params = eligibility.checks_sql(binding)
     current_policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version")[:1]
-
-    def check(q):
-        return ExpressionWrapper(q, output_field=BooleanField())
-
     return Vacancy.objects.filter(clinic=clinic).annotate(
-        chk_WAITING=check(Q(**{f"{entry}status": "WAITING"})),
-        chk_TREATMENT=check(Q(**{f"{entry}treatment_id": F("treatment_id")})),
-        chk_PRACTITIONER=check(
-            Q(**{f"{entry}practitioner__isnull": True}) | Q(**{f"{entry}practitioner_id": F("practitioner_id")})
+        review_checks=RawSQL(
+            f"SELECT {checks} FROM waitlist_waitlistentry e WHERE e.id = waitlist_vacancy.review_entry_id",
+            params, output_field=ArrayField(BooleanField()),
         ),
-        chk_WINDOW=check(Q(**{f"{entry}earliest__lte": F("starts_at"), f"{entry}latest__gte": F("ends_at")})),
-        chk_RESOURCE=check(Q(**{f"{entry}resource_kind": ""}) | Q(**{f"{entry}resource_kind": F("resource__kind")})),
-        chk_NOT_CANCELLING_PATIENT=check(
-            Q(excluded_patient__isnull=True) | ~Q(**{f"{entry}patient_id": F("excluded_patient_id")})
-        ),
-        chk_NOT_SUPPRESSED=check(
-            Q(**{f"{entry}suppressed_until__isnull": True}) | Q(**{f"{entry}suppressed_until__lte": now})
-        ),
-        chk_NOT_OFFERED_BEFORE=~Exists(Offer.objects.filter(vacancy=OuterRef("pk"), entry=OuterRef("review_entry"))),
         has_active_offer=Exists(Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)),
-        review_decision_ref=Subquery(latest.values("decision_ref")[:1]),
-        review_decision_status=Subquery(latest.values("status")[:1]),
-        review_decision_expires_at=Subquery(latest.values("expires_at")[:1]),
         current_policy_version=Subquery(current_policy),
     )
+
+
+def _with_review_decisions(rows: list[dict], clinic: Clinic) -> list[dict]:
+    """Each review candidate's decision, through the ``DecisionProvider`` (one batch for all rows)."""
+    decisions = get_decision_provider().decisions_for(
+        clinic=clinic, patient_ids={v["review_entry__patient_id"] for v in rows if v["review_entry__patient_id"]}
+    )
+    for v in rows:
+        decision = decisions.get(v["review_entry__patient_id"])
+        v["review_decision"] = decision
+    return rows
 
 
 REVIEW_VACANCY_FIELDS = (
     "ref", "status", "version", "starts_at", "ends_at", "close_reason", "exhausted_at", "created_at",
     "waiting_reason", "waiting_until", "practitioner_id",
     "review_entry__ref", "review_entry__practitioner_id", "review_entry__priority_rank",
-    "review_entry__waiting_since", "review_entry__status", "review_decision_ref", "review_decision_status",
-    "review_decision_expires_at", "current_policy_version", "has_active_offer",
-    *(f"chk_{name}" for name in ELIGIBILITY_CHECKS),
+    "review_entry__waiting_since", "review_entry__status", "review_entry__patient_id",
+    "current_policy_version", "has_active_offer", "review_checks",
 )
 
 
-def _effective(status: str | None, expires_at: datetime | None, now: datetime) -> str:
-    from .decisions import Decision
-
-    if status is None:
-        return DecisionStatus.UNAVAILABLE
-    return Decision("", status, 0, expires_at).effective_status(now)
+def _effective(decision: Decision | None, now: datetime) -> str:
+    return decision.effective_status(now) if decision is not None else DecisionStatus.UNAVAILABLE
 
 
 def ops_commands(
@@ -553,10 +534,11 @@ def _review_evidence(v: dict, clinic: Clinic, now: datetime) -> dict:
         "waiting_since": iso_in_zone(v["review_entry__waiting_since"], clinic.timezone)
         if v["review_entry__waiting_since"] else None,
         "policy_version": v["current_policy_version"],
-        "decision_ref": v["review_decision_ref"],
-        "decision_status": _effective(v["review_decision_status"], v["review_decision_expires_at"], now),
-        "checks": [{"name": name, "passed": bool(v[f"chk_{name}"])} for name in ELIGIBILITY_CHECKS]
-        if v["review_entry__ref"] else [],
+        "decision_ref": v["review_decision"].decision_ref if v["review_decision"] else None,
+        "decision_status": _effective(v["review_decision"], now),
+        "checks": [{"name": name, "passed": passed} for name, passed in zip(ELIGIBILITY_CHECKS, v["review_checks"],
+                                                                            strict=True)]
+        if v["review_entry__ref"] and v["review_checks"] else [],
         "checks_at": "now",
         "offer": None,
     }
@@ -612,7 +594,8 @@ def ops_queue_evidence(*, clinic: Clinic, items: list[dict], now: datetime | Non
     review_refs = [i["vacancy"] for i in items if i["kind"] == "VACANCY_REVIEW"]
     offer_refs = [i["offer"] for i in items if i["kind"] != "VACANCY_REVIEW" and i.get("offer")]
     reviews = {
-        v["ref"]: v for v in _review_vacancies(clinic, now).filter(ref__in=review_refs).values(*REVIEW_VACANCY_FIELDS)
+        v["ref"]: v for v in _with_review_decisions(
+            list(_review_vacancies(clinic, now).filter(ref__in=review_refs).values(*REVIEW_VACANCY_FIELDS)), clinic)
     } if review_refs else {}
     offers = {
         o["ref"]: o for o in _offers_with_evidence(clinic).filter(ref__in=offer_refs).values(*OFFER_EVIDENCE_FIELDS)
@@ -667,9 +650,9 @@ def ops_vacancy_panel(
     tz = clinic.timezone
     if not isinstance(vacancy_ref, str):
         raise NotFound()
-    found = list(_review_vacancies(clinic, now).filter(ref=vacancy_ref).values(
+    found = _with_review_decisions(list(_review_vacancies(clinic, now).filter(ref=vacancy_ref).values(
         *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref",
-        "practitioner__name", "treatment__name"))
+        "practitioner__name", "treatment__name")), clinic)
     if not found:
         raise NotFound()
     v = found[0]

@@ -298,12 +298,14 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     settings.CONSOLE_WAITLIST_PAGE_SIZE = 3
     offer = dead_delivery_offer(world)
     bulk_reviews(world, 8)
-    # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness, outbox x2, metrics x2,
-    # fairness x3, shadow x1 (none published), queue x4 (one per source); evidence x2 (review vacancies, offers:
-    # only for kinds on the page); warnings
-    with django_assert_num_queries(23):
+    # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness x2 (waiting patients, their
+    # decisions), outbox x2, metrics x2, fairness x3, shadow x1 (none published), queue x4 (one per source) + the
+    # review rows' decisions; evidence x2 (review vacancies, offers: only for kinds on the page) + the review
+    # candidates' decisions; warnings. Decisions are one DecisionProvider batch each.
+    with django_assert_num_queries(26):
         html = staff_web.get(page_url(world.clinic)).content.decode()
-    with django_assert_num_queries(8):  # session, user, clinic scope, queue x4, evidence (reviews only here)
+    # session, user, clinic scope, queue x4 + decisions, evidence (reviews only here) + decisions
+    with django_assert_num_queries(10):
         staff_web.get(page_url(world.clinic, after=cursor(html)), **HX)
     with django_assert_num_queries(7):  # session, user, clinic scope, vacancy, offers, events, dispatch notes
         staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=offer.vacancy.ref), **HX)

@@ -229,3 +229,66 @@ def test_explain_uses_the_match_index_without_a_sort(world):
         assert "Seq Scan on waitlist_waitlistentry" not in plan, plan
     assert AppointmentStatus  # keeps the import used when the plan is printed below
     print(plans[0])
+
+
+BENCH_SHAPED_ENTRIES = """
+INSERT INTO waitlist_waitlistentry
+    (ref, clinic_id, tenant_group_id, patient_id, treatment_id, practitioner_id, resource_kind, earliest, latest,
+     priority_rank, waiting_since, status, version, suppressed_until, withdraw_reason, created_at, updated_at)
+SELECT 'wle_t' || %(c)s || 'x' || g, %(c)s, %(tg)s, %(first)s + (g %% %(np)s), %(tr)s,
+       CASE WHEN random() < 0.3 THEN (%(docs)s::bigint[])[1 + (g %% %(ndocs)s)] END,
+       '', r.earliest, r.earliest + interval '7 days', r.rank, r.since, 'WAITING', 1, NULL, '', r.since, %(base)s
+FROM generate_series(1, %(n)s) g
+CROSS JOIN LATERAL (
+    SELECT %(base)s + interval '1 day' + random() * interval '53 days' AS earliest,
+           CASE WHEN random() < 0.85 THEN 0 ELSE 1 + floor(random() * 3)::int END AS rank,
+           %(base)s - random() * interval '180 days' AS since
+    WHERE g > 0
+) r
+"""
+
+
+def _bench_shaped_clinic(clinic, doctors, treatment, n):
+    """``n`` WAITING entries shaped like bench/matcher.py's (bench/db.py ``bulk_entries``): 30 % name one of
+    ``doctors``, 7-day windows placed uniformly over the next 60 days, rank 0 for 85 %, waiting up to 180 days;
+    one INSERT … SELECT generate_series."""
+    patients = [f.PatientFactory(clinic=clinic, consent=False) for _ in range(2)]
+    with connection.cursor() as cursor:
+        cursor.execute(BENCH_SHAPED_ENTRIES, {
+            "c": clinic.pk, "tg": clinic.tenant_group_id, "first": patients[0].pk, "np": 2, "tr": treatment.pk,
+            "docs": [d.pk for d in doctors], "ndocs": len(doctors), "base": NOW, "n": n,
+        })
+
+
+def test_explain_reads_the_index_in_order_on_bench_shaped_data(world):
+    """Issue 15: on data shaped like the benchmark's (five clinics of 8,000 entries, 7-day windows over 60
+    days, ANALYZEd), every vacancy's page, both tiers, from the first page on, is one ordered scan of
+    ``wl_entry_match`` with the window as an index condition: no Sort, no Bitmap Heap Scan of the tier."""
+    doctors = [world.doctor, world.other_doctor] + [f.PractitionerFactory(clinic=world.clinic) for _ in range(3)]
+    _bench_shaped_clinic(world.clinic, doctors, world.treatment, 8_000)
+    for _ in range(4):  # other clinics: a clinic's treatment determines the clinic (the scope statistics)
+        other = make_world()
+        _bench_shaped_clinic(other.clinic, [other.doctor, other.other_doctor], other.treatment, 8_000)
+    with connection.cursor() as cursor:
+        for table in ("waitlist_waitlistentry", "scheduling_patient", "scheduling_contactconsent", "waitlist_offer"):
+            cursor.execute(f"ANALYZE {table}")
+    policy = services.policy_current(clinic=world.clinic)
+    plans = []
+    for day in range(2, 60, 2):  # the whole horizon, its sparse edges included
+        starts_at = NOW + timedelta(days=day, hours=day % 9)
+        vacancy = Vacancy.objects.create(
+            vacancy_key=f"plan:{day}", clinic=world.clinic, tenant_group=world.clinic.tenant_group,
+            practitioner=doctors[day % len(doctors)], treatment=world.treatment, starts_at=starts_at,
+            ends_at=starts_at + timedelta(minutes=30),
+        )
+        vacancy = Vacancy.objects.select_related("clinic", "resource").get(pk=vacancy.pk)
+        params = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
+        with connection.cursor() as cursor:
+            for slot_fit in (1, 0):
+                cursor.execute("EXPLAIN " + matcher.page_sql(slot_fit), params)
+                plans.append("\n".join(row[0] for row in cursor.fetchall()))
+    for plan in plans:
+        scan = plan.split("SubPlan")[0]
+        assert "Index Scan using wl_entry_match on waitlist_waitlistentry" in scan, plan
+        assert "Sort" not in scan and "Bitmap Heap Scan on waitlist_waitlistentry" not in scan, plan
+        assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan  # checked in the index

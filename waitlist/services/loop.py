@@ -12,16 +12,16 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef, Q, Subquery
+from django.db.models import Exists, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from common.errors import DomainError
 from common.services import new_correlation_id
 
+from ..decisions import get_decision_provider
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
-    BookingReliabilityDecision,
     DecisionGate,
     DecisionStatus,
     JobRun,
@@ -66,20 +66,21 @@ def review_ready_vacancies(now: datetime):
     """REVIEW vacancies that need staff no longer: the clinic's decision gate is now NOT_USED, or the
     reviewed candidate's newest decision is FRESH. Dispatch runs them again (it offers that candidate)."""
     latest_policy = WaitlistPolicy.objects.filter(clinic=OuterRef("clinic")).order_by("-version")
-    newest = BookingReliabilityDecision.objects.filter(
-        clinic=OuterRef("clinic"), patient=OuterRef("review_entry__patient")
-    ).order_by("-received_at", "-id")
-    return (
-        Vacancy.objects.filter(status=VacancyStatus.REVIEW)
-        .annotate(
-            gate=Subquery(latest_policy.values("decision_gate")[:1]),
-            newest_status=Subquery(newest.values("status")[:1]),
-            newest_expires=Subquery(newest.values("expires_at")[:1]),
-        )
-        .filter(
-            Q(gate=DecisionGate.NOT_USED) | Q(newest_status=DecisionStatus.FRESH, newest_expires__gt=now)
-        )
+    in_review = Vacancy.objects.filter(status=VacancyStatus.REVIEW).select_related("clinic").annotate(
+        gate=Subquery(latest_policy.values("decision_gate")[:1]), review_patient_id=F("review_entry__patient_id")
     )
+    ready, gated = [], {}
+    for vacancy in in_review:
+        if vacancy.gate == DecisionGate.NOT_USED:
+            ready.append(vacancy.pk)
+        elif vacancy.review_patient_id is not None:
+            gated.setdefault(vacancy.clinic_id, []).append(vacancy)
+    for vacancies in gated.values():  # the newest decisions through the provider: one batch per clinic
+        patients = {v.review_patient_id for v in vacancies}
+        decisions = get_decision_provider().decisions_for(clinic=vacancies[0].clinic, patient_ids=patients)
+        fresh = {p for p, d in decisions.items() if d.effective_status(now) == DecisionStatus.FRESH}
+        ready += [v.pk for v in vacancies if v.review_patient_id in fresh]
+    return Vacancy.objects.filter(pk__in=ready)
 
 
 def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> dict:

@@ -8,8 +8,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Exists, JSONField, OuterRef, Q, Subquery
-from django.db.models.functions import JSONObject
+from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
@@ -22,13 +21,12 @@ from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.services import hold_extend, hold_release
 
-from ..decisions import Decision
+from ..decisions import Decision, decision_from_json, get_decision_provider
 from ..locks import OfferLocks, lock_offer_chain
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
     OFFER_TOPIC,
-    BookingReliabilityDecision,
     DecisionStatus,
     EntryStatus,
     Offer,
@@ -58,15 +56,7 @@ def _latest_decision() -> Subquery:
     """The patient's newest recorded decision as ``{ref, status, rank, expires_at}`` (or NULL), read in
     the claim's lock statement (a decision recorded while the claim waits for its locks is concurrent
     with the claim either way)."""
-    newest = BookingReliabilityDecision.objects.filter(
-        clinic_id=OuterRef("clinic_id"), patient_id=OuterRef("patient_id")
-    ).order_by("-received_at", "-id")
-    return Subquery(
-        newest.values(
-            latest=JSONObject(ref="decision_ref", status="status", rank="priority_rank", expires_at="expires_at")
-        )[:1],
-        output_field=JSONField(),
-    )
+    return get_decision_provider().newest_expression(clinic=OuterRef("clinic_id"), patient=OuterRef("patient_id"))
 
 
 def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
@@ -78,8 +68,7 @@ def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
     if offer.decision_status == DecisionStatus.NOT_USED:
         return DecisionStatus.FRESH
     if latest is not None and latest["ref"] != offer.decision_ref:
-        expires_at = datetime.fromisoformat(latest["expires_at"]) if latest["expires_at"] else None
-        return Decision(latest["ref"], latest["status"], latest["rank"], expires_at).effective_status(now)
+        return decision_from_json(latest).effective_status(now)
     if offer.staff_reviewed:
         return DecisionStatus.FRESH
     return Decision(offer.decision_ref, offer.decision_status, 0, offer.decision_expires_at).effective_status(

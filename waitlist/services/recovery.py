@@ -19,11 +19,10 @@ from common.services import audit_record, new_correlation_id
 from scheduling.models import Appointment, Clinic, HoldStatus
 
 from .. import matcher
-from ..decisions import Decision
+from ..decisions import Decision, get_decision_provider
 from ..locks import lock_entry, lock_offer_chain, lock_vacancy
 from ..models import (
     ACTIVE_OFFER_STATUSES,
-    BookingReliabilityDecision,
     DecisionStatus,
     Offer,
     OfferStatus,
@@ -292,15 +291,8 @@ def vacancy_review_resolve(
             raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
         policy = policy_current(clinic=clinic)
         entry = lock_entry(vacancy.review_entry_id)  # after the vacancy: the fixed lock order
-        latest = (
-            BookingReliabilityDecision.objects.filter(clinic=clinic, patient_id=entry.patient_id)
-            .order_by("-received_at", "-id")
-            .first()
-        )
-        reviewed = (
-            Decision(latest.decision_ref, latest.status, latest.priority_rank, latest.expires_at)
-            if latest is not None
-            else None
+        reviewed = get_decision_provider().decisions_for(clinic=clinic, patient_ids=[entry.patient_id]).get(
+            entry.patient_id
         )
         reviewed_status = reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE
         evidence = {
