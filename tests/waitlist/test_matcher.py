@@ -267,7 +267,7 @@ def test_explain_reads_the_index_in_order_on_bench_shaped_data(world):
     doctors = [world.doctor, world.other_doctor] + [f.PractitionerFactory(clinic=world.clinic) for _ in range(3)]
     _bench_shaped_clinic(world.clinic, doctors, world.treatment, 8_000)
     for _ in range(4):  # other clinics: a clinic's treatment determines the clinic (the scope statistics)
-        other = make_world()
+        other = waitlist_world()
         _bench_shaped_clinic(other.clinic, [other.doctor, other.other_doctor], other.treatment, 8_000)
     with connection.cursor() as cursor:
         for table in ("waitlist_waitlistentry", "scheduling_patient", "scheduling_contactconsent", "waitlist_offer"):
