@@ -11,7 +11,7 @@ rows) take the allowed source states from ``transition_sources`` so the table st
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from django.db import models
 from django.db.models import F, Q
@@ -32,7 +32,10 @@ def transition_sources(
 
     Raises a typed Conflict (``code``, default ``<MODEL>_TRANSITION_INVALID``) when there is none.
     """
-    field, table = state_machine(model)
+    machine = state_machine(model)
+    if machine is None:
+        raise TypeError(f"{model.__name__} has no state machine")
+    _field, table = machine
     if sources is None:
         candidates = list(table)
     else:
@@ -80,6 +83,7 @@ def cas_update(
     ``expected_version``, if given, are the guard). Without ``expected_status`` a status change is
     checked against the in-memory status, or against every state the table allows it from.
     """
+    model: Any
     if isinstance(instance, type):
         model, row_pk, version = instance, pk, expected_version
     else:
@@ -97,7 +101,7 @@ def cas_update(
     if not isinstance(instance, type):
         for key, value in changes.items():
             setattr(instance, key, value)
-        instance.version = version + 1
+        instance.version = cast(int, version) + 1
 
 
 def cas_update_all(queryset: models.QuerySet, *, expected_status=None, **changes) -> int:

@@ -394,6 +394,9 @@ class ReevaluationJob(models.Model):
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(auto_now=True)
+    # Not stored: the refs a worker's own claim attaches (services/dispatch.py) so no re-read is needed.
+    clinic_ref: str
+    tenant_group_ref: str
     finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

@@ -98,6 +98,13 @@ class Claim:
     head_revision: int | None = None
 
     @property
+    def own_job(self) -> ReevaluationJob:
+        """The job of a worker's own claim; a plain claim has none (its runner loads the job)."""
+        if self.job is None:
+            raise LookupError(f"claim of {self.job_ref} carries no job (not a worker's own claim)")
+        return self.job
+
+    @property
     def fence(self) -> Fence:
         return Fence(self.job_id, self.owner, self.attempt)
 

@@ -17,6 +17,7 @@ from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
@@ -134,7 +135,7 @@ def job_run(
 def job_run_claimed(claim: Claim, *, client: AssessmentClient | None = None, heartbeat: bool = False) -> str:
     """Run a job this worker claimed itself (``dispatch_round(for_worker=True)``): the claim already
     holds the lease under the worker's token and carries the job and its head's revision."""
-    return _run(claim.fence, claim.job, claim.head_revision, client=client, heartbeat=heartbeat)
+    return _run(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=heartbeat)
 
 
 def work_round(
@@ -160,13 +161,13 @@ def work_round(
     results: Counter = Counter()
     fetched: list[tuple[Claim, Assessment]] = []
     for claim in claims:
-        assessment = _fetch(claim.fence, claim.job, claim.head_revision, client=client, heartbeat=False)
+        assessment = _fetch(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=False)
         if isinstance(assessment, str):
             results[assessment] += 1
         else:
             fetched.append((claim, assessment))
     for claim, assessment in _complete_quiet_batch(fetched, results):
-        results[_write_back(claim.fence, claim.job, assessment)] += 1
+        results[_write_back(claim.fence, claim.own_job, assessment)] += 1
     return results
 
 
@@ -559,7 +560,7 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Coun
         policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
     quiet = [
         (c, a) for c, a in fetched
-        if not (c.job.held_targets or c.job.proposed_targets) and len(policies[c.clinic_id]) == 1
+        if not (c.own_job.held_targets or c.own_job.proposed_targets) and len(policies[c.clinic_id]) == 1
     ]
     if not quiet:
         return fetched
@@ -569,11 +570,11 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Coun
             busy = set(
                 Appointment.objects.filter(
                     clinic_id__in={c.clinic_id for c, _ in quiet},
-                    patient__crm_fingerprint__in={c.job.fingerprint for c, _ in quiet},
+                    patient__crm_fingerprint__in={c.own_job.fingerprint for c, _ in quiet},
                     status__in=ELIGIBLE,
                 ).values_list("clinic_id", "patient__crm_fingerprint")
             )
-            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.job.fingerprint) not in busy]
+            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.own_job.fingerprint) not in busy]
             done = _complete_many(quiet, now) if quiet else []
             if done:
                 modes = _policy_advance_many(done)
@@ -582,7 +583,7 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Coun
                     OutboxMessage(
                         topic=JOB_COMPLETED_TOPIC,
                         correlation_id=new_correlation_id(),
-                        **_notice(c.job, a, modes[c.clinic_id], {}, []),
+                        **_notice(c.own_job, a, modes[c.clinic_id], {}, []),
                     )
                     for c, a in done
                 )
@@ -638,8 +639,8 @@ def _settle_many(done: list) -> None:
             _SETTLE_MANY_SQL,
             {
                 "clinics": [c.clinic_id for c, _ in done],
-                "tenants": [c.job.tenant_group_id for c, _ in done],
-                "fps": [c.job.fingerprint for c, _ in done],
+                "tenants": [c.own_job.tenant_group_id for c, _ in done],
+                "fps": [c.own_job.fingerprint for c, _ in done],
                 "ids": [c.job_id for c, _ in done],
             },
         )
@@ -663,7 +664,9 @@ def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
     Same generation: the policy ref must match. A higher generation may name a new policy ref.
     Raises PolicyWentBack otherwise.
     """
-    params = {"ref": assessment.policy_ref, "gen": assessment.policy_generation, "clinic": job.clinic_id}
+    params: dict[str, Any] = {
+        "ref": assessment.policy_ref, "gen": assessment.policy_generation, "clinic": job.clinic_id
+    }
     with connection.cursor() as cursor:
         cursor.execute(_POLICY_SQL, params)
         row = cursor.fetchone()
