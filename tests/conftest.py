@@ -37,6 +37,15 @@ def isolated_cache():
 
 
 @pytest.fixture(autouse=True)
+def fresh_token_cache():
+    """The API token cache (common/auth.py) is per process: each test starts with it empty."""
+    from common.auth import token_cache_clear
+
+    token_cache_clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Factories hash a password per user; the production hasher's cost is not what tests test."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
