@@ -19,7 +19,7 @@ import urllib.request
 from pathlib import Path
 
 from . import contention, db
-from .claims_layers import LAYERS, profile_claims
+from .claims_layers import LAYERS, post_claim, profile_claims
 from .harness import ROOT, Result, fmt_stat, log, scale, stat
 
 HOST = "127.0.0.1"
@@ -175,13 +175,7 @@ def probe_claims(offers: list[tuple[str, str]], token: str) -> dict:
         sql_s[0] = 0.0
         with CaptureQueriesContext(connection) as q, connection.execute_wrapper(timed):
             start = time.perf_counter()
-            response = client.post(
-                f"/api/v1/clinics/{clinic_ref}/offers/{ref}/claim",
-                data='{"expected_version": 1}',
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Token {token}",
-                HTTP_IDEMPOTENCY_KEY=f"bench-probe-{ref}",
-            )
+            response = post_claim(client, clinic_ref, ref, token, f"bench-probe-{ref}")
             totals.append((time.perf_counter() - start) * 1000)
         in_sql.append(sql_s[0] * 1000)
         statuses.append(response.status_code)

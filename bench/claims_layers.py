@@ -112,6 +112,17 @@ class LayerTimer:
         return own
 
 
+def post_claim(client, clinic_ref: str, ref: str, token: str, key: str):
+    """One claim through Django's test client, as wrk sends it (bench/claims.lua)."""
+    return client.post(
+        f"/api/v1/clinics/{clinic_ref}/offers/{ref}/claim",
+        data='{"expected_version": 1}',
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Token {token}",
+        HTTP_IDEMPOTENCY_KEY=key,
+    )
+
+
 def profile_claims(offers: list[tuple[str, str]], token: str) -> dict:
     """Claim ``offers`` one at a time in process; per layer the median ms of own time and of SQL time."""
     from django.test import Client
@@ -123,13 +134,7 @@ def profile_claims(offers: list[tuple[str, str]], token: str) -> dict:
     for clinic_ref, ref in offers:
         with LayerTimer() as timer:
             start = time.perf_counter()
-            response = client.post(
-                f"/api/v1/clinics/{clinic_ref}/offers/{ref}/claim",
-                data='{"expected_version": 1}',
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Token {token}",
-                HTTP_IDEMPOTENCY_KEY=f"bench-layers-{ref}",
-            )
+            response = post_claim(client, clinic_ref, ref, token, f"bench-layers-{ref}")
             totals.append((time.perf_counter() - start) * 1000)
         statuses.append(response.status_code)
         own = timer.own()
