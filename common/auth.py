@@ -40,7 +40,8 @@ class CachedTokenAuthentication(TokenAuthentication):
             return super().authenticate_credentials(key)
         now = time.time()
         hit = _cache.get(key)
-        if hit is not None and hit[0] > now:
+        # Good for at most ``ttl`` from now: a clock stepped back cannot stretch an entry's life.
+        if hit is not None and 0 < hit[0] - now <= ttl:
             user, token = copy.copy(hit[1]), copy.copy(hit[2])
             token.user = user
             return user, token

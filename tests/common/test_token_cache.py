@@ -83,3 +83,12 @@ def test_zero_turns_the_cache_off(staff, clinic, settings):
         client.get(path)
         client.get(path)
     assert _token_reads(captured) == 2
+
+
+def test_a_clock_stepped_back_does_not_stretch_an_entry(staff, clinic):
+    client = token_client(staff)
+    path = f"/api/v1/clinics/{clinic.ref}/treatments/"
+    with time_machine.travel(timezone.now() + timedelta(days=1), tick=False):
+        assert client.get(path).status_code == 200  # cached "until tomorrow + 5 s"
+    _revoked_elsewhere(staff)
+    assert client.get(path).status_code == 401  # back today: the entry is not trusted
