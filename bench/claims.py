@@ -19,11 +19,11 @@ import urllib.request
 from pathlib import Path
 
 from . import contention, db
+from .claims_layers import LAYERS, post_claim, profile_claims
 from .harness import ROOT, Result, fmt_stat, log, scale, stat
 
 HOST = "127.0.0.1"
-GUNICORN_WORKERS = 4
-GUNICORN_THREADS = 8
+GUNICORN_CONFIG = "bench/gunicorn_claims.py"
 WRK_THREADS = 2
 REPLAY_EVERY = 10
 PROBE_CLAIMS = 20  # claimed in process before the HTTP run, one at a time
@@ -79,16 +79,8 @@ def start_gunicorn(port: int) -> subprocess.Popen:
         "config.wsgi:application",
         "--bind",
         f"{HOST}:{port}",
-        "--workers",
-        str(GUNICORN_WORKERS),
-        "--worker-class",
-        "gthread",
-        "--threads",
-        str(GUNICORN_THREADS),
-        "--log-level",
-        "warning",
-        "--timeout",
-        "60",
+        "-c",
+        GUNICORN_CONFIG,
     ]
     env["PYTHONWARNINGS"] = "ignore"
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
@@ -103,6 +95,14 @@ def start_gunicorn(port: int) -> subprocess.Popen:
             time.sleep(0.3)
     stop(proc)
     raise RuntimeError("gunicorn did not start")
+
+
+def gunicorn_settings() -> dict:
+    """What ``GUNICORN_CONFIG`` resolves to in this environment (for the report)."""
+    import runpy
+
+    cfg = runpy.run_path(str(ROOT / GUNICORN_CONFIG))
+    return {"workers": cfg["workers"], "worker_class": cfg["worker_class"], "threads": cfg["threads"]}
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -175,13 +175,7 @@ def probe_claims(offers: list[tuple[str, str]], token: str) -> dict:
         sql_s[0] = 0.0
         with CaptureQueriesContext(connection) as q, connection.execute_wrapper(timed):
             start = time.perf_counter()
-            response = client.post(
-                f"/api/v1/clinics/{clinic_ref}/offers/{ref}/claim",
-                data='{"expected_version": 1}',
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Token {token}",
-                HTTP_IDEMPOTENCY_KEY=f"bench-probe-{ref}",
-            )
+            response = post_claim(client, clinic_ref, ref, token, f"bench-probe-{ref}")
             totals.append((time.perf_counter() - start) * 1000)
         in_sql.append(sql_s[0] * 1000)
         statuses.append(response.status_code)
@@ -265,22 +259,23 @@ def reading_note(d: dict) -> str:
         f"(offer, hold, entry, event), a claim receipt and an idempotency receipt: several times the work of one "
         f"TPC-B transaction (three updates, one insert), plus Django, DRF, token authentication and the "
         f"guardian scope check in Python. The ratio {ratio:.2f} says how much of the database's raw transaction "
-        f"rate a claim gets on this machine. One claim is {statements:.0f} SQL statements (asserted ≤ 10 in "
-        f"`tests/waitlist/test_claim_queries.py`; 27 before issue 15): token, scope (roles and clinic in one "
-        f"query), BEGIN, the idempotency receipt's INSERT, the receipt fence's savepoint, one statement that locks "
-        f"the whole chain (`FOR NO KEY UPDATE OF` vacancy, offer, hold, entry, in that order) and reads the "
-        f"policy, the allocation and the latest decision with it, one statement for every write (chained "
-        f"compare-and-set updates, the event and the claim receipt), the savepoint's release, the receipt's "
-        f"UPDATE, COMMIT. Where the time of one claim goes (in process, alone, median of {PROBE_CLAIMS}): "
-        f"{probe_ms:.1f} ms in all, {probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and "
-        f"PostgreSQL's work), the rest Python (WSGI, DRF, token authentication, the service, JSON, COMMIT). "
-        f"Under wrk, 4 gunicorn processes, PostgreSQL and wrk share 2 cores (with any other work on the "
-        f"machine: see the load average), so throughput is bounded by the CPU a claim costs, Python and "
-        f"PostgreSQL alike (not split per layer under load: that was not measured), and with 32 requests in "
-        f"flight latency is mostly queueing (p50 ≈ concurrency ÷ throughput). Connections are reused "
-        f"(`DATABASE_CONN_MAX_AGE=60`, as under "
-        f"`make run`); a pooler (PgBouncer, psycopg's pool) was not measured here: with persistent connections "
-        f"and 32 threads it would save no connects, only cap the server's backends."
+        f"rate a claim gets on this machine. One claim is {statements:.0f} SQL statements, the whole HTTP request "
+        f"(asserted in order in `tests/waitlist/test_claim_queries.py`; 27 before issue 15, 10 before the token "
+        f"cache and the savepoint-free receipt): the token (read once per worker and `API_TOKEN_CACHE_SECONDS`, "
+        f"so under wrk almost never), the scope (clinic and roles in one query), BEGIN, the idempotency "
+        f"receipt's INSERT, one statement that locks the whole chain (`FOR NO KEY UPDATE OF` vacancy, offer, "
+        f"hold, entry, in that order) and reads the policy, the allocation and the latest decision with it, one "
+        f"statement for every write (chained compare-and-set updates, the event and the claim receipt), the "
+        f"receipt's UPDATE, COMMIT. Where the time of one claim goes (in process, alone, median of "
+        f"{PROBE_CLAIMS}): {probe_ms:.1f} ms in all, {probe_sql_ms:.1f} ms of it inside `cursor.execute` (round "
+        f"trips and PostgreSQL's work), the rest Python; the per-layer table splits it. Under wrk, the gunicorn "
+        f"processes, PostgreSQL and wrk share 2 cores (with any other work on the machine: see the load "
+        f"average), so throughput is bounded by the CPU a claim costs, Python and PostgreSQL alike, and with 32 "
+        f"requests in flight latency is mostly queueing (p50 ≈ concurrency ÷ throughput); sync workers take "
+        f"requests from one listen queue in arrival order, which keeps p99 near p50. Connections are reused "
+        f"(`DATABASE_CONN_MAX_AGE=60`, as under `make run`, with health checks); a pooler (PgBouncer, psycopg's "
+        f"pool) was not measured here: with one persistent connection per sync worker it would save no "
+        f"connects, only cap the server's backends when many hosts share one PostgreSQL."
     )
 
 
@@ -305,7 +300,8 @@ def run() -> Result:
         for other in clinics[1:]:
             clinic_grant_role(clinic=other, user=user, role=Role.STAFF)
         probe = probe_claims(offers[:PROBE_CLAIMS], token)
-        offers = offers[PROBE_CLAIMS:]
+        layers = profile_claims(offers[PROBE_CLAIMS : 2 * PROBE_CLAIMS], token)
+        offers = offers[2 * PROBE_CLAIMS :]
         port = _free_port()
         from django.db import connections
 
@@ -336,6 +332,7 @@ def run() -> Result:
         w["ratio"] = w["claims_per_s"] / tps
         w["offers_available"] = len(offers)
         w["probe"] = probe
+        w["layers"] = layers
         w["exhausted"] = w["distinct"] >= len(offers) - WRK_THREADS
         w["database"] = check_claims(clinics)
         runs.append(w)
@@ -354,7 +351,7 @@ def run() -> Result:
         "pgbench_tps": stat(r["pgbench_tps"] for r in runs),
         "ratio": stat(r["ratio"] for r in runs),
         "duration_s": stat(r["duration_s"] for r in runs),
-        "gunicorn": {"workers": GUNICORN_WORKERS, "worker_class": "gthread", "threads": GUNICORN_THREADS},
+        "gunicorn": gunicorn_settings(),
     }
     result.data = d
     result.table(
@@ -377,6 +374,20 @@ def run() -> Result:
             [f"pgbench TPC-B-like tps (-c {conc} -j 2, scale {cfg['pgbench_scale']})", fmt_stat(d["pgbench_tps"])],
             ["**claims/s ÷ pgbench tps** (same run)", fmt_stat(d["ratio"])],
         ],
+    )
+    layer_rows = []
+    for label, *_ in LAYERS:
+        own = stat(next(x["ms"] for x in r["layers"]["layers"] if x["layer"] == label) for r in runs)
+        sql_ms = stat(next(x["sql_ms"] for x in r["layers"]["layers"] if x["layer"] == label) for r in runs)
+        what = runs[0]["layers"]["layers"][[x["layer"] for x in runs[0]["layers"]["layers"]].index(label)]["what"]
+        layer_rows.append([label, what, fmt_stat(own), fmt_stat(sql_ms)])
+    layer_rows.append(["all", "one claim, end to end in the test client", fmt_stat(
+        stat(r["layers"]["total_ms"] for r in runs)), ""])
+    result.table(
+        f"Where one claim's time goes: in process, one at a time, per layer (own time, median of {PROBE_CLAIMS} "
+        "claims per run; `bench/claims_layers.py`)",
+        ["layer", "what", "ms", "of which in `cursor.execute` (ms)"],
+        layer_rows,
     )
     per_run = [
         [
@@ -404,8 +415,9 @@ def run() -> Result:
     result.note(
         f"**What runs.** Each run makes {n:,} OFFERED offers through `vacancy_dispatch` (two clinics, one "
         f"dispatcher process each), a STAFF user of both clinics with an API token, then starts the app "
-        f"under gunicorn on 127.0.0.1 ({GUNICORN_WORKERS} gthread "
-        f"workers × {GUNICORN_THREADS} threads, settings as shipped) and runs `wrk -t {WRK_THREADS} -c {conc} "
+        f"under gunicorn on 127.0.0.1 ({d['gunicorn']['workers']} {d['gunicorn']['worker_class']} "
+        f"workers × {d['gunicorn']['threads']} thread(s), `{GUNICORN_CONFIG}`, settings as shipped) and runs "
+        f"`wrk -t {WRK_THREADS} -c {conc} "
         f"-d {seconds}s` with `bench/claims.lua`: each request claims a distinct offer "
         f'(`{{"expected_version": 1}}`, `Idempotency-Key: bench-claim-<offer>`) and every {REPLAY_EVERY}th '
         f"request replays a claim sent 64 requests earlier (same key and body: the stored 200 comes back). "

@@ -76,11 +76,16 @@ def idempotent_response(
     scope: str,
     command: str,
     execute: Callable[[str | None], tuple[int, dict]],
+    refusals_write_nothing: bool = False,
 ) -> HttpResponse:
-    """Run a command under the request's Idempotency-Key and answer with the stored bytes."""
+    """Run a command under the request's Idempotency-Key and answer with the stored bytes
+    (``refusals_write_nothing``: see ``run_idempotent``)."""
     key = validate_key(request.headers.get("Idempotency-Key"))
     digest = request_digest(request.method, request.path, request.data)
-    stored = run_idempotent(scope=scope, key=key, command=command, digest=digest, execute=execute)
+    stored = run_idempotent(
+        scope=scope, key=key, command=command, digest=digest, execute=execute,
+        refusals_write_nothing=refusals_write_nothing,
+    )
     response = HttpResponse(stored.body, status=stored.status_code, content_type="application/json")
     if stored.replayed:
         response["Idempotent-Replayed"] = "true"

@@ -6,6 +6,7 @@ import hashlib
 import json
 import string
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import connection, transaction
@@ -52,11 +53,15 @@ def run_idempotent(
     command: str,
     digest: str,
     execute: Callable[[str | None], tuple[int, dict]],
+    refusals_write_nothing: bool = False,
 ) -> StoredResponse:
     """Run ``execute`` at most once per (scope, key) and store its answer.
 
     ``execute(receipt_ref)`` returns (status, body) or raises a DomainError, whose answer is
     stored too. An unexpected exception stores nothing, so the key can be retried.
+    ``refusals_write_nothing``: the command raises its DomainErrors before its first write (the claim),
+    so no savepoint is needed to undo a refusal's writes before the refusal is stored (two statements
+    fewer). A command that may write and then refuse must leave it False.
     """
     if key is None:
         return _answer(execute, None, replayed=False)
@@ -77,16 +82,16 @@ def run_idempotent(
                 raise IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
             return StoredResponse(receipt.status_code, receipt.response_body, True, receipt.ref)
         receipt_ref = row[0]
-        answer = _answer(execute, receipt_ref, replayed=False)
+        answer = _answer(execute, receipt_ref, replayed=False, savepoint=not refusals_write_nothing)
         CommandReceipt.objects.filter(ref=receipt_ref).update(
             status_code=answer.status_code, response_body=answer.body
         )
         return answer
 
 
-def _answer(execute, receipt_ref: str | None, *, replayed: bool) -> StoredResponse:
+def _answer(execute, receipt_ref: str | None, *, replayed: bool, savepoint: bool = True) -> StoredResponse:
     try:
-        with transaction.atomic():
+        with transaction.atomic() if savepoint else nullcontext():
             status, body = execute(receipt_ref)
     except DomainError as exc:
         status, body = exc.status_code, exc.as_body()

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.utils import timezone
+from rest_framework import exceptions
 from rest_framework.authtoken.models import Token
 
 from .errors import DomainError
@@ -30,8 +31,16 @@ def require_fresh_admin_token(auth) -> None:
     """Raise TOKEN_EXPIRED when an ADMIN command comes with a token past its ADMIN lifetime.
 
     ``auth`` is ``request.auth``: None for session requests (the console has its own re-auth gate).
+    The token is read again here, not taken from the authentication cache (``common/auth.py``): an
+    ADMIN command sees a revocation at once, on every worker.
     """
-    if isinstance(auth, Token) and admin_token_expired(auth):
+    if not isinstance(auth, Token):
+        return
+    created = Token.objects.filter(key=auth.key, user__is_active=True).values_list("created", flat=True).first()
+    if created is None:
+        raise exceptions.AuthenticationFailed("Invalid token.")
+    auth.created = created
+    if admin_token_expired(auth):
         raise TokenTooOld(
             "This API token is too old for ADMIN commands. Ask for a new one "
             "(manage.py api_token_revoke --reissue <user>)."

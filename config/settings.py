@@ -132,7 +132,7 @@ LOGIN_REDIRECT_URL = "/console/"
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "common.auth.CachedTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -341,6 +341,9 @@ MIDDLEWARE.insert(
 CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS = env.int("CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS", default=20)
 # ADMIN commands in the console need a sign-in (or re-entered password) this recent.
 CONSOLE_REAUTH_MINUTES = env.int("CONSOLE_REAUTH_MINUTES", default=10)
+# A worker keeps a token → user lookup this long (common/auth.py): a revoked token stops working on
+# other workers within it; ADMIN commands always re-read the token. 0 turns the cache off.
+API_TOKEN_CACHE_SECONDS = env.int("API_TOKEN_CACHE_SECONDS", default=5)
 # API tokens older than this cannot run ADMIN commands (rotate: manage.py api_token_revoke).
 API_ADMIN_TOKEN_MAX_AGE_HOURS = env.int("API_ADMIN_TOKEN_MAX_AGE_HOURS", default=24 * 7)
 # CRM intake: quarantine rows stored per source and minute before only a sample is kept (the count

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from django.db.models import Exists, Model, OuterRef, Q, QuerySet
+from django.db.models import Model, Q, QuerySet
+from django.db.models.expressions import RawSQL
 
 from common.errors import NotFound, PermissionDenied
 
@@ -54,6 +55,21 @@ def clinics_for_user(user, role: Role = Role.STAFF) -> QuerySet[Clinic]:
     ).select_related("tenant_group")
 
 
+#: The scheduling permissions ``%s`` (a user id, twice) holds on the outer query's clinic, directly or
+#: through a group: one subplan, so the statement plans in a fraction of a millisecond (the six EXISTS
+#: it replaces took ~9 ms to plan, more than the claim's other statements together).
+_CODENAMES_SQL = """ARRAY(
+    SELECT p.codename FROM auth_permission p
+    JOIN django_content_type ct ON ct.id = p.content_type_id AND ct.app_label = 'scheduling'
+    WHERE p.id IN (
+        SELECT up.permission_id FROM scheduling_clinicuserobjectpermission up
+        WHERE up.user_id = %s AND up.content_object_id = "scheduling_clinic"."id"
+        UNION ALL
+        SELECT gp.permission_id FROM scheduling_clinicgroupobjectpermission gp
+        JOIN auth_user_groups ug ON ug.group_id = gp.group_id
+        WHERE ug.user_id = %s AND gp.content_object_id = "scheduling_clinic"."id"))"""
+
+
 def clinic_for_user(user, clinic_ref: str | None, *, role: Role = Role.STAFF, operate: bool = False) -> Clinic:
     """The clinic named by ``clinic_ref`` if the user works there; 404 otherwise, 403 if the role is too low.
 
@@ -63,26 +79,18 @@ def clinic_for_user(user, clinic_ref: str | None, *, role: Role = Role.STAFF, op
     """
     if not getattr(user, "is_authenticated", False) or not _plausible_ref(clinic_ref):
         raise NotFound()
-    admin_direct, admin_grouped = _grants(user, _codenames(Role.ADMIN))
-    any_direct, any_grouped = _grants(user, _codenames(Role.STAFF))
-    operate_direct, operate_grouped = _grants(user, [OPERATE_PERMISSION])
     clinic = (
         Clinic.objects.select_related("tenant_group")
-        .annotate(
-            is_admin=Exists(admin_direct.filter(content_object=OuterRef("pk")))
-            | Exists(admin_grouped.filter(content_object=OuterRef("pk"))),
-            is_member=Exists(any_direct.filter(content_object=OuterRef("pk")))
-            | Exists(any_grouped.filter(content_object=OuterRef("pk"))),
-            can_operate=Exists(operate_direct.filter(content_object=OuterRef("pk")))
-            | Exists(operate_grouped.filter(content_object=OuterRef("pk"))),
-        )
+        .annotate(codenames=RawSQL(_CODENAMES_SQL, [user.pk, user.pk]))
         .filter(ref=clinic_ref)
         .first()
     )
-    if clinic is None or not clinic.is_member:
+    codenames = set(clinic.codenames) if clinic is not None else set()
+    is_admin = ROLE_PERMISSIONS[Role.ADMIN] in codenames
+    if clinic is None or not (is_admin or ROLE_PERMISSIONS[Role.STAFF] in codenames):
         raise NotFound()
-    clinic.user_role = Role.ADMIN if clinic.is_admin else Role.STAFF
-    clinic.user_can_operate = clinic.user_role == Role.ADMIN and clinic.can_operate
+    clinic.user_role = Role.ADMIN if is_admin else Role.STAFF
+    clinic.user_can_operate = is_admin and OPERATE_PERMISSION in codenames
     if role == Role.ADMIN and clinic.user_role != Role.ADMIN:
         raise PermissionDenied("This action needs the ADMIN role in this clinic.")
     if operate and not clinic.user_can_operate:

@@ -37,6 +37,15 @@ def isolated_cache():
 
 
 @pytest.fixture(autouse=True)
+def fresh_token_cache():
+    """The API token cache (common/auth.py) is per process: each test starts with it empty."""
+    from common.auth import token_cache_clear
+
+    token_cache_clear()
+    yield
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):
     """Factories hash a password per user; the production hasher's cost is not what tests test."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -160,3 +169,29 @@ def assert_no_pii(text: str, patients) -> None:
 
 def later(minutes: int) -> timedelta:
     return timedelta(minutes=minutes)
+
+
+#: The longest test files (``--durations``), scheduled first. ``make test`` runs ``-n 2 --dist loadfile``:
+#: xdist hands out whole files in collection order, so a long file collected last (the state machine,
+#: in tests/waitlist/) ran alone at the end while the other worker idled. Longest first, the two
+#: workers start on the two longest and the short files fill in around them.
+LONGEST_FILES = (
+    "tests/waitlist/test_state_machine.py",
+    "tests/test_fuzz.py",
+    "tests/observability/test_scale_out.py",
+    "tests/operations/test_browser_console.py",
+    "tests/observability/test_two_beats.py",
+    "tests/operations/test_browser.py",
+    "tests/operations/test_privacy.py",
+    "tests/common/test_celery_redis.py",
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    rank = {path: i for i, path in enumerate(LONGEST_FILES)}
+    root = str(config.rootpath) + "/"
+
+    def key(item) -> int:
+        return rank.get(str(item.path).removeprefix(root), len(LONGEST_FILES))
+
+    items.sort(key=key)  # stable: the rest keep their order

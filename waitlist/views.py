@@ -19,13 +19,13 @@ from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
-from common.errors import Conflict, DomainError, NotFound
+from common.errors import Conflict, NotFound
 from common.services import new_correlation_id
 from scheduling.models import Appointment, AppointmentStatus
 
-from .models import Confirmation, DeclineReason, Offer, OfferStatus
+from .models import DeclineReason, Offer, OfferStatus
 from .notifications import LANGUAGES, local_datetime
-from .services import offer_book, offer_claim, offer_decline
+from .services import offer_claim_and_book, offer_decline
 from .tokens import TokenExpired, TokenInvalid, claim_token_read
 
 logger = logging.getLogger("waitlist")
@@ -140,36 +140,15 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
 
 
 def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
-    """Claim (OFFERED → ACCEPTED); under ``confirmation=ON_ACCEPT`` (the offer's policy) also run the
-    booking command, under ``BOOKING_COMMAND`` leave ACCEPTED for staff or the API client to book.
-    A double submit shows the same page."""
-    correlation_id = new_correlation_id()
-    book_now = offer.policy.confirmation == Confirmation.ON_ACCEPT
-    if offer.status != OfferStatus.ACCEPTED:
-        try:
-            receipt = offer_claim(
-                clinic=offer.clinic,
-                offer_ref=offer.ref,
-                expected_version=offer.version,
-                patient=offer.patient,
-                correlation_id=correlation_id,
-                request_booking=book_now,
-            )
-        except NotFound:
-            return _gone(request, 404, translation.get_language())
-        except Conflict as exc:
-            logger.info("claim page: offer %s not claimed: %s", offer.ref, exc.code)
-            return _gone(request, 410, translation.get_language())
-        hold_ref = receipt.hold_ref
-    else:
-        hold_ref = offer.hold.ref
-    if not book_now:
-        return _render_accepted(request, offer)
+    """Accept through ``offer_claim_and_book`` (claim, and book under ``ON_ACCEPT``). A double submit
+    shows the same page; a refused booking still says "held" (reconcile finishes it)."""
     try:
-        offer_book(clinic=offer.clinic, hold_ref=hold_ref, correlation_id=correlation_id)
-    except DomainError as exc:
-        # The hold stays ACCEPTED; reconcile finishes this booking once, then flags it for staff.
-        logger.warning("claim page: booking of hold %s left to reconcile: %s", hold_ref, exc.code)
+        offer_claim_and_book(offer=offer)
+    except NotFound:
+        return _gone(request, 404, translation.get_language())
+    except Conflict as exc:
+        logger.info("claim page: offer %s not claimed: %s", offer.ref, exc.code)
+        return _gone(request, 410, translation.get_language())
     return _render_accepted(request, offer)
 
 

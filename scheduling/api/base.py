@@ -90,10 +90,13 @@ class ClinicAPIView(APIView):
             raise ValidationFailed("The query is not valid.", fields=field_errors(serializer.errors))
         return serializer.validated_data
 
-    def command(self, name: str, execute: Callable[[str | None], tuple[int, dict]]):
+    def command(
+        self, name: str, execute: Callable[[str | None], tuple[int, dict]], *, refusals_write_nothing: bool = False
+    ):
         """Run a (I) command: stored per (clinic, user, Idempotency-Key) and replayed byte for byte."""
         return idempotent_response(
-            self.request, scope=f"{self.clinic.ref}:{self.request.user.pk}", command=name, execute=execute
+            self.request, scope=f"{self.clinic.ref}:{self.request.user.pk}", command=name, execute=execute,
+            refusals_write_nothing=refusals_write_nothing,
         )
 
 

@@ -73,12 +73,12 @@ def test_accept_holds_then_books_and_a_double_submit_shows_the_same_page(world):
 
 def test_a_booking_failure_still_says_held_and_leaves_the_hold_for_reconcile(world, monkeypatch):
     from common.errors import Conflict
-    from waitlist import views
+    from waitlist.services import booking
 
     def refuse(**kw):
         raise Conflict("no", code="HOLD_NOT_BOOKABLE")
 
-    monkeypatch.setattr(views, "offer_book", refuse)
+    monkeypatch.setattr(booking, "offer_book", refuse)
     offer = make_offer(world)
     response = submit(page_client(), claim_path(offer), "accept")
     html = response.content.decode()

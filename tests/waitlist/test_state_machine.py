@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 from django.db import connection, transaction
+from django.db.models import Prefetch
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
@@ -154,27 +155,39 @@ class WaitlistMachine(RuleBasedStateMachine):
 
     # --- invariants ------------------------------------------------------------------------
 
+    # Each invariant reads its rows in a few statements (not one per row): it runs after every step.
+
+    def _offers(self) -> list[Offer]:
+        """The clinic's offers with their hold, the hold's appointment and its active allocations."""
+        live = Prefetch("hold__allocations", CapacityAllocation.objects.filter(active=True), to_attr="live")
+        return list(
+            Offer.objects.filter(clinic=self.clinic).select_related("hold__appointment").prefetch_related(live)
+        )
+
     @invariant()
     def at_most_one_active_offer_per_vacancy(self):
-        for vacancy in Vacancy.objects.filter(clinic=self.clinic):
-            assert vacancy.offers.filter(status__in=ACTIVE_OFFER_STATUSES).count() <= 1
+        active = Counter(
+            Offer.objects.filter(clinic=self.clinic, status__in=ACTIVE_OFFER_STATUSES).values_list(
+                "vacancy_id", flat=True
+            )
+        )
+        assert all(n <= 1 for n in active.values()), active
 
     @invariant()
     def every_active_offer_has_an_active_hold(self):
-        for offer in Offer.objects.filter(clinic=self.clinic).select_related("hold"):
-            hold = offer.hold
-            live = CapacityAllocation.objects.filter(hold=hold, active=True)
+        for offer in self._offers():
+            hold, live = offer.hold, offer.hold.live
             if offer.status == OfferStatus.OFFERED:
-                assert hold.status == HoldStatus.ACTIVE and live.count() == 1
+                assert hold.status == HoldStatus.ACTIVE and len(live) == 1
             elif offer.status == OfferStatus.ACCEPTED and hold.status == HoldStatus.ACCEPTED:
-                assert live.count() == 1 and live.get().appointment_id is None
+                assert len(live) == 1 and live[0].appointment_id is None
             elif offer.status == OfferStatus.ACCEPTED:
                 # Booked: the hold's allocation moved to the CONFIRMED appointment in place.
                 assert hold.status == HoldStatus.CONSUMED
                 assert hold.appointment.status == AppointmentStatus.CONFIRMED
-                assert live.get().appointment_id == hold.appointment_id
+                assert len(live) == 1 and live[0].appointment_id == hold.appointment_id
             else:
-                assert hold.status == HoldStatus.RELEASED and not live.exists()
+                assert hold.status == HoldStatus.RELEASED and not live
 
     @invariant()
     def no_overlapping_allocations(self):
@@ -189,8 +202,13 @@ class WaitlistMachine(RuleBasedStateMachine):
 
     @invariant()
     def entry_and_offer_states_agree(self):
+        active_by_entry: dict[int, list[Offer]] = {}
+        for offer in Offer.objects.filter(clinic=self.clinic, status__in=ACTIVE_OFFER_STATUSES).select_related(
+            "hold"
+        ):
+            active_by_entry.setdefault(offer.entry_id, []).append(offer)
         for entry in WaitlistEntry.objects.filter(clinic=self.clinic):
-            active = list(entry.offers.filter(status__in=ACTIVE_OFFER_STATUSES).select_related("hold"))
+            active = active_by_entry.get(entry.pk, [])
             assert len(active) <= 1
             if entry.status == EntryStatus.OFFERED:
                 assert [o.status for o in active] == [OfferStatus.OFFERED]
@@ -207,9 +225,14 @@ class WaitlistMachine(RuleBasedStateMachine):
 
     @invariant()
     def filled_vacancies_are_booked(self):
-        for vacancy in Vacancy.objects.filter(clinic=self.clinic, status=VacancyStatus.FILLED):
-            offer = vacancy.offers.get(status=OfferStatus.ACCEPTED)
-            assert offer.hold.status == HoldStatus.CONSUMED
+        filled = set(
+            Vacancy.objects.filter(clinic=self.clinic, status=VacancyStatus.FILLED).values_list("pk", flat=True)
+        )
+        accepted = [
+            o for o in Offer.objects.filter(vacancy_id__in=filled, status=OfferStatus.ACCEPTED).select_related("hold")
+        ]
+        assert sorted(o.vacancy_id for o in accepted) == sorted(filled)  # exactly one ACCEPTED offer each
+        assert all(o.hold.status == HoldStatus.CONSUMED for o in accepted)
         assert not CapacityHold.objects.filter(
             clinic=self.clinic, status=HoldStatus.CONSUMED, appointment=None
         )

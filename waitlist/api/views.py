@@ -186,7 +186,8 @@ class OfferClaimView(ClinicAPIView):
             # the claim's locks, so no second read here).
             return 200, {**receipt.body, "appointment": receipt.appointment_ref}
 
-        return self.command("offer_claim", execute)
+        # Every refusal of the claim (and of its body) comes before its one write statement.
+        return self.command("offer_claim", execute, refusals_write_nothing=True)
 
 
 def _close_offer_command(view: ClinicAPIView, ref: str, *, command: str, service, input_class, **extra):

@@ -1,5 +1,6 @@
 """Waitlist commands: the only writers of waitlist rows. Each opens its own transaction."""
 
+from .accept import AcceptResult, offer_claim_and_book
 from .booking import offer_book
 from .controls import waitlist_switch_set, waitlist_tenant_allow
 from .decisions import decision_record
@@ -26,6 +27,7 @@ from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publi
 from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
 
 __all__ = [
+    "AcceptResult",
     "DispatchResult",
     "ReviewResult",
     "appointment_cancel_with_vacancy",
@@ -37,6 +39,7 @@ __all__ = [
     "hold_retry_booking",
     "offer_book",
     "offer_claim",
+    "offer_claim_and_book",
     "offer_decline",
     "offer_expire",
     "offer_notice_delivered",
