@@ -219,6 +219,12 @@ def verdict(results: list[dict]) -> list[str]:
         gap = med(by["ours_gate_not_used"], "fill_rate") - ours_fill
         lines.append(f"  * The reliability gate: {labels['ours_gate_not_used']} fills {100 * gap:+.0f} points "
                      "against the gate REQUIRED (patients without a FRESH decision wait for staff review).")
+    if "ours_no_caps" in by:
+        gap = med(by["ours_no_caps"], "fill_rate") - ours_fill
+        lines.append(f"  * The contact limits: {labels['ours_no_caps']} fills {100 * gap:+.0f} points against the "
+                     f"defaults, at {med(by['ours_no_caps'], 'messages_per_patient_week.p95'):g} messages per patient "
+                     f"per week (p95; FIFO {fifo_msgs:g}) and "
+                     f"{med(by['ours_no_caps'], 'quiet_hour_notices'):g} notices in quiet hours.")
     if any(r["modelled"] for r in beaten):
         lines.append("  * The modelled policies ask several patients at once (broadcast: everyone eligible), so "
                      "the first of them to answer wins; they pay for it in messages per patient and in "
@@ -261,7 +267,8 @@ def render_doc(folder: Path) -> Path:
         "",
         "* `sim/generator.py` builds a month from seeded distributions (below); `Month.reply(entry, slot)` is a pure "
         "function of (seed, patient, slot), so every policy meets the same answers.",
-        "* **Real policies** (ours with `decision_gate` REQUIRED and NOT_USED, the FIFO cascade) run through the "
+        "* **Real policies** (ours with `decision_gate` REQUIRED and NOT_USED, ours without the weekly cap and decline "
+        "suppression, the FIFO cascade) run through the "
         "product: `sim/engine.py` replays the month against PostgreSQL (its own database, `SIM_DATABASE_URL`, "
         "default `clinic_waitlist_sim`, one copy per worker). Each policy, quiet hours and daily contact cap "
         "included, is published with `policy_publish`; each simulated patient's consent is recorded "
@@ -273,11 +280,16 @@ def render_doc(folder: Path) -> Path:
         "answer window counts from delivery), `offer_claim` + `offer_book` (the claim page's accept), "
         "`offer_decline`, `expire_run` at each offer's expiry, `vacancy_review_resolve` (staff PROMOTE a REVIEW "
         "vacancy `staff_review_minutes` later, in clinic hours), `reconcile_run` daily, `entry_create`, and "
-        "dispatch again when a candidate appears (an arrival, the end of a decline suppression or of a weekly "
-        "cap window; the product's minute-by-minute reconcile does the same), with the clock jumped to each event "
-        "(time-machine, no fixed ticks) and `now=` passed: nothing sleeps. Patients reply `delay` after the "
-        "notice is **sent**. All calls go through `sim/adapter.py`, the one place to adapt when the services "
-        "change.",
+        "dispatch again when a candidate appears (an arrival, an offer of theirs that closed, the end of a decline "
+        "suppression or of a weekly cap window; the product's minute-by-minute reconcile does the same), with the "
+        "clock jumped to each event (time-machine, no fixed ticks) and `now=` passed: nothing sleeps. Staff "
+        "resolve a review only if the vacancy is still in REVIEW when they look (as in the console's queue). "
+        "Patients reply `delay` after they **read** the notice, and neither read nor reply while asleep "
+        "(`asleep_start`–`asleep_end`, an assumption): a notice sent at 02:00 is read at 07:00. All calls go "
+        "through `sim/adapter.py`, the one place to adapt when the services change. Reads the run cannot change "
+        "are not repeated (the waitlist flag, switched on once, is read once per run; vacancies the entry was "
+        "already offered are not dispatched again for it), and events are ordered by database id, so a seed "
+        "gives the same run every time.",
         "* **Modelled policies** (broadcast, batches of 3) are not expressible in the product; `sim/models.py` "
         "simulates them on the same month and behaviour with the same eligibility and quiet hours, but "
         "without decision freshness, weekly caps or daily contact caps. They are labelled *(modelled)*.",
