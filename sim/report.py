@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,12 +108,12 @@ def _bar(ax, results, key, title, pct=False):
         if s is None:
             continue
         k = 100 if pct else 1
-        names.append(r["label"].replace(" (", "\n("))
+        names.append(textwrap.fill(r["label"], 15))
         med.append(s["median"] * k)
         low.append((s["median"] - s["min"]) * k)
         high.append((s["max"] - s["median"]) * k)
     ax.bar(range(len(names)), med, yerr=[low, high], capsize=4, color="#4a7ab0")
-    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.set_xticks(range(len(names)), names, fontsize=6)
     ax.set_title(title, fontsize=9)
 
 
@@ -132,7 +133,7 @@ def plots(results: list[dict]) -> list[tuple[str, str]]:
                       ("messages_per_patient_week.p95", "Messages / patient / week (p95)", False)]),
     ]
     for name, specs in panels:
-        fig, axes = plt.subplots(1, len(specs), figsize=(11, 3.6))
+        fig, axes = plt.subplots(1, len(specs), figsize=(12, 4.2))
         for ax, (key, title, pct) in zip(axes, specs, strict=True):
             _bar(ax, results, key, title, pct)
         fig.suptitle("median, error bars min–max over seeds", fontsize=8)
@@ -230,9 +231,27 @@ def verdict(results: list[dict]) -> list[str]:
                      "the first of them to answer wins; they pay for it in messages per patient and in "
                      "\"slot gone\" replies, and they ignore weekly and daily caps (see How it works).")
     lines.append("* What would change it: a larger `weekly_offer_cap` and shorter `decline_suppression_hours` trade "
-                 "messages back for fills; shorter quiet hours or a policy that may offer in them (the product "
-                 "refuses notices there by design); offering to more than one patient per vacancy (not expressible "
-                 "in the product: one active offer per vacancy is a database invariant).")
+                 "messages back for fills (policy settings, no product change); shorter quiet hours or a policy that "
+                 "may offer in them (the product refuses notices there by design); offering to more than one patient "
+                 "per vacancy (not expressible in the product: one active offer per vacancy is a database invariant).")
+    if "ours_no_caps" in by:
+        free_fill = med(by["ours_no_caps"], "fill_rate")
+        free_msgs = med(by["ours_no_caps"], "messages_per_patient_week.p95")
+        real = [r for r in ranked if not r["modelled"]]
+        spec = next(r["spec"] for r in results if r["policy"] == "ours")
+        best_real = real[0]["policy"] if real else ""
+        lines.append(
+            f"* With both limits off, {labels['ours_no_caps']} "
+            + ("is the best policy the product can run" if best_real == "ours_no_caps" else "is not the best real "
+               "policy either")
+            + f" ({100 * free_fill:.0f}% against FIFO's {100 * med(by['fifo'], 'fill_rate'):.0f}%) at "
+            + ("no more" if free_msgs <= fifo_msgs else "more")
+            + f" messages per patient per week (p95 {free_msgs:g} against {fifo_msgs:g}; max "
+            f"{med(by['ours_no_caps'], 'messages_per_patient_week.max'):g} against "
+            f"{med(by['fifo'], 'messages_per_patient_week.max'):g}) and none in quiet hours. The defaults "
+            f"(cap {spec['weekly_offer_cap']}, {spec['decline_suppression_hours']} h after a decline) keep the p95 "
+            f"patient at {ours_msgs:g} messages a week and cost "
+            f"{100 * (free_fill - ours_fill):.0f} points of fill on this small list; a middle setting was not run.")
     return lines
 
 
@@ -301,7 +320,9 @@ def render_doc(folder: Path) -> Path:
         "## Results",
         "",
         "Each cell: median (min–max) over the seeds. Fill rate = vacancies filled ÷ cancellations made at "
-        "least 1 h before the visit.",
+        "least 1 h before the visit. Notices in quiet hours counts offer notices sent between `quiet_start` and "
+        "`quiet_end` local: the FIFO cascade has no quiet hours (its count is its design, not an accounting "
+        "error); every policy of ours publishes them and its count is 0 (a test asserts it).",
         "",
     ]
     header = "| metric | " + " | ".join(r["label"] for r in results) + " |"
@@ -366,6 +387,7 @@ CALIBRATION = """## Calibration and sources
   (fast, slow, silent), not as age.
 * Contact caps and opt-outs are standard in commercial products: `contact_cap_per_day`, `opt_out_share`.
 * Assumptions (no source): booked share, waitlist backlog and arrival rate, window lengths, the named-
-  practitioner share, priority band weights, the current appointment's distance (days sooner).
+  practitioner share, priority band weights, the current appointment's distance (days sooner), the
+  patients' night (`asleep_start`–`asleep_end`: a notice is not read and a reply not sent then).
 * Vendor claims (40–90% fill for first-to-reply SMS) are marketing, not measurements; the broadcast model
   shows what first-to-reply costs in messages."""
