@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, time, timedelta
 
-from django.db.models import Q, Sum
+from django.db.models import Exists, OuterRef, Q, Sum
 
 from common.errors import DomainError
 
@@ -51,6 +51,7 @@ class World:
     treatment: object = None
     patients: dict = field(default_factory=dict)  # entry key → Patient
     entry_refs: dict = field(default_factory=dict)  # entry key → entry ref
+    entry_ids: dict = field(default_factory=dict)  # entry key → entry id
     appointment_refs: dict = field(default_factory=dict)  # booking key → appointment ref
 
 
@@ -66,6 +67,27 @@ def no_task_queue():
         yield
     finally:
         tasks.dispatch_vacancy.delay = original
+
+
+@contextmanager
+def flag_reads_cached():
+    """The waitlist flag is switched on once before the runs and never changes during one, so its read
+    (one query with three subqueries, on every dispatch) is answered from memory within a run."""
+    from scheduling.services import features
+
+    original, seen = features.feature_state, {}
+
+    def cached(name, clinic):
+        key = (name, clinic.pk)
+        if key not in seen:
+            seen[key] = original(name, clinic)
+        return seen[key]
+
+    features.feature_state = cached
+    try:
+        yield
+    finally:
+        features.feature_state = original
 
 
 def enable_waitlist() -> None:
@@ -154,6 +176,7 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
         priority_rank=entry.band if world.spec.use_priority else 0, now=entry.waiting_since,
     )
     world.entry_refs[entry.key] = row.ref
+    world.entry_ids[entry.key] = row.pk
 
 
 def entry_waiting(world: World, entry_key: str) -> bool:
@@ -182,20 +205,29 @@ def cancel(world: World, booking: Booking, now: datetime) -> str | None:
     return vacancy.ref if vacancy is not None else None
 
 
-def dispatch(world: World, vacancy_ref: str, now: datetime) -> str:
+def dispatch(world: World, vacancy_ref: str, now: datetime) -> tuple[str, int | None]:
+    """(outcome or refusal code, the offered entry's id when an offer was made)."""
     from waitlist.services import vacancy_dispatch
 
     try:
-        return vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy_ref, now=now).outcome
+        result = vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy_ref, now=now)
     except DomainError as exc:
-        return exc.code
+        return exc.code, None
+    return result.outcome, result.offer.entry_id if result.outcome == "OFFERED" and result.offer else None
 
 
 def review(world: World, vacancy_ref: str, now: datetime) -> str:
     """Staff resolve a REVIEW vacancy (its candidate has no FRESH decision): they vouch for the patient
     (PROMOTE), or pass them over (SKIP) when the product says the candidate is no longer eligible."""
+    from waitlist.models import Vacancy
     from waitlist.services.recovery import vacancy_review_resolve
 
+    # Staff work the review queue as it is when they look: a vacancy no longer in it is not touched.
+    state = Vacancy.objects.filter(clinic=world.clinic, ref=vacancy_ref).values_list("status", "starts_at").first()
+    if state is None or state[0] != "REVIEW":
+        return "LEFT_REVIEW_BEFORE_STAFF"
+    if state[1] <= now:
+        return "STARTED_BEFORE_STAFF"
     for resolution in ("PROMOTE", "SKIP"):
         try:
             return vacancy_review_resolve(clinic=world.clinic, vacancy_ref=vacancy_ref, actor=None,
@@ -213,14 +245,15 @@ def waiting_vacancies(world: World, now: datetime) -> list[tuple[str, str, datet
 
     return list(Vacancy.objects.filter(clinic=world.clinic, starts_at__gt=now)
                 .filter(Q(status="OPEN", waiting_until__isnull=False) | Q(status="REVIEW"))
-                .values_list("ref", "status", "waiting_until"))
+                .order_by("id").values_list("ref", "status", "waiting_until"))
 
 
 def deliver(now: datetime) -> None:
-    """Run the outbox worker until nothing is due at ``now`` (sends, deferrals, skips)."""
+    """Run the outbox worker until nothing is due at ``now`` (sends, deferrals, skips): a round that
+    leased fewer rows than its limit left nothing due."""
     from common.outbox import outbox_deliver_due
 
-    while outbox_deliver_due(worker="sim", limit=200, now=now):
+    while sum(outbox_deliver_due(worker="sim", limit=200, now=now).values()) >= 200:
         pass
 
 
@@ -288,12 +321,13 @@ def notices(refs: list[str]) -> dict[str, tuple]:
 
 
 def open_vacancies_without_offer(world: World, now: datetime) -> list[tuple[str, str]]:
-    """(ref, vacancy_key) of OPEN, not started vacancies with no active offer."""
-    from waitlist.models import ACTIVE_OFFER_STATUSES, Vacancy
+    """(ref, vacancy_key) of OPEN, not started vacancies with no active offer, oldest first."""
+    from waitlist.models import ACTIVE_OFFER_STATUSES, Offer, Vacancy
 
+    active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
     return list(
-        Vacancy.objects.filter(clinic=world.clinic, status__in=["OPEN"], starts_at__gt=now)
-        .exclude(Q(offers__status__in=ACTIVE_OFFER_STATUSES)).values_list("ref", "vacancy_key").distinct()
+        Vacancy.objects.filter(clinic=world.clinic, status="OPEN", starts_at__gt=now)
+        .exclude(Exists(active)).order_by("id").values_list("ref", "vacancy_key")
     )
 
 

@@ -31,6 +31,8 @@ from .models import next_send_time
 RECONCILE_EVERY = timedelta(hours=24)
 # Events after which offers can close (→ cascade) or be made.
 CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review"}
+# Events after which an offer can have closed (the others only dispatch: they make offers, never close one).
+CLOSES_OFFERS = {"expire", "reply", "opt_out", "reconcile", "review"}
 ACTIVE = ("OFFERED", "ACCEPTED")
 
 
@@ -39,8 +41,13 @@ class Replay:
         self.month, self.spec, self.run_label = month, spec, run_label
         self.queue: list = []
         self.seq = itertools.count()
-        self.offers: dict[str, dict] = {}  # offer ref → {vacancy, entry, vacancy_key}
+        self.offers: dict[str, dict] = {}  # offer ref → {id, vacancy, entry, vacancy_key, expires}
         self.active: set[str] = set()
+        self.asked: dict[str, set[str]] = defaultdict(set)  # vacancy ref → entry refs it was offered to
+        self.booked: set[str] = set()  # entry refs booked through an accepted offer
+        self.suppressed_until: dict[str, datetime] = {}  # entry ref → end of its decline suppression
+        self.closing = False  # the current event can have closed offers (read their states)
+        self.dispatched = False  # a command that can make offers or open reviews ran since the last sync
         self.awaiting_notice: set[str] = set()
         self.last_offer_id = 0
         self.scheduled: set[tuple[str, datetime]] = set()
@@ -48,7 +55,9 @@ class Replay:
         self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0])  # event kind → [events, seconds]
         self.recent_offers: dict[str, list[datetime]] = defaultdict(list)  # entry ref → its offer times
         self.reviews: Counter = Counter()  # staff review outcomes
-        self.wakes: dict[tuple[str, str], datetime] = {}  # (status, vacancy ref) → its scheduled wake-up
+        self.wakes: dict[tuple[str, datetime], datetime] = {}  # (entry key, when) of quiet-hour wakes
+        self.redispatched: set[tuple[str, datetime]] = set()  # (vacancy ref, waiting_until) scheduled once
+        self.pending: dict[tuple[str, str], datetime] = {}  # (status, vacancy ref) → its pending review/redispatch
         self.world: World | None = None
 
     def at(self, when: datetime, kind: str, *args) -> None:
@@ -62,7 +71,8 @@ class Replay:
 
     def run(self) -> dict:
         month = self.month
-        with time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue():
+        with (time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue(),
+              adapter.flag_reads_cached()):
             self.world = adapter.setup(month, self.spec, self.run_label)
             self.entry_keys = _Reverse(self.world.entry_refs)
             self.booking_of = {f"appointment:{ref}": b for b in month.bookings
@@ -82,13 +92,19 @@ class Replay:
                 clock.move_to(when)
                 started = time.perf_counter()
                 getattr(self, f"_on_{kind}")(when, *args)
+                self.closing = kind in CLOSES_OFFERS
                 self._sync(when, offers_may_change=kind in CHANGES_OFFERS)
+                self.dispatched = False
                 self.cost[kind][0] += 1
                 self.cost[kind][1] += time.perf_counter() - started
             self._wind_down(clock)
             return adapter.export(self.world)
 
     # --- events ----------------------------------------------------------------------------------
+
+    def _dispatch(self, now, vacancy_ref):
+        self.dispatched = True
+        return adapter.dispatch(self.world, vacancy_ref, now)
 
     def _on_arrive(self, now, entry):
         adapter.entry_add(self.world, entry, now)
@@ -97,28 +113,54 @@ class Replay:
     def _on_wake(self, now, entry):
         """What the product's next reconcile does for a new or newly eligible candidate. In quiet hours
         dispatch would only answer WAITING: the wake moves to their end (the product's reconcile
-        dispatches then)."""
+        dispatches then). Vacancies this entry was already offered are left out (the matcher never
+        offers one twice), so are those with an offer out (dispatch would answer ALREADY_OFFERED)."""
         if self.spec.quiet_hours and in_quiet_hours(now, self.month):
             when = next_send_time(now, self.month)
             if (entry.key, when) not in self.wakes:
                 self.wakes[(entry.key, when)] = when
                 self.at(when, "wake", entry)
             return
-        if not adapter.entry_waiting(self.world, entry.key):
-            return  # offered, booked or withdrawn: not a candidate for any other vacancy now
+        entry_ref = self.world.entry_refs.get(entry.key)
+        if entry_ref is None or entry_ref in self.booked or self._held_back(entry_ref, now):
+            return  # its own wake comes when the cap or the suppression ends
         minutes = timedelta(minutes=self.month.params.slot_minutes)
+        due = []
         for ref, key in adapter.open_vacancies_without_offer(self.world, now):
             b = self.booking_of[key]
-            if fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
-                    ignore_practitioner=not self.spec.use_practitioner):
-                adapter.dispatch(self.world, ref, now)
+            if entry_ref not in self.asked[ref] and fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
+                                                         ignore_practitioner=not self.spec.use_practitioner):
+                due.append(ref)
+        if due and adapter.entry_waiting(self.world, entry.key):  # not offered, booked or withdrawn now
+            for ref in due:
+                if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
+                    break  # offered this entry: no longer a candidate for the others
+
+    def _held_back(self, entry_ref: str, now: datetime) -> bool:
+        """Whether the entry is at its weekly cap or suppressed after a decline (the matcher skips it)."""
+        cap = self.spec.weekly_offer_cap
+        if cap and sum(1 for t in self.recent_offers[entry_ref] if t > now - timedelta(days=7)) >= cap:
+            return True
+        return self.suppressed_until.get(entry_ref, now) > now
 
     def _on_redispatch(self, now, vacancy_ref):
-        """A vacancy that waited (quiet hours, contact caps) at the moment it may go on."""
-        adapter.dispatch(self.world, vacancy_ref, now)
+        """A vacancy that waited (quiet hours, contact caps) at the moment it may go on: dispatched as
+        the product's reconcile would, unless it has an offer out or waits for staff (reconcile leaves
+        a REVIEW vacancy to staff)."""
+        self._handled(("OPEN", vacancy_ref), now)
+        if ("REVIEW", vacancy_ref) in self.pending:
+            return
+        if not any(self.offers[ref]["vacancy"] == vacancy_ref for ref in self.active):
+            self._dispatch(now, vacancy_ref)
 
     def _on_review(self, now, vacancy_ref):
+        self._handled(("REVIEW", vacancy_ref), now)
+        self.dispatched = True
         self.reviews[adapter.review(self.world, vacancy_ref, now)] += 1
+
+    def _handled(self, key, now) -> None:
+        if self.pending.get(key) == now:
+            del self.pending[key]
 
     def _on_opt_out(self, now, entry):
         adapter.entry_opt_out(self.world, entry, now)
@@ -126,15 +168,18 @@ class Replay:
     def _on_cancel(self, now, booking):
         vacancy = adapter.cancel(self.world, booking, now)
         if vacancy is not None:
-            adapter.dispatch(self.world, vacancy, now)
+            self._dispatch(now, vacancy)
 
     def _on_expire(self, now):
-        adapter.expire(now)
+        """The expiry job, when an active offer is due (else it would find nothing: skipped)."""
+        if any(self.offers[ref]["expires"] <= now for ref in self.active):
+            adapter.expire(now)
 
     def _on_deliver(self, now):
         adapter.deliver(now)
 
     def _on_reconcile(self, now):
+        self.dispatched = True
         adapter.reconcile(now)
 
     def _on_reply(self, now, offer_ref, kind):
@@ -145,10 +190,13 @@ class Replay:
             self.world, offer_ref, now)
         if outcome == "BOOKED":
             self.active.discard(offer_ref)  # a booked offer stays ACCEPTED: nothing more to follow
+            self.booked.add(self.offers[offer_ref]["entry"])
         elif outcome == "DECLINED" and self.spec.decline_suppression_hours:
             # Suppression ends: a candidate again (without suppression the cascade already saw them).
-            self._wake_later(now + timedelta(hours=self.spec.decline_suppression_hours), offer_ref)
-        else:
+            until = now + timedelta(hours=self.spec.decline_suppression_hours)
+            self.suppressed_until[self.offers[offer_ref]["entry"]] = until
+            self._wake_later(until, offer_ref)
+        elif outcome not in ("BOOKED", "DECLINED"):
             self.replies_late += 1
 
     def _wake_later(self, when: datetime, offer_ref: str) -> None:
@@ -159,16 +207,21 @@ class Replay:
     # --- bookkeeping after every event ------------------------------------------------------------
 
     def _sync(self, now: datetime, offers_may_change: bool) -> None:
-        """Register new offers (expiry event, notice), deliver, schedule replies, run the cascade."""
+        """Register new offers (expiry event, notice), deliver, schedule replies, run the cascade.
+
+        Offers are only made by dispatch (its callers: the engine, staff review, reconcile), so the
+        new-offer and waiting-vacancy reads run only after one of those.
+        """
         if not offers_may_change:
             self._notices()
             return
         for _ in range(50):  # a cascade can make more offers; bounded
-            new = adapter.offers_since(self.world, self.last_offer_id)
+            new = adapter.offers_since(self.world, self.last_offer_id) if self.dispatched else []
             for row in new:
                 self.last_offer_id = row["id"]
-                self.offers[row["ref"]] = {"vacancy": row["vacancy__ref"], "entry": row["entry__ref"],
-                                           "vacancy_key": row["vacancy__vacancy_key"]}
+                self.offers[row["ref"]] = {"id": row["id"], "vacancy": row["vacancy__ref"], "entry": row["entry__ref"],
+                                           "vacancy_key": row["vacancy__vacancy_key"], "expires": row["expires_at"]}
+                self.asked[row["vacancy__ref"]].add(row["entry__ref"])
                 self.active.add(row["ref"])
                 self.awaiting_notice.add(row["ref"])
                 self.once(row["expires_at"], "expire")
@@ -182,7 +235,8 @@ class Replay:
             self._notices()
             if not self._cascade(now):
                 break
-        self._waiting(now)
+        if self.dispatched:
+            self._waiting(now)
 
     def _waiting(self, now: datetime) -> None:
         """Vacancies that wait: OPEN ones until their ``waiting_until`` (dispatch again then), REVIEW ones
@@ -190,40 +244,59 @@ class Replay:
         for ref, status, until in adapter.waiting_vacancies(self.world, now):
             when = staff_time(now, self.month) if status == "REVIEW" else until
             key = (status, ref)
-            if when is not None and self.wakes.get(key) != when and self.wakes.get(key, now) <= now:
-                self.wakes[key] = when
-                self.at(when, "review" if status == "REVIEW" else "redispatch", ref)
+            if status == "REVIEW":
+                if key in self.pending:
+                    continue  # staff will look at it then
+            elif until is None or until <= now or (ref, until) in self.redispatched:
+                continue  # a past waiting_until (its dispatch ran), or one already scheduled
+            else:
+                self.redispatched.add((ref, until))
+            self.pending[key] = when
+            self.at(when, "review" if status == "REVIEW" else "redispatch", ref)
 
     def _notices(self) -> None:
         if not self.awaiting_notice:
             return
         entry_keys = self.entry_keys
-        for ref, (status, sent_at, next_at) in adapter.notices(sorted(self.awaiting_notice)).items():
+        found = adapter.notices(list(self.awaiting_notice))
+        for ref in sorted(found, key=lambda r: self.offers[r]["id"]):  # offer order: reproducible
+            status, sent_at, next_at = found[ref]
             if sent_at is not None:
                 self.awaiting_notice.discard(ref)
                 offer = self.offers[ref]
                 booking = self.booking_of[offer["vacancy_key"]]
                 # The answer window counts from delivery (offer_notice_delivered moved expires_at there).
-                self.once(min(sent_at + timedelta(minutes=self.spec.hold_minutes), booking.starts_at), "expire")
+                offer["expires"] = min(sent_at + timedelta(minutes=self.spec.hold_minutes), booking.starts_at)
+                self.once(offer["expires"], "expire")
                 reply = self.month.reply(entry_keys[offer["entry"]], booking)
                 if reply.kind != "NONE":
-                    self.at(sent_at + reply.delay, "reply", ref, reply.kind)
+                    self.at(self.month.answer_at(sent_at, reply), "reply", ref, reply.kind)
             elif status == "PENDING" and next_at is not None:
                 self.once(next_at, "deliver")
             elif status in ("SENT", "DEAD"):
                 self.awaiting_notice.discard(ref)  # skipped (offer closed first) or failed: never seen
 
     def _cascade(self, now: datetime) -> bool:
-        """Closed offers' vacancies are dispatched again now (the product's on-commit cascade)."""
-        states = adapter.offer_states(self.world, sorted(self.active))
-        closed = {ref for ref, status in states.items() if status not in ACTIVE}
-        self.active -= closed
+        """Closed offers' vacancies are dispatched again now (the product's on-commit cascade), in
+        vacancy order (reproducible: which vacancy asks first decides who gets which)."""
+        if not self.active or not self.closing:
+            return False
+        self.closing = False  # the dispatches below make offers; they close none
+        states = adapter.offer_states(self.world, list(self.active))
+        closed = {ref: status for ref, status in states.items() if status not in ACTIVE}
+        self.active -= set(closed)
+        for ref, status in closed.items():
+            if status == "WITHDRAWN":  # the matcher may offer it again (a non-barring withdrawal)
+                self.asked[self.offers[ref]["vacancy"]].discard(self.offers[ref]["entry"])
+            # Back on the list (expired, declined, withdrawn): a candidate for the other open vacancies
+            # now, as the product's next reconcile finds (unless a cap or a suppression holds it back).
+            self.at(now, "wake", self.month.by_key[self.entry_keys[self.offers[ref]["entry"]]])
         vacancies = {self.offers[ref]["vacancy"] for ref in closed}
         if not vacancies:
             return False
-        due = sorted(vacancies & {ref for ref, _ in adapter.open_vacancies_without_offer(self.world, now)})
+        due = [ref for ref, _ in adapter.open_vacancies_without_offer(self.world, now) if ref in vacancies]
         for vacancy in due:
-            adapter.dispatch(self.world, vacancy, now)
+            self._dispatch(now, vacancy)
         return bool(due)
 
     def _wind_down(self, clock) -> None:

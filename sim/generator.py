@@ -62,6 +62,10 @@ class Params:
     fast_median_minutes: float = 6.0
     slow_median_minutes: float = 150.0
     reply_sigma: float = 0.9
+    # Assumption: patients do not read messages while asleep. A notice that reaches them between these
+    # hours is read at their end, and a reply that would fall between them comes at their end instead.
+    asleep_start: str = "23:00"
+    asleep_end: str = "07:00"
     # Probability that a reply is an accept (Fast Pass: 11% per offer overall, 30% of open slots filled).
     accept_share: float = 0.35
     # Booking-reliability decisions (the REQUIRED gate reads them). Assumption: the feed has a FRESH decision
@@ -148,6 +152,23 @@ class Month:
         if reply.kind == "ACCEPT" and entry.practitioner not in (None, booking.practitioner):
             return Reply("DECLINE", reply.delay)
         return reply
+
+
+    def answer_at(self, sent_at: datetime, reply: Reply) -> datetime:
+        """When a reply to a notice sent at ``sent_at`` comes: its delay after the patient reads the
+        notice, neither reading nor replying while asleep."""
+        return self.awake(self.awake(sent_at) + reply.delay)
+
+    def awake(self, at: datetime) -> datetime:
+        """``at``, or the end of the patient's night if ``at`` falls inside it."""
+        p = self.params
+        local = at.astimezone(ZoneInfo(p.timezone))
+        start, end = time.fromisoformat(p.asleep_start), time.fromisoformat(p.asleep_end)
+        t = local.time()
+        if not ((start <= t or t < end) if start > end else (start <= t < end)):
+            return at
+        wake = local.replace(hour=end.hour, minute=end.minute, second=0, microsecond=0)
+        return wake if wake > local else wake + timedelta(days=1)
 
 
 @dataclass(frozen=True)

@@ -104,8 +104,9 @@ class Modelled:
             self.offers.append(offer)
             self.messages.append({"entry": e.key, "at": now, "kind": "OFFER"})
             reply = self.month.reply(e.key, self.vacancies[key]["booking"])
-            if reply.kind != "NONE" and now + reply.delay < window_end:
-                self.at(now + reply.delay, "reply", offer, reply.kind)
+            answer = self.month.answer_at(now, reply)
+            if reply.kind != "NONE" and answer < window_end:
+                self.at(answer, "reply", offer, reply.kind)
         if self.size:
             self.at(window_end, "window_end", key, len(self.offers))
 

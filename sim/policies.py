@@ -12,6 +12,10 @@ OURS = PolicySpec("ours", "Ours (as configured, gate REQUIRED)", hold_minutes=20
 # The same policy without the booking-reliability gate (a clinic with no reliability service).
 OURS_GATE_NOT_USED = PolicySpec("ours_gate_not_used", "Ours, decision_gate NOT_USED", hold_minutes=20,
                                 min_lead_minutes=180, decision_gate="NOT_USED")
+# Ours with the two contact limits that cost fills switched off (no weekly cap, no suppression after a
+# decline); quiet hours, the daily contact cap, the priority order and the gate stay: what the defaults cost.
+OURS_NO_CAPS = PolicySpec("ours_no_caps", "Ours, no weekly cap or decline suppression", hold_minutes=20,
+                          min_lead_minutes=180, weekly_offer_cap=None, decline_suppression_hours=0)
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
@@ -22,5 +26,5 @@ BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180
 BATCH3 = PolicySpec("batch3", "Batches of 3, 7-min hold (modelled)", hold_minutes=7, min_lead_minutes=180,
                     modelled="batch", extra={"batch_size": 3})
 
-POLICIES = [OURS, OURS_GATE_NOT_USED, FIFO, BROADCAST, BATCH3]
+POLICIES = [OURS, OURS_GATE_NOT_USED, OURS_NO_CAPS, FIFO, BROADCAST, BATCH3]
 

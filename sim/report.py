@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import textwrap
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,12 +108,12 @@ def _bar(ax, results, key, title, pct=False):
         if s is None:
             continue
         k = 100 if pct else 1
-        names.append(r["label"].replace(" (", "\n("))
+        names.append(textwrap.fill(r["label"], 15))
         med.append(s["median"] * k)
         low.append((s["median"] - s["min"]) * k)
         high.append((s["max"] - s["median"]) * k)
     ax.bar(range(len(names)), med, yerr=[low, high], capsize=4, color="#4a7ab0")
-    ax.set_xticks(range(len(names)), names, fontsize=7)
+    ax.set_xticks(range(len(names)), names, fontsize=6)
     ax.set_title(title, fontsize=9)
 
 
@@ -132,7 +133,7 @@ def plots(results: list[dict]) -> list[tuple[str, str]]:
                       ("messages_per_patient_week.p95", "Messages / patient / week (p95)", False)]),
     ]
     for name, specs in panels:
-        fig, axes = plt.subplots(1, len(specs), figsize=(11, 3.6))
+        fig, axes = plt.subplots(1, len(specs), figsize=(12, 4.2))
         for ax, (key, title, pct) in zip(axes, specs, strict=True):
             _bar(ax, results, key, title, pct)
         fig.suptitle("median, error bars min–max over seeds", fontsize=8)
@@ -219,14 +220,38 @@ def verdict(results: list[dict]) -> list[str]:
         gap = med(by["ours_gate_not_used"], "fill_rate") - ours_fill
         lines.append(f"  * The reliability gate: {labels['ours_gate_not_used']} fills {100 * gap:+.0f} points "
                      "against the gate REQUIRED (patients without a FRESH decision wait for staff review).")
+    if "ours_no_caps" in by:
+        gap = med(by["ours_no_caps"], "fill_rate") - ours_fill
+        lines.append(f"  * The contact limits: {labels['ours_no_caps']} fills {100 * gap:+.0f} points against the "
+                     f"defaults, at {med(by['ours_no_caps'], 'messages_per_patient_week.p95'):g} messages per patient "
+                     f"per week (p95; FIFO {fifo_msgs:g}) and "
+                     f"{med(by['ours_no_caps'], 'quiet_hour_notices'):g} notices in quiet hours.")
     if any(r["modelled"] for r in beaten):
         lines.append("  * The modelled policies ask several patients at once (broadcast: everyone eligible), so "
                      "the first of them to answer wins; they pay for it in messages per patient and in "
                      "\"slot gone\" replies, and they ignore weekly and daily caps (see How it works).")
     lines.append("* What would change it: a larger `weekly_offer_cap` and shorter `decline_suppression_hours` trade "
-                 "messages back for fills; shorter quiet hours or a policy that may offer in them (the product "
-                 "refuses notices there by design); offering to more than one patient per vacancy (not expressible "
-                 "in the product: one active offer per vacancy is a database invariant).")
+                 "messages back for fills (policy settings, no product change); shorter quiet hours or a policy that "
+                 "may offer in them (the product refuses notices there by design); offering to more than one patient "
+                 "per vacancy (not expressible in the product: one active offer per vacancy is a database invariant).")
+    if "ours_no_caps" in by:
+        free_fill = med(by["ours_no_caps"], "fill_rate")
+        free_msgs = med(by["ours_no_caps"], "messages_per_patient_week.p95")
+        real = [r for r in ranked if not r["modelled"]]
+        spec = next(r["spec"] for r in results if r["policy"] == "ours")
+        best_real = real[0]["policy"] if real else ""
+        lines.append(
+            f"* With both limits off, {labels['ours_no_caps']} "
+            + ("is the best policy the product can run" if best_real == "ours_no_caps" else "is not the best real "
+               "policy either")
+            + f" ({100 * free_fill:.0f}% against FIFO's {100 * med(by['fifo'], 'fill_rate'):.0f}%) at "
+            + ("no more" if free_msgs <= fifo_msgs else "more")
+            + f" messages per patient per week (p95 {free_msgs:g} against {fifo_msgs:g}; max "
+            f"{med(by['ours_no_caps'], 'messages_per_patient_week.max'):g} against "
+            f"{med(by['fifo'], 'messages_per_patient_week.max'):g}) and none in quiet hours. The defaults "
+            f"(cap {spec['weekly_offer_cap']}, {spec['decline_suppression_hours']} h after a decline) keep the p95 "
+            f"patient at {ours_msgs:g} messages a week and cost "
+            f"{100 * (free_fill - ours_fill):.0f} points of fill on this small list; a middle setting was not run.")
     return lines
 
 
@@ -261,7 +286,8 @@ def render_doc(folder: Path) -> Path:
         "",
         "* `sim/generator.py` builds a month from seeded distributions (below); `Month.reply(entry, slot)` is a pure "
         "function of (seed, patient, slot), so every policy meets the same answers.",
-        "* **Real policies** (ours with `decision_gate` REQUIRED and NOT_USED, the FIFO cascade) run through the "
+        "* **Real policies** (ours with `decision_gate` REQUIRED and NOT_USED, ours without the weekly cap and decline "
+        "suppression, the FIFO cascade) run through the "
         "product: `sim/engine.py` replays the month against PostgreSQL (its own database, `SIM_DATABASE_URL`, "
         "default `clinic_waitlist_sim`, one copy per worker). Each policy, quiet hours and daily contact cap "
         "included, is published with `policy_publish`; each simulated patient's consent is recorded "
@@ -273,11 +299,16 @@ def render_doc(folder: Path) -> Path:
         "answer window counts from delivery), `offer_claim` + `offer_book` (the claim page's accept), "
         "`offer_decline`, `expire_run` at each offer's expiry, `vacancy_review_resolve` (staff PROMOTE a REVIEW "
         "vacancy `staff_review_minutes` later, in clinic hours), `reconcile_run` daily, `entry_create`, and "
-        "dispatch again when a candidate appears (an arrival, the end of a decline suppression or of a weekly "
-        "cap window; the product's minute-by-minute reconcile does the same), with the clock jumped to each event "
-        "(time-machine, no fixed ticks) and `now=` passed: nothing sleeps. Patients reply `delay` after the "
-        "notice is **sent**. All calls go through `sim/adapter.py`, the one place to adapt when the services "
-        "change.",
+        "dispatch again when a candidate appears (an arrival, an offer of theirs that closed, the end of a decline "
+        "suppression or of a weekly cap window; the product's minute-by-minute reconcile does the same), with the "
+        "clock jumped to each event (time-machine, no fixed ticks) and `now=` passed: nothing sleeps. Staff "
+        "resolve a review only if the vacancy is still in REVIEW when they look (as in the console's queue). "
+        "Patients reply `delay` after they **read** the notice, and neither read nor reply while asleep "
+        "(`asleep_start`–`asleep_end`, an assumption): a notice sent at 02:00 is read at 07:00. All calls go "
+        "through `sim/adapter.py`, the one place to adapt when the services change. Reads the run cannot change "
+        "are not repeated (the waitlist flag, switched on once, is read once per run; vacancies the entry was "
+        "already offered are not dispatched again for it), and events are ordered by database id, so a seed "
+        "gives the same run every time.",
         "* **Modelled policies** (broadcast, batches of 3) are not expressible in the product; `sim/models.py` "
         "simulates them on the same month and behaviour with the same eligibility and quiet hours, but "
         "without decision freshness, weekly caps or daily contact caps. They are labelled *(modelled)*.",
@@ -289,7 +320,9 @@ def render_doc(folder: Path) -> Path:
         "## Results",
         "",
         "Each cell: median (min–max) over the seeds. Fill rate = vacancies filled ÷ cancellations made at "
-        "least 1 h before the visit.",
+        "least 1 h before the visit. Notices in quiet hours counts offer notices sent between `quiet_start` and "
+        "`quiet_end` local: the FIFO cascade has no quiet hours (its count is its design, not an accounting "
+        "error); every policy of ours publishes them and its count is 0 (a test asserts it).",
         "",
     ]
     header = "| metric | " + " | ".join(r["label"] for r in results) + " |"
@@ -354,6 +387,7 @@ CALIBRATION = """## Calibration and sources
   (fast, slow, silent), not as age.
 * Contact caps and opt-outs are standard in commercial products: `contact_cap_per_day`, `opt_out_share`.
 * Assumptions (no source): booked share, waitlist backlog and arrival rate, window lengths, the named-
-  practitioner share, priority band weights, the current appointment's distance (days sooner).
+  practitioner share, priority band weights, the current appointment's distance (days sooner), the
+  patients' night (`asleep_start`–`asleep_end`: a notice is not read and a reply not sent then).
 * Vendor claims (40–90% fill for first-to-reply SMS) are marketing, not measurements; the broadcast model
   shows what first-to-reply costs in messages."""

@@ -10,7 +10,7 @@ import pytest
 from sim import metrics
 from sim.adapter import policy_fields
 from sim.engine import replay, staff_time
-from sim.generator import SCALES, generate, reply_for
+from sim.generator import SCALES, Reply, generate, reply_for
 from sim.models import next_send_time, run_modelled
 from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED
 
@@ -53,6 +53,15 @@ def test_a_notice_due_in_quiet_hours_waits_for_their_end():
     assert next_send_time(night, month) == month.start + timedelta(days=1, hours=8)
     noon = month.start + timedelta(hours=12)
     assert next_send_time(noon, month) == noon
+
+
+def test_a_patient_reads_a_night_notice_when_they_wake_and_never_replies_asleep():
+    month = generate(1, SCALES["tiny"])  # 00:00 local on a Monday
+    reply = Reply("ACCEPT", timedelta(minutes=10))
+    assert month.answer_at(month.start + timedelta(hours=2), reply) == month.start + timedelta(hours=7, minutes=10)
+    assert month.answer_at(month.start + timedelta(hours=12), reply) == month.start + timedelta(hours=12, minutes=10)
+    late = Reply("DECLINE", timedelta(hours=2))  # sent 22:00, due 00:00: comes at 07:00
+    assert month.answer_at(month.start + timedelta(hours=22), late) == month.start + timedelta(days=1, hours=7)
 
 
 def test_staff_review_waits_for_clinic_hours():
@@ -114,6 +123,17 @@ def test_replay_drives_the_real_services_and_measures_them(spec):
     assert (policy.quiet_hours_start is not None) == spec.quiet_hours
     if spec.quiet_hours:
         assert result["quiet_hour_notices"] == 0
+
+
+@pytest.mark.django_db
+def test_the_same_seed_replays_to_the_same_result():
+    from sim.adapter import enable_waitlist
+
+    enable_waitlist()
+    month = generate(11, TINY)
+    runs = [metrics.compute(month, OURS, replay(month, OURS, f"test-repeat-{i}")[0]) for i in range(2)]
+    assert runs[0] == runs[1]
+    assert runs[0]["offers"] > 0
 
 
 @pytest.mark.django_db
