@@ -234,9 +234,12 @@ def waitlist_retry_booking(request: HttpRequest, clinic: Clinic, hold_ref: str) 
     """STAFF: run the booking command again for an ACCEPTED hold (``hold_retry_booking``)."""
 
     def execute(data: dict, correlation_id: str) -> dict:
-        appointment = services.hold_retry_booking(clinic=clinic, hold_ref=hold_ref, actor=request.user,
-                                                  reason=data["reason"], correlation_id=correlation_id,
-                                                  idempotency_key=data["idempotency_key"])
+        retried = services.hold_retry_booking(clinic=clinic, hold_ref=hold_ref, actor=request.user,
+                                              reason=data["reason"], correlation_id=correlation_id,
+                                              idempotency_key=data["idempotency_key"])
+        if retried.refusal is not None:
+            raise retried.refusal  # the refusal is recorded (and committed) by the command already
+        appointment = retried.appointment
         return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
                 "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
                 "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}

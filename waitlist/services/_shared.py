@@ -1,4 +1,4 @@
-"""Helpers shared by the waitlist commands: event rows, actor labels, dispatch on commit."""
+"""Helpers shared by the waitlist commands: event rows, actor labels, dispatch on commit, dispatch notes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import datetime
 
 from django.db import connection
 
-from common.degrade import send_after_commit
+from common import effects
 
 from ..models import Offer, OfferEvent, Vacancy
 
@@ -69,12 +69,14 @@ def event_logged(*, offer: Offer, from_status: str, to_status: str, reason_code:
     )
 
 
+#: The effect that dispatches a vacancy again (its handler is registered by ``waitlist.tasks``).
+DISPATCH_EFFECT = "waitlist.dispatch"
+
+
 def queue_dispatch(vacancy_id: int) -> None:
     """Cascade to the next candidate after this transaction commits (never inside it). With the
     broker down the send is logged once and the open vacancy is left to reconcile."""
-    from .. import tasks  # tasks import services: resolve at call time
-
-    send_after_commit(tasks.dispatch_vacancy, vacancy_id)
+    effects.after_commit(DISPATCH_EFFECT, vacancy_id=vacancy_id)
 
 
 _NOTE_SQL = """

@@ -12,11 +12,11 @@ from common.errors import Conflict, PermissionDenied, ValidationFailed, VersionC
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
 from scheduling.scoping import scoped_get, user_is_admin
-from scheduling.services import hold_release
 
 from ..locks import lock_entry, lock_offer_chain
 from ..models import ACTIVE_OFFER_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
-from ._shared import actor_label, event_append, queue_dispatch
+from ._shared import actor_label
+from .promotion import close_offer
 
 
 def entry_create(
@@ -142,27 +142,11 @@ def entry_withdraw(
             if expected_version is not None and entry.version != expected_version:
                 raise VersionConflict("The entry was changed by someone else.")
             if locks is not None:
-                offer, hold = locks.offer, locks.hold
-                if hold.status == HoldStatus.CONSUMED:
+                if locks.hold.status == HoldStatus.CONSUMED:
                     raise Conflict("The offer is already booked.", code="ENTRY_NOT_WITHDRAWABLE")
-                previous = offer.status
-                cas_update(
-                    offer,
-                    expected_status=previous,
-                    status=OfferStatus.WITHDRAWN,
-                    reason_code="ENTRY_WITHDRAWN",
-                )
-                hold_release(hold=hold, reason="ENTRY_WITHDRAWN")
-                event_append(
-                    offer=offer,
-                    from_status=previous,
-                    to_status=OfferStatus.WITHDRAWN,
-                    reason_code="ENTRY_WITHDRAWN",
-                    actor=label,
-                    correlation_id=correlation_id,
-                    now=now,
-                )
-                queue_dispatch(offer.vacancy_id)
+                # The entry ends here, not back on the list: it is withdrawn right below.
+                close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="ENTRY_WITHDRAWN", actor=label,
+                            correlation_id=correlation_id, now=now, reopen_entry=False)
             cas_update(
                 entry,
                 expected_status=entry.status,

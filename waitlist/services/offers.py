@@ -19,13 +19,12 @@ from common.refs import new_ref
 from common.services import audit_record, new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
-from scheduling.services import hold_extend, hold_release
+from scheduling.services import hold_extend
 
 from ..decisions import Decision
 from ..locks import OfferLocks, lock_offer_chain
 from ..models import (
     ACTIVE_OFFER_STATUSES,
-    DISPATCHABLE_VACANCY_STATUSES,
     OFFER_TOPIC,
     BookingReliabilityDecision,
     DecisionStatus,
@@ -34,8 +33,9 @@ from ..models import (
     OfferClaimReceipt,
     OfferStatus,
 )
-from ._shared import actor_label, event_append, event_logged, queue_dispatch
+from ._shared import actor_label, event_append, event_logged
 from .policy import policy_current
+from .promotion import close_offer
 
 logger = logging.getLogger("waitlist")
 
@@ -250,49 +250,6 @@ def offer_claim(
         return receipt
 
 
-def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:
-    entry = locks.entry
-    if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
-        changes = {"status": EntryStatus.WAITING}
-        if suppressed_until is not None:
-            changes["suppressed_until"] = suppressed_until
-        cas_update(entry, expected_status=entry.status, **changes)
-
-
-def _close_offer(
-    locks: OfferLocks,
-    *,
-    to_status: str,
-    reason_code: str,
-    actor: str,
-    correlation_id: str,
-    now: datetime,
-    suppressed_until: datetime | None = None,
-    detail: dict | None = None,
-    **offer_changes,
-) -> Offer:
-    """The shared tail of decline/expire/withdraw: offer CAS, hold released, entry back to WAITING,
-    one event, and the cascade to the next candidate queued for after commit."""
-    offer = locks.offer
-    previous = offer.status
-    cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code, **offer_changes)
-    hold_release(hold=locks.hold, reason=reason_code)
-    _reopen_entry(locks, suppressed_until=suppressed_until)
-    event_append(
-        offer=offer,
-        from_status=previous,
-        to_status=to_status,
-        reason_code=reason_code,
-        actor=actor,
-        correlation_id=correlation_id,
-        now=now,
-        detail=detail,
-    )
-    if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
-        queue_dispatch(locks.vacancy.pk)
-    return offer
-
-
 def offer_decline(
     *,
     clinic: Clinic,
@@ -323,7 +280,7 @@ def offer_decline(
         if expected_version is not None and offer.version != expected_version:
             raise VersionConflict("The offer was changed; reload it.")
         policy = policy_current(clinic=clinic)
-        return _close_offer(
+        return close_offer(
             locks,
             to_status=OfferStatus.DECLINED,
             reason_code="DECLINED",
@@ -386,7 +343,7 @@ def offer_expire(
         reason = _expiry_due(offer, locks.hold, locks.vacancy, now)
         if reason is None:
             raise Conflict("The offer has not expired yet.", code="OFFER_NOT_DUE")
-        return _close_offer(
+        return close_offer(
             locks,
             to_status=OfferStatus.EXPIRED,
             reason_code=reason,
@@ -479,7 +436,7 @@ def offer_withdraw(
             )
         if expected_version is not None and offer.version != expected_version:
             raise VersionConflict("The offer was changed; reload it.")
-        offer = _close_offer(
+        offer = close_offer(
             locks,
             to_status=OfferStatus.WITHDRAWN,
             reason_code="STAFF_WITHDRAWN",

@@ -8,7 +8,7 @@ correlation id, result) always.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -33,9 +33,9 @@ from ..models import (
 )
 from ._shared import actor_label, event_append, queue_dispatch
 from .booking import offer_book
-from .offers import _close_offer
 from .policy import policy_current
-from .vacancies import DispatchResult, _match_and_promote, _promote, _Restart, vacancy_dispatch
+from .promotion import RESTART, DispatchResult, close_offer, offer_next, promote
+from .vacancies import vacancy_dispatch
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -79,7 +79,7 @@ def vacancy_close(
             # Close the vacancy first so the offer's close does not queue a cascade.
             cas_update(locks.vacancy, expected_status=locks.vacancy.status, status=VacancyStatus.CLOSED,
                        close_reason="STAFF_CLOSED")
-            withdrawn = _close_offer(
+            withdrawn = close_offer(
                 locks,
                 to_status=OfferStatus.WITHDRAWN,
                 reason_code="VACANCY_CLOSED",
@@ -171,6 +171,15 @@ def vacancy_redispatch(
     return result
 
 
+@dataclass(frozen=True)
+class BookingRetry:
+    """``appointment``: the hold is booked (now, or before: the command is idempotent). ``refusal``: the
+    booking command refused (its typed error); the refusal is recorded and committed, not raised."""
+
+    appointment: Appointment | None = None
+    refusal: DomainError | None = None
+
+
 def hold_retry_booking(
     *,
     clinic: Clinic,
@@ -180,9 +189,11 @@ def hold_retry_booking(
     now: datetime | None = None,
     correlation_id: str = "",
     idempotency_key: str = "",
-) -> Appointment:
+) -> BookingRetry:
     """Run the booking command again for an ACCEPTED hold (idempotent: a booked hold answers its
-    appointment). A refusal is recorded (event ``BOOKING_RETRY_FAILED`` with the code) and re-raised."""
+    appointment). A refusal is recorded (event ``BOOKING_RETRY_FAILED`` with the code, and the audit row)
+    in this command's own transaction and returned, so a caller cannot roll the record back by raising it.
+    An unknown or foreign hold is NotFound (nothing written)."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     offer = (
@@ -192,6 +203,9 @@ def hold_retry_booking(
     )
     if offer is None:
         raise NotFound()
+    audit = {"actor": actor, "action": "waitlist.booking_retry", "clinic": clinic, "target_ref": hold_ref,
+             "reason": reason, "correlation_id": correlation_id, "idempotency_key": idempotency_key,
+             "system_label": "recover"}
     try:
         appointment, created = offer_book(
             clinic=clinic, hold_ref=hold_ref, actor=actor, now=now, correlation_id=correlation_id
@@ -201,15 +215,10 @@ def hold_retry_booking(
             event_append(offer=offer, from_status=offer.status, to_status=offer.status,
                          reason_code="BOOKING_RETRY_FAILED", actor=actor_label(actor, "recover"),
                          correlation_id=correlation_id, now=now, detail={"hold": hold_ref, "code": exc.code})
-            audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref,
-                         reason=reason, correlation_id=correlation_id, result={"code": exc.code},
-                         idempotency_key=idempotency_key, system_label="recover")
-        raise
-    audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref, reason=reason,
-                 correlation_id=correlation_id, idempotency_key=idempotency_key,
-                 result={"appointment": appointment.ref, "created": created, "status": appointment.status},
-                 system_label="recover")
-    return appointment
+            audit_record(**audit, result={"code": exc.code})
+        return BookingRetry(refusal=exc)
+    audit_record(**audit, result={"appointment": appointment.ref, "created": created, "status": appointment.status})
+    return BookingRetry(appointment=appointment)
 
 
 def offer_close_without_hold(*, clinic: Clinic, offer_id: int, now: datetime, correlation_id: str) -> Offer | None:
@@ -221,7 +230,7 @@ def offer_close_without_hold(*, clinic: Clinic, offer_id: int, now: datetime, co
             return None
         if locks.hold.status == HoldStatus.ACTIVE and locks.hold.allocations.filter(active=True).exists():
             return None  # repaired meanwhile
-        return _close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="NO_ACTIVE_HOLD",
+        return close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="NO_ACTIVE_HOLD",
                             actor="system:reconcile", correlation_id=correlation_id, now=now)
 
 
@@ -349,15 +358,6 @@ def _review_promote(
     why = matcher.ineligibility(entry=entry, vacancy=vacancy, policy=policy, now=now)
     if why is not None:
         raise Conflict(f"The candidate is no longer eligible ({why}).", code="CANDIDATE_INELIGIBLE")
-    expires_at = min(now + timedelta(minutes=policy.hold_minutes), vacancy.starts_at)
-    # Promotion runs the normal offer path, which admits fresh decisions only; the offer then records
-    # the reviewed decision as it really is, with ``staff_reviewed`` standing in for freshness.
-    override = Decision(
-        reviewed.decision_ref if reviewed else "",
-        DecisionStatus.FRESH,
-        reviewed.priority_rank if reviewed else 0,
-        expires_at,
-    )
     candidate = matcher.Candidate(
         entry_id=entry.pk,
         entry_ref=entry.ref,
@@ -366,23 +366,18 @@ def _review_promote(
         slot_fit=1 if entry.practitioner_id == vacancy.practitioner_id else 0,
         priority_rank=entry.priority_rank,
         waiting_since=entry.waiting_since,
-        decision=override,
+        decision=reviewed,
     )
-    try:
-        result = _promote(vacancy, candidate, override, policy, now=now, actor_label=label,
-                         correlation_id=correlation_id)
-    except _Restart as exc:
-        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED") from exc
+    # Dispatch's own offer transaction; the staff review stands in for freshness, and the offer records
+    # the reviewed decision as it really is.
+    result = promote(vacancy, candidate, reviewed, policy, now=now, actor_label=label,
+                     correlation_id=correlation_id, staff_reviewed=True)
     if result is None:  # cannot happen under our locks (re-checked above); refuse rather than guess
         raise Conflict("The candidate is no longer eligible.", code="CANDIDATE_INELIGIBLE")
+    if result.outcome == RESTART:
+        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED")
     if result.outcome == "ALREADY_OFFERED":
         raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
-    Offer.objects.filter(pk=result.offer.pk).update(
-        staff_reviewed=True,
-        decision_status=reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE,
-        decision_expires_at=reviewed.expires_at if reviewed else expires_at,
-    )
-    result.offer.refresh_from_db()
     return result
 
 
@@ -391,4 +386,7 @@ def _review_skip(
 ) -> DispatchResult:
     """Dispatch's candidate loop under the fence; the matcher already passes over the skipped entry
     (``VacancySkip``), and reachability (quiet hours, contact caps) applies as in any dispatch."""
-    return _match_and_promote(vacancy, now=now, actor_label=label, correlation_id=correlation_id, under_fence=True)
+    result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, under_fence=True)
+    if result.outcome == RESTART:  # the policy changed under the review: nothing of it is kept
+        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED")
+    return result

@@ -52,8 +52,10 @@ class Command(BaseCommand):
             elif action == "reopen-vacancy":
                 result = services.vacancy_reopen(vacancy_ref=ref, **common).status
             else:
-                appointment = services.hold_retry_booking(hold_ref=ref, **common)
-                result = f"{appointment.status} {appointment.ref}"
+                retried = services.hold_retry_booking(hold_ref=ref, **common)
+                if retried.refusal is not None:
+                    raise retried.refusal  # recorded and committed already
+                result = f"{retried.appointment.status} {retried.appointment.ref}"
         except DomainError as exc:
             raise CommandError(f"{exc.code}: {exc.detail} (correlation {correlation_id})") from exc
         self.stdout.write(f"{action} {ref}: {result}")
