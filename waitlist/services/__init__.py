@@ -25,7 +25,7 @@ from .recovery import (
     vacancy_review_resolve,
 )
 from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publish
-from .vacancies import appointment_cancel_with_vacancy, vacancy_dispatch, vacancy_dispatch_by_id
+from .vacancies import appointment_cancel_with_vacancy, vacancies_dispatch, vacancy_dispatch, vacancy_dispatch_by_id
 
 __all__ = [
     "BookingRetry",
@@ -53,6 +53,7 @@ __all__ = [
     "shadow_observe",
     "shadow_promote",
     "shadow_publish",
+    "vacancies_dispatch",
     "vacancy_close",
     "vacancy_dispatch",
     "vacancy_dispatch_by_id",

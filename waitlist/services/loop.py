@@ -37,7 +37,7 @@ from ._shared import event_append
 from .booking import offer_book
 from .offers import offers_expire_due
 from .recovery import offer_close_without_hold
-from .vacancies import vacancy_dispatch
+from .vacancies import vacancies_dispatch
 
 logger = logging.getLogger("waitlist")
 
@@ -164,7 +164,6 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
             Q(status=VacancyStatus.OPEN) | Q(starts_at__lte=now) | Q(pk__in=review_ready_vacancies(now).values("pk"))
         )
         .exclude(Exists(has_active))
-        .select_related("clinic")
     )
     batch = list(candidates.filter(pk__gt=cursor).order_by("pk")[:limit])
     if len(batch) < limit:  # wrap around: the next run starts from the beginning again
@@ -174,13 +173,10 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
     else:
         next_cursor = batch[-1].pk
     outcomes: dict[str, int] = {}
-    for vacancy in batch:
-        try:
-            outcome = vacancy_dispatch(clinic=vacancy.clinic, vacancy_ref=vacancy.ref, now=now,
-                                       correlation_id=correlation_id).outcome
-        except DomainError as exc:
-            outcome = exc.code
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    # Claimed one at a time (SKIP LOCKED): two reconcile runs at once split the batch between them.
+    for _vacancy_id, result in vacancies_dispatch(vacancy_ids=[v.pk for v in batch], now=now,
+                                                  correlation_id=correlation_id):
+        outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
     counts["dispatch"] = outcomes  # type: ignore[assignment]
     job_record(JOB_RECONCILE, now=now, result=counts, cursor=next_cursor)
     logger.info("reconcile correlation=%s %s", correlation_id, counts)

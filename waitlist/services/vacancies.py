@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from common.errors import NotFound
+from common.errors import DomainError, NotFound
 from common.services import new_correlation_id
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
@@ -115,3 +116,70 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
             return result
         vacancy.refresh_from_db()  # the policy or a decision changed while matching: match again
     return DispatchResult("NO_CANDIDATE")
+
+
+#: How long a dispatcher loop's claim keeps other loops off a vacancy (a crashed loop's claim lapses).
+CLAIM_SECONDS = 60
+
+# The next vacancy of this loop's list (in the list's order) that is dispatchable, has no active offer and no
+# live claim of another loop. SKIP LOCKED passes over rows another transaction holds right now (a racing
+# claim, a promotion under the fence) instead of queueing behind them.
+_CLAIM_SQL = """
+UPDATE waitlist_vacancy SET dispatch_claimed_until = %(until)s
+FROM (
+    SELECT v.id, c.pos FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS c(id, pos)
+    JOIN waitlist_vacancy v ON v.id = c.id
+    WHERE c.pos > %(after)s
+      AND v.status IN ('OPEN', 'REVIEW')
+      AND (v.dispatch_claimed_until IS NULL OR v.dispatch_claimed_until <= %(now)s)
+      AND NOT EXISTS (SELECT 1 FROM waitlist_offer o
+                      WHERE o.vacancy_id = v.id AND o.status IN ('OFFERED', 'ACCEPTED'))
+    ORDER BY c.pos
+    LIMIT 1
+    FOR NO KEY UPDATE OF v SKIP LOCKED) AS claimed
+WHERE waitlist_vacancy.id = claimed.id
+RETURNING waitlist_vacancy.id, claimed.pos
+"""
+
+_UNCLAIM_SQL = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s AND dispatch_claimed_until = %s"
+
+
+def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime) -> tuple[int, int] | None:
+    """(vacancy id, its position in the list) of the vacancy this loop now holds, or None."""
+    params = {"after": after, "ids": vacancy_ids, "now": now, "until": until}
+    with connection.cursor() as cursor:
+        # Under READ COMMITTED a row claimed and committed by a racer between this statement's snapshot and
+        # its lock is re-checked and dropped, and LIMIT 1 then answers nothing: ask again before giving up.
+        for _attempt in range(3):
+            cursor.execute(_CLAIM_SQL, params)
+            row = cursor.fetchone()
+            if row is not None:
+                return row[0], row[1]
+    return None
+
+
+def vacancies_dispatch(
+    *, vacancy_ids: list[int], now: datetime | None = None, correlation_id: str = "", actor=None
+) -> Iterator[tuple[int, DispatchResult]]:
+    """The dispatcher loop (reconcile, and any number of racing workers): claim the next of
+    ``vacancy_ids`` (in that order) nobody else holds (``FOR NO KEY UPDATE SKIP LOCKED``, then a short-lived
+    ``dispatch_claimed_until`` marker), dispatch it, release it; yield ``(vacancy id, result)`` for each.
+
+    Racing loops take different vacancies instead of all trying every one; the vacancy fence and the
+    partial unique index still decide (a claim is an optimisation, never the guarantee). A refusal is a
+    result whose outcome is the error's code. Ids come from inside the domain: no clinic scoping here.
+    """
+    now = now or timezone.now()
+    until = now + timedelta(seconds=CLAIM_SECONDS)
+    ids, after = list(vacancy_ids), 0
+    while ids and (claimed := _claim(ids, after=after, now=now, until=until)) is not None:
+        vacancy_id, after = claimed
+        try:
+            result = vacancy_dispatch_by_id(vacancy_id=vacancy_id, actor=actor, now=now,
+                                            correlation_id=correlation_id)
+        except DomainError as exc:
+            result = DispatchResult(exc.code)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute(_UNCLAIM_SQL, [vacancy_id, until])
+        yield vacancy_id, result
