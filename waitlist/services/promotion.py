@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Subquery
 
 from common.cas import cas_update
 from common.errors import PatientOverlap, SlotOccupied
@@ -23,7 +24,7 @@ from scheduling.models import Patient
 
 from .. import matcher
 from ..decisions import Decision, get_decision_provider
-from ..locks import OfferLocks, lock_entry, lock_vacancy
+from ..locks import OfferLocks, lock_vacancy
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -34,8 +35,11 @@ from ..models import (
     NonFreshAction,
     Offer,
     OfferStatus,
+    ShadowPolicy,
+    ShadowStatus,
     Vacancy,
     VacancyStatus,
+    WaitlistEntry,
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
@@ -75,14 +79,27 @@ class _NoDecisions:
 NOT_USED_DECISION = Decision("", DecisionStatus.NOT_USED, 0, None)
 
 
+def _active_offers(vacancy_id):
+    return Offer.objects.filter(vacancy_id=vacancy_id, status__in=ACTIVE_OFFER_STATUSES)
+
+
 def _active_offer(vacancy_id: int) -> Offer | None:
-    return Offer.objects.filter(vacancy_id=vacancy_id, status__in=ACTIVE_OFFER_STATUSES).first()
+    return _active_offers(vacancy_id).first()
 
 
-def settled(vacancy: Vacancy, now: datetime) -> DispatchResult | None:
+def with_active_offer(vacancies):
+    """``vacancies`` annotated with ``active_offer_id`` (for ``settled``: one statement, not two)."""
+    return vacancies.annotate(active_offer_id=Subquery(_active_offers(OuterRef("pk")).values("pk")[:1]))
+
+
+def settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> DispatchResult | None:
     """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out. A started one
-    without an offer is closed (``STARTED``) under its lock."""
-    active = _active_offer(vacancy.pk)
+    without an offer is closed (``STARTED``) under its lock. ``annotated``: ``vacancy.active_offer_id`` was
+    read with the vacancy (``with_active_offer``) and is trusted instead of asking again."""
+    if annotated:
+        active = Offer.objects.get(pk=vacancy.active_offer_id) if vacancy.active_offer_id else None
+    else:
+        active = _active_offer(vacancy.pk)
     if active is not None:
         return DispatchResult("ALREADY_OFFERED", active)
     if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
@@ -220,22 +237,50 @@ def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> 
     return active
 
 
-def _fenced(vacancy_id: int, now: datetime) -> tuple[Vacancy, DispatchResult | None]:
+def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | None]:
     """Lock the vacancy (the fence: promoters of one vacancy queue here) and say whether it is still open
-    for an offer: ALREADY_OFFERED (one landed meanwhile) or CLOSED (closed or started) when not."""
-    locked = lock_vacancy(vacancy_id)
-    active = _active_offer(locked.pk)
-    if active is not None:
-        return locked, DispatchResult("ALREADY_OFFERED", active)
+    for an offer: ALREADY_OFFERED (one landed meanwhile) or CLOSED (closed or started) when not.
+
+    One statement locks the row and reads its active offer, the clinic's newest policy and whether a shadow
+    policy is published. Those reads see the statement's snapshot, taken before any wait for the lock; the
+    locked row itself is the newest. Every promotion bumps the vacancy's version, so a version other than
+    the one ``vacancy`` was read at means an offer may have landed while this waited: then the active offer
+    and the policy are read again, after the lock.
+    """
+    newest_policy = WaitlistPolicy.objects.filter(clinic_id=OuterRef("clinic_id")).order_by("-version")
+    shadow = ShadowPolicy.objects.filter(clinic_id=OuterRef("clinic_id"), status=ShadowStatus.SHADOW)
+    locked = (
+        with_active_offer(Vacancy.objects.select_for_update(of=("self",), no_key=True))
+        .select_related("clinic", "tenant_group", "resource")
+        .annotate(
+            policy_id_now=Subquery(newest_policy.values("pk")[:1]),
+            has_shadow=Exists(shadow),
+        )
+        .get(pk=vacancy.pk)
+    )
+    if locked.version != vacancy.version:
+        active = _active_offer(locked.pk)
+        locked.active_offer_id = active.pk if active else None
+        locked.policy_id_now = WaitlistPolicy.objects.filter(clinic_id=locked.clinic_id).order_by(
+            "-version").values_list("pk", flat=True).first()
+    if locked.active_offer_id is not None:
+        return locked, DispatchResult("ALREADY_OFFERED", Offer.objects.get(pk=locked.active_offer_id))
     if locked.status not in DISPATCHABLE_VACANCY_STATUSES or locked.starts_at <= now:
         return locked, DispatchResult("CLOSED")
     return locked, None
 
 
+def _lock_entry(entry_id: int, *, wait: bool):
+    """Lock the entry (after the vacancy: the fixed order) with its patient (read, not locked) for the
+    notice; without ``wait``, None when another transaction holds it right now."""
+    entries = WaitlistEntry.objects.select_for_update(of=("self",), no_key=True, skip_locked=not wait)
+    return entries.select_related("patient").filter(pk=entry_id).first()
+
+
 def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
     """Hand the vacancy to staff (REVIEW, this candidate) instead of promoting on a non-fresh decision."""
     with transaction.atomic():
-        locked, early = _fenced(vacancy.pk, now)
+        locked, early = _fenced(vacancy, now)
         if early is not None and early.outcome == "ALREADY_OFFERED":
             return early
         if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
@@ -302,15 +347,15 @@ def promote(
     """
     try:
         with transaction.atomic():
-            locked, early = _fenced(vacancy.pk, now)
+            locked, early = _fenced(vacancy, now)
             if early is not None:
                 return early
-            if policy_current(clinic=locked.clinic).pk != policy.pk:
+            if locked.policy_id_now != policy.pk:
                 return DispatchResult(RESTART)
             gated = policy.decision_gate == DecisionGate.REQUIRED
             if gated and not staff_reviewed and decision.effective_status(now) != DecisionStatus.FRESH:
                 return DispatchResult(RESTART)
-            entry = lock_entry(candidate.entry_id, skip_locked=not wait_for_entry)
+            entry = _lock_entry(candidate.entry_id, wait=wait_for_entry)
             if entry is None:
                 # Another transaction holds the entry (promoting it for another vacancy right now):
                 # pass over it, and say so, so "why was this candidate next" has an answer.
@@ -324,7 +369,7 @@ def promote(
                 logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
                 return None
             expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
-            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now)
+            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
             try:
                 hold = scheduling.hold_place(
                     clinic=locked.clinic,
@@ -417,7 +462,7 @@ def promote(
 
 def _notice_enqueue(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> None:
     """The offer's notice in the outbox, in the offer's transaction (delivered after commit)."""
-    patient = Patient.objects.only("ref", "language", "phone", "email").get(pk=entry.patient_id)
+    patient = entry.patient
     outbox_enqueue(
         topic=OFFER_TOPIC,
         tenant_group_ref=vacancy.tenant_group.ref,

@@ -18,7 +18,7 @@ from scheduling.services.features import feature_enabled
 from ..models import Vacancy
 from ._shared import actor_label, queue_dispatch
 from .policy import policy_current
-from .promotion import RESTART, DispatchResult, offer_next, settled
+from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
 
 logger = logging.getLogger("waitlist")
 
@@ -93,7 +93,7 @@ def vacancy_dispatch_by_id(
     return _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now, correlation_id=correlation_id)
 
 
-_VACANCY = Vacancy.objects.select_related("clinic", "resource")
+_VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"))
 
 
 def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str) -> DispatchResult:
@@ -102,8 +102,8 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     label = actor_label(actor, "dispatch")
-    for _round in range(3):
-        early = settled(vacancy, now)
+    for round_ in range(3):
+        early = settled(vacancy, now, annotated=round_ == 0)
         if early is not None:
             return early
         # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
