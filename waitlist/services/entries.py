@@ -15,7 +15,7 @@ from scheduling.scoping import scoped_get, user_is_admin
 
 from ..locks import lock_entry, lock_offer_chain
 from ..models import ACTIVE_OFFER_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
-from ._shared import actor_label
+from ._shared import actor_label, command_audit
 from .promotion import close_offer
 
 
@@ -72,17 +72,9 @@ def _priority_audit(entry: WaitlistEntry, *, actor, previous: int, reason: str, 
                  system_label="priority")
 
 
-def entry_set_priority(
-    *,
-    clinic: Clinic,
-    entry_ref: str,
-    actor,
-    priority_rank: int,
-    reason: str,
-    expected_version: int | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> WaitlistEntry:
+def entry_set_priority(*, clinic: Clinic, entry_ref: str, actor, priority_rank: int, reason: str,
+                       expected_version: int | None = None, correlation_id: str = "",
+                       idempotency_key: str = "") -> WaitlistEntry:
     """ADMIN: change an open entry's priority (the matcher orders by it); audited with from/to.
 
     The booking-reliability feed sets the same rank from each new decision (``decision_record``);
@@ -104,16 +96,8 @@ def entry_set_priority(
         return entry
 
 
-def entry_withdraw(
-    *,
-    clinic: Clinic,
-    entry_ref: str,
-    actor,
-    reason: str,
-    expected_version: int | None = None,
-    now: datetime | None = None,
-    correlation_id: str = "",
-) -> WaitlistEntry:
+def entry_withdraw(*, clinic: Clinic, entry_ref: str, actor, reason: str, expected_version: int | None = None,
+                   now: datetime | None = None, correlation_id: str = "") -> WaitlistEntry:
     """Take an entry off the waitlist; an open offer of it is withdrawn and its hold released.
 
     Withdrawing a WITHDRAWN entry is a no-op; a BOOKED entry is ENTRY_NOT_WITHDRAWABLE.
@@ -153,15 +137,7 @@ def entry_withdraw(
                 status=EntryStatus.WITHDRAWN,
                 withdraw_reason=reason[:200],
             )
-            audit_record(
-                actor=actor,
-                action="waitlist.entry_withdraw",
-                clinic=clinic,
-                target_ref=entry.ref,
-                reason=reason,
-                correlation_id=correlation_id,
-                result={"status": entry.status, "version": entry.version},
-                system_label="entry_withdraw",
-            )
+            command_audit(entry, action="entry_withdraw", actor=actor, clinic=clinic, reason=reason,
+                          correlation_id=correlation_id, system_label="entry_withdraw")
             return entry
     raise VersionConflict("The entry keeps changing; try again.")

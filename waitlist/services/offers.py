@@ -16,7 +16,7 @@ from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
 from common.models import OutboxMessage, OutboxStatus
 from common.refs import new_ref
-from common.services import audit_record, new_correlation_id
+from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.services import hold_extend
@@ -33,7 +33,7 @@ from ..models import (
     OfferClaimReceipt,
     OfferStatus,
 )
-from ._shared import actor_label, event_append, event_logged
+from ._shared import actor_label, command_audit, event_append, event_logged
 from .policy import policy_current
 from .promotion import close_offer
 
@@ -411,17 +411,8 @@ def offer_notice_delivered(
         return offer
 
 
-def offer_withdraw(
-    *,
-    clinic: Clinic,
-    offer_ref: str,
-    actor,
-    reason: str,
-    expected_version: int | None = None,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> Offer:
+def offer_withdraw(*, clinic: Clinic, offer_ref: str, actor, reason: str, expected_version: int | None = None,
+                   now: datetime | None = None, correlation_id: str = "", idempotency_key: str = "") -> Offer:
     """Staff take back an OFFERED or ACCEPTED (not yet booked) offer: hold released, entry waits again."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
@@ -436,23 +427,8 @@ def offer_withdraw(
             )
         if expected_version is not None and offer.version != expected_version:
             raise VersionConflict("The offer was changed; reload it.")
-        offer = close_offer(
-            locks,
-            to_status=OfferStatus.WITHDRAWN,
-            reason_code="STAFF_WITHDRAWN",
-            actor=actor_label(actor, "withdraw"),
-            correlation_id=correlation_id,
-            now=now,
-        )
-        audit_record(
-            actor=actor,
-            action="waitlist.offer_withdraw",
-            clinic=clinic,
-            target_ref=offer.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={"status": offer.status, "version": offer.version},
-            system_label="withdraw",
-        )
+        offer = close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="STAFF_WITHDRAWN",
+                            actor=actor_label(actor, "withdraw"), correlation_id=correlation_id, now=now)
+        command_audit(offer, action="offer_withdraw", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="withdraw")
         return offer

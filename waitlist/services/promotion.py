@@ -43,7 +43,7 @@ from ..models import (
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
-from ._shared import event_append, note_record, queue_dispatch
+from ._shared import event_append, note_record, queue_dispatch, slot_of
 from .policy import policy_current
 from .shadow import shadow_observe, shadow_preview
 
@@ -286,12 +286,8 @@ def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, n
         if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
             return DispatchResult("CLOSED")
         if locked.status != VacancyStatus.REVIEW or locked.review_entry_id != candidate.entry_id:
-            cas_update(
-                locked,
-                expected_status=locked.status,
-                status=VacancyStatus.REVIEW,
-                review_entry_id=candidate.entry_id,
-            )
+            cas_update(locked, expected_status=locked.status, status=VacancyStatus.REVIEW,
+                       review_entry_id=candidate.entry_id)
             audit_record(
                 actor=None,
                 action="waitlist.vacancy_review",
@@ -371,16 +367,8 @@ def promote(
             expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
             shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
             try:
-                hold = scheduling.hold_place(
-                    clinic=locked.clinic,
-                    practitioner_id=locked.practitioner_id,
-                    treatment_id=locked.treatment_id,
-                    resource_id=locked.resource_id,
-                    patient_id=entry.patient_id,
-                    starts_at=locked.starts_at,
-                    ends_at=locked.ends_at,
-                    expires_at=expires_at,
-                )
+                hold = scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
+                                             **slot_of(locked))
             except PatientOverlap:
                 # The patient booked or was offered an overlapping time since the check above: next candidate.
                 logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)

@@ -31,7 +31,7 @@ from ..models import (
     VacancySkip,
     VacancyStatus,
 )
-from ._shared import actor_label, event_append, queue_dispatch
+from ._shared import actor_label, command_audit, event_append, queue_dispatch
 from .booking import offer_book
 from .policy import policy_current
 from .promotion import RESTART, DispatchResult, close_offer, offer_next, promote
@@ -47,24 +47,20 @@ def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
     return found
 
 
-def vacancy_close(
-    *,
-    clinic: Clinic,
-    vacancy_ref: str,
-    actor,
-    reason: str,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> tuple[Vacancy, Offer | None]:
+def _locked(clinic: Clinic, vacancy_ref) -> Vacancy:
+    """Inside the command's transaction: the vacancy ``vacancy_ref`` names in ``clinic``, locked (else 404)."""
+    return lock_vacancy(_vacancy_id(clinic, vacancy_ref))
+
+
+def vacancy_close(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now: datetime | None = None,
+                  correlation_id: str = "", idempotency_key: str = "") -> tuple[Vacancy, Offer | None]:
     """OPEN/REVIEW → CLOSED (``STAFF_CLOSED``); an active, unbooked offer is withdrawn with it
     (reason ``VACANCY_CLOSED``, hold released, entry back to WAITING). Closing a CLOSED vacancy is a
     no-op; a FILLED one (or one whose offer is booked) is 409 ``VACANCY_NOT_CLOSABLE``."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
-    vacancy_id = _vacancy_id(clinic, vacancy_ref)
     with transaction.atomic():
-        vacancy = lock_vacancy(vacancy_id)
+        vacancy = _locked(clinic, vacancy_ref)
         if vacancy.status == VacancyStatus.CLOSED:
             return vacancy, None
         if vacancy.status == VacancyStatus.FILLED:
@@ -79,52 +75,28 @@ def vacancy_close(
             # Close the vacancy first so the offer's close does not queue a cascade.
             cas_update(locks.vacancy, expected_status=locks.vacancy.status, status=VacancyStatus.CLOSED,
                        close_reason="STAFF_CLOSED")
-            withdrawn = close_offer(
-                locks,
-                to_status=OfferStatus.WITHDRAWN,
-                reason_code="VACANCY_CLOSED",
-                actor=actor_label(actor, "recover"),
-                correlation_id=correlation_id,
-                now=now,
-            )
+            withdrawn = close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="VACANCY_CLOSED",
+                                    actor=actor_label(actor, "recover"), correlation_id=correlation_id, now=now)
             vacancy = locks.vacancy
         else:
             cas_update(vacancy, expected_status=vacancy.status, status=VacancyStatus.CLOSED,
                        close_reason="STAFF_CLOSED")
-        audit_record(
-            actor=actor,
-            action="waitlist.vacancy_close",
-            clinic=clinic,
-            target_ref=vacancy.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={"status": vacancy.status, "version": vacancy.version,
-                    "withdrawn_offer": withdrawn.ref if withdrawn else None},
-            system_label="recover",
-        )
+        command_audit(vacancy, action="vacancy_close", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="recover",
+                      withdrawn_offer=withdrawn.ref if withdrawn else None)
         return vacancy, withdrawn
 
 
-def vacancy_reopen(
-    *,
-    clinic: Clinic,
-    vacancy_ref: str,
-    actor,
-    reason: str,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> Vacancy:
+def vacancy_reopen(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now: datetime | None = None,
+                   correlation_id: str = "", idempotency_key: str = "") -> Vacancy:
     """CLOSED or REVIEW → OPEN and dispatch again after commit. Reopening an OPEN vacancy is a no-op
     (a dispatch is still queued); FILLED is 409 ``VACANCY_NOT_REOPENABLE``; a started one is 409
     ``VACANCY_STARTED``. Capacity is never assumed free: dispatch places a new hold, and the
     exclusion constraint closes the vacancy again (``SLOT_TAKEN``) if the time was booked meanwhile."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
-    vacancy_id = _vacancy_id(clinic, vacancy_ref)
     with transaction.atomic():
-        vacancy = lock_vacancy(vacancy_id)
+        vacancy = _locked(clinic, vacancy_ref)
         if vacancy.status == VacancyStatus.FILLED:
             raise Conflict("The vacancy is filled.", code="VACANCY_NOT_REOPENABLE")
         if vacancy.starts_at <= now:
@@ -132,31 +104,14 @@ def vacancy_reopen(
         if vacancy.status != VacancyStatus.OPEN:
             cas_update(vacancy, expected_status=vacancy.status, status=VacancyStatus.OPEN, close_reason="",
                        review_entry=None)
-        audit_record(
-            actor=actor,
-            action="waitlist.vacancy_reopen",
-            clinic=clinic,
-            target_ref=vacancy.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={"status": vacancy.status, "version": vacancy.version},
-            system_label="recover",
-        )
+        command_audit(vacancy, action="vacancy_reopen", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="recover")
         queue_dispatch(vacancy.pk)
         return vacancy
 
 
-def vacancy_redispatch(
-    *,
-    clinic: Clinic,
-    vacancy_ref: str,
-    actor,
-    reason: str,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> DispatchResult:
+def vacancy_redispatch(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now: datetime | None = None,
+                       correlation_id: str = "", idempotency_key: str = "") -> DispatchResult:
     """Staff ask for dispatch again (``vacancy_dispatch`` with the actor on its events) and the ask is
     audited with the reason and the outcome. Safe to repeat and to race: at most one offer results
     (``ALREADY_OFFERED`` for the loser); a closed vacancy answers ``CLOSED``."""
@@ -288,9 +243,8 @@ def vacancy_review_resolve(
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     label = actor_label(actor, "review")
-    vacancy_id = _vacancy_id(clinic, vacancy_ref)
     with transaction.atomic():
-        vacancy = lock_vacancy(vacancy_id)
+        vacancy = _locked(clinic, vacancy_ref)
         if vacancy.status != VacancyStatus.REVIEW or vacancy.review_entry_id is None:
             raise Conflict(f"The vacancy is {vacancy.status}, not in staff review.", code="VACANCY_NOT_IN_REVIEW")
         if expected_version is not None and vacancy.version != expected_version:
@@ -336,18 +290,9 @@ def vacancy_review_resolve(
             event_append(offer=offer, from_status=offer.status, to_status=offer.status, reason_code="STAFF_REVIEWED",
                          actor=label, correlation_id=correlation_id, now=now, detail=evidence)
         vacancy.refresh_from_db(fields=["status", "version", "review_entry", "close_reason"])
-        audit_record(
-            actor=actor,
-            action="waitlist.vacancy_review_resolve",
-            clinic=clinic,
-            target_ref=vacancy.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={**evidence, "outcome": result.outcome, "offer": offer.ref if offer else None,
-                    "status": vacancy.status, "version": vacancy.version},
-            system_label="review",
-        )
+        command_audit(vacancy, action="vacancy_review_resolve", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="review",
+                      **evidence, outcome=result.outcome, offer=offer.ref if offer else None)
         return ReviewResult(vacancy=vacancy, resolution=resolution, outcome=result.outcome,
                             reviewed_entry=entry.ref, offer=offer)
 

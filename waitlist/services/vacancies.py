@@ -16,21 +16,16 @@ from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
 
 from ..models import Vacancy
-from ._shared import actor_label, queue_dispatch
+from ._shared import actor_label, queue_dispatch, slot_of
 from .policy import policy_current
 from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
 
 logger = logging.getLogger("waitlist")
 
 
-def appointment_cancel_with_vacancy(
-    *,
-    clinic: Clinic,
-    appointment_ref: str,
-    reason: str,
-    expected_version: int | None = None,
-    now: datetime | None = None,
-) -> tuple[Appointment, Vacancy | None]:
+def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, reason: str,
+                                    expected_version: int | None = None,
+                                    now: datetime | None = None) -> tuple[Appointment, Vacancy | None]:
     """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
     from now, open a vacancy for its slot (the cancelling patient excluded) in the same
     transaction; dispatch is queued for after the commit."""
@@ -48,11 +43,7 @@ def appointment_cancel_with_vacancy(
             vacancy_key=f"appointment:{appointment.ref}",
             clinic=clinic,
             tenant_group_id=clinic.tenant_group_id,
-            practitioner_id=appointment.practitioner_id,
-            treatment_id=appointment.treatment_id,
-            resource_id=appointment.resource_id,
-            starts_at=appointment.starts_at,
-            ends_at=appointment.ends_at,
+            **slot_of(appointment),
             excluded_patient_id=appointment.patient_id,
             source_appointment=appointment,
         )
