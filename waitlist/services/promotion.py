@@ -482,19 +482,9 @@ def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None
         cas_update(entry, expected_status=entry.status, **changes)
 
 
-def close_offer(
-    locks: OfferLocks,
-    *,
-    to_status: str,
-    reason_code: str,
-    actor: str,
-    correlation_id: str,
-    now: datetime,
-    suppressed_until: datetime | None = None,
-    detail: dict | None = None,
-    reopen_entry: bool = True,
-    **offer_changes,
-) -> Offer:
+def close_offer(locks: OfferLocks, *, to_status: str, reason_code: str, actor: str, correlation_id: str, now: datetime,
+                suppressed_until: datetime | None = None, detail: dict | None = None, reopen_entry: bool = True,
+                **offer_changes) -> Offer:
     """End an active offer (decline, expire, withdraw, entry withdrawn, vacancy closed): offer CAS, hold
     released, entry back to WAITING (unless the caller ends the entry itself: ``reopen_entry=False``), one
     event, and the cascade to the next candidate queued for after commit while the vacancy is open."""
