@@ -114,12 +114,18 @@ def race(clinic, refs: list[int], processes: int, *, split: bool = False) -> dic
         [clinic.pk],
     )[0][0]
     offers = db.sql("SELECT count(*) FROM waitlist_offer WHERE clinic_id = %s", [clinic.pk])[0][0]
+    entry_locked = db.sql(
+        "SELECT coalesce(sum(times), 0) FROM waitlist_dispatchnote"
+        " WHERE clinic_id = %s AND reason_code = 'ENTRY_LOCKED'",
+        [clinic.pk],
+    )[0][0]
     to_last = (float(last_offer) - t0) if last_offer else wall
     return {
         "counts": dict(totals),
         "wall_s": wall,
         "to_last_offer_s": to_last,
         "offers": offers,
+        "entry_locked_passes": int(entry_locked),
         "invariants": check_invariants(clinic, len(refs)),
     }
 
@@ -171,6 +177,7 @@ def run() -> Result:
     pre = [r["many"]["counts"].get("ALREADY_OFFERED (pre-check)", 0) for r in runs]
     errors = [sum(v for k, v in r["many"]["counts"].items() if k.startswith("error")) for r in runs]
     none = [sum(v for k, v in r["many"]["counts"].items() if k.startswith("NO_CANDIDATE")) for r in runs]
+    entry_locked = [r["many"].get("entry_locked_passes", 0) / max(r["many"]["offers"], 1) for r in runs]
     ok = [invariants_ok(r["many"]["invariants"]) and invariants_ok(r["one"]["invariants"]) for r in runs]
     result.data = {
         "runs": runs,
@@ -182,6 +189,7 @@ def run() -> Result:
         "pre_check_already_offered": stat(pre),
         "errors": stat(errors),
         "no_candidate": stat(none),
+        "entry_locked_per_offer": stat(entry_locked),
         "invariants_ok_every_run": all(ok),
     }
     d = result.data
@@ -205,6 +213,10 @@ def run() -> Result:
                 fmt_stat(d["pre_check_already_offered"]),
             ],
             ["NO_CANDIDATE answers (while eligible entries remained)", fmt_stat(d["no_candidate"])],
+            [
+                "candidates passed over per offer because another dispatcher held the entry (ENTRY_LOCKED)",
+                fmt_stat(d["entry_locked_per_offer"]),
+            ],
             ["errors (exceptions, deadlocks)", fmt_stat(d["errors"])],
         ],
     )
