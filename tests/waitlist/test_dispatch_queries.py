@@ -23,7 +23,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 # 32 before issue 15 part 4. What is left: the matcher's page and decisions, reachability, promotion's
 # re-validation of the locked entry (matcher.ineligibility), the hold's two inserts and the offer's writes.
-MAX_DISPATCH_STATEMENTS = 27
+MAX_DISPATCH_STATEMENTS = 26
 
 
 def _listing(queries) -> str:

@@ -20,7 +20,6 @@ from common.cas import cas_update
 from common.errors import PatientOverlap, SlotOccupied
 from common.services import audit_record, outbox_enqueue
 from scheduling import services as scheduling
-from scheduling.models import Patient
 
 from .. import matcher
 from ..decisions import Decision, get_decision_provider
@@ -53,6 +52,8 @@ OFFER_TEMPLATE = "waitlist_offer"
 
 #: ``promote``'s outcome when the facts a candidate was chosen on changed (policy, decision): match again.
 RESTART = "RESTART"
+#: ``promote``'s outcome when the candidate cannot be reached now (contact cap): ``waiting`` says why.
+UNREACHABLE = "UNREACHABLE"
 
 
 @dataclass(frozen=True)
@@ -168,16 +169,13 @@ def _candidate_loop(
                 if status != DecisionStatus.FRESH:
                     # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
                     return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
-        unreachable = _candidate_unreachable(vacancy, candidate, policy, now=now)
-        if unreachable is not None:
-            note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=unreachable.reason,
-                        until=unreachable.until, now=now, correlation_id=correlation_id)
-            passed.append(unreachable)
-            continue
         result = promote(
             vacancy, candidate, decision, policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
             wait_for_entry=under_fence,
         )
+        if result is not None and result.outcome == UNREACHABLE:
+            passed.append(result.waiting)  # noted; the entry keeps its place
+            continue
         if result is not None:
             return DispatchResult(result.outcome, result.offer, stats)
     if passed:
@@ -198,11 +196,6 @@ def _candidate_loop(
         stats.budget_hit or "-",
     )
     return DispatchResult("NO_CANDIDATE", None, stats)
-
-
-def _candidate_unreachable(vacancy: Vacancy, candidate: matcher.Candidate, policy, *, now) -> Unreachable | None:
-    patient_ref = Patient.objects.filter(pk=candidate.patient_id).values_list("ref", flat=True).first() or ""
-    return reachability(policy=policy, clinic=vacancy.clinic, now=now, patient_ref=patient_ref)
 
 
 def _wait(
@@ -335,8 +328,9 @@ def promote(
 ) -> DispatchResult | None:
     """Under the vacancy fence: re-validate, then write offer + hold + entry + event + outbox.
 
-    Returns None when this candidate is no longer eligible (try the next one), ``RESTART`` when the policy
-    or (unless ``staff_reviewed``) the decision changed. Automatic dispatch passes ``wait_for_entry=False``:
+    Returns None when this candidate is no longer eligible (try the next one), ``UNREACHABLE`` (noted) when
+    the patient cannot be reached now (contact cap), ``RESTART`` when the policy or (unless ``staff_reviewed``)
+    the decision changed. Automatic dispatch passes ``wait_for_entry=False``:
     an entry locked by another dispatcher is being promoted for another vacancy right now, so waiting on it
     would only queue every dispatcher behind one row. ``staff_reviewed`` (review PROMOTE): staff accepted
     ``decision`` as it is (None: no decision at all); the offer records it so.
@@ -364,6 +358,14 @@ def promote(
             if reason is not None:
                 logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
                 return None
+            if not staff_reviewed:
+                # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
+                # moves on without reading the patient's notices first.
+                unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref)
+                if unreachable is not None:
+                    note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
+                                until=unreachable.until, now=now, correlation_id=correlation_id)
+                    return DispatchResult(UNREACHABLE, waiting=unreachable)
             expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
             shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
             try:
