@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import threading
 
-from django.db import transaction
 from redis.exceptions import RedisError
 
 logger = logging.getLogger("common.degrade")
@@ -41,21 +40,3 @@ class Dependency:
 
 cache_dependency = Dependency("redis cache", "throttles fail open and sign-in counting uses PostgreSQL")
 broker_dependency = Dependency("celery broker", "follow-up tasks are left to reconcile")
-
-
-def send_after_commit(task, *args) -> None:
-    """Send ``task.delay(*args)`` once the current transaction commits, never failing the caller.
-
-    The change is committed by then: a broker outage must not turn it into a 500. The failure is
-    logged once per outage (``broker_dependency``) and the follow-up is left to its reconcile job.
-    """
-
-    def send() -> None:
-        try:
-            task.delay(*args)
-        except Exception as exc:  # noqa: BLE001 (kombu, redis and socket errors alike; the commit stands)
-            broker_dependency.failed(exc)
-        else:
-            broker_dependency.ok()
-
-    transaction.on_commit(send)

@@ -354,7 +354,7 @@ REEVALUATION_QUARANTINE_TALLY_DAYS = env.int("REEVALUATION_QUARANTINE_TALLY_DAYS
 # The production guard (common/checks.py) refuses the console provider unless this says otherwise.
 NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION = env.bool("NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION", default=False)
 # A broker that cannot be reached answers within a second: the request's commit stands and
-# reconcile picks the follow-up up (common/tasks.py send_after_commit).
+# reconcile picks the follow-up up (common/effects.py after_commit).
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
 # --- end security ---

@@ -221,8 +221,9 @@ def _redispatch(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation
 
 
 def _retry_booking(clinic: Clinic, hold_ref: str, actor, data: dict, correlation_id: str) -> dict:
+    # A refusal is recorded and committed by the command already; raised here, the runner stores it.
     appointment = services.hold_retry_booking(clinic=clinic, hold_ref=hold_ref,
-                                              **_service_args(actor, data, correlation_id))
+                                              **_service_args(actor, data, correlation_id)).booked()
     return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
             "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
             "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}

@@ -388,8 +388,18 @@ class Vacancy(models.Model):
     waiting_reason = models.CharField(
         max_length=40, blank=True, default="", help_text="why the vacancy waits (QUIET_HOURS, CONTACT_CAP)"
     )
+    dispatch_claimed_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="a dispatcher loop claimed it (SKIP LOCKED) until then; others pass it by (a marker, not a state)",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # Not stored: annotations the dispatch fence reads with the lock (services/promotion.py).
+    active_offer_id: int | None
+    policy_id_now: int | None
+    has_shadow: bool
 
     class Meta:
         verbose_name_plural = "vacancies"

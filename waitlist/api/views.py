@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from common.api import field_errors
-from common.errors import Conflict, PermissionDenied, ValidationFailed
+from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from scheduling.api.base import LIST_PARAMETERS, ClinicAPIView, page_body
 from scheduling.models import Role
@@ -318,15 +318,15 @@ class HoldRetryBookingView(ClinicAPIView):
         def execute(_receipt):
             data = self.validated(RecoveryInput)
             correlation_id = new_correlation_id()
-            try:
-                appointment = services.hold_retry_booking(
-                    clinic=self.clinic, hold_ref=ref, actor=request.user, reason=data["reason"],
-                    correlation_id=correlation_id, idempotency_key=_idempotency_key(request),
-                )
-            except Conflict as exc:
-                # Answered, not raised: a raised error rolls the command back, and the refusal's
-                # BOOKING_RETRY_FAILED event and audit row must stay.
+            retried = services.hold_retry_booking(
+                clinic=self.clinic, hold_ref=ref, actor=request.user, reason=data["reason"],
+                correlation_id=correlation_id, idempotency_key=_idempotency_key(request),
+            )
+            if retried.refusal is not None:
+                # Answered: the refusal's BOOKING_RETRY_FAILED event and audit row are already committed.
+                exc = retried.refusal
                 return exc.status_code, {**exc.as_body(), "correlation_id": correlation_id}
+            appointment = retried.booked()
             return 201, {"appointment": appointment.ref, "status": appointment.status,
                          "correlation_id": correlation_id}
 

@@ -15,7 +15,9 @@ from .offers import (
     offers_expire_due,
 )
 from .policy import policy_change, policy_current, policy_publish
+from .promotion import DispatchResult
 from .recovery import (
+    BookingRetry,
     ReviewResult,
     hold_retry_booking,
     vacancy_close,
@@ -24,10 +26,11 @@ from .recovery import (
     vacancy_review_resolve,
 )
 from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publish
-from .vacancies import DispatchResult, appointment_cancel_with_vacancy, vacancy_dispatch
+from .vacancies import appointment_cancel_with_vacancy, vacancies_dispatch, vacancy_dispatch, vacancy_dispatch_by_id
 
 __all__ = [
     "AcceptResult",
+    "BookingRetry",
     "DispatchResult",
     "ReviewResult",
     "appointment_cancel_with_vacancy",
@@ -53,8 +56,10 @@ __all__ = [
     "shadow_observe",
     "shadow_promote",
     "shadow_publish",
+    "vacancies_dispatch",
     "vacancy_close",
     "vacancy_dispatch",
+    "vacancy_dispatch_by_id",
     "vacancy_redispatch",
     "vacancy_reopen",
     "vacancy_review_resolve",

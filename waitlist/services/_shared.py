@@ -1,4 +1,4 @@
-"""Helpers shared by the waitlist commands: event rows, actor labels, dispatch on commit."""
+"""Helpers shared by the waitlist commands: event rows, actor labels, dispatch on commit, dispatch notes."""
 
 from __future__ import annotations
 
@@ -7,11 +7,27 @@ from datetime import datetime
 
 from django.db import connection
 
-from common.degrade import send_after_commit
+from common import effects
+from common.services import audit_record
 
 from ..models import Offer, OfferEvent, Vacancy
 
 logger = logging.getLogger("waitlist")
+
+
+def command_audit(target, *, action: str, actor, clinic, reason: str, correlation_id: str, system_label: str,
+                  idempotency_key: str = "", **result) -> None:
+    """The audit row of a staff command on ``target`` (a vacancy, offer or entry): its status and version
+    after the command, and what else the command names in ``result``."""
+    audit_record(actor=actor, action=f"waitlist.{action}", clinic=clinic, target_ref=target.ref, reason=reason,
+                 correlation_id=correlation_id, idempotency_key=idempotency_key, system_label=system_label,
+                 result={"status": target.status, "version": target.version, **result})
+
+
+def slot_of(source) -> dict:
+    """The slot an appointment, vacancy or hold stands for: who, what, where and when."""
+    return {"practitioner_id": source.practitioner_id, "treatment_id": source.treatment_id,
+            "resource_id": source.resource_id, "starts_at": source.starts_at, "ends_at": source.ends_at}
 
 
 def actor_label(actor, system: str) -> str:
@@ -33,25 +49,12 @@ def event_append(
     detail: dict | None = None,
 ) -> OfferEvent:
     """Append one transition to the offer's history (refs and codes only) and log it the same way."""
+    transition = {"from_status": from_status, "to_status": to_status, "reason_code": reason_code, "actor": actor}
     event = OfferEvent.objects.create(
-        clinic_id=offer.clinic_id,
-        offer=offer,
-        from_status=from_status,
-        to_status=to_status,
-        reason_code=reason_code,
-        actor=actor,
-        correlation_id=correlation_id or offer.correlation_id,
-        detail=detail or {},
-        created_at=now,
+        clinic_id=offer.clinic_id, offer=offer, correlation_id=correlation_id or offer.correlation_id,
+        detail=detail or {}, created_at=now, **transition,
     )
-    event_logged(
-        offer=offer,
-        from_status=from_status,
-        to_status=to_status,
-        reason_code=reason_code,
-        actor=actor,
-        correlation_id=event.correlation_id,
-    )
+    event_logged(offer=offer, correlation_id=event.correlation_id, **transition)
     return event
 
 
@@ -69,12 +72,14 @@ def event_logged(*, offer: Offer, from_status: str, to_status: str, reason_code:
     )
 
 
+#: The effect that dispatches a vacancy again (its handler is registered by ``waitlist.tasks``).
+DISPATCH_EFFECT = "waitlist.dispatch"
+
+
 def queue_dispatch(vacancy_id: int) -> None:
     """Cascade to the next candidate after this transaction commits (never inside it). With the
     broker down the send is logged once and the open vacancy is left to reconcile."""
-    from .. import tasks  # tasks import services: resolve at call time
-
-    send_after_commit(tasks.dispatch_vacancy, vacancy_id)
+    effects.after_commit(DISPATCH_EFFECT, vacancy_id=vacancy_id)
 
 
 _NOTE_SQL = """
@@ -87,15 +92,8 @@ SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = E
 """
 
 
-def note_record(
-    *,
-    vacancy: Vacancy,
-    reason_code: str,
-    now: datetime,
-    entry_id: int | None = None,
-    until: datetime | None = None,
-    correlation_id: str = "",
-) -> None:
+def note_record(*, vacancy: Vacancy, reason_code: str, now: datetime, entry_id: int | None = None,
+                until: datetime | None = None, correlation_id: str = "") -> None:
     """Record (or count again) why dispatch passed over ``entry_id`` or why the vacancy waits."""
     with connection.cursor() as cursor:
         cursor.execute(

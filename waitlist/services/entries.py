@@ -12,11 +12,11 @@ from common.errors import Conflict, PermissionDenied, ValidationFailed, VersionC
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
 from scheduling.scoping import scoped_get, user_is_admin
-from scheduling.services import hold_release
 
 from ..locks import lock_entry, lock_offer_chain
 from ..models import ACTIVE_OFFER_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
-from ._shared import actor_label, event_append, queue_dispatch
+from ._shared import actor_label, command_audit
+from .promotion import close_offer
 
 
 def entry_create(
@@ -72,17 +72,9 @@ def _priority_audit(entry: WaitlistEntry, *, actor, previous: int, reason: str, 
                  system_label="priority")
 
 
-def entry_set_priority(
-    *,
-    clinic: Clinic,
-    entry_ref: str,
-    actor,
-    priority_rank: int,
-    reason: str,
-    expected_version: int | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> WaitlistEntry:
+def entry_set_priority(*, clinic: Clinic, entry_ref: str, actor, priority_rank: int, reason: str,
+                       expected_version: int | None = None, correlation_id: str = "",
+                       idempotency_key: str = "") -> WaitlistEntry:
     """ADMIN: change an open entry's priority (the matcher orders by it); audited with from/to.
 
     The booking-reliability feed sets the same rank from each new decision (``decision_record``);
@@ -104,16 +96,8 @@ def entry_set_priority(
         return entry
 
 
-def entry_withdraw(
-    *,
-    clinic: Clinic,
-    entry_ref: str,
-    actor,
-    reason: str,
-    expected_version: int | None = None,
-    now: datetime | None = None,
-    correlation_id: str = "",
-) -> WaitlistEntry:
+def entry_withdraw(*, clinic: Clinic, entry_ref: str, actor, reason: str, expected_version: int | None = None,
+                   now: datetime | None = None, correlation_id: str = "") -> WaitlistEntry:
     """Take an entry off the waitlist; an open offer of it is withdrawn and its hold released.
 
     Withdrawing a WITHDRAWN entry is a no-op; a BOOKED entry is ENTRY_NOT_WITHDRAWABLE.
@@ -142,42 +126,18 @@ def entry_withdraw(
             if expected_version is not None and entry.version != expected_version:
                 raise VersionConflict("The entry was changed by someone else.")
             if locks is not None:
-                offer, hold = locks.offer, locks.hold
-                if hold.status == HoldStatus.CONSUMED:
+                if locks.hold.status == HoldStatus.CONSUMED:
                     raise Conflict("The offer is already booked.", code="ENTRY_NOT_WITHDRAWABLE")
-                previous = offer.status
-                cas_update(
-                    offer,
-                    expected_status=previous,
-                    status=OfferStatus.WITHDRAWN,
-                    reason_code="ENTRY_WITHDRAWN",
-                )
-                hold_release(hold=hold, reason="ENTRY_WITHDRAWN")
-                event_append(
-                    offer=offer,
-                    from_status=previous,
-                    to_status=OfferStatus.WITHDRAWN,
-                    reason_code="ENTRY_WITHDRAWN",
-                    actor=label,
-                    correlation_id=correlation_id,
-                    now=now,
-                )
-                queue_dispatch(offer.vacancy_id)
+                # The entry ends here, not back on the list: it is withdrawn right below.
+                close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="ENTRY_WITHDRAWN", actor=label,
+                            correlation_id=correlation_id, now=now, reopen_entry=False)
             cas_update(
                 entry,
                 expected_status=entry.status,
                 status=EntryStatus.WITHDRAWN,
                 withdraw_reason=reason[:200],
             )
-            audit_record(
-                actor=actor,
-                action="waitlist.entry_withdraw",
-                clinic=clinic,
-                target_ref=entry.ref,
-                reason=reason,
-                correlation_id=correlation_id,
-                result={"status": entry.status, "version": entry.version},
-                system_label="entry_withdraw",
-            )
+            command_audit(entry, action="entry_withdraw", actor=actor, clinic=clinic, reason=reason,
+                          correlation_id=correlation_id, system_label="entry_withdraw")
             return entry
     raise VersionConflict("The entry keeps changing; try again.")

@@ -37,7 +37,7 @@ from ._shared import event_append
 from .booking import offer_book
 from .offers import offers_expire_due
 from .recovery import offer_close_without_hold
-from .vacancies import vacancy_dispatch
+from .vacancies import vacancies_dispatch
 
 logger = logging.getLogger("waitlist")
 
@@ -67,19 +67,23 @@ def review_ready_vacancies(now: datetime):
     reviewed candidate's newest decision is FRESH. Dispatch runs them again (it offers that candidate)."""
     latest_policy = WaitlistPolicy.objects.filter(clinic=OuterRef("clinic")).order_by("-version")
     in_review = Vacancy.objects.filter(status=VacancyStatus.REVIEW).select_related("clinic").annotate(
-        gate=Subquery(latest_policy.values("decision_gate")[:1]), review_patient_id=F("review_entry__patient_id")
+        gate=Subquery(latest_policy.values("decision_gate")[:1]), patient_in_review=F("review_entry__patient_id")
     )
-    ready, gated = [], {}
+    ready: list[int] = []
+    gated: dict[int, list[tuple[int, int]]] = {}  # clinic id -> (vacancy id, reviewed patient id)
+    clinics = {}
     for vacancy in in_review:
         if vacancy.gate == DecisionGate.NOT_USED:
             ready.append(vacancy.pk)
-        elif vacancy.review_patient_id is not None:
-            gated.setdefault(vacancy.clinic_id, []).append(vacancy)
-    for vacancies in gated.values():  # the newest decisions through the provider: one batch per clinic
-        patients = {v.review_patient_id for v in vacancies}
-        decisions = get_decision_provider().decisions_for(clinic=vacancies[0].clinic, patient_ids=patients)
+        elif vacancy.patient_in_review is not None:
+            gated.setdefault(vacancy.clinic_id, []).append((vacancy.pk, vacancy.patient_in_review))
+            clinics[vacancy.clinic_id] = vacancy.clinic
+    for clinic_id, pairs in gated.items():  # the newest decisions through the provider: one batch per clinic
+        decisions = get_decision_provider().decisions_for(
+            clinic=clinics[clinic_id], patient_ids={patient for _v, patient in pairs}
+        )
         fresh = {p for p, d in decisions.items() if d.effective_status(now) == DecisionStatus.FRESH}
-        ready += [v.pk for v in vacancies if v.review_patient_id in fresh]
+        ready += [vacancy_id for vacancy_id, patient in pairs if patient in fresh]
     return Vacancy.objects.filter(pk__in=ready)
 
 
@@ -141,7 +145,6 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
             Q(status=VacancyStatus.OPEN) | Q(starts_at__lte=now) | Q(pk__in=review_ready_vacancies(now).values("pk"))
         )
         .exclude(Exists(has_active))
-        .select_related("clinic")
     )
     batch = list(candidates.filter(pk__gt=cursor).order_by("pk")[:limit])
     if len(batch) < limit:  # wrap around: the next run starts from the beginning again
@@ -151,13 +154,10 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
     else:
         next_cursor = batch[-1].pk
     outcomes: dict[str, int] = {}
-    for vacancy in batch:
-        try:
-            outcome = vacancy_dispatch(clinic=vacancy.clinic, vacancy_ref=vacancy.ref, now=now,
-                                       correlation_id=correlation_id).outcome
-        except DomainError as exc:
-            outcome = exc.code
-        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    # Claimed one at a time (SKIP LOCKED): two reconcile runs at once split the batch between them.
+    for _vacancy_id, result in vacancies_dispatch(vacancy_ids=[v.pk for v in batch], now=now,
+                                                  correlation_id=correlation_id):
+        outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
     counts["dispatch"] = outcomes  # type: ignore[assignment]
     job_record(JOB_RECONCILE, now=now, result=counts, cursor=next_cursor)
     logger.info("reconcile correlation=%s %s", correlation_id, counts)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from contextlib import nullcontext
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
@@ -16,16 +15,15 @@ from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
 from common.models import OutboxMessage, OutboxStatus
 from common.refs import new_ref
-from common.services import audit_record, new_correlation_id
+from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
-from scheduling.services import hold_extend, hold_release
+from scheduling.services import hold_extend
 
 from ..decisions import Decision, decision_from_json, get_decision_provider
 from ..locks import OfferLocks, lock_offer_chain
 from ..models import (
     ACTIVE_OFFER_STATUSES,
-    DISPATCHABLE_VACANCY_STATUSES,
     OFFER_TOPIC,
     DecisionStatus,
     EntryStatus,
@@ -33,8 +31,9 @@ from ..models import (
     OfferClaimReceipt,
     OfferStatus,
 )
-from ._shared import actor_label, event_append, event_logged, queue_dispatch
+from ._shared import actor_label, command_audit, event_append, event_logged
 from .policy import policy_current
+from .promotion import close_offer
 
 logger = logging.getLogger("waitlist")
 
@@ -67,8 +66,9 @@ def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
     """
     if offer.decision_status == DecisionStatus.NOT_USED:
         return DecisionStatus.FRESH
-    if latest is not None and latest["ref"] != offer.decision_ref:
-        return decision_from_json(latest).effective_status(now)
+    newer = decision_from_json(latest)
+    if newer is not None and newer.decision_ref != offer.decision_ref:
+        return newer.effective_status(now)
     if offer.staff_reviewed:
         return DecisionStatus.FRESH
     return Decision(offer.decision_ref, offer.decision_status, 0, offer.decision_expires_at).effective_status(
@@ -240,49 +240,6 @@ def offer_claim(
         return receipt
 
 
-def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:
-    entry = locks.entry
-    if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
-        changes: dict[str, Any] = {"status": EntryStatus.WAITING}
-        if suppressed_until is not None:
-            changes["suppressed_until"] = suppressed_until
-        cas_update(entry, expected_status=entry.status, **changes)
-
-
-def _close_offer(
-    locks: OfferLocks,
-    *,
-    to_status: str,
-    reason_code: str,
-    actor: str,
-    correlation_id: str,
-    now: datetime,
-    suppressed_until: datetime | None = None,
-    detail: dict | None = None,
-    **offer_changes,
-) -> Offer:
-    """The shared tail of decline/expire/withdraw: offer CAS, hold released, entry back to WAITING,
-    one event, and the cascade to the next candidate queued for after commit."""
-    offer = locks.offer
-    previous = offer.status
-    cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code, **offer_changes)
-    hold_release(hold=locks.hold, reason=reason_code)
-    _reopen_entry(locks, suppressed_until=suppressed_until)
-    event_append(
-        offer=offer,
-        from_status=previous,
-        to_status=to_status,
-        reason_code=reason_code,
-        actor=actor,
-        correlation_id=correlation_id,
-        now=now,
-        detail=detail,
-    )
-    if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
-        queue_dispatch(locks.vacancy.pk)
-    return offer
-
-
 def offer_decline(
     *,
     clinic: Clinic,
@@ -313,7 +270,7 @@ def offer_decline(
         if expected_version is not None and offer.version != expected_version:
             raise VersionConflict("The offer was changed; reload it.")
         policy = policy_current(clinic=clinic)
-        return _close_offer(
+        return close_offer(
             locks,
             to_status=OfferStatus.DECLINED,
             reason_code="DECLINED",
@@ -376,7 +333,7 @@ def offer_expire(
         reason = _expiry_due(offer, locks.hold, locks.vacancy, now)
         if reason is None:
             raise Conflict("The offer has not expired yet.", code="OFFER_NOT_DUE")
-        return _close_offer(
+        return close_offer(
             locks,
             to_status=OfferStatus.EXPIRED,
             reason_code=reason,
@@ -444,17 +401,8 @@ def offer_notice_delivered(
         return offer
 
 
-def offer_withdraw(
-    *,
-    clinic: Clinic,
-    offer_ref: str,
-    actor,
-    reason: str,
-    expected_version: int | None = None,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> Offer:
+def offer_withdraw(*, clinic: Clinic, offer_ref: str, actor, reason: str, expected_version: int | None = None,
+                   now: datetime | None = None, correlation_id: str = "", idempotency_key: str = "") -> Offer:
     """Staff take back an OFFERED or ACCEPTED (not yet booked) offer: hold released, entry waits again."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
@@ -469,23 +417,8 @@ def offer_withdraw(
             )
         if expected_version is not None and offer.version != expected_version:
             raise VersionConflict("The offer was changed; reload it.")
-        offer = _close_offer(
-            locks,
-            to_status=OfferStatus.WITHDRAWN,
-            reason_code="STAFF_WITHDRAWN",
-            actor=actor_label(actor, "withdraw"),
-            correlation_id=correlation_id,
-            now=now,
-        )
-        audit_record(
-            actor=actor,
-            action="waitlist.offer_withdraw",
-            clinic=clinic,
-            target_ref=offer.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={"status": offer.status, "version": offer.version},
-            system_label="withdraw",
-        )
+        offer = close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="STAFF_WITHDRAWN",
+                            actor=actor_label(actor, "withdraw"), correlation_id=correlation_id, now=now)
+        command_audit(offer, action="offer_withdraw", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="withdraw")
         return offer

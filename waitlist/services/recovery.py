@@ -8,7 +8,7 @@ correlation id, result) always.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
@@ -30,11 +30,11 @@ from ..models import (
     VacancySkip,
     VacancyStatus,
 )
-from ._shared import actor_label, event_append, queue_dispatch
+from ._shared import actor_label, command_audit, event_append, queue_dispatch
 from .booking import offer_book
-from .offers import _close_offer
 from .policy import policy_current
-from .vacancies import DispatchResult, _match_and_promote, _promote, _Restart, vacancy_dispatch
+from .promotion import RESTART, DispatchResult, close_offer, offer_next, promote
+from .vacancies import vacancy_dispatch
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -46,24 +46,20 @@ def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
     return found
 
 
-def vacancy_close(
-    *,
-    clinic: Clinic,
-    vacancy_ref: str,
-    actor,
-    reason: str,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> tuple[Vacancy, Offer | None]:
+def _locked(clinic: Clinic, vacancy_ref) -> Vacancy:
+    """Inside the command's transaction: the vacancy ``vacancy_ref`` names in ``clinic``, locked (else 404)."""
+    return lock_vacancy(_vacancy_id(clinic, vacancy_ref))
+
+
+def vacancy_close(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now: datetime | None = None,
+                  correlation_id: str = "", idempotency_key: str = "") -> tuple[Vacancy, Offer | None]:
     """OPEN/REVIEW → CLOSED (``STAFF_CLOSED``); an active, unbooked offer is withdrawn with it
     (reason ``VACANCY_CLOSED``, hold released, entry back to WAITING). Closing a CLOSED vacancy is a
     no-op; a FILLED one (or one whose offer is booked) is 409 ``VACANCY_NOT_CLOSABLE``."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
-    vacancy_id = _vacancy_id(clinic, vacancy_ref)
     with transaction.atomic():
-        vacancy = lock_vacancy(vacancy_id)
+        vacancy = _locked(clinic, vacancy_ref)
         if vacancy.status == VacancyStatus.CLOSED:
             return vacancy, None
         if vacancy.status == VacancyStatus.FILLED:
@@ -78,52 +74,28 @@ def vacancy_close(
             # Close the vacancy first so the offer's close does not queue a cascade.
             cas_update(locks.vacancy, expected_status=locks.vacancy.status, status=VacancyStatus.CLOSED,
                        close_reason="STAFF_CLOSED")
-            withdrawn = _close_offer(
-                locks,
-                to_status=OfferStatus.WITHDRAWN,
-                reason_code="VACANCY_CLOSED",
-                actor=actor_label(actor, "recover"),
-                correlation_id=correlation_id,
-                now=now,
-            )
+            withdrawn = close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="VACANCY_CLOSED",
+                                    actor=actor_label(actor, "recover"), correlation_id=correlation_id, now=now)
             vacancy = locks.vacancy
         else:
             cas_update(vacancy, expected_status=vacancy.status, status=VacancyStatus.CLOSED,
                        close_reason="STAFF_CLOSED")
-        audit_record(
-            actor=actor,
-            action="waitlist.vacancy_close",
-            clinic=clinic,
-            target_ref=vacancy.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={"status": vacancy.status, "version": vacancy.version,
-                    "withdrawn_offer": withdrawn.ref if withdrawn else None},
-            system_label="recover",
-        )
+        command_audit(vacancy, action="vacancy_close", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="recover",
+                      withdrawn_offer=withdrawn.ref if withdrawn else None)
         return vacancy, withdrawn
 
 
-def vacancy_reopen(
-    *,
-    clinic: Clinic,
-    vacancy_ref: str,
-    actor,
-    reason: str,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> Vacancy:
+def vacancy_reopen(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now: datetime | None = None,
+                   correlation_id: str = "", idempotency_key: str = "") -> Vacancy:
     """CLOSED or REVIEW → OPEN and dispatch again after commit. Reopening an OPEN vacancy is a no-op
     (a dispatch is still queued); FILLED is 409 ``VACANCY_NOT_REOPENABLE``; a started one is 409
     ``VACANCY_STARTED``. Capacity is never assumed free: dispatch places a new hold, and the
     exclusion constraint closes the vacancy again (``SLOT_TAKEN``) if the time was booked meanwhile."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
-    vacancy_id = _vacancy_id(clinic, vacancy_ref)
     with transaction.atomic():
-        vacancy = lock_vacancy(vacancy_id)
+        vacancy = _locked(clinic, vacancy_ref)
         if vacancy.status == VacancyStatus.FILLED:
             raise Conflict("The vacancy is filled.", code="VACANCY_NOT_REOPENABLE")
         if vacancy.starts_at <= now:
@@ -131,31 +103,14 @@ def vacancy_reopen(
         if vacancy.status != VacancyStatus.OPEN:
             cas_update(vacancy, expected_status=vacancy.status, status=VacancyStatus.OPEN, close_reason="",
                        review_entry=None)
-        audit_record(
-            actor=actor,
-            action="waitlist.vacancy_reopen",
-            clinic=clinic,
-            target_ref=vacancy.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={"status": vacancy.status, "version": vacancy.version},
-            system_label="recover",
-        )
+        command_audit(vacancy, action="vacancy_reopen", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="recover")
         queue_dispatch(vacancy.pk)
         return vacancy
 
 
-def vacancy_redispatch(
-    *,
-    clinic: Clinic,
-    vacancy_ref: str,
-    actor,
-    reason: str,
-    now: datetime | None = None,
-    correlation_id: str = "",
-    idempotency_key: str = "",
-) -> DispatchResult:
+def vacancy_redispatch(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now: datetime | None = None,
+                       correlation_id: str = "", idempotency_key: str = "") -> DispatchResult:
     """Staff ask for dispatch again (``vacancy_dispatch`` with the actor on its events) and the ask is
     audited with the reason and the outcome. Safe to repeat and to race: at most one offer results
     (``ALREADY_OFFERED`` for the loser); a closed vacancy answers ``CLOSED``."""
@@ -170,6 +125,23 @@ def vacancy_redispatch(
     return result
 
 
+@dataclass(frozen=True)
+class BookingRetry:
+    """``appointment``: the hold is booked (now, or before: the command is idempotent). ``refusal``: the
+    booking command refused (its typed error); the refusal is recorded and committed, not raised."""
+
+    appointment: Appointment | None = None
+    refusal: DomainError | None = None
+
+    def booked(self) -> Appointment:
+        """The appointment, or the recorded refusal raised (front ends that answer with the error)."""
+        if self.refusal is not None:
+            raise self.refusal
+        if self.appointment is None:
+            raise LookupError("a booking retry with neither an appointment nor a refusal")
+        return self.appointment
+
+
 def hold_retry_booking(
     *,
     clinic: Clinic,
@@ -179,9 +151,11 @@ def hold_retry_booking(
     now: datetime | None = None,
     correlation_id: str = "",
     idempotency_key: str = "",
-) -> Appointment:
+) -> BookingRetry:
     """Run the booking command again for an ACCEPTED hold (idempotent: a booked hold answers its
-    appointment). A refusal is recorded (event ``BOOKING_RETRY_FAILED`` with the code) and re-raised."""
+    appointment). A refusal is recorded (event ``BOOKING_RETRY_FAILED`` with the code, and the audit row)
+    in this command's own transaction and returned, so a caller cannot roll the record back by raising it.
+    An unknown or foreign hold is NotFound (nothing written)."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     offer = (
@@ -191,6 +165,9 @@ def hold_retry_booking(
     )
     if offer is None:
         raise NotFound()
+    audit = {"actor": actor, "action": "waitlist.booking_retry", "clinic": clinic, "target_ref": hold_ref,
+             "reason": reason, "correlation_id": correlation_id, "idempotency_key": idempotency_key,
+             "system_label": "recover"}
     try:
         appointment, created = offer_book(
             clinic=clinic, hold_ref=hold_ref, actor=actor, now=now, correlation_id=correlation_id
@@ -200,15 +177,10 @@ def hold_retry_booking(
             event_append(offer=offer, from_status=offer.status, to_status=offer.status,
                          reason_code="BOOKING_RETRY_FAILED", actor=actor_label(actor, "recover"),
                          correlation_id=correlation_id, now=now, detail={"hold": hold_ref, "code": exc.code})
-            audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref,
-                         reason=reason, correlation_id=correlation_id, result={"code": exc.code},
-                         idempotency_key=idempotency_key, system_label="recover")
-        raise
-    audit_record(actor=actor, action="waitlist.booking_retry", clinic=clinic, target_ref=hold_ref, reason=reason,
-                 correlation_id=correlation_id, idempotency_key=idempotency_key,
-                 result={"appointment": appointment.ref, "created": created, "status": appointment.status},
-                 system_label="recover")
-    return appointment
+            audit_record(**audit, result={"code": exc.code})
+        return BookingRetry(refusal=exc)
+    audit_record(**audit, result={"appointment": appointment.ref, "created": created, "status": appointment.status})
+    return BookingRetry(appointment=appointment)
 
 
 def offer_close_without_hold(*, clinic: Clinic, offer_id: int, now: datetime, correlation_id: str) -> Offer | None:
@@ -220,7 +192,7 @@ def offer_close_without_hold(*, clinic: Clinic, offer_id: int, now: datetime, co
             return None
         if locks.hold.status == HoldStatus.ACTIVE and locks.hold.allocations.filter(active=True).exists():
             return None  # repaired meanwhile
-        return _close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="NO_ACTIVE_HOLD",
+        return close_offer(locks, to_status=OfferStatus.WITHDRAWN, reason_code="NO_ACTIVE_HOLD",
                             actor="system:reconcile", correlation_id=correlation_id, now=now)
 
 
@@ -278,9 +250,8 @@ def vacancy_review_resolve(
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     label = actor_label(actor, "review")
-    vacancy_id = _vacancy_id(clinic, vacancy_ref)
     with transaction.atomic():
-        vacancy = lock_vacancy(vacancy_id)
+        vacancy = _locked(clinic, vacancy_ref)
         if vacancy.status != VacancyStatus.REVIEW or vacancy.review_entry_id is None:
             raise Conflict(f"The vacancy is {vacancy.status}, not in staff review.", code="VACANCY_NOT_IN_REVIEW")
         if expected_version is not None and vacancy.version != expected_version:
@@ -319,18 +290,9 @@ def vacancy_review_resolve(
             event_append(offer=offer, from_status=offer.status, to_status=offer.status, reason_code="STAFF_REVIEWED",
                          actor=label, correlation_id=correlation_id, now=now, detail=evidence)
         vacancy.refresh_from_db(fields=["status", "version", "review_entry", "close_reason"])
-        audit_record(
-            actor=actor,
-            action="waitlist.vacancy_review_resolve",
-            clinic=clinic,
-            target_ref=vacancy.ref,
-            reason=reason,
-            correlation_id=correlation_id,
-            idempotency_key=idempotency_key,
-            result={**evidence, "outcome": result.outcome, "offer": offer.ref if offer else None,
-                    "status": vacancy.status, "version": vacancy.version},
-            system_label="review",
-        )
+        command_audit(vacancy, action="vacancy_review_resolve", actor=actor, clinic=clinic, reason=reason,
+                      correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="review",
+                      **evidence, outcome=result.outcome, offer=offer.ref if offer else None)
         return ReviewResult(vacancy=vacancy, resolution=resolution, outcome=result.outcome,
                             reviewed_entry=entry.ref, offer=offer)
 
@@ -341,15 +303,6 @@ def _review_promote(
     why = matcher.ineligibility(entry=entry, vacancy=vacancy, policy=policy, now=now)
     if why is not None:
         raise Conflict(f"The candidate is no longer eligible ({why}).", code="CANDIDATE_INELIGIBLE")
-    expires_at = min(now + timedelta(minutes=policy.hold_minutes), vacancy.starts_at)
-    # Promotion runs the normal offer path, which admits fresh decisions only; the offer then records
-    # the reviewed decision as it really is, with ``staff_reviewed`` standing in for freshness.
-    override = Decision(
-        reviewed.decision_ref if reviewed else "",
-        DecisionStatus.FRESH,
-        reviewed.priority_rank if reviewed else 0,
-        expires_at,
-    )
     candidate = matcher.Candidate(
         entry_id=entry.pk,
         entry_ref=entry.ref,
@@ -358,24 +311,18 @@ def _review_promote(
         slot_fit=1 if entry.practitioner_id == vacancy.practitioner_id else 0,
         priority_rank=entry.priority_rank,
         waiting_since=entry.waiting_since,
-        decision=override,
+        decision=reviewed,
     )
-    try:
-        result = _promote(vacancy, candidate, override, policy, now=now, actor_label=label,
-                         correlation_id=correlation_id)
-    except _Restart as exc:
-        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED") from exc
+    # Dispatch's own offer transaction; the staff review stands in for freshness, and the offer records
+    # the reviewed decision as it really is.
+    result = promote(vacancy, candidate, reviewed, policy, now=now, actor_label=label,
+                     correlation_id=correlation_id, staff_reviewed=True)
     if result is None:  # cannot happen under our locks (re-checked above); refuse rather than guess
         raise Conflict("The candidate is no longer eligible.", code="CANDIDATE_INELIGIBLE")
+    if result.outcome == RESTART:
+        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED")
     if result.outcome == "ALREADY_OFFERED":
         raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
-    assert result.offer is not None  # OFFERED: _promote made it
-    Offer.objects.filter(pk=result.offer.pk).update(
-        staff_reviewed=True,
-        decision_status=reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE,
-        decision_expires_at=reviewed.expires_at if reviewed else expires_at,
-    )
-    result.offer.refresh_from_db()
     return result
 
 
@@ -384,4 +331,7 @@ def _review_skip(
 ) -> DispatchResult:
     """Dispatch's candidate loop under the fence; the matcher already passes over the skipped entry
     (``VacancySkip``), and reachability (quiet hours, contact caps) applies as in any dispatch."""
-    return _match_and_promote(vacancy, now=now, actor_label=label, correlation_id=correlation_id, under_fence=True)
+    result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, under_fence=True)
+    if result.outcome == RESTART:  # the policy changed under the review: nothing of it is kept
+        raise Conflict("The clinic's policy changed; reload and review again.", code="POLICY_CHANGED")
+    return result

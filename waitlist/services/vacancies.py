@@ -3,55 +3,30 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections.abc import Iterator
 from datetime import datetime, timedelta
-from typing import cast
+from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
-from common.cas import cas_update
-from common.errors import NotFound, PatientOverlap, SlotOccupied
-from common.services import audit_record, new_correlation_id, outbox_enqueue
+from common.errors import DomainError, NotFound
+from common.services import new_correlation_id
 from scheduling import services as scheduling
-from scheduling.models import Appointment, AppointmentStatus, Clinic, Patient
+from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
 
-from .. import matcher
-from ..decisions import Decision, get_decision_provider
-from ..locks import lock_entry, lock_vacancy
-from ..models import (
-    ACTIVE_OFFER_STATUSES,
-    DISPATCHABLE_VACANCY_STATUSES,
-    OFFER_TOPIC,
-    DecisionGate,
-    DecisionStatus,
-    EntryStatus,
-    NonFreshAction,
-    Offer,
-    OfferStatus,
-    Vacancy,
-    VacancyStatus,
-    WaitlistPolicy,
-)
-from ..reachability import Unreachable, reachability
-from ._shared import actor_label, event_append, note_record, queue_dispatch
+from ..models import Vacancy
+from ._shared import actor_label, queue_dispatch, slot_of
 from .policy import policy_current
-from .shadow import shadow_observe, shadow_preview
+from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
 
 logger = logging.getLogger("waitlist")
 
-OFFER_TEMPLATE = "waitlist_offer"
 
-
-def appointment_cancel_with_vacancy(
-    *,
-    clinic: Clinic,
-    appointment_ref: str,
-    reason: str,
-    expected_version: int | None = None,
-    now: datetime | None = None,
-) -> tuple[Appointment, Vacancy | None]:
+def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, reason: str,
+                                    expected_version: int | None = None,
+                                    now: datetime | None = None) -> tuple[Appointment, Vacancy | None]:
     """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
     from now, open a vacancy for its slot (the cancelling patient excluded) in the same
     transaction; dispatch is queued for after the commit."""
@@ -69,45 +44,13 @@ def appointment_cancel_with_vacancy(
             vacancy_key=f"appointment:{appointment.ref}",
             clinic=clinic,
             tenant_group_id=clinic.tenant_group_id,
-            practitioner_id=appointment.practitioner_id,
-            treatment_id=appointment.treatment_id,
-            resource_id=appointment.resource_id,
-            starts_at=appointment.starts_at,
-            ends_at=appointment.ends_at,
+            **slot_of(appointment),
             excluded_patient_id=appointment.patient_id,
             source_appointment=appointment,
         )
         logger.info("vacancy %s opened from %s", vacancy.ref, appointment.ref)
         queue_dispatch(vacancy.pk)
         return appointment, vacancy
-
-
-@dataclass(frozen=True)
-class DispatchResult:
-    """``outcome``: OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING
-    (nobody reachable now: ``waiting`` says why and until when; reconcile dispatches again)."""
-
-    outcome: str
-    offer: Offer | None = None
-    stats: matcher.MatchStats | None = None
-    waiting: Unreachable | None = None
-
-
-class _NoDecisions:
-    """The provider under ``decision_gate=NOT_USED``: no decision is read or applies."""
-
-    def decisions_for(self, *, clinic, patient_ids) -> dict:
-        return {}
-
-    def fresh_read(self, *, clinic, patient_id):
-        return None
-
-
-NOT_USED_DECISION = Decision("", DecisionStatus.NOT_USED, 0, None)
-
-
-class _Restart(Exception):
-    """The facts a candidate was chosen on changed (policy, decision): match again from the top."""
 
 
 def vacancy_dispatch(
@@ -118,24 +61,41 @@ def vacancy_dispatch(
     now: datetime | None = None,
     correlation_id: str = "",
 ) -> DispatchResult:
+    """Offer the vacancy (a ref, scoped to ``clinic``: a foreign one is NotFound) to the best eligible
+    candidate; see ``dispatch``."""
+    ref = vacancy_ref if isinstance(vacancy_ref, str) else ""
+    return _dispatch(_VACANCY.filter(clinic=clinic, ref=ref).first(), actor=actor, now=now,
+                     correlation_id=correlation_id)
+
+
+def vacancy_dispatch_by_id(
+    *,
+    vacancy_id: int,
+    actor=None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> DispatchResult:
     """Offer the vacancy to the best eligible candidate: at most one active offer ever results.
 
     Safe to run from many workers at once: candidates are read without locks, and promotion
     re-validates under the vacancy fence; a worker that finds an offer committed by another
-    answers ALREADY_OFFERED and writes nothing.
+    answers ALREADY_OFFERED and writes nothing. The id comes from inside the domain (a task, reconcile);
+    a caller holding a ref uses ``vacancy_dispatch``, which scopes it to the clinic.
     """
+    return _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now, correlation_id=correlation_id)
+
+
+_VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"))
+
+
+def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str) -> DispatchResult:
+    if vacancy is None:
+        raise NotFound()
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     label = actor_label(actor, "dispatch")
-    vacancy = (
-        Vacancy.objects.select_related("clinic", "resource")
-        .filter(clinic=clinic, ref=vacancy_ref if isinstance(vacancy_ref, str) else "")
-        .first()
-    )
-    if vacancy is None:
-        raise NotFound()
-    for _round in range(3):
-        early = _settled(vacancy, now)
+    for round_ in range(3):
+        early = settled(vacancy, now, annotated=round_ == 0)
         if early is not None:
             return early
         # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
@@ -143,338 +103,75 @@ def vacancy_dispatch(
         # the partial unique index keeps it to one active offer.
         if not feature_enabled("waitlist", vacancy.clinic):
             return DispatchResult("DISABLED")
-        try:
-            return _match_and_promote(vacancy, now=now, actor_label=label, correlation_id=correlation_id)
-        except _Restart:
-            vacancy.refresh_from_db()
+        result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id)
+        if result.outcome != RESTART:
+            return result
+        vacancy.refresh_from_db()  # the policy or a decision changed while matching: match again
     return DispatchResult("NO_CANDIDATE")
 
 
-def _settled(vacancy: Vacancy, now: datetime) -> DispatchResult | None:
-    """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out."""
-    active = Offer.objects.filter(vacancy=vacancy, status__in=ACTIVE_OFFER_STATUSES).first()
-    if active is not None:
-        return DispatchResult("ALREADY_OFFERED", active)
-    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
-        return DispatchResult("CLOSED")
-    if vacancy.starts_at <= now:
-        with transaction.atomic():
-            locked = lock_vacancy(vacancy.pk)
-            if (
-                locked.status in DISPATCHABLE_VACANCY_STATUSES
-                and not locked.offers.filter(status__in=ACTIVE_OFFER_STATUSES).exists()
-            ):
-                cas_update(
-                    locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="STARTED"
-                )
-        return DispatchResult("CLOSED")
+#: How long a dispatcher loop's claim keeps other loops off a vacancy (a crashed loop's claim lapses).
+CLAIM_SECONDS = 60
+
+# The next vacancy of this loop's list (in the list's order) that is dispatchable, has no active offer and no
+# live claim of another loop. SKIP LOCKED passes over rows another transaction holds right now (a racing
+# claim, a promotion under the fence) instead of queueing behind them.
+_CLAIM_SQL = """
+UPDATE waitlist_vacancy SET dispatch_claimed_until = %(until)s
+FROM (
+    SELECT v.id, c.pos FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS c(id, pos)
+    JOIN waitlist_vacancy v ON v.id = c.id
+    WHERE c.pos > %(after)s
+      AND v.status IN ('OPEN', 'REVIEW')
+      AND (v.dispatch_claimed_until IS NULL OR v.dispatch_claimed_until <= %(now)s)
+      AND NOT EXISTS (SELECT 1 FROM waitlist_offer o
+                      WHERE o.vacancy_id = v.id AND o.status IN ('OFFERED', 'ACCEPTED'))
+    ORDER BY c.pos
+    LIMIT 1
+    FOR NO KEY UPDATE OF v SKIP LOCKED) AS claimed
+WHERE waitlist_vacancy.id = claimed.id
+RETURNING waitlist_vacancy.id, claimed.pos
+"""
+
+_UNCLAIM_SQL = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s AND dispatch_claimed_until = %s"
+
+
+def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime) -> tuple[int, int] | None:
+    """(vacancy id, its position in the list) of the vacancy this loop now holds, or None."""
+    params: dict[str, Any] = {"after": after, "ids": vacancy_ids, "now": now, "until": until}
+    with connection.cursor() as cursor:
+        # Under READ COMMITTED a row claimed and committed by a racer between this statement's snapshot and
+        # its lock is re-checked and dropped, and LIMIT 1 then answers nothing: ask again before giving up.
+        for _attempt in range(3):
+            cursor.execute(_CLAIM_SQL, params)
+            row = cursor.fetchone()
+            if row is not None:
+                return row[0], row[1]
     return None
 
 
-def _match_and_promote(
-    vacancy: Vacancy, *, now, actor_label: str, correlation_id: str, under_fence: bool = False
-) -> DispatchResult:
-    """The candidate loop. Each candidate passed over is recorded (``DispatchNote``) with its reason,
-    except the hard-ineligible ones the matcher's SQL never returns.
+def vacancies_dispatch(
+    *, vacancy_ids: list[int], now: datetime | None = None, correlation_id: str = "", actor=None
+) -> Iterator[tuple[int, DispatchResult]]:
+    """The dispatcher loop (reconcile, and any number of racing workers): claim the next of
+    ``vacancy_ids`` (in that order) nobody else holds (``FOR NO KEY UPDATE SKIP LOCKED``, then a short-lived
+    ``dispatch_claimed_until`` marker), dispatch it, release it; yield ``(vacancy id, result)`` for each.
 
-    ``under_fence`` (staff review's SKIP, which already holds the vacancy lock): a FRESH_READ policy is
-    treated as staff review (no provider call under a lock) and entry locks are waited for.
+    Racing loops take different vacancies instead of all trying every one; the vacancy fence and the
+    partial unique index still decide (a claim is an optimisation, never the guarantee). A refusal is a
+    result whose outcome is the error's code. Ids come from inside the domain: no clinic scoping here.
     """
-    policy = policy_current(clinic=vacancy.clinic)
-    closed = reachability(policy=policy, clinic=vacancy.clinic, now=now)
-    if closed is not None:  # quiet hours: no offer at all; the vacancy waits, nobody's chance is spent
-        return _wait(vacancy, closed, now=now, correlation_id=correlation_id)
-    gated = policy.decision_gate == DecisionGate.REQUIRED
-    provider = get_decision_provider() if gated else _NoDecisions()
-    stats = matcher.MatchStats()
-    try:
-        return _candidate_loop(
-            vacancy, policy, provider, stats, now=now, actor_label=actor_label, correlation_id=correlation_id,
-            under_fence=under_fence, gated=gated,
-        )
-    finally:
-        # The matcher names candidates it passes over in SQL (no consent, an overlapping booking).
-        for entry_id, _ref, reason in stats.passed_over:
-            note_record(vacancy=vacancy, entry_id=entry_id, reason_code=reason, now=now,
-                        correlation_id=correlation_id)
-
-
-def _candidate_loop(
-    vacancy: Vacancy, policy, provider, stats, *, now, actor_label: str, correlation_id: str, under_fence: bool,
-    gated: bool,
-) -> DispatchResult:
-    passed: list[Unreachable] = []
-    for candidate in matcher.candidates(
-        vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats
-    ):
-        decision = candidate.decision if gated else NOT_USED_DECISION
-        if gated:
-            status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
-            if status != DecisionStatus.FRESH:
-                action = policy.action_for(status)
-                if action == NonFreshAction.NEXT_CANDIDATE:
-                    note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=f"DECISION_{status}",
-                                now=now, correlation_id=correlation_id)
-                    continue
-                if action == NonFreshAction.FRESH_READ and not under_fence:
-                    # Outside any transaction: a provider may call out over the network.
-                    decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
-                    status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
-                if status != DecisionStatus.FRESH:
-                    # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
-                    return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
-        unreachable = _candidate_unreachable(vacancy, candidate, policy, now=now)
-        if unreachable is not None:
-            note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=unreachable.reason,
-                        until=unreachable.until, now=now, correlation_id=correlation_id)
-            passed.append(unreachable)
-            continue
-        result = _promote(
-            vacancy,
-            candidate,
-            cast(Decision, decision),  # not None: gated without a FRESH decision returned above
-            policy,
-            now=now,
-            actor_label=actor_label,
-            correlation_id=correlation_id,
-            wait_for_entry=under_fence,
-        )
-        if result is not None:
-            return DispatchResult(result.outcome, result.offer, stats)
-    if passed:
-        # Someone eligible exists but cannot be reached yet: wait for the earliest of them.
-        soonest = min(passed, key=lambda u: u.until or now)
-        return _wait(vacancy, soonest, now=now, correlation_id=correlation_id, stats=stats)
-    # A concurrent dispatcher may have offered this vacancy while the list was read (its candidate then
-    # looks taken): that is ALREADY_OFFERED, not an empty list. Only a list read to its end is
-    # exhausted; a budget cut leaves the vacancy to reconcile.
-    active = _offer_or_mark_exhausted(vacancy, now, mark=not stats.budget_hit)
-    if active is not None:
-        return DispatchResult("ALREADY_OFFERED", active, stats)
-    logger.info(
-        "vacancy %s: no candidate (pages=%s candidates=%s budget=%s)",
-        vacancy.ref,
-        stats.pages,
-        stats.candidates,
-        stats.budget_hit or "-",
-    )
-    return DispatchResult("NO_CANDIDATE", None, stats)
-
-
-def _candidate_unreachable(vacancy: Vacancy, candidate: matcher.Candidate, policy, *, now) -> Unreachable | None:
-    patient_ref = Patient.objects.filter(pk=candidate.patient_id).values_list("ref", flat=True).first() or ""
-    return reachability(policy=policy, clinic=vacancy.clinic, now=now, patient_ref=patient_ref)
-
-
-def _wait(
-    vacancy: Vacancy, why: Unreachable, *, now, correlation_id: str, stats: matcher.MatchStats | None = None
-) -> DispatchResult:
-    """Show the vacancy as waiting (reason, until) without a version bump, and note it once per reason.
-
-    Reconcile dispatches OPEN vacancies without an offer every run, so dispatch resumes by itself
-    once the window opens, if the slot still has lead time (a started vacancy is closed instead).
-    """
-    if vacancy.waiting_reason != why.reason or vacancy.waiting_until != why.until:
-        Vacancy.objects.filter(pk=vacancy.pk).update(waiting_reason=why.reason, waiting_until=why.until)
-        vacancy.waiting_reason, vacancy.waiting_until = why.reason, why.until
-        if why.reason == "QUIET_HOURS":
-            note_record(vacancy=vacancy, reason_code=why.reason, until=why.until, now=now,
-                        correlation_id=correlation_id)
-    logger.info("vacancy %s waits until %s: %s", vacancy.ref, why.until, why.reason)
-    return DispatchResult("WAITING", None, stats, why)
-
-
-def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> Offer | None:
-    """Under the vacancy lock: the active offer if one landed meanwhile, else record (once) that the
-    list ran out for this vacancy (the "exhausted" fill metric)."""
-    with transaction.atomic():
-        locked = lock_vacancy(vacancy.pk)
-        active = locked.offers.filter(status__in=ACTIVE_OFFER_STATUSES).first()
-        if active is None and mark and locked.exhausted_at is None and (
-            locked.status in DISPATCHABLE_VACANCY_STATUSES
-        ):
-            # A marker, not a state: no version bump, so in-flight CAS writers are not disturbed.
-            Vacancy.objects.filter(pk=locked.pk).update(exhausted_at=now)
-    return active
-
-
-def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
-    with transaction.atomic():
-        locked = lock_vacancy(vacancy.pk)
-        active = Offer.objects.filter(vacancy=locked, status__in=ACTIVE_OFFER_STATUSES).first()
-        if active is not None:
-            return DispatchResult("ALREADY_OFFERED", active)
-        if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
-            return DispatchResult("CLOSED")
-        if locked.status != VacancyStatus.REVIEW or locked.review_entry_id != candidate.entry_id:
-            cas_update(
-                locked,
-                expected_status=locked.status,
-                status=VacancyStatus.REVIEW,
-                review_entry_id=candidate.entry_id,
-            )
-            audit_record(
-                actor=None,
-                action="waitlist.vacancy_review",
-                clinic=locked.clinic,
-                target_ref=locked.ref,
-                reason=f"DECISION_{status}",
-                correlation_id=correlation_id,
-                result={"entry": candidate.entry_ref, "decision_status": status},
-                system_label="dispatch",
-            )
-    return DispatchResult("STAFF_REVIEW")
-
-
-def _promote(
-    vacancy: Vacancy,
-    candidate: matcher.Candidate,
-    decision: Decision,
-    policy: WaitlistPolicy,
-    *,
-    now: datetime,
-    actor_label: str,
-    correlation_id: str,
-    wait_for_entry: bool = True,
-) -> DispatchResult | None:
-    """Under the vacancy fence: re-validate, then write offer + hold + entry + event + outbox.
-
-    Returns None when this candidate is no longer eligible (try the next one). Automatic dispatch
-    passes ``wait_for_entry=False``: an entry locked by another dispatcher is being promoted for
-    another vacancy right now, so waiting on it would only queue every dispatcher behind one row.
-    """
-    try:
-        with transaction.atomic():
-            locked = lock_vacancy(vacancy.pk)  # the fence: promoters of one vacancy queue here
-            active = Offer.objects.filter(vacancy=locked, status__in=ACTIVE_OFFER_STATUSES).first()
-            if active is not None:
-                return DispatchResult("ALREADY_OFFERED", active)
-            if locked.status not in DISPATCHABLE_VACANCY_STATUSES or locked.starts_at <= now:
-                return DispatchResult("CLOSED")
-            if policy_current(clinic=locked.clinic).pk != policy.pk:
-                raise _Restart()
-            gated = policy.decision_gate == DecisionGate.REQUIRED
-            if gated and decision.effective_status(now) != DecisionStatus.FRESH:
-                raise _Restart()
-            entry = lock_entry(candidate.entry_id, skip_locked=not wait_for_entry)
-            if entry is None:
-                # Another transaction holds the entry (promoting it for another vacancy right now):
-                # pass over it, and say so, so "why was this candidate next" has an answer.
-                note_record(vacancy=locked, entry_id=candidate.entry_id, reason_code="ENTRY_LOCKED", now=now,
-                            correlation_id=correlation_id)
-                return None
-            if entry.version != candidate.version:
-                return None
-            reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
-            if reason is not None:
-                logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
-                return None
-            expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
-            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now)
-            try:
-                hold = scheduling.hold_place(
-                    clinic=locked.clinic,
-                    practitioner_id=locked.practitioner_id,
-                    treatment_id=locked.treatment_id,
-                    resource_id=locked.resource_id,
-                    patient_id=entry.patient_id,
-                    starts_at=locked.starts_at,
-                    ends_at=locked.ends_at,
-                    expires_at=expires_at,
-                )
-            except PatientOverlap:
-                # The patient booked or was offered an overlapping time since the check above: next candidate.
-                logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
-                return None
-            except SlotOccupied:
-                # Someone booked the time directly: the exclusion constraint says the slot is gone.
-                cas_update(
-                    locked,
-                    expected_status=locked.status,
-                    status=VacancyStatus.CLOSED,
-                    close_reason="SLOT_TAKEN",
-                )
-                return DispatchResult("CLOSED")
-            shadow_observe(preview=shadow, correlation_id=correlation_id)
-            offer = Offer.objects.create(
-                clinic_id=locked.clinic_id,
-                tenant_group_id=locked.tenant_group_id,
-                vacancy=locked,
-                entry=entry,
-                patient_id=entry.patient_id,
-                hold=hold,
-                expires_at=expires_at,
-                policy=policy,
-                policy_version=policy.version,
-                policy_digest=policy.digest(),
-                decision_ref=decision.decision_ref,
-                decision_status=DecisionStatus.FRESH if gated else DecisionStatus.NOT_USED,
-                decision_priority_rank=decision.priority_rank,
-                decision_expires_at=decision.expires_at,
-                slot_fit=candidate.slot_fit,
-                correlation_id=correlation_id,
-                created_at=now,
-            )
-            cas_update(
-                entry,
-                expected_status=EntryStatus.WAITING,
-                expected_version=candidate.version,
-                status=EntryStatus.OFFERED,
-            )
-            # Bumping the vacancy's version marks each promotion on the fence row itself.
-            cas_update(
-                locked,
-                expected_status=locked.status,
-                status=VacancyStatus.OPEN,
-                review_entry=None,
-                waiting_reason="",
-                waiting_until=None,
-            )
-            event_append(
-                offer=offer,
-                from_status="",
-                to_status=OfferStatus.OFFERED,
-                reason_code="MATCHED",
-                actor=actor_label,
-                correlation_id=correlation_id,
-                now=now,
-                detail={
-                    "vacancy": locked.ref,
-                    "entry": entry.ref,
-                    "hold": hold.ref,
-                    "slot_fit": candidate.slot_fit,
-                    "policy_version": policy.version,
-                    "policy_digest": offer.policy_digest,
-                    "decision_ref": decision.decision_ref,
-                    "decision_status": offer.decision_status,
-                    "decision_expires_at": decision.expires_at.isoformat() if decision.expires_at else None,
-                },
-            )
-            patient = Patient.objects.only("ref", "language", "phone", "email").get(pk=entry.patient_id)
-            outbox_enqueue(
-                topic=OFFER_TOPIC,
-                tenant_group_ref=locked.tenant_group.ref,
-                clinic_ref=locked.clinic.ref,
-                aggregate_ref=offer.ref,
-                payload={
-                    "offer": offer.ref,
-                    "vacancy": locked.ref,
-                    "entry": entry.ref,
-                    "patient": patient.ref,
-                    "hold": hold.ref,
-                    "expires_at": offer.expires_at.isoformat(),
-                    "template": OFFER_TEMPLATE,
-                    "language": patient.language,
-                },
-                # Which channel, not the contact: the delivery worker resolves it at send time.
-                channel="sms" if patient.phone else ("email" if patient.email else "none"),
-                correlation_id=correlation_id,
-                recipient_ref=patient.ref,
-            )
-            return DispatchResult("OFFERED", offer)
-    except IntegrityError:
-        # Backstop: the partial unique index refused a second active offer. Read what won.
-        active = Offer.objects.filter(vacancy_id=vacancy.pk, status__in=ACTIVE_OFFER_STATUSES).first()
-        if active is None:
-            raise
-        return DispatchResult("ALREADY_OFFERED", active)
+    now = now or timezone.now()
+    until = now + timedelta(seconds=CLAIM_SECONDS)
+    ids, after = list(vacancy_ids), 0
+    while ids and (claimed := _claim(ids, after=after, now=now, until=until)) is not None:
+        vacancy_id, after = claimed
+        try:
+            result = vacancy_dispatch_by_id(vacancy_id=vacancy_id, actor=actor, now=now,
+                                            correlation_id=correlation_id)
+        except DomainError as exc:
+            result = DispatchResult(exc.code)
+        finally:
+            with connection.cursor() as cursor:
+                cursor.execute(_UNCLAIM_SQL, [vacancy_id, until])
+        yield vacancy_id, result

@@ -52,7 +52,7 @@ class Command(BaseCommand):
             elif action == "reopen-vacancy":
                 result = services.vacancy_reopen(vacancy_ref=ref, **common).status
             else:
-                appointment = services.hold_retry_booking(hold_ref=ref, **common)
+                appointment = services.hold_retry_booking(hold_ref=ref, **common).booked()
                 result = f"{appointment.status} {appointment.ref}"
         except DomainError as exc:
             raise CommandError(f"{exc.code}: {exc.detail} (correlation {correlation_id})") from exc

@@ -1,0 +1,515 @@
+"""Promotion: the one way an offer is made (``promote``) or ended (``close_offer``), and the one candidate
+loop (``offer_next``) that dispatch, staff review's SKIP and every cascade after a close run.
+
+Nothing here opens a command of its own: the commands (``vacancy_dispatch``, ``vacancy_review_resolve``,
+``offer_decline``/``expire``/``withdraw``, ``entry_withdraw``, ``vacancy_close``) own their transactions and
+audit rows and call these under the fixed lock order (vacancy → offer → hold → entry). Every state change
+is a locked compare-and-set (``cas_update``); a changed fact is an outcome (``RESTART``), not an exception.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef, Subquery
+
+from common.cas import cas_update
+from common.errors import PatientOverlap, SlotOccupied
+from common.services import audit_record, outbox_enqueue
+from scheduling import services as scheduling
+
+from .. import matcher
+from ..decisions import Decision, get_decision_provider
+from ..locks import OfferLocks, lock_vacancy
+from ..models import (
+    ACTIVE_OFFER_STATUSES,
+    DISPATCHABLE_VACANCY_STATUSES,
+    OFFER_TOPIC,
+    DecisionGate,
+    DecisionStatus,
+    EntryStatus,
+    NonFreshAction,
+    Offer,
+    OfferStatus,
+    ShadowPolicy,
+    ShadowStatus,
+    Vacancy,
+    VacancyStatus,
+    WaitlistEntry,
+    WaitlistPolicy,
+)
+from ..reachability import Unreachable, reachability
+from ._shared import event_append, note_record, queue_dispatch, slot_of
+from .policy import policy_current
+from .shadow import shadow_observe, shadow_preview
+
+logger = logging.getLogger("waitlist")
+
+OFFER_TEMPLATE = "waitlist_offer"
+
+#: ``promote``'s outcome when the facts a candidate was chosen on changed (policy, decision): match again.
+RESTART = "RESTART"
+#: ``promote``'s outcome when the candidate cannot be reached now (contact cap): ``waiting`` says why.
+UNREACHABLE = "UNREACHABLE"
+
+
+@dataclass(frozen=True)
+class DispatchResult:
+    """``outcome``: OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING
+    (nobody reachable now: ``waiting`` says why and until when; reconcile dispatches again)."""
+
+    outcome: str
+    offer: Offer | None = None
+    stats: matcher.MatchStats | None = None
+    waiting: Unreachable | None = None
+
+
+class _NoDecisions:
+    """The provider under ``decision_gate=NOT_USED``: no decision is read or applies."""
+
+    def decisions_for(self, *, clinic, patient_ids) -> dict:
+        return {}
+
+    def fresh_read(self, *, clinic, patient_id):
+        return None
+
+
+NOT_USED_DECISION = Decision("", DecisionStatus.NOT_USED, 0, None)
+
+
+def _active_offers(vacancy_id):
+    return Offer.objects.filter(vacancy_id=vacancy_id, status__in=ACTIVE_OFFER_STATUSES)
+
+
+def _active_offer(vacancy_id: int) -> Offer | None:
+    return _active_offers(vacancy_id).first()
+
+
+def with_active_offer(vacancies):
+    """``vacancies`` annotated with ``active_offer_id`` (for ``settled``: one statement, not two)."""
+    return vacancies.annotate(active_offer_id=Subquery(_active_offers(OuterRef("pk")).values("pk")[:1]))
+
+
+def settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> DispatchResult | None:
+    """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out. A started one
+    without an offer is closed (``STARTED``) under its lock. ``annotated``: ``vacancy.active_offer_id`` was
+    read with the vacancy (``with_active_offer``) and is trusted instead of asking again."""
+    if annotated:
+        active = Offer.objects.get(pk=vacancy.active_offer_id) if vacancy.active_offer_id else None
+    else:
+        active = _active_offer(vacancy.pk)
+    if active is not None:
+        return DispatchResult("ALREADY_OFFERED", active)
+    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
+        return DispatchResult("CLOSED")
+    if vacancy.starts_at <= now:
+        with transaction.atomic():
+            locked = lock_vacancy(vacancy.pk)
+            if locked.status in DISPATCHABLE_VACANCY_STATUSES and _active_offer(locked.pk) is None:
+                cas_update(
+                    locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="STARTED"
+                )
+        return DispatchResult("CLOSED")
+    return None
+
+
+def offer_next(
+    vacancy: Vacancy, *, now, actor_label: str, correlation_id: str, under_fence: bool = False
+) -> DispatchResult:
+    """The candidate loop: offer the vacancy to the best eligible, reachable candidate. Each candidate
+    passed over is recorded (``DispatchNote``) with its reason, except the hard-ineligible ones the
+    matcher's SQL never returns. ``RESTART`` means the policy or a decision changed meanwhile.
+
+    ``under_fence`` (staff review's SKIP, which already holds the vacancy lock): a FRESH_READ policy is
+    treated as staff review (no provider call under a lock) and entry locks are waited for.
+    """
+    policy = policy_current(clinic=vacancy.clinic)
+    closed = reachability(policy=policy, clinic=vacancy.clinic, now=now)
+    if closed is not None:  # quiet hours: no offer at all; the vacancy waits, nobody's chance is spent
+        return _wait(vacancy, closed, now=now, correlation_id=correlation_id)
+    gated = policy.decision_gate == DecisionGate.REQUIRED
+    provider = get_decision_provider() if gated else _NoDecisions()
+    stats = matcher.MatchStats()
+    try:
+        return _candidate_loop(
+            vacancy, policy, provider, stats, now=now, actor_label=actor_label, correlation_id=correlation_id,
+            under_fence=under_fence, gated=gated,
+        )
+    finally:
+        # The matcher names candidates it passes over in SQL (no consent, an overlapping booking).
+        for entry_id, _ref, reason in stats.passed_over:
+            note_record(vacancy=vacancy, entry_id=entry_id, reason_code=reason, now=now,
+                        correlation_id=correlation_id)
+
+
+def _candidate_loop(
+    vacancy: Vacancy, policy, provider, stats, *, now, actor_label: str, correlation_id: str, under_fence: bool,
+    gated: bool,
+) -> DispatchResult:
+    passed: list[Unreachable] = []
+    for candidate in matcher.candidates(
+        vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats
+    ):
+        decision = candidate.decision if gated else NOT_USED_DECISION
+        if gated:
+            status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+            if status != DecisionStatus.FRESH:
+                action = policy.action_for(status)
+                if action == NonFreshAction.NEXT_CANDIDATE:
+                    note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=f"DECISION_{status}",
+                                now=now, correlation_id=correlation_id)
+                    continue
+                if action == NonFreshAction.FRESH_READ and not under_fence:
+                    # Outside any transaction: a provider may call out over the network.
+                    decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
+                    status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+                if status != DecisionStatus.FRESH:
+                    # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
+                    return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+        result = promote(
+            vacancy, candidate, decision, policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
+            wait_for_entry=under_fence,
+        )
+        if result is not None and result.outcome == UNREACHABLE:
+            passed.append(cast(Unreachable, result.waiting))  # noted; the entry keeps its place
+            continue
+        if result is not None:
+            return DispatchResult(result.outcome, result.offer, stats)
+    if passed:
+        # Someone eligible exists but cannot be reached yet: wait for the earliest of them.
+        soonest = min(passed, key=lambda u: u.until or now)
+        return _wait(vacancy, soonest, now=now, correlation_id=correlation_id, stats=stats)
+    # A concurrent dispatcher may have offered this vacancy while the list was read (its candidate then
+    # looks taken): that is ALREADY_OFFERED, not an empty list. Only a list read to its end is
+    # exhausted; a budget cut leaves the vacancy to reconcile.
+    active = _offer_or_mark_exhausted(vacancy, now, mark=not stats.budget_hit)
+    if active is not None:
+        return DispatchResult("ALREADY_OFFERED", active, stats)
+    logger.info(
+        "vacancy %s: no candidate (pages=%s candidates=%s budget=%s)",
+        vacancy.ref,
+        stats.pages,
+        stats.candidates,
+        stats.budget_hit or "-",
+    )
+    return DispatchResult("NO_CANDIDATE", None, stats)
+
+
+def _wait(
+    vacancy: Vacancy, why: Unreachable, *, now, correlation_id: str, stats: matcher.MatchStats | None = None
+) -> DispatchResult:
+    """Show the vacancy as waiting (reason, until) without a version bump, and note it once per reason.
+
+    Reconcile dispatches OPEN vacancies without an offer every run, so dispatch resumes by itself
+    once the window opens, if the slot still has lead time (a started vacancy is closed instead).
+    """
+    if vacancy.waiting_reason != why.reason or vacancy.waiting_until != why.until:
+        Vacancy.objects.filter(pk=vacancy.pk).update(waiting_reason=why.reason, waiting_until=why.until)
+        vacancy.waiting_reason, vacancy.waiting_until = why.reason, why.until
+        if why.reason == "QUIET_HOURS":
+            note_record(vacancy=vacancy, reason_code=why.reason, until=why.until, now=now,
+                        correlation_id=correlation_id)
+    logger.info("vacancy %s waits until %s: %s", vacancy.ref, why.until, why.reason)
+    return DispatchResult("WAITING", None, stats, why)
+
+
+def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> Offer | None:
+    """Under the vacancy lock: the active offer if one landed meanwhile, else record (once) that the
+    list ran out for this vacancy (the "exhausted" fill metric)."""
+    with transaction.atomic():
+        locked = lock_vacancy(vacancy.pk)
+        active = _active_offer(locked.pk)
+        if active is None and mark and locked.exhausted_at is None and (
+            locked.status in DISPATCHABLE_VACANCY_STATUSES
+        ):
+            # A marker, not a state: no version bump, so in-flight CAS writers are not disturbed.
+            Vacancy.objects.filter(pk=locked.pk).update(exhausted_at=now)
+    return active
+
+
+def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | None]:
+    """Lock the vacancy (the fence: promoters of one vacancy queue here) and say whether it is still open
+    for an offer: ALREADY_OFFERED (one landed meanwhile) or CLOSED (closed or started) when not.
+
+    One statement locks the row and reads its active offer, the clinic's newest policy and whether a shadow
+    policy is published. Those reads see the statement's snapshot, taken before any wait for the lock; the
+    locked row itself is the newest. Every promotion bumps the vacancy's version, so a version other than
+    the one ``vacancy`` was read at means an offer may have landed while this waited: then the active offer
+    and the policy are read again, after the lock.
+    """
+    newest_policy = WaitlistPolicy.objects.filter(clinic_id=OuterRef("clinic_id")).order_by("-version")
+    shadow = ShadowPolicy.objects.filter(clinic_id=OuterRef("clinic_id"), status=ShadowStatus.SHADOW)
+    locked = (
+        with_active_offer(Vacancy.objects.select_for_update(of=("self",), no_key=True))
+        .select_related("clinic", "tenant_group", "resource")
+        .annotate(
+            policy_id_now=Subquery(newest_policy.values("pk")[:1]),
+            has_shadow=Exists(shadow),
+        )
+        .get(pk=vacancy.pk)
+    )
+    if locked.version != vacancy.version:
+        active = _active_offer(locked.pk)
+        locked.active_offer_id = active.pk if active else None
+        locked.policy_id_now = WaitlistPolicy.objects.filter(clinic_id=locked.clinic_id).order_by(
+            "-version").values_list("pk", flat=True).first()
+    if locked.active_offer_id is not None:
+        return locked, DispatchResult("ALREADY_OFFERED", Offer.objects.get(pk=locked.active_offer_id))
+    if locked.status not in DISPATCHABLE_VACANCY_STATUSES or locked.starts_at <= now:
+        return locked, DispatchResult("CLOSED")
+    return locked, None
+
+
+def _lock_entry(entry_id: int, *, wait: bool):
+    """Lock the entry (after the vacancy: the fixed order) with its patient (read, not locked) for the
+    notice; without ``wait``, None when another transaction holds it right now."""
+    entries = WaitlistEntry.objects.select_for_update(of=("self",), no_key=True, skip_locked=not wait)
+    return entries.select_related("patient").filter(pk=entry_id).first()
+
+
+def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
+    """Hand the vacancy to staff (REVIEW, this candidate) instead of promoting on a non-fresh decision."""
+    with transaction.atomic():
+        locked, early = _fenced(vacancy, now)
+        if early is not None and early.outcome == "ALREADY_OFFERED":
+            return early
+        if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
+            return DispatchResult("CLOSED")
+        if locked.status != VacancyStatus.REVIEW or locked.review_entry_id != candidate.entry_id:
+            cas_update(locked, expected_status=locked.status, status=VacancyStatus.REVIEW,
+                       review_entry_id=candidate.entry_id)
+            audit_record(
+                actor=None,
+                action="waitlist.vacancy_review",
+                clinic=locked.clinic,
+                target_ref=locked.ref,
+                reason=f"DECISION_{status}",
+                correlation_id=correlation_id,
+                result={"entry": candidate.entry_ref, "decision_status": status},
+                system_label="dispatch",
+            )
+    return DispatchResult("STAFF_REVIEW")
+
+
+def _offer_decision(decision: Decision | None, *, gated: bool, staff_reviewed: bool, now, expires_at) -> dict:
+    """What the offer records of the decision it was made on. A staff-reviewed offer records the reviewed
+    decision as it really is (``staff_reviewed`` stands in for freshness at claim time)."""
+    if staff_reviewed:
+        return {
+            "decision_ref": decision.decision_ref if decision else "",
+            "decision_status": decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE,
+            "decision_priority_rank": decision.priority_rank if decision else 0,
+            "decision_expires_at": decision.expires_at if decision else expires_at,
+            "staff_reviewed": True,
+        }
+    if decision is None:
+        raise ValueError("an automatic offer records the decision it was made on (NOT_USED when ungated)")
+    return {
+        "decision_ref": decision.decision_ref,
+        "decision_status": DecisionStatus.FRESH if gated else DecisionStatus.NOT_USED,
+        "decision_priority_rank": decision.priority_rank,
+        "decision_expires_at": decision.expires_at,
+        "staff_reviewed": False,
+    }
+
+
+def promote(
+    vacancy: Vacancy,
+    candidate: matcher.Candidate,
+    decision: Decision | None,
+    policy: WaitlistPolicy,
+    *,
+    now: datetime,
+    actor_label: str,
+    correlation_id: str,
+    wait_for_entry: bool = True,
+    staff_reviewed: bool = False,
+) -> DispatchResult | None:
+    """Under the vacancy fence: re-validate, then write offer + hold + entry + event + outbox.
+
+    Returns None when this candidate is no longer eligible (try the next one), ``UNREACHABLE`` (noted) when
+    the patient cannot be reached now (contact cap), ``RESTART`` when the policy or (unless ``staff_reviewed``)
+    the decision changed. Automatic dispatch passes ``wait_for_entry=False``:
+    an entry locked by another dispatcher is being promoted for another vacancy right now, so waiting on it
+    would only queue every dispatcher behind one row. ``staff_reviewed`` (review PROMOTE): staff accepted
+    ``decision`` as it is (None: no decision at all); the offer records it so.
+    """
+    try:
+        with transaction.atomic():
+            locked, early = _fenced(vacancy, now)
+            if early is not None:
+                return early
+            if locked.policy_id_now != policy.pk:
+                return DispatchResult(RESTART)
+            gated = policy.decision_gate == DecisionGate.REQUIRED
+            stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
+            if gated and not staff_reviewed and stale:
+                return DispatchResult(RESTART)
+            entry = _lock_entry(candidate.entry_id, wait=wait_for_entry)
+            if entry is None:
+                # Another transaction holds the entry (promoting it for another vacancy right now):
+                # pass over it, and say so, so "why was this candidate next" has an answer.
+                note_record(vacancy=locked, entry_id=candidate.entry_id, reason_code="ENTRY_LOCKED", now=now,
+                            correlation_id=correlation_id)
+                return None
+            if entry.version != candidate.version:
+                return None
+            reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+            if reason is not None:
+                logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
+                return None
+            if not staff_reviewed:
+                # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
+                # moves on without reading the patient's notices first.
+                unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref)
+                if unreachable is not None:
+                    note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
+                                until=unreachable.until, now=now, correlation_id=correlation_id)
+                    return DispatchResult(UNREACHABLE, waiting=unreachable)
+            expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
+            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
+            try:
+                hold = scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
+                                             **slot_of(locked))
+            except PatientOverlap:
+                # The patient booked or was offered an overlapping time since the check above: next candidate.
+                logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
+                return None
+            except SlotOccupied:
+                # Someone booked the time directly: the exclusion constraint says the slot is gone.
+                cas_update(
+                    locked,
+                    expected_status=locked.status,
+                    status=VacancyStatus.CLOSED,
+                    close_reason="SLOT_TAKEN",
+                )
+                return DispatchResult("CLOSED")
+            shadow_observe(preview=shadow, correlation_id=correlation_id)
+            offer = Offer.objects.create(
+                clinic_id=locked.clinic_id,
+                tenant_group_id=locked.tenant_group_id,
+                vacancy=locked,
+                entry=entry,
+                patient_id=entry.patient_id,
+                hold=hold,
+                expires_at=expires_at,
+                policy=policy,
+                policy_version=policy.version,
+                policy_digest=policy.digest(),
+                slot_fit=candidate.slot_fit,
+                correlation_id=correlation_id,
+                created_at=now,
+                **_offer_decision(decision, gated=gated, staff_reviewed=staff_reviewed, now=now,
+                                  expires_at=expires_at),
+            )
+            cas_update(
+                entry,
+                expected_status=EntryStatus.WAITING,
+                expected_version=candidate.version,
+                status=EntryStatus.OFFERED,
+            )
+            # Bumping the vacancy's version marks each promotion on the fence row itself.
+            cas_update(
+                locked,
+                expected_status=locked.status,
+                status=VacancyStatus.OPEN,
+                review_entry=None,
+                waiting_reason="",
+                waiting_until=None,
+            )
+            event_append(
+                offer=offer,
+                from_status="",
+                to_status=OfferStatus.OFFERED,
+                reason_code="MATCHED",
+                actor=actor_label,
+                correlation_id=correlation_id,
+                now=now,
+                detail={
+                    "vacancy": locked.ref,
+                    "entry": entry.ref,
+                    "hold": hold.ref,
+                    "slot_fit": candidate.slot_fit,
+                    "policy_version": policy.version,
+                    "policy_digest": offer.policy_digest,
+                    "decision_ref": offer.decision_ref,
+                    "decision_status": offer.decision_status,
+                    "decision_expires_at": (
+                        offer.decision_expires_at.isoformat() if offer.decision_expires_at else None
+                    ),
+                    **({"staff_reviewed": True} if staff_reviewed else {}),
+                },
+            )
+            _notice_enqueue(locked, offer, entry, hold, correlation_id=correlation_id)
+            return DispatchResult("OFFERED", offer)
+    except IntegrityError:
+        # Backstop: the partial unique index refused a second active offer. Read what won.
+        active = _active_offer(vacancy.pk)
+        if active is None:
+            raise
+        return DispatchResult("ALREADY_OFFERED", active)
+
+
+def _notice_enqueue(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> None:
+    """The offer's notice in the outbox, in the offer's transaction (delivered after commit)."""
+    patient = entry.patient
+    outbox_enqueue(
+        topic=OFFER_TOPIC,
+        tenant_group_ref=vacancy.tenant_group.ref,
+        clinic_ref=vacancy.clinic.ref,
+        aggregate_ref=offer.ref,
+        payload={
+            "offer": offer.ref,
+            "vacancy": vacancy.ref,
+            "entry": entry.ref,
+            "patient": patient.ref,
+            "hold": hold.ref,
+            "expires_at": offer.expires_at.isoformat(),
+            "template": OFFER_TEMPLATE,
+            "language": patient.language,
+        },
+        # Which channel, not the contact: the delivery worker resolves it at send time.
+        channel="sms" if patient.phone else ("email" if patient.email else "none"),
+        correlation_id=correlation_id,
+        recipient_ref=patient.ref,
+    )
+
+
+def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:
+    entry = locks.entry
+    if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
+        changes: dict[str, Any] = {"status": EntryStatus.WAITING}
+        if suppressed_until is not None:
+            changes["suppressed_until"] = suppressed_until
+        cas_update(entry, expected_status=entry.status, **changes)
+
+
+def close_offer(locks: OfferLocks, *, to_status: str, reason_code: str, actor: str, correlation_id: str, now: datetime,
+                suppressed_until: datetime | None = None, detail: dict | None = None, reopen_entry: bool = True,
+                **offer_changes) -> Offer:
+    """End an active offer (decline, expire, withdraw, entry withdrawn, vacancy closed): offer CAS, hold
+    released, entry back to WAITING (unless the caller ends the entry itself: ``reopen_entry=False``), one
+    event, and the cascade to the next candidate queued for after commit while the vacancy is open."""
+    offer = locks.offer
+    previous = offer.status
+    cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code, **offer_changes)
+    scheduling.hold_release(hold=locks.hold, reason=reason_code)
+    if reopen_entry:
+        _reopen_entry(locks, suppressed_until=suppressed_until)
+    event_append(
+        offer=offer,
+        from_status=previous,
+        to_status=to_status,
+        reason_code=reason_code,
+        actor=actor,
+        correlation_id=correlation_id,
+        now=now,
+        detail=detail,
+    )
+    if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
+        queue_dispatch(locks.vacancy.pk)
+    return offer
