@@ -15,7 +15,8 @@ from common.errors import Conflict, VersionConflict
 from reevaluation.models import ClinicReevaluationSettings, JobState, ReevaluationHead, ReevaluationJob
 from scheduling.models import Appointment, CapacityHold
 from tests.reevaluation import factories as rf
-from tests.waitlist.factories import NOW, make_world
+from tests.waitlist.factories import NOW
+from tests.worlds import waitlist_world
 from waitlist import services
 from waitlist.models import Offer, Vacancy, WaitlistEntry
 
@@ -27,7 +28,7 @@ def rows(db):
     """One real row of every model with a table: an offer made by dispatch (vacancy, offer, hold, entry,
     the cancelled appointment), a reevaluation job and the clinic's reevaluation settings."""
     with time_machine.travel(NOW, tick=False):
-        world = make_world()
+        world = waitlist_world()
         entry = world.waiting()
         appointment = world.confirmed(NOW.replace(day=3, hour=10))
         _, vacancy = services.appointment_cancel_with_vacancy(

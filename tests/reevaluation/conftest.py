@@ -130,13 +130,6 @@ def world(clinic):
     return ReevaluationWorld(clinic)
 
 
-def __getattr__(name):
-    """``World`` moved to tests/worlds.py (``ReevaluationWorld``); the old name resolves until the
-    branches that still import it here are merged (then this goes)."""
-    if name == "World":
-        return ReevaluationWorld
-    raise AttributeError(name)
-
 
 def post_event(
     world_or_clinic,

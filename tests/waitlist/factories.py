@@ -40,15 +40,6 @@ def decide(patient, status=DecisionStatus.FRESH, *, expires_at=DECISION_EXPIRY, 
     )
 
 
-def __getattr__(name):
-    """``World``/``make_world`` moved to tests/worlds.py; the old names resolve until the branches that
-    still import them here are merged (then this goes)."""
-    if name in ("World", "make_world"):
-        from tests import worlds
-
-        return {"World": worlds.WaitlistWorld, "make_world": worlds.waitlist_world}[name]
-    raise AttributeError(name)
-
 
 def integration_client(clinic):
     """An API client holding only the clinic's decision-feed credential (no STAFF role)."""

@@ -17,7 +17,8 @@ from scheduling.models import CapacityHold, ConsentState
 from scheduling.services.consent import consent_record
 from tests import factories as f
 from tests.conftest import seoul
-from tests.waitlist.factories import NOW, WaitlistEntryFactory, make_world
+from tests.waitlist.factories import NOW, WaitlistEntryFactory
+from tests.worlds import waitlist_world
 from waitlist import eligibility, matcher, selectors, services
 from waitlist.decisions import StoredDecisionProvider
 from waitlist.models import Offer, Vacancy, VacancySkip, WaitlistEntry
@@ -171,7 +172,7 @@ class _Setup:
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=cases)
 def test_page_sql_explanation_and_review_evidence_agree(world, case):
-    elsewhere = make_world() if not hasattr(world, "_elsewhere") else world._elsewhere
+    elsewhere = waitlist_world() if not hasattr(world, "_elsewhere") else world._elsewhere
     world._elsewhere = elsewhere
     with transaction.atomic():
         policy, vacancy, made = _Setup(world, elsewhere).build(case)
