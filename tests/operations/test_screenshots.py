@@ -46,6 +46,8 @@ def _activity(clinic, admin):
                                                                                  microsecond=0)
     start = base + timedelta(days=3)
     window = {"earliest": base, "latest": base + timedelta(days=10)}
+    # A candidate policy in SHADOW first, so every dispatch below records whom it would have offered.
+    services.shadow_publish(clinic=clinic, actor=admin, reason="try a shorter hold", changes={"hold_minutes": 10})
     filled = make_offer(world, starts_at=start, **window)
     receipt = services.offer_claim(clinic=clinic, offer_ref=filled.ref, expected_version=1)
     services.offer_book(clinic=clinic, hold_ref=receipt.hold_ref)
@@ -96,6 +98,7 @@ def test_regenerate_console_screenshots(browser, live_server):
         "vacancy-panel": f"{c}/waitlist/vacancies/{offer.vacancy.ref}/",
         "reevaluation": f"{c}/reevaluation/",
         "finished-jobs": f"{c}/reevaluation/finished/",
+        "controls": f"{c}/controls/",
         "audit": f"{c}/audit/",
         "ref-page": f"/console/search/?q={offer.entry.ref}",
     }
