@@ -51,6 +51,7 @@ def lock_offer_chain(
     offer_ref: str | None = None,
     offer_id: int | None = None,
     related: tuple[str, ...] = (),
+    vacancy_related: tuple[str, ...] = ("tenant_group", "resource"),
     **annotations,
 ) -> OfferLocks:
     """Lock an offer's vacancy, the offer, its hold and its entry, in that order, in one statement.
@@ -61,14 +62,16 @@ def lock_offer_chain(
     hold's status (``hold_release``, ``hold_book``), under the hold's lock, which this takes.
     ``related``/``annotations`` let a command read what it needs (its policy, the latest decision) in
     the same statement; unlocked reads of rows the command does not change. A ref outside ``clinic``
-    is a NotFound exactly like a missing one.
+    is a NotFound exactly like a missing one. ``vacancy_related``: the vacancy's parents read with it
+    (the cascade reads them); the claim reads none, and every join it drops is planning time saved on
+    its hottest statement (issue 15).
     """
     lookup: dict[str, Any] = {"ref": offer_ref} if offer_ref is not None else {"pk": offer_id}
     if offer_ref is not None and not isinstance(offer_ref, str):
         raise NotFound()
     offer = (
         Offer.objects.select_for_update(no_key=True, of=("vacancy", "self", "hold", "entry"))
-        .select_related("vacancy__tenant_group", "vacancy__resource", "hold", "entry", *related)
+        .select_related("vacancy", *(f"vacancy__{name}" for name in vacancy_related), "hold", "entry", *related)
         .annotate(**annotations)
         .filter(clinic=clinic, **lookup)
         .first()

@@ -179,7 +179,8 @@ def offer_claim(
         locks = lock_offer_chain(
             clinic=clinic,
             offer_ref=offer_ref,
-            related=("policy", "hold__appointment"),
+            related=("policy",),
+            vacancy_related=(),
             latest_decision=_latest_decision(),
             has_allocation=Exists(CapacityAllocation.objects.filter(hold_id=OuterRef("hold_id"), active=True)),
         )
@@ -190,7 +191,8 @@ def offer_claim(
             if receipt is not None and (
                 idempotency_key is None or idempotency_key == receipt.idempotency_key
             ):
-                receipt.appointment_ref = hold.appointment.ref if hold.appointment else None
+                # Read only on this rare path (a service-level repeat), not joined into the lock statement.
+                receipt.appointment_ref = hold.appointment.ref if hold.appointment_id else None
                 return receipt
         if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
             raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
