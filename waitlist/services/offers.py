@@ -192,7 +192,7 @@ def offer_claim(
                 idempotency_key is None or idempotency_key == receipt.idempotency_key
             ):
                 # Read only on this rare path (a service-level repeat), not joined into the lock statement.
-                receipt.appointment_ref = hold.appointment.ref if hold.appointment_id else None
+                receipt.appointment_ref = hold.appointment.ref if hold.appointment is not None else None
                 return receipt
         if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
             raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
