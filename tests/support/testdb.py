@@ -93,10 +93,24 @@ def clone_test_database(alias: str = "default") -> str:
     return test_name
 
 
+def drop_test_database(alias: str, old_name: str) -> None:
+    """Drop this worker's clone even if a live-server thread still holds a connection to it, and point
+    the connection back at ``old_name`` (what ``teardown_databases`` would do, minus its refusal)."""
+    from django.conf import settings
+
+    connection = connections[alias]
+    test_name = connection.settings_dict["NAME"]
+    connection.close()
+    connection.settings_dict["NAME"] = old_name
+    settings.DATABASES[alias]["NAME"] = old_name
+    with _admin(connection) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{test_name}" WITH (FORCE)')
+
+
 @contextmanager
 def cloned_databases(*, verbosity: int, aliases, serialized_aliases):
     """pytest-django's ``setup_databases``/``teardown_databases``, on a cloned database (keepdb)."""
-    from django.test.utils import setup_databases, teardown_databases
+    from django.test.utils import setup_databases
 
     for alias in aliases:
         clone_test_database(alias)
@@ -107,4 +121,5 @@ def cloned_databases(*, verbosity: int, aliases, serialized_aliases):
     try:
         yield
     finally:
-        teardown_databases(config, verbosity=verbosity)  # keepdb=False: the clone is dropped
+        for connection, old_name, _destroy in config:
+            drop_test_database(connection.alias, old_name)
