@@ -24,6 +24,22 @@ if os.environ.get("CI"):
     hypothesis_settings.load_profile("ci")
 
 
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_test_environment, django_db_blocker, django_db_modify_db_settings):
+    """pytest-django's fixture, but each worker's database is a copy of a migrated template
+    (tests/support/testdb.py) rather than migrated again per worker and per run."""
+    from pytest_django.fixtures import _get_databases_for_setup
+
+    from tests.support.testdb import cloned_databases
+
+    aliases, serialized_aliases = _get_databases_for_setup(request.session.items)
+    with django_db_blocker.unblock():
+        with cloned_databases(
+            verbosity=request.config.option.verbose, aliases=aliases, serialized_aliases=serialized_aliases
+        ):
+            yield
+
+
 @pytest.fixture(autouse=True)
 def isolated_cache():
     """Each test gets its own cache key prefix on the shared Redis (throttles, sign-in counters), so
