@@ -51,16 +51,26 @@ def allocate(
     *, clinic_id, practitioner_id, resource_id, patient_id, starts_at, ends_at, kind, hold=None, appointment=None
 ):
     return occupy(
-        lambda: CapacityAllocation.objects.create(
-            clinic_id=clinic_id,
-            practitioner_id=practitioner_id,
-            patient_id=patient_id,
-            resource_id=resource_id,
-            period=period(starts_at, ends_at),
-            kind=kind,
-            hold=hold,
-            appointment=appointment,
+        lambda: allocation_insert(
+            clinic_id=clinic_id, practitioner_id=practitioner_id, resource_id=resource_id, patient_id=patient_id,
+            starts_at=starts_at, ends_at=ends_at, kind=kind, hold=hold, appointment=appointment,
         )
+    )
+
+
+def allocation_insert(
+    *, clinic_id, practitioner_id, resource_id, patient_id, starts_at, ends_at, kind, hold=None, appointment=None
+) -> CapacityAllocation:
+    """The allocation row alone: only inside ``occupy`` (whose savepoint turns an overlap into a typed error)."""
+    return CapacityAllocation.objects.create(
+        clinic_id=clinic_id,
+        practitioner_id=practitioner_id,
+        patient_id=patient_id,
+        resource_id=resource_id,
+        period=period(starts_at, ends_at),
+        kind=kind,
+        hold=hold,
+        appointment=appointment,
     )
 
 
