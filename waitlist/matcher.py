@@ -113,18 +113,10 @@ def page_params(
     }
 
 
-def candidates(
-    *,
-    vacancy: Vacancy,
-    policy: WaitlistPolicy,
-    provider: DecisionProvider,
-    now: datetime,
-    stats: MatchStats | None = None,
-    clock=time.perf_counter,
-) -> Iterator[Candidate]:
-    """Yield eligible candidates in order, with their decision, within the policy's budgets."""
-    for page in candidate_pages(vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats,
-                                clock=clock):
+def candidates(**kwargs) -> Iterator[Candidate]:
+    """Yield eligible candidates in order, with their decision, within the policy's budgets (the arguments
+    of ``candidate_pages``)."""
+    for page in candidate_pages(**kwargs):
         yield from page
 
 
