@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -113,7 +114,7 @@ def notes_entry_locked(*, vacancy: Vacancy, entries: list[tuple[int, int]], now:
     pass over many at once."""
     if not entries:
         return
-    params = {"clinic": vacancy.clinic_id, "vacancy": vacancy.pk, "ids": [e for e, _v in entries],
+    params: dict[str, Any] = {"clinic": vacancy.clinic_id, "vacancy": vacancy.pk, "ids": [e for e, _v in entries],
               "versions": [v for _e, v in entries], "now": now, "correlation": correlation_id}
     with connection.cursor() as cursor:
         cursor.execute(_LOCKED_NOTES_SQL, params)
