@@ -113,7 +113,14 @@ def page_params(
     }
 
 
-def candidates(
+def candidates(**kwargs) -> Iterator[Candidate]:
+    """Yield eligible candidates in order, with their decision, within the policy's budgets (the arguments
+    of ``candidate_pages``)."""
+    for page in candidate_pages(**kwargs):
+        yield from page
+
+
+def candidate_pages(
     *,
     vacancy: Vacancy,
     policy: WaitlistPolicy,
@@ -121,10 +128,11 @@ def candidates(
     now: datetime,
     stats: MatchStats | None = None,
     clock=time.perf_counter,
-) -> Iterator[Candidate]:
-    """Yield eligible candidates in order, with their decision, within the policy's budgets.
+) -> Iterator[list[Candidate]]:
+    """Yield each page's eligible candidates in order, with their decision, within the policy's budgets.
 
-    Decisions are fetched once per page (one batch call), never per candidate.
+    Decisions are fetched once per page (one batch call), never per candidate. Pages, not single
+    candidates: promotion locks the first free one of the rest of a page in one statement.
     """
     stats = stats if stats is not None else MatchStats()
     # The time budget counts the matcher's own reads only: time the caller spends between candidates
@@ -155,13 +163,14 @@ def candidates(
                 break
             decisions = provider.decisions_for(clinic=vacancy.clinic, patient_ids={r[2] for r in rows})
             spent += clock() - started
+            page = []
             for entry_id, ref, patient_id, version, rank, since, pass_reason in rows:
                 stats.candidates += 1
                 if pass_reason:
                     stats.passed_over.append((entry_id, ref, pass_reason))
                     logger.info("vacancy %s passes over %s: %s", vacancy.ref, ref, pass_reason)
                     continue
-                yield Candidate(
+                page.append(Candidate(
                     entry_id=entry_id,
                     entry_ref=ref,
                     patient_id=patient_id,
@@ -170,7 +179,9 @@ def candidates(
                     priority_rank=rank,
                     waiting_since=since,
                     decision=decisions.get(patient_id),
-                )
+                ))
+            if page:
+                yield page
             last = rows[-1]
             after = (-last[4], last[5], last[0])
             if len(rows) < limit:

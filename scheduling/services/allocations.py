@@ -47,21 +47,15 @@ def occupy(write: Callable[[], T]) -> T:
     raise AssertionError("unreachable")
 
 
-def allocate(
-    *, clinic_id, practitioner_id, resource_id, patient_id, starts_at, ends_at, kind, hold=None, appointment=None
-):
-    return occupy(
-        lambda: CapacityAllocation.objects.create(
-            clinic_id=clinic_id,
-            practitioner_id=practitioner_id,
-            patient_id=patient_id,
-            resource_id=resource_id,
-            period=period(starts_at, ends_at),
-            kind=kind,
-            hold=hold,
-            appointment=appointment,
-        )
-    )
+def allocate(**fields) -> CapacityAllocation:
+    """``allocation_insert`` in its own savepoint: an overlap is a typed error (``occupy``)."""
+    return occupy(lambda: allocation_insert(**fields))
+
+
+def allocation_insert(*, starts_at, ends_at, **fields) -> CapacityAllocation:
+    """The allocation row alone (clinic, practitioner, resource, patient, kind, hold or appointment): only
+    inside ``occupy`` (whose savepoint turns an overlap into a typed error)."""
+    return CapacityAllocation.objects.create(period=period(starts_at, ends_at), **fields)
 
 
 def allocate_for_appointment(appointment) -> CapacityAllocation:

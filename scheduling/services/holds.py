@@ -36,8 +36,12 @@ def hold_place(
     purpose: str = "WAITLIST_OFFER",
 ) -> CapacityHold:
     """Reserve the slot for one patient until ``expires_at``; SLOT_OCCUPIED if the practitioner or resource
-    is taken, PATIENT_OVERLAP if the patient holds or has booked an overlapping time."""
-    with transaction.atomic():
+    is taken, PATIENT_OVERLAP if the patient holds or has booked an overlapping time.
+
+    Both rows in one savepoint (``occupy``'s): a refused allocation takes its hold with it, and the caller's
+    transaction stays usable."""
+
+    def write() -> CapacityHold:
         hold = CapacityHold.objects.create(
             clinic=clinic,
             practitioner_id=practitioner_id,
@@ -49,7 +53,7 @@ def hold_place(
             expires_at=expires_at,
             purpose=purpose,
         )
-        allocations.allocate(
+        allocations.allocation_insert(
             clinic_id=clinic.pk,
             practitioner_id=practitioner_id,
             resource_id=resource_id,
@@ -60,6 +64,8 @@ def hold_place(
             hold=hold,
         )
         return hold
+
+    return allocations.occupy(write)
 
 
 def lock_hold(hold_id: int) -> CapacityHold:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -90,6 +91,34 @@ ON CONFLICT ON CONSTRAINT wl_note_once DO UPDATE
 SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = EXCLUDED.last_at,
     correlation_id = EXCLUDED.correlation_id
 """
+
+
+# The held ones only: an entry a racer has already taken (no longer WAITING at the version read) is not noted.
+_LOCKED_NOTES_SQL = """
+INSERT INTO waitlist_dispatchnote
+    (clinic_id, vacancy_id, entry_id, reason_code, until, times, first_at, last_at, correlation_id)
+SELECT %(clinic)s, %(vacancy)s, e.id, 'ENTRY_LOCKED', NULL, 1, %(now)s, %(now)s, %(correlation)s
+FROM waitlist_waitlistentry e
+WHERE (e.id, e.version) IN (SELECT * FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]))
+  AND e.status = 'WAITING'
+ON CONFLICT ON CONSTRAINT wl_note_once DO UPDATE
+SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = EXCLUDED.last_at,
+    correlation_id = EXCLUDED.correlation_id
+"""
+
+
+def notes_entry_locked(*, vacancy: Vacancy, entries: list[tuple[int, int]], now: datetime,
+                       correlation_id: str = "") -> None:
+    """``ENTRY_LOCKED`` notes (one per entry, as ``note_record``) for each of ``entries`` ((id, version) as
+    read) that another transaction held when promotion passed over it, in one statement: racing dispatchers
+    pass over many at once."""
+    if not entries:
+        return
+    params: dict[str, Any] = {"clinic": vacancy.clinic_id, "vacancy": vacancy.pk, "ids": [e for e, _v in entries],
+              "versions": [v for _e, v in entries], "now": now, "correlation": correlation_id}
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCKED_NOTES_SQL, params)
+    logger.info("vacancy %s passes over %s held entries: ENTRY_LOCKED", vacancy.ref, len(entries))
 
 
 def note_record(*, vacancy: Vacancy, reason_code: str, now: datetime, entry_id: int | None = None,

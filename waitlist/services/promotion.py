@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from django.contrib.postgres.fields import ArrayField
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef, Subquery
+from django.db.models import BigIntegerField, Exists, F, Func, OuterRef, Q, Subquery, Value
 
 from common.cas import cas_update
 from common.errors import PatientOverlap, SlotOccupied
@@ -43,7 +44,7 @@ from ..models import (
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
-from ._shared import event_append, note_record, queue_dispatch, slot_of
+from ._shared import event_append, note_record, notes_entry_locked, queue_dispatch, slot_of
 from .policy import policy_current
 from .shadow import shadow_observe, shadow_preview
 
@@ -151,34 +152,42 @@ def _candidate_loop(
     gated: bool,
 ) -> DispatchResult:
     passed: list[Unreachable] = []
-    for candidate in matcher.candidates(
-        vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats
-    ):
-        decision = candidate.decision if gated else NOT_USED_DECISION
-        if gated:
-            status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
-            if status != DecisionStatus.FRESH:
-                action = policy.action_for(status)
-                if action == NonFreshAction.NEXT_CANDIDATE:
-                    note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=f"DECISION_{status}",
-                                now=now, correlation_id=correlation_id)
-                    continue
-                if action == NonFreshAction.FRESH_READ and not under_fence:
-                    # Outside any transaction: a provider may call out over the network.
-                    decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
-                    status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+    for page in matcher.candidate_pages(vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats):
+        i = 0
+        while i < len(page):
+            candidate = page[i]
+            decision = candidate.decision if gated else NOT_USED_DECISION
+            if gated:
+                status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
                 if status != DecisionStatus.FRESH:
-                    # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
-                    return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
-        result = promote(
-            vacancy, candidate, decision, policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
-            wait_for_entry=under_fence,
-        )
-        if result is not None and result.outcome == UNREACHABLE:
-            passed.append(cast(Unreachable, result.waiting))  # noted; the entry keeps its place
-            continue
-        if result is not None:
-            return DispatchResult(result.outcome, result.offer, stats)
+                    action = policy.action_for(status)
+                    if action == NonFreshAction.NEXT_CANDIDATE:
+                        note_record(vacancy=vacancy, entry_id=candidate.entry_id, reason_code=f"DECISION_{status}",
+                                    now=now, correlation_id=correlation_id)
+                        i += 1
+                        continue
+                    if action == NonFreshAction.FRESH_READ and not under_fence:
+                        # Outside any transaction: a provider may call out over the network.
+                        decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
+                        status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+                    if status != DecisionStatus.FRESH:
+                        # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
+                        return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+            run = [(candidate, decision)]
+            if not under_fence:
+                # With the following candidates promotable as they are (no decision step first): promotion
+                # locks the first of them no racing dispatcher holds, in one statement.
+                run += _promotable_run(page[i + 1:], gated=gated, now=now)
+            result, used = _promote(
+                vacancy, run, policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
+                wait_for_entry=under_fence,
+            )
+            i += used
+            if result is not None and result.outcome == UNREACHABLE:
+                passed.append(cast(Unreachable, result.waiting))  # noted; the entry keeps its place
+                continue
+            if result is not None:
+                return DispatchResult(result.outcome, result.offer, stats)
     if passed:
         # Someone eligible exists but cannot be reached yet: wait for the earliest of them.
         soonest = min(passed, key=lambda u: u.until or now)
@@ -264,11 +273,23 @@ def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | 
     return locked, None
 
 
-def _lock_entry(entry_id: int, *, wait: bool):
-    """Lock the entry (after the vacancy: the fixed order) with its patient (read, not locked) for the
-    notice; without ``wait``, None when another transaction holds it right now."""
+def _lock_first_free(run: list[matcher.Candidate], *, wait: bool) -> tuple[WaitlistEntry | None, int]:
+    """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
+    it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
+    for the notice: one statement however many racing dispatchers hold the head of the queue. Returns the
+    entry (None: none free) and how many of ``run`` that used up. ``wait``: one candidate, its lock waited for.
+    """
     entries = WaitlistEntry.objects.select_for_update(of=("self",), no_key=True, skip_locked=not wait)
-    return entries.select_related("patient").filter(pk=entry_id).first()
+    match = Q()
+    for candidate in run:
+        match |= Q(pk=candidate.entry_id, version=candidate.version)
+    ids = [c.entry_id for c in run]
+    order = Func(Value(ids, output_field=ArrayField(BigIntegerField())), F("pk"), function="array_position")
+    entry = (
+        entries.select_related("patient").filter(match, status=EntryStatus.WAITING)
+        .order_by(order).first()
+    )
+    return entry, (ids.index(entry.pk) + 1 if entry is not None else len(run))
 
 
 def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
@@ -338,30 +359,64 @@ def promote(
     would only queue every dispatcher behind one row. ``staff_reviewed`` (review PROMOTE): staff accepted
     ``decision`` as it is (None: no decision at all); the offer records it so.
     """
+    result, _used = _promote(
+        vacancy, [(candidate, decision)], policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
+        wait_for_entry=wait_for_entry, staff_reviewed=staff_reviewed,
+    )
+    return result
+
+
+def _promotable_run(rest: list[matcher.Candidate], *, gated: bool, now) -> list[tuple[matcher.Candidate, Any]]:
+    """The candidates at the head of ``rest`` that need no decision step (ungated, or FRESH) before promotion."""
+    run: list[tuple[matcher.Candidate, Any]] = []
+    for candidate in rest:
+        if not gated:
+            run.append((candidate, NOT_USED_DECISION))
+        elif candidate.decision and candidate.decision.effective_status(now) == DecisionStatus.FRESH:
+            run.append((candidate, candidate.decision))
+        else:
+            break
+    return run
+
+
+def _promote(
+    vacancy: Vacancy,
+    run: list[tuple[matcher.Candidate, Decision | None]],
+    policy: WaitlistPolicy,
+    *,
+    now: datetime,
+    actor_label: str,
+    correlation_id: str,
+    wait_for_entry: bool,
+    staff_reviewed: bool = False,
+) -> tuple[DispatchResult | None, int]:
+    """``promote`` for the first of ``run`` (candidates in order) that no other transaction holds: the result
+    and how many of ``run`` it used up (those passed over as held, and the one tried)."""
+    used = 1
     try:
         with transaction.atomic():
             locked, early = _fenced(vacancy, now)
             if early is not None:
-                return early
+                return early, used
             if locked.policy_id_now != policy.pk:
-                return DispatchResult(RESTART)
+                return DispatchResult(RESTART), used
+            entry, used = _lock_first_free([c for c, _d in run], wait=wait_for_entry)
+            if used > 1 or entry is None:
+                # Other transactions hold the entries before it (promoting them for other vacancies right
+                # now): pass over them, and say so, so "why was this candidate next" has an answer.
+                held = [(c.entry_id, c.version) for c, _d in run[:used - (entry is not None)]]
+                notes_entry_locked(vacancy=locked, entries=held, now=now, correlation_id=correlation_id)
+            if entry is None:
+                return None, used
+            candidate, decision = run[used - 1]
             gated = policy.decision_gate == DecisionGate.REQUIRED
             stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
             if gated and not staff_reviewed and stale:
-                return DispatchResult(RESTART)
-            entry = _lock_entry(candidate.entry_id, wait=wait_for_entry)
-            if entry is None:
-                # Another transaction holds the entry (promoting it for another vacancy right now):
-                # pass over it, and say so, so "why was this candidate next" has an answer.
-                note_record(vacancy=locked, entry_id=candidate.entry_id, reason_code="ENTRY_LOCKED", now=now,
-                            correlation_id=correlation_id)
-                return None
-            if entry.version != candidate.version:
-                return None
+                return DispatchResult(RESTART), used
             reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
             if reason is not None:
                 logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
-                return None
+                return None, used
             if not staff_reviewed:
                 # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
                 # moves on without reading the patient's notices first.
@@ -369,7 +424,7 @@ def promote(
                 if unreachable is not None:
                     note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
                                 until=unreachable.until, now=now, correlation_id=correlation_id)
-                    return DispatchResult(UNREACHABLE, waiting=unreachable)
+                    return DispatchResult(UNREACHABLE, waiting=unreachable), used
             expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
             shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
             try:
@@ -378,7 +433,7 @@ def promote(
             except PatientOverlap:
                 # The patient booked or was offered an overlapping time since the check above: next candidate.
                 logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
-                return None
+                return None, used
             except SlotOccupied:
                 # Someone booked the time directly: the exclusion constraint says the slot is gone.
                 cas_update(
@@ -387,7 +442,7 @@ def promote(
                     status=VacancyStatus.CLOSED,
                     close_reason="SLOT_TAKEN",
                 )
-                return DispatchResult("CLOSED")
+                return DispatchResult("CLOSED"), used
             shadow_observe(preview=shadow, correlation_id=correlation_id)
             offer = Offer.objects.create(
                 clinic_id=locked.clinic_id,
@@ -445,13 +500,13 @@ def promote(
                 },
             )
             _notice_enqueue(locked, offer, entry, hold, correlation_id=correlation_id)
-            return DispatchResult("OFFERED", offer)
+            return DispatchResult("OFFERED", offer), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
         active = _active_offer(vacancy.pk)
         if active is None:
             raise
-        return DispatchResult("ALREADY_OFFERED", active)
+        return DispatchResult("ALREADY_OFFERED", active), used
 
 
 def _notice_enqueue(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> None:

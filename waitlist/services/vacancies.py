@@ -88,7 +88,9 @@ def vacancy_dispatch_by_id(
 _VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"))
 
 
-def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str) -> DispatchResult:
+def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str,
+              features: dict[int, bool] | None = None) -> DispatchResult:
+    """``features``: the dispatcher loop's flag answers by clinic, read once per loop instead of per vacancy."""
     if vacancy is None:
         raise NotFound()
     now = now or timezone.now()
@@ -101,7 +103,12 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
         # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
         # notification. Closing a started vacancy above still runs; re-enabling dispatches again and
         # the partial unique index keeps it to one active offer.
-        if not feature_enabled("waitlist", vacancy.clinic):
+        enabled = features.get(vacancy.clinic_id) if features is not None else None
+        if enabled is None:
+            enabled = feature_enabled("waitlist", vacancy.clinic)
+            if features is not None:
+                features[vacancy.clinic_id] = enabled
+        if not enabled:
             return DispatchResult("DISABLED")
         result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id)
         if result.outcome != RESTART:
@@ -164,11 +171,13 @@ def vacancies_dispatch(
     now = now or timezone.now()
     until = now + timedelta(seconds=CLAIM_SECONDS)
     ids, after = list(vacancy_ids), 0
+    # The flag is read once per clinic per loop (a loop is one batch; switching off stops the next one).
+    features: dict[int, bool] = {}
     while ids and (claimed := _claim(ids, after=after, now=now, until=until)) is not None:
         vacancy_id, after = claimed
         try:
-            result = vacancy_dispatch_by_id(vacancy_id=vacancy_id, actor=actor, now=now,
-                                            correlation_id=correlation_id)
+            result = _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now,
+                               correlation_id=correlation_id, features=features)
         except DomainError as exc:
             result = DispatchResult(exc.code)
         finally:
