@@ -315,10 +315,10 @@ How to read the numbers:
   absolute figures and widens min–max; same-run ratios suffer less);
 * `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in a few minutes;
   `BENCH_SCALE=full` uses the issue's sizes (1M entries, 1,000 vacancies, 30 s of claims). The
-  target is a full run under 30 minutes on 2 cores; on the development machine the full contention
-  benchmark alone took about 18 minutes, because of the entry lock convoy section 2 describes (an
-  application issue, with its fix), so a full run takes longer there until that is fixed; run the
-  parts separately with `BENCH_ARGS="--only NAME"`.
+  target is a full run under 30 minutes on 2 cores. The entry lock convoy that once made the full
+  contention benchmark take about 18 minutes is gone (dispatchers claim vacancies and lock the first
+  free candidate with SKIP LOCKED: the quick contention run now takes about 75 s); a whole full run
+  has not been timed since; run the parts separately with `BENCH_ARGS="--only NAME"`.
 """
 
 
