@@ -35,7 +35,14 @@ def check_name(name: str) -> None:
 
 
 def configure_environment() -> None:
-    """Point Django at the bench database before ``django.setup()``."""
+    """Point Django at the bench database before ``django.setup()``. The worktree's ``.env`` is read first
+    (without overriding the environment), so its ``BENCH_DATABASE_URL`` and ``REDIS_URL`` apply: without it
+    every worktree would share (and drop) the default bench database."""
+    from pathlib import Path
+
+    import environ
+
+    environ.Env.read_env(Path(__file__).resolve().parent.parent / ".env", overwrite=False)
     url = bench_url()
     check_name(db_name(url))
     os.environ["DATABASE_URL"] = url

@@ -126,12 +126,28 @@ def quiet_hours_until(start: time | None, end: time | None, tz_name: str, now: d
     return datetime.combine(end_day, end, tzinfo=zone)
 
 
-def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime) -> datetime | None:
-    """When the patient may be contacted again if ``cap_per_day`` sends in the last 24 h were reached."""
+#: The sends that count against a recipient's daily cap (``contact_cap_until``), oldest first, as one array
+#: column of another statement: ``{recipient}`` is the recipient ref's SQL; parameters ``contact_cap_params``.
+CAP_SENDS_SQL = (
+    "ARRAY(SELECT o.sent_at FROM common_outboxmessage o WHERE o.recipient_ref = {recipient}"
+    f" AND o.status = '{OutboxStatus.SENT.value}' AND o.sent_at > %(cap_since)s"
+    " ORDER BY o.sent_at LIMIT %(cap_limit)s)"
+)
+
+
+def contact_cap_params(cap_per_day: int | None, now: datetime) -> dict:
+    """The parameters of ``CAP_SENDS_SQL``."""
+    return {"cap_since": now - timedelta(days=1), "cap_limit": max(cap_per_day or 0, 0)}
+
+
+def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime,
+                      sent: list[datetime] | None = None) -> datetime | None:
+    """When the patient may be contacted again if ``cap_per_day`` sends in the last 24 h were reached.
+    ``sent``: those sends as ``CAP_SENDS_SQL`` read them with another statement (else read here)."""
     if not recipient_ref or not cap_per_day or cap_per_day <= 0:
         return None
     window_start = now - timedelta(days=1)
-    recent = list(
+    recent = sent[:cap_per_day] if sent is not None else list(
         OutboxMessage.objects.filter(recipient_ref=recipient_ref, status=OutboxStatus.SENT, sent_at__gt=window_start)
         .order_by("sent_at")
         .values_list("sent_at", flat=True)[:cap_per_day]
@@ -151,15 +167,17 @@ class SendWindow:
     cap_per_day: int | None = None
 
 
-def send_window_block(window: SendWindow, *, recipient_ref: str, now: datetime) -> tuple[str, datetime] | None:
+def send_window_block(window: SendWindow, *, recipient_ref: str, now: datetime,
+                      sent: list[datetime] | None = None) -> tuple[str, datetime] | None:
     """``("QUIET_HOURS"|"CONTACT_CAP", until)`` when a notice may not go out now, else None.
 
-    Without ``recipient_ref`` only the clinic-wide quiet hours are checked.
+    Without ``recipient_ref`` only the clinic-wide quiet hours are checked. ``sent``: the recipient's recent
+    sends, already read (``CAP_SENDS_SQL``).
     """
     until = quiet_hours_until(window.quiet_start, window.quiet_end, window.tz_name, now)
     if until is not None:
         return "QUIET_HOURS", until
-    until = contact_cap_until(recipient_ref, window.cap_per_day, now)
+    until = contact_cap_until(recipient_ref, window.cap_per_day, now, sent)
     if until is not None:
         return "CONTACT_CAP", until
     return None

@@ -189,16 +189,25 @@ def candidate_pages(
     stats.exhausted = True
 
 
+def checks_column() -> str:
+    """Every hard-eligibility rule's outcome for the entry aliased ``e`` as one ``boolean[]`` column (its
+    parameters are ``page_params``'): read with another statement's row (promotion reads it with the entry's
+    lock), then ``eligibility.first_failed``."""
+    return _CHECKS
+
+
+_CHECKS = eligibility.checks_sql(eligibility.PARAMS)[0]
+
+
 def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime) -> str | None:
     """The same hard eligibility as ``PAGE_SQL`` (both from ``eligibility.RULES``), for one entry as stored
     (promotion re-validation under the locks, staff review, the shadow's comparison): one query.
 
     Returns the first failed rule's reason code, or None when the entry may be offered this vacancy.
     """
-    sql, _ = eligibility.checks_sql(eligibility.PARAMS)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT {sql} FROM waitlist_waitlistentry e WHERE e.id = %(entry)s",
+            f"SELECT {_CHECKS} FROM waitlist_waitlistentry e WHERE e.id = %(entry)s",
             {**page_params(vacancy=vacancy, policy=policy, now=now), "entry": entry.pk},
         )
         row = cursor.fetchone()

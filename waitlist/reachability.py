@@ -34,14 +34,17 @@ def send_window(policy: WaitlistPolicy, clinic) -> SendWindow:
     )
 
 
-def reachability(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: str = "") -> Unreachable | None:
+def reachability(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: str = "",
+                 sent: list[datetime] | None = None) -> Unreachable | None:
     """None when a notice sent now would go out now.
 
     Without ``patient_ref``: the clinic-wide check only (quiet hours), run once before matching.
     With it: quiet hours, then the patient's own rules. A per-patient consent check (a consented
-    channel) belongs here, between the two, so dispatch and delivery keep one definition.
+    channel) belongs here, between the two, so dispatch and delivery keep one definition. ``sent``: the
+    patient's recent sends read with another statement (``common.notify.CAP_SENDS_SQL``; promotion reads
+    them with the entry's lock), instead of a query here.
     """
-    block = send_window_block(send_window(policy, clinic), recipient_ref=patient_ref, now=now)
+    block = send_window_block(send_window(policy, clinic), recipient_ref=patient_ref, now=now, sent=sent)
     if block is None:
         return None
     return Unreachable(reason=block[0], until=block[1])

@@ -67,7 +67,7 @@ def test_a_loop_passes_over_a_vacancy_another_loop_holds(world, frozen_clock):
         try:
             with transaction.atomic():
                 assert vacancy_commands._claim(ids, after=0, now=timezone.now(),
-                                               until=timezone.now() + timedelta(minutes=1))[0] == first.pk
+                                               until=timezone.now() + timedelta(minutes=1))[0].pk == first.pk
                 claimed.set()
                 release.wait(timeout=30)
         finally:

@@ -14,16 +14,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from django.contrib.postgres.fields import ArrayField
-from django.db import IntegrityError, transaction
-from django.db.models import BigIntegerField, Exists, F, Func, OuterRef, Q, Subquery, Value
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Exists, OuterRef, Subquery
 
 from common.cas import cas_update
 from common.errors import PatientOverlap, SlotOccupied
+from common.notify import CAP_SENDS_SQL, contact_cap_params
 from common.services import audit_record, outbox_enqueue
 from scheduling import services as scheduling
+from scheduling.models import Patient
 
-from .. import matcher
+from .. import eligibility, matcher
 from ..decisions import Decision, get_decision_provider
 from ..locks import OfferLocks, lock_vacancy
 from ..models import (
@@ -119,7 +120,8 @@ def settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> Disp
 
 
 def offer_next(
-    vacancy: Vacancy, *, now, actor_label: str, correlation_id: str, under_fence: bool = False
+    vacancy: Vacancy, *, now, actor_label: str, correlation_id: str, under_fence: bool = False,
+    policy: WaitlistPolicy | None = None,
 ) -> DispatchResult:
     """The candidate loop: offer the vacancy to the best eligible, reachable candidate. Each candidate
     passed over is recorded (``DispatchNote``) with its reason, except the hard-ineligible ones the
@@ -127,8 +129,11 @@ def offer_next(
 
     ``under_fence`` (staff review's SKIP, which already holds the vacancy lock): a FRESH_READ policy is
     treated as staff review (no provider call under a lock) and entry locks are waited for.
+
+    ``policy``: the clinic's policy as the caller read it (the dispatcher loop reads it once per clinic); every
+    write made on it is fenced by the policy's id read under the vacancy lock (``RESTART`` when newer).
     """
-    policy = policy_current(clinic=vacancy.clinic)
+    policy = policy or policy_current(clinic=vacancy.clinic)
     closed = reachability(policy=policy, clinic=vacancy.clinic, now=now)
     if closed is not None:  # quiet hours: no offer at all; the vacancy waits, nobody's chance is spent
         return _wait(vacancy, closed, now=now, correlation_id=correlation_id)
@@ -172,7 +177,8 @@ def _candidate_loop(
                         status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
                     if status != DecisionStatus.FRESH:
                         # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
-                        return _to_review(vacancy, candidate, status, now=now, correlation_id=correlation_id)
+                        return _to_review(vacancy, candidate, status, policy, now=now,
+                                          correlation_id=correlation_id)
             run = [(candidate, decision)]
             if not under_fence:
                 # With the following candidates promotable as they are (no decision step first): promotion
@@ -273,33 +279,96 @@ def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | 
     return locked, None
 
 
-def _lock_first_free(run: list[matcher.Candidate], *, wait: bool) -> tuple[WaitlistEntry | None, int]:
+# The entry's columns as stored (every concrete field), then its patient's columns the offer's notice needs.
+_ENTRY_FIELDS = list(WaitlistEntry._meta.concrete_fields)
+# (In the model's field order: ``from_db`` fills a partial row in that order.)
+_PATIENT_FIELDS = tuple(f.attname for f in Patient._meta.concrete_fields
+                        if f.attname in ("id", "ref", "language", "phone", "email"))
+
+# The first entry of the run (in the run's order) still WAITING at the version it was read at that this
+# transaction can lock now (SKIP LOCKED: another dispatcher holds it; or, with ``wait``, its lock waited for),
+# then, over the locked row only (the CTE is materialized: computed after the lock, never for the rows
+# passed over): its patient, and every hard-eligibility rule (``eligibility.checks_sql``) when asked.
+_LOCK_FIRST_FREE_SQL = """
+WITH locked AS MATERIALIZED (
+    SELECT e.*, r.pos
+    FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]) WITH ORDINALITY AS r(id, version, pos)
+    JOIN waitlist_waitlistentry e ON e.id = r.id AND e.version = r.version
+    WHERE e.status = 'WAITING'
+    ORDER BY r.pos
+    LIMIT 1
+    FOR NO KEY UPDATE OF e{skip}
+)
+SELECT {entry}, e.pos, {patient}, {sends}, {checks}
+FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
+"""
+
+
+def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
+    return _LOCK_FIRST_FREE_SQL.format(
+        skip="" if wait else " SKIP LOCKED",
+        entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
+        patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),
+        checks=matcher.checks_column() if checks else "NULL",
+        sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
+    )
+
+
+_LOCK_SQL = {(wait, checks): _lock_first_free_sql(wait=wait, checks=checks)
+             for wait in (False, True) for checks in (False, True)}
+
+
+def _lock_first_free(
+    run: list[matcher.Candidate], *, wait: bool, vacancy: Vacancy | None = None, policy: WaitlistPolicy | None = None,
+    now: datetime | None = None,
+) -> tuple[WaitlistEntry | None, int, _Rechecks | None]:
     """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
     it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
     for the notice: one statement however many racing dispatchers hold the head of the queue. Returns the
-    entry (None: none free) and how many of ``run`` that used up. ``wait``: one candidate, its lock waited for.
+    entry (None: none free), how many of ``run`` that used up, and, when ``vacancy``, ``policy`` and ``now``
+    are given, read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
+    its patient's recent sends (for the contact cap, ``common.notify.CAP_SENDS_SQL``).
+    ``wait``: one candidate, its lock waited for.
     """
-    entries = WaitlistEntry.objects.select_for_update(of=("self",), no_key=True, skip_locked=not wait)
-    match = Q()
-    for candidate in run:
-        match |= Q(pk=candidate.entry_id, version=candidate.version)
-    ids = [c.entry_id for c in run]
-    order = Func(Value(ids, output_field=ArrayField(BigIntegerField())), F("pk"), function="array_position")
-    entry = (
-        entries.select_related("patient").filter(match, status=EntryStatus.WAITING)
-        .order_by(order).first()
-    )
-    return entry, (ids.index(entry.pk) + 1 if entry is not None else len(run))
+    params: dict[str, Any] = {}
+    checks = vacancy is not None and policy is not None and now is not None
+    if vacancy is not None and policy is not None and now is not None:
+        params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
+                  **contact_cap_params(policy.contact_cap_per_day, now)}
+    params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run])
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_SQL[(wait, checks)], params)
+        row = cursor.fetchone()
+    if row is None:
+        return None, len(run), None
+    width = len(_ENTRY_FIELDS)
+    entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
+    patient = row[width + 1:width + 1 + len(_PATIENT_FIELDS)]
+    entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
+    return entry, row[width], _Rechecks(row[-1], row[-2]) if checks else None
 
 
-def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, *, now, correlation_id):
-    """Hand the vacancy to staff (REVIEW, this candidate) instead of promoting on a non-fresh decision."""
+@dataclass(frozen=True)
+class _Rechecks:
+    """What promotion re-checks of the entry it locked, read with the lock: every hard-eligibility rule's
+    outcome and the patient's recent sends (the contact cap)."""
+
+    checks: list[bool]
+    sent: list[datetime]
+
+
+def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, policy: WaitlistPolicy, *, now,
+               correlation_id):
+    """Hand the vacancy to staff (REVIEW, this candidate) instead of promoting on a non-fresh decision; RESTART
+    when ``policy`` (whose action chose review) is no longer the clinic's newest."""
     with transaction.atomic():
         locked, early = _fenced(vacancy, now)
         if early is not None and early.outcome == "ALREADY_OFFERED":
             return early
         if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
             return DispatchResult("CLOSED")
+        if locked.policy_id_now != policy.pk:
+            return DispatchResult(RESTART)
         if locked.status != VacancyStatus.REVIEW or locked.review_entry_id != candidate.entry_id:
             cas_update(locked, expected_status=locked.status, status=VacancyStatus.REVIEW,
                        review_entry_id=candidate.entry_id)
@@ -400,7 +469,12 @@ def _promote(
                 return early, used
             if locked.policy_id_now != policy.pk:
                 return DispatchResult(RESTART), used
-            entry, used = _lock_first_free([c for c, _d in run], wait=wait_for_entry)
+            # The eligibility re-check is read with the lock when nothing was waited for (its snapshot is then
+            # the lock's); after a wait it is read again below, in a snapshot taken after the lock.
+            entry, used, rechecks = _lock_first_free(
+                [c for c, _d in run], wait=wait_for_entry,
+                **({} if wait_for_entry else {"vacancy": locked, "policy": policy, "now": now}),
+            )
             if used > 1 or entry is None:
                 # Other transactions hold the entries before it (promoting them for other vacancies right
                 # now): pass over them, and say so, so "why was this candidate next" has an answer.
@@ -413,14 +487,18 @@ def _promote(
             stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
             if gated and not staff_reviewed and stale:
                 return DispatchResult(RESTART), used
-            reason = matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+            reason = (
+                eligibility.first_failed(rechecks.checks) if rechecks is not None
+                else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+            )
             if reason is not None:
                 logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
                 return None, used
             if not staff_reviewed:
                 # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
                 # moves on without reading the patient's notices first.
-                unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref)
+                unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
+                                           sent=rechecks.sent if rechecks is not None else None)
                 if unreachable is not None:
                     note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
                                 until=unreachable.until, now=now, correlation_id=correlation_id)

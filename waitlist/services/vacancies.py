@@ -16,7 +16,7 @@ from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
 
-from ..models import Vacancy
+from ..models import Vacancy, WaitlistPolicy
 from ._shared import actor_label, queue_dispatch, slot_of
 from .policy import policy_current
 from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
@@ -89,8 +89,12 @@ _VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"
 
 
 def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str,
-              features: dict[int, bool] | None = None) -> DispatchResult:
-    """``features``: the dispatcher loop's flag answers by clinic, read once per loop instead of per vacancy."""
+              features: dict[int, bool] | None = None,
+              policies: dict[int, WaitlistPolicy] | None = None) -> DispatchResult:
+    """``features``: the dispatcher loop's flag answers by clinic, read once per loop instead of per vacancy.
+    ``policies``: the loop's clinic policies, read once per clinic per loop. An offer made on one is fenced by
+    the newest policy's id read under the vacancy lock (RESTART), and so is a hand-over to staff review; an
+    answer that writes nothing under the fence (WAITING, NO_CANDIDATE) is confirmed against the newest policy."""
     if vacancy is None:
         raise NotFound()
     now = now or timezone.now()
@@ -110,8 +114,20 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
                 features[vacancy.clinic_id] = enabled
         if not enabled:
             return DispatchResult("DISABLED")
-        result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id)
-        if result.outcome != RESTART:
+        policy = None
+        if policies is not None:
+            policy = policies.get(vacancy.clinic_id)
+            if policy is None:
+                policy = policies[vacancy.clinic_id] = policy_current(clinic=vacancy.clinic)
+        result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, policy=policy)
+        if policies is not None and result.outcome == RESTART:
+            policies.pop(vacancy.clinic_id, None)
+        elif policies is not None and result.outcome in ("WAITING", "NO_CANDIDATE"):
+            newest = policy_current(clinic=vacancy.clinic)
+            if policy is not None and newest.pk == policy.pk:
+                return result
+            policies[vacancy.clinic_id] = newest
+        elif result.outcome != RESTART:
             return result
         vacancy.refresh_from_db()  # the policy or a decision changed while matching: match again
     return DispatchResult("NO_CANDIDATE")
@@ -121,9 +137,15 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
 CLAIM_SECONDS = 60
 
 # The next vacancy of this loop's list (in the list's order) that is dispatchable, has no active offer and no
-# live claim of another loop. SKIP LOCKED passes over rows another transaction holds right now (a racing
-# claim, a promotion under the fence) instead of queueing behind them.
+# live claim of another loop, returned whole (the loop dispatches it without reading it again). SKIP LOCKED
+# passes over rows another transaction holds right now (a racing claim, a promotion under the fence) instead
+# of queueing behind them. The same statement releases this loop's previous claim (``released``: a row
+# before ``after``, never the one claimed).
 _CLAIM_SQL = """
+WITH released AS (
+    UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL
+    WHERE id = %(release)s AND dispatch_claimed_until = %(until)s
+)
 UPDATE waitlist_vacancy SET dispatch_claimed_until = %(until)s
 FROM (
     SELECT v.id, c.pos FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS c(id, pos)
@@ -137,23 +159,30 @@ FROM (
     LIMIT 1
     FOR NO KEY UPDATE OF v SKIP LOCKED) AS claimed
 WHERE waitlist_vacancy.id = claimed.id
-RETURNING waitlist_vacancy.id, claimed.pos
+RETURNING claimed.pos, {columns}
 """
+
+_VACANCY_FIELDS = list(Vacancy._meta.concrete_fields)
+_CLAIM = _CLAIM_SQL.format(columns=", ".join(f"waitlist_vacancy.{f.column}" for f in _VACANCY_FIELDS))
 
 _UNCLAIM_SQL = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s AND dispatch_claimed_until = %s"
 
 
-def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime) -> tuple[int, int] | None:
-    """(vacancy id, its position in the list) of the vacancy this loop now holds, or None."""
-    params: dict[str, Any] = {"after": after, "ids": vacancy_ids, "now": now, "until": until}
+def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime,
+           release: int | None = None) -> tuple[Vacancy, int] | None:
+    """(the vacancy this loop now holds, as stored, without its parents; its position in the list), or None.
+    ``release``: this loop's previous claim, released by the same statement."""
+    params: dict[str, Any] = {"after": after, "ids": vacancy_ids, "now": now, "until": until, "release": release}
     with connection.cursor() as cursor:
         # Under READ COMMITTED a row claimed and committed by a racer between this statement's snapshot and
         # its lock is re-checked and dropped, and LIMIT 1 then answers nothing: ask again before giving up.
         for _attempt in range(3):
-            cursor.execute(_CLAIM_SQL, params)
+            cursor.execute(_CLAIM, params)
             row = cursor.fetchone()
             if row is not None:
-                return row[0], row[1]
+                vacancy = Vacancy.from_db(connection.alias, [f.attname for f in _VACANCY_FIELDS], row[1:])
+                return vacancy, row[0]
+            params["release"] = None
     return None
 
 
@@ -162,7 +191,8 @@ def vacancies_dispatch(
 ) -> Iterator[tuple[int, DispatchResult]]:
     """The dispatcher loop (reconcile, and any number of racing workers): claim the next of
     ``vacancy_ids`` (in that order) nobody else holds (``FOR NO KEY UPDATE SKIP LOCKED``, then a short-lived
-    ``dispatch_claimed_until`` marker), dispatch it, release it; yield ``(vacancy id, result)`` for each.
+    ``dispatch_claimed_until`` marker), dispatch it, release it (with the next claim); yield
+    ``(vacancy id, result)`` for each.
 
     Racing loops take different vacancies instead of all trying every one; the vacancy fence and the
     partial unique index still decide (a claim is an optimisation, never the guarantee). A refusal is a
@@ -171,16 +201,28 @@ def vacancies_dispatch(
     now = now or timezone.now()
     until = now + timedelta(seconds=CLAIM_SECONDS)
     ids, after = list(vacancy_ids), 0
-    # The flag is read once per clinic per loop (a loop is one batch; switching off stops the next one).
+    # The flag, the clinic row and its policy are read once per clinic per loop (a loop is one batch; switching
+    # off stops the next one; the policy is fenced under the vacancy lock, see ``_dispatch``).
     features: dict[int, bool] = {}
-    while ids and (claimed := _claim(ids, after=after, now=now, until=until)) is not None:
-        vacancy_id, after = claimed
-        try:
-            result = _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now,
-                               correlation_id=correlation_id, features=features)
-        except DomainError as exc:
-            result = DispatchResult(exc.code)
-        finally:
+    clinics: dict[int, Clinic] = {}
+    policies: dict[int, WaitlistPolicy] = {}
+    held: int | None = None  # this loop's claim not yet released
+    try:
+        while ids and (claimed := _claim(ids, after=after, now=now, until=until, release=held)) is not None:
+            vacancy, after = claimed
+            held = vacancy.pk
+            if vacancy.clinic_id not in clinics:
+                clinics[vacancy.clinic_id] = Clinic.objects.get(pk=vacancy.clinic_id)
+            vacancy.clinic = clinics[vacancy.clinic_id]
+            vacancy.active_offer_id = None  # the claim saw none (``settled``; the fence checks again)
+            try:
+                result = _dispatch(vacancy, actor=actor, now=now, correlation_id=correlation_id,
+                                   features=features, policies=policies)
+            except DomainError as exc:
+                result = DispatchResult(exc.code)
+            yield vacancy.pk, result
+        held = None  # the last claim statement released it
+    finally:
+        if held is not None:  # stopped early (an error, the caller left the loop): release the claim now
             with connection.cursor() as cursor:
-                cursor.execute(_UNCLAIM_SQL, [vacancy_id, until])
-        yield vacancy_id, result
+                cursor.execute(_UNCLAIM_SQL, [held, until])
