@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from waitlist.services import vacancies_dispatch
 
-    from .contention import build
+    from .contention import build, check_invariants, invariants_ok
 
     clinic, ids = build(f"prof{uuid.uuid4().hex[:6]}", args.vacancies)
     outcomes: Counter = Counter()
@@ -75,6 +75,9 @@ def main(argv: list[str] | None = None) -> int:
     per = max(offers, 1)
     print(f"outcomes {dict(outcomes)}; {offers / wall:.1f} offers/s ({wall:.2f} s wall"
           f"{', under cProfile' if profiler else ''})")
+    invariants = check_invariants(clinic, len(ids))
+    print(f"invariants hold: {invariants_ok(invariants)}"
+          + ("" if invariants_ok(invariants) else f" {invariants}"))
     print(f"SQL statements: {len(queries)} in all, {len(queries) / per:.2f} per offer")
     counts: Counter = Counter()
     seconds: dict[str, float] = defaultdict(float)

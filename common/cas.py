@@ -113,6 +113,14 @@ def cas_update_all(queryset: models.QuerySet, *, expected_status=None, **changes
     return queryset.filter(**flt).update(version=F("version") + 1, **changes)
 
 
+def cas_conflict(model: type[models.Model], row_pk, *, version: int | None, sources: list[str]) -> Conflict:
+    """The typed Conflict of a hand-written CAS (``UPDATE … WHERE pk, version, status IN (sources)``, the sources
+    from ``transition_sources``) that changed no row: the same diagnosis ``cas_update`` raises."""
+    machine = state_machine(model)
+    flt = {f"{machine[0]}__in": sources} if machine else {}
+    return _why(model, row_pk, version, flt)
+
+
 def _why(model, row_pk, version, flt: dict) -> Conflict:
     """Name the guard that failed (only on the failure path: the success path is one statement)."""
     machine = state_machine(model)

@@ -12,7 +12,15 @@ def new_correlation_id() -> str:
     return current_correlation_id() or fresh_correlation_id()
 
 
-def outbox_enqueue(
+def outbox_enqueue(**message) -> OutboxMessage:
+    """Write a message (the arguments of ``outbox_message``) in the current transaction; it exists if and only
+    if the change commits."""
+    row = outbox_message(**message)
+    row.save(force_insert=True)
+    return row
+
+
+def outbox_message(
     *,
     topic: str,
     tenant_group_ref: str,
@@ -23,8 +31,9 @@ def outbox_enqueue(
     correlation_id: str = "",
     recipient_ref: str = "",
 ) -> OutboxMessage:
-    """Write a message in the current transaction; it exists if and only if the change commits."""
-    return OutboxMessage.objects.create(
+    """An outbox message, unsaved: ``outbox_enqueue`` writes it, or a service writes it in a statement of its
+    own (dispatch writes an offer's notice with the offer)."""
+    return OutboxMessage(
         topic=topic,
         tenant_group_ref=tenant_group_ref,
         clinic_ref=clinic_ref,

@@ -18,7 +18,8 @@ def _sources():
 
 
 def enqueued_topics() -> set[str]:
-    """Topics of every ``outbox_enqueue(topic=…)`` call: a string literal or a module-level constant."""
+    """Topics of every ``outbox_enqueue(topic=…)`` call (or ``outbox_message``: a message a service writes in a
+    statement of its own): a string literal or a module-level constant."""
     constants: dict[str, set[str]] = {}
     calls = []
     for _path, tree in _sources():
@@ -30,7 +31,7 @@ def enqueued_topics() -> set[str]:
         for node in ast.walk(tree):
             func = getattr(node, "func", None)
             name = getattr(func, "id", None) or getattr(func, "attr", None)
-            if isinstance(node, ast.Call) and name == "outbox_enqueue":
+            if isinstance(node, ast.Call) and name in ("outbox_enqueue", "outbox_message"):
                 calls += [k.value for k in node.keywords if k.arg == "topic"]
     topics = set()
     for value in calls:

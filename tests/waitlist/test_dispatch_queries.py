@@ -21,11 +21,16 @@ from waitlist.services import vacancies as vacancy_commands
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-# 32 before issue 15 part 4, 22 after its first pass. What is left: the vacancy, the flag, the policy, the
-# matcher's page and decisions, the fence, the entry lock (the first free of the page's rest), promotion's
-# re-validation of the locked entry (matcher.ineligibility), reachability, the hold's two inserts in one
-# savepoint and the offer's writes.
-MAX_DISPATCH_STATEMENTS = 20
+# 32 before issue 15 part 4, 22 after its first pass, 14 after issue 15 target 4 ("Dispatch"): the vacancy, the
+# flag, the policy, the matcher's page and decisions, then under the fence (BEGIN … COMMIT): the vacancy lock,
+# one entry statement (the first free entry of the page's rest locked, with its patient, the eligibility re-check
+# and the patient's recent sends for the contact cap), the hold's two inserts in their savepoint, and one
+# statement for the offer, its event, its notice and the entry's and vacancy's compare-and-set.
+MAX_DISPATCH_STATEMENTS = 14
+#: Each further vacancy a dispatcher loop offers: the claim (which returns the vacancy and releases the previous
+#: claim), the page and decisions, and the 8 statements under the fence. The flag, the clinic and its policy are
+#: read once per loop.
+LOOP_STATEMENTS_PER_OFFER = 12
 
 
 def _listing(queries) -> str:
@@ -54,6 +59,23 @@ def test_one_dispatch_that_makes_an_offer_is_bounded_in_statements(world):
     )
     locking = [q["sql"] for q in captured.captured_queries if "FOR NO KEY UPDATE" in q["sql"]]
     assert len(locking) == 2, _listing(captured.captured_queries)  # the vacancy fence, then the entry
+
+
+def test_the_dispatcher_loop_makes_each_further_offer_in_twelve_statements(world):
+    """Counted as the contention benchmark's dispatchers run: the loop over a list of vacancies."""
+    vacancies = _vacancies(world, 5)
+    counts = []
+    for batch in (vacancies[:1], vacancies[1:]):
+        with CaptureQueriesContext(connection) as captured:
+            results = dict(services.vacancies_dispatch(vacancy_ids=[v.pk for v in batch]))
+        assert [r.outcome for r in results.values()] == ["OFFERED"] * len(batch)
+        counts.append(len(captured))
+        policy_reads = [q for q in captured.captured_queries if q["sql"].startswith('SELECT "waitlist_waitlistpolicy"')]
+        assert len(policy_reads) == 1, _listing(captured.captured_queries)  # once per loop, not per vacancy
+    further = (counts[1] - counts[0]) / 3  # four offers in the second loop, one in the first
+    assert further <= LOOP_STATEMENTS_PER_OFFER, (counts, further)
+    assert Offer.objects.filter(status=OfferStatus.OFFERED).count() == 5
+    assert not Vacancy.objects.filter(dispatch_claimed_until__isnull=False).exists()  # every claim released
 
 
 def test_a_loop_passes_over_a_vacancy_another_loop_holds(world, frozen_clock):

@@ -28,19 +28,19 @@ pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 def test_a_connection_killed_mid_dispatch_rolls_back_and_the_retry_offers_once(world, monkeypatch):
     entry = world.waiting(world.patient())
     vacancy = open_vacancy(world)
-    original = promotion_module.event_append
+    original = promotion_module._offer_write
 
     def killed_midway(*args, **kwargs):
-        kill_connection(backend_pid())  # the offer and hold rows are written, not yet committed
+        kill_connection(backend_pid())  # the hold rows are written, not yet committed; the offer's are next
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(promotion_module, "event_append", killed_midway)
+    monkeypatch.setattr(promotion_module, "_offer_write", killed_midway)
     with pytest.raises((DatabaseError, InterfaceError)):
         services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
     reconnect()
     assert not Offer.objects.exists() and not CapacityHold.objects.exists()
     assert check().ok
-    monkeypatch.setattr(promotion_module, "event_append", original)
+    monkeypatch.setattr(promotion_module, "_offer_write", original)
     result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert result.outcome == "OFFERED" and result.offer.entry_id == entry.pk
     assert Offer.objects.count() == 1 and OfferEvent.objects.count() == 1

@@ -61,10 +61,10 @@ def test_the_observation_rolls_back_with_the_promotion(world, admin, monkeypatch
     world.waiting()
     vacancy = open_vacancy(world)
 
-    def boom(**kwargs):
+    def boom(*args, **kwargs):
         raise RuntimeError("after the hook")
 
-    monkeypatch.setattr(promotion, "event_append", boom)
+    monkeypatch.setattr(promotion, "_offer_write", boom)  # the offer's own writes, after the observation
     with pytest.raises(RuntimeError):
         dispatch(world, vacancy)
     assert not ShadowObservation.objects.exists()

@@ -16,11 +16,14 @@ from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
+from django.db.models.sql import InsertQuery
+from psycopg.types.json import Jsonb
 
-from common.cas import cas_update
+from common.cas import cas_conflict, cas_update, transition_sources
 from common.errors import PatientOverlap, SlotOccupied
+from common.models import OutboxMessage
 from common.notify import CAP_SENDS_SQL, contact_cap_params
-from common.services import audit_record, outbox_enqueue
+from common.services import audit_record, outbox_message
 from scheduling import services as scheduling
 from scheduling.models import Patient
 
@@ -45,7 +48,7 @@ from ..models import (
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
-from ._shared import event_append, note_record, notes_entry_locked, queue_dispatch, slot_of
+from ._shared import event_append, event_logged, note_record, notes_entry_locked, queue_dispatch, slot_of
 from .policy import policy_current
 from .shadow import shadow_observe, shadow_preview
 
@@ -319,20 +322,20 @@ _LOCK_SQL = {(wait, checks): _lock_first_free_sql(wait=wait, checks=checks)
 
 
 def _lock_first_free(
-    run: list[matcher.Candidate], *, wait: bool, vacancy: Vacancy | None = None, policy: WaitlistPolicy | None = None,
-    now: datetime | None = None,
+    run: list[matcher.Candidate], *, wait: bool, recheck: tuple[Vacancy, WaitlistPolicy, datetime] | None = None,
 ) -> tuple[WaitlistEntry | None, int, _Rechecks | None]:
     """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
     it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
     for the notice: one statement however many racing dispatchers hold the head of the queue. Returns the
-    entry (None: none free), how many of ``run`` that used up, and, when ``vacancy``, ``policy`` and ``now``
-    are given, read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
+    entry (None: none free), how many of ``run`` that used up, and, with ``recheck`` (the locked vacancy, the
+    policy and now), read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
     its patient's recent sends (for the contact cap, ``common.notify.CAP_SENDS_SQL``).
     ``wait``: one candidate, its lock waited for.
     """
     params: dict[str, Any] = {}
-    checks = vacancy is not None and policy is not None and now is not None
-    if vacancy is not None and policy is not None and now is not None:
+    checks = recheck is not None
+    if recheck is not None:
+        vacancy, policy, now = recheck
         params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
                   **contact_cap_params(policy.contact_cap_per_day, now)}
     params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run])
@@ -473,7 +476,7 @@ def _promote(
             # the lock's); after a wait it is read again below, in a snapshot taken after the lock.
             entry, used, rechecks = _lock_first_free(
                 [c for c, _d in run], wait=wait_for_entry,
-                **({} if wait_for_entry else {"vacancy": locked, "policy": policy, "now": now}),
+                recheck=None if wait_for_entry else (locked, policy, now),
             )
             if used > 1 or entry is None:
                 # Other transactions hold the entries before it (promoting them for other vacancies right
@@ -522,7 +525,7 @@ def _promote(
                 )
                 return DispatchResult("CLOSED"), used
             shadow_observe(preview=shadow, correlation_id=correlation_id)
-            offer = Offer.objects.create(
+            offer = Offer(
                 clinic_id=locked.clinic_id,
                 tenant_group_id=locked.tenant_group_id,
                 vacancy=locked,
@@ -539,45 +542,22 @@ def _promote(
                 **_offer_decision(decision, gated=gated, staff_reviewed=staff_reviewed, now=now,
                                   expires_at=expires_at),
             )
-            cas_update(
-                entry,
-                expected_status=EntryStatus.WAITING,
-                expected_version=candidate.version,
-                status=EntryStatus.OFFERED,
-            )
-            # Bumping the vacancy's version marks each promotion on the fence row itself.
-            cas_update(
-                locked,
-                expected_status=locked.status,
-                status=VacancyStatus.OPEN,
-                review_entry=None,
-                waiting_reason="",
-                waiting_until=None,
-            )
-            event_append(
-                offer=offer,
-                from_status="",
-                to_status=OfferStatus.OFFERED,
-                reason_code="MATCHED",
-                actor=actor_label,
-                correlation_id=correlation_id,
-                now=now,
-                detail={
-                    "vacancy": locked.ref,
-                    "entry": entry.ref,
-                    "hold": hold.ref,
-                    "slot_fit": candidate.slot_fit,
-                    "policy_version": policy.version,
-                    "policy_digest": offer.policy_digest,
-                    "decision_ref": offer.decision_ref,
-                    "decision_status": offer.decision_status,
-                    "decision_expires_at": (
-                        offer.decision_expires_at.isoformat() if offer.decision_expires_at else None
-                    ),
-                    **({"staff_reviewed": True} if staff_reviewed else {}),
-                },
-            )
-            _notice_enqueue(locked, offer, entry, hold, correlation_id=correlation_id)
+            detail = {
+                "vacancy": locked.ref,
+                "entry": entry.ref,
+                "hold": hold.ref,
+                "slot_fit": candidate.slot_fit,
+                "policy_version": policy.version,
+                "policy_digest": offer.policy_digest,
+                "decision_ref": offer.decision_ref,
+                "decision_status": offer.decision_status,
+                "decision_expires_at": (
+                    offer.decision_expires_at.isoformat() if offer.decision_expires_at else None
+                ),
+                **({"staff_reviewed": True} if staff_reviewed else {}),
+            }
+            _offer_write(locked, offer, entry, candidate, detail, actor_label=actor_label,
+                         correlation_id=correlation_id, now=now)
             return DispatchResult("OFFERED", offer), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
@@ -587,10 +567,77 @@ def _promote(
         return DispatchResult("ALREADY_OFFERED", active), used
 
 
-def _notice_enqueue(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> None:
-    """The offer's notice in the outbox, in the offer's transaction (delivered after commit)."""
+# A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state
+# tables; the entry at the version it was matched at, the vacancy at the version locked), the offer, its creation
+# event and its notice in the outbox. A CAS that changes no row rolls the whole statement back (its caller's
+# transaction raises the typed conflict), exactly as if each had been written alone.
+_OFFER_WRITE_SQL = """
+WITH entry AS (
+    UPDATE waitlist_waitlistentry SET version = version + 1, status = %s
+    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
+), vacancy AS (
+    UPDATE waitlist_vacancy SET version = version + 1, status = %s, review_entry_id = NULL, waiting_reason = '',
+        waiting_until = NULL
+    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
+), offer AS (
+    {offer} RETURNING id
+), event AS (
+    INSERT INTO waitlist_offerevent
+        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
+    SELECT %s, offer.id, %s, %s, %s, %s, %s, %s, %s FROM offer
+), notice AS (
+    {notice}
+)
+SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FROM vacancy)
+"""
+
+
+def _insert_sql(obj: Any) -> tuple[str, list]:
+    """The ORM's own INSERT of ``obj`` (defaults, refs and ``auto_now`` filled in as ``save`` would), unrun."""
+    model = type(obj)
+    fields = [f for f in model._meta.local_concrete_fields if not f.primary_key and not f.generated]
+    query = InsertQuery(model)
+    query.insert_values(fields, [obj])
+    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
+    return sql, list(params)
+
+
+def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
+                 *, actor_label: str, correlation_id: str, now: datetime) -> None:
+    """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting),
+    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``)."""
+    entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
+    vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
+    offer_sql, offer_params = _insert_sql(offer)
+    notice_sql, notice_params = _insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id))
+    event_correlation = correlation_id or offer.correlation_id
+    params = [
+        EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources,
+        VacancyStatus.OPEN, vacancy.pk, vacancy.version, vacancy_sources,
+        *offer_params,
+        offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail), now,
+        *notice_params,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(_OFFER_WRITE_SQL.format(offer=offer_sql, notice=notice_sql), params)
+        offer_id, entries, vacancies = cursor.fetchone()
+    if entries != 1:
+        raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=entry_sources)
+    if vacancies != 1:
+        raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=vacancy_sources)
+    offer.pk = offer_id
+    offer._state.adding, offer._state.db = False, connection.alias
+    entry.status, entry.version = EntryStatus.OFFERED, candidate.version + 1
+    vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1
+    vacancy.review_entry, vacancy.waiting_reason, vacancy.waiting_until = None, "", None
+    event_logged(offer=offer, from_status="", to_status=OfferStatus.OFFERED, reason_code="MATCHED",
+                 actor=actor_label, correlation_id=event_correlation)
+
+
+def _notice(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> OutboxMessage:
+    """The offer's notice for the outbox (written in the offer's statement; delivered after commit)."""
     patient = entry.patient
-    outbox_enqueue(
+    return outbox_message(
         topic=OFFER_TOPIC,
         tenant_group_ref=vacancy.tenant_group.ref,
         clinic_ref=vacancy.clinic.ref,
