@@ -60,6 +60,11 @@ _PAGES = {
     for slot_fit, tier in _TIERS
 }
 _START = (-(2**31), datetime(1, 1, 2, tzinfo=UTC), 0)
+# The first page of both tiers in one statement (a vacancy's named tier is often short or empty): each branch
+# is that tier's own page query, unchanged; the rows say which tier they are.
+_FIRST_PAGES = "\nUNION ALL\n".join(
+    f"SELECT {slot_fit} AS slot_fit, p.* FROM ({_PAGES[slot_fit]}) p" for slot_fit, _ in _TIERS
+)
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,11 @@ def candidate_pages(
     # (e.g. waiting on an entry lock another dispatcher holds) must not cut the list short.
     budget = policy.time_budget_ms / 1000
     spent = 0.0
+    # The first statement reads the first page of both tiers (``_FIRST_PAGES``) and their decisions in one batch;
+    # the second tier's first page is kept for when the first tier is done. Budgets count pages as before: the
+    # kept page counts when it is used (cut to the candidates budget then), and is dropped if a budget ends first.
+    kept: list[tuple] | None = None
+    kept_decisions: dict[int, Decision] = {}
     for slot_fit, _ in _TIERS:
         after = _START
         while True:
@@ -153,15 +163,32 @@ def candidate_pages(
                 stats.budget_hit = "CANDIDATES"
                 return
             started = clock()
-            params = page_params(vacancy=vacancy, policy=policy, now=now, after=after, limit=limit)
-            with connection.cursor() as cursor:
-                cursor.execute(page_sql(slot_fit), params)
-                rows = cursor.fetchall()
+            decisions: dict[int, Decision] | None = None
+            if kept is not None and after == _START:
+                rows, decisions, kept = kept[:limit], kept_decisions, None
+            else:
+                params = page_params(vacancy=vacancy, policy=policy, now=now, after=after, limit=limit)
+                first = slot_fit == _TIERS[0][0] and after == _START
+                with connection.cursor() as cursor:
+                    cursor.execute(_FIRST_PAGES if first else page_sql(slot_fit), params)
+                    rows = cursor.fetchall()
+                if first:
+                    tiers: dict[int, list[tuple]] = {fit: [] for fit, _ in _TIERS}
+                    for row in rows:
+                        tiers[row[0]].append(row[1:])
+                    # Each tier in its page order, (priority_key, waiting_since, id): no reliance on UNION ALL's.
+                    for tier in tiers.values():
+                        tier.sort(key=lambda r: (-r[4], r[5], r[0]))
+                    rows, kept = tiers[slot_fit], tiers[_TIERS[1][0]]
+                    kept_decisions = provider.decisions_for(
+                        clinic=vacancy.clinic, patient_ids={r[2] for r in rows + kept}) if rows or kept else {}
+                    decisions = kept_decisions
             stats.pages += 1
             if not rows:
                 spent += clock() - started
                 break
-            decisions = provider.decisions_for(clinic=vacancy.clinic, patient_ids={r[2] for r in rows})
+            if decisions is None:
+                decisions = provider.decisions_for(clinic=vacancy.clinic, patient_ids={r[2] for r in rows})
             spent += clock() - started
             page = []
             for entry_id, ref, patient_id, version, rank, since, pass_reason in rows:
