@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from common.cas import cas_update, check_transition
 from common.errors import Conflict, NotFound
+from common.sql import insert_sql, saved
 
 from ..models import (
     HOLD_TRANSITIONS,
@@ -42,7 +43,7 @@ def hold_place(
     transaction stays usable."""
 
     def write() -> CapacityHold:
-        hold = CapacityHold.objects.create(
+        hold = CapacityHold(
             clinic=clinic,
             practitioner_id=practitioner_id,
             treatment_id=treatment_id,
@@ -53,19 +54,26 @@ def hold_place(
             expires_at=expires_at,
             purpose=purpose,
         )
-        allocations.allocation_insert(
-            clinic_id=clinic.pk,
-            practitioner_id=practitioner_id,
-            resource_id=resource_id,
-            patient_id=patient_id,
-            starts_at=starts_at,
-            ends_at=ends_at,
-            kind=AllocationKind.HOLD,
-            hold=hold,
-        )
-        return hold
+        sql, params = insert_sql(hold)
+        # The hold and its allocation in one statement (the exclusion constraints judge the allocation as ever).
+        params += [clinic.pk, practitioner_id, resource_id, patient_id, allocations.period(starts_at, ends_at),
+                   AllocationKind.HOLD, hold.created_at]
+        with connection.cursor() as cursor:
+            cursor.execute(_HOLD_PLACE_SQL.format(hold=sql), params)
+            return saved(hold, cursor.fetchone()[0])
 
     return allocations.occupy(write)
+
+
+_HOLD_PLACE_SQL = """
+WITH hold AS ({hold} RETURNING id), allocation AS (
+    INSERT INTO scheduling_capacityallocation
+        (clinic_id, practitioner_id, resource_id, patient_id, period, active, kind, hold_id, appointment_id,
+         created_at)
+    SELECT %s, %s, %s, %s, %s, true, %s, hold.id, NULL, %s FROM hold
+)
+SELECT id FROM hold
+"""
 
 
 def lock_hold(hold_id: int) -> CapacityHold:

@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
-from django.db.models.sql import InsertQuery
 from psycopg.types.json import Jsonb
 
 from common.cas import cas_conflict, cas_update, transition_sources
@@ -24,6 +23,7 @@ from common.errors import PatientOverlap, SlotOccupied
 from common.models import OutboxMessage
 from common.notify import CAP_SENDS_SQL, contact_cap_params
 from common.services import audit_record, outbox_message
+from common.sql import insert_sql, saved
 from scheduling import services as scheduling
 from scheduling.models import Patient
 
@@ -592,24 +592,14 @@ SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FR
 """
 
 
-def _insert_sql(obj: Any) -> tuple[str, list]:
-    """The ORM's own INSERT of ``obj`` (defaults, refs and ``auto_now`` filled in as ``save`` would), unrun."""
-    model = type(obj)
-    fields = [f for f in model._meta.local_concrete_fields if not f.primary_key and not f.generated]
-    query = InsertQuery(model)
-    query.insert_values(fields, [obj])
-    ((sql, params),) = query.get_compiler(connection=connection).as_sql()
-    return sql, list(params)
-
-
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
                  *, actor_label: str, correlation_id: str, now: datetime) -> None:
     """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting),
     the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``)."""
     entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
     vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
-    offer_sql, offer_params = _insert_sql(offer)
-    notice_sql, notice_params = _insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id))
+    offer_sql, offer_params = insert_sql(offer)
+    notice_sql, notice_params = insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id))
     event_correlation = correlation_id or offer.correlation_id
     params = [
         EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources,
@@ -625,8 +615,7 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
         raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=entry_sources)
     if vacancies != 1:
         raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=vacancy_sources)
-    offer.pk = offer_id
-    offer._state.adding, offer._state.db = False, connection.alias
+    saved(offer, offer_id)
     entry.status, entry.version = EntryStatus.OFFERED, candidate.version + 1
     vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1
     vacancy.review_entry, vacancy.waiting_reason, vacancy.waiting_until = None, "", None
