@@ -223,17 +223,30 @@ def _our_worker(cursor_name: str, constraints: dict, go, out) -> None:
     connections.close_all()
 
 
+class _Start:
+    """The start signal: a worker's ``wait()`` says it is ready (start-up done), then waits for the rest."""
+
+    def __init__(self, ctx):
+        self.ready, self.event = ctx.Semaphore(0), ctx.Event()
+
+    def wait(self) -> None:
+        self.ready.release()
+        self.event.wait()
+
+
 def _processes(target, args_for, n: int) -> tuple[float, list]:
-    """Start ``n`` forked workers, let them finish their start-up, then release them together. Returns
-    the wall time from the release to the last worker's end (start-up excluded) and their reports."""
+    """Start ``n`` forked workers, wait until every one has finished its start-up, then release them
+    together. Returns the wall time from the release to the last worker's end and their reports."""
     ctx = mp.get_context("fork")
-    go, out = ctx.Event(), ctx.Queue()
+    go, out = _Start(ctx), ctx.Queue()
     procs = [ctx.Process(target=target, args=(*args_for(i), go, out)) for i in range(n)]
     for p in procs:
         p.start()
-    time.sleep(1.0)
+    for _ in procs:
+        if not go.ready.acquire(timeout=600):
+            raise RuntimeError("a worker did not finish its start-up")
     t0 = time.time()
-    go.set()
+    go.event.set()
     results = [out.get(timeout=1800) for _ in procs]
     for p in procs:
         p.join()
@@ -260,6 +273,12 @@ def ours(label: str, jobs: int, workers: int, *, real_work: bool = False) -> dic
             constraints[clinic.pk] = held_scopes(clinic, jobs // THROUGHPUT_CLINICS)
         bulk_jobs(clinic, jobs // THROUGHPUT_CLINICS, constraints=constraints.get(clinic.pk))
         clinics.append(clinic)
+    # Only this run's clinics are dispatched: any other clinic's PENDING jobs left in the database (the
+    # fairness backlog or the console's clinic after ``--keep-db``) would be claimed and run too.
+    db.sql(
+        "UPDATE reevaluation_clinicreevaluationsettings SET drain_state = 'DRAINED' WHERE NOT clinic_id = ANY(%s)",
+        [[c.pk for c in clinics]],
+    )
     db.analyze("reevaluation_reevaluationjob", "scheduling_appointment", "scheduling_patient")
     connections.close_all()
     wall, results = _processes(_our_worker, lambda i: (f"bench-{label}", constraints), workers)
@@ -711,13 +730,13 @@ def run() -> Result:
     if cpu1["worker"] and cpu1["postgres"] and cpu2["worker"] and cpu2["postgres"] and busy1 and busy2:
         per_job = cpu1["worker"]["median"] + cpu1["postgres"]["median"]
         per_job2 = cpu2["worker"]["median"] + cpu2["postgres"]["median"]
-        ceiling = 2000 / per_job
         cpu_text = (
             f" One quiet job costs {cpu1['worker']['median']:.2f} ms of worker CPU and "
-            f"{cpu1['postgres']['median']:.2f} ms in its PostgreSQL backend at one process, "
-            f"{per_job2:.2f} ms together at two (contention in the claim, lock waits or retries, would raise it), "
-            f"so 2 cores can give at most about {ceiling:,.0f} jobs/s "
-            f"({ceiling / data['throughput'][1]['ours']['median']:.2f} × one process). The processes and their "
+            f"{cpu1['postgres']['median']:.2f} ms in its PostgreSQL backend at one process, {per_job2:.2f} ms "
+            f"together at two (contention in the claim, lock waits or retries, would raise it). One process "
+            f"runs its Python and its backend in turn, so it can use one core: at most about "
+            f"{1000 / per_job:,.0f} jobs/s; two can use both cores: at most about {2000 / per_job2:,.0f}, "
+            f"×{2 * per_job / per_job2:.2f}, which is what a quiet machine should show. The processes and their "
             f"backends kept {busy1['median']:.2f} cores busy at one process and {busy2['median']:.2f} at two: "
             f"well under 1 and 2 means the machine's other load, not the queue, set the pace."
         )
