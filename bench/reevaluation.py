@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import math
 import multiprocessing as mp
+import os
 import time
 from collections import Counter
 
@@ -168,15 +169,38 @@ def _check_hash_matches() -> None:
 # --- throughput: ours ----------------------------------------------------------------------------
 
 
+def _proc_cpu(pid: int) -> float | None:
+    """CPU seconds (user + system) of process ``pid`` from /proc, or None where /proc does not show it
+    (PostgreSQL on another host or user)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _self_cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
 def _our_worker(cursor_name: str, constraints: dict, go, out) -> None:
-    from django.db import connections
+    from django.db import connection, connections
 
     connections.close_all()
+    # Start-up before the start signal: imports, the CRM stub, the connection and its backend.
+    from reevaluation.assessment import canonical, parse_document  # noqa: F401
+    from reevaluation.crm_stub import stub_document  # noqa: F401
     from reevaluation.services.worker import work_round
 
     crm = ZeroLatencyCRM(constraints)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        backend = cursor.fetchone()[0]
     counts: Counter = Counter()
     go.wait()
+    cpu, pg_cpu = _self_cpu(), _proc_cpu(backend)
     while True:
         # The inline worker: the claim takes the lease under this process's tokens and carries the jobs.
         ran = work_round(
@@ -185,23 +209,55 @@ def _our_worker(cursor_name: str, constraints: dict, go, out) -> None:
         if not ran:
             break
         counts.update(ran)
-    out.put((dict(counts), time.time()))
+    pg_end = _proc_cpu(backend)
+    out.put(
+        (
+            {
+                "counts": dict(counts),
+                "cpu_s": _self_cpu() - cpu,
+                "pg_cpu_s": pg_end - pg_cpu if pg_end is not None and pg_cpu is not None else None,
+            },
+            time.time(),
+        )
+    )
     connections.close_all()
 
 
+class _Start:
+    """The start signal: a worker's ``wait()`` says it is ready (start-up done), then waits for the rest."""
+
+    def __init__(self, ctx):
+        self.ready, self.event = ctx.Semaphore(0), ctx.Event()
+
+    def wait(self) -> None:
+        self.ready.release()
+        self.event.wait()
+
+
 def _processes(target, args_for, n: int) -> tuple[float, list]:
+    """Start ``n`` forked workers, wait until every one has finished its start-up, then release them
+    together. Returns the wall time from the release to the last worker's end and their reports."""
     ctx = mp.get_context("fork")
-    go, out = ctx.Event(), ctx.Queue()
+    go, out = _Start(ctx), ctx.Queue()
     procs = [ctx.Process(target=target, args=(*args_for(i), go, out)) for i in range(n)]
     for p in procs:
         p.start()
-    time.sleep(1.0)
+    for _ in procs:
+        if not go.ready.acquire(timeout=600):
+            raise RuntimeError("a worker did not finish its start-up")
     t0 = time.time()
-    go.set()
+    go.event.set()
     results = [out.get(timeout=1800) for _ in procs]
     for p in procs:
         p.join()
     return max(r[1] for r in results) - t0, [r[0] for r in results]
+
+
+def _cpu_per_job_ms(results: list[dict], done: int, key: str) -> float | None:
+    values = [r[key] for r in results]
+    if not done or any(v is None for v in values):
+        return None
+    return sum(values) / done * 1000
 
 
 def ours(label: str, jobs: int, workers: int, *, real_work: bool = False) -> dict:
@@ -217,13 +273,25 @@ def ours(label: str, jobs: int, workers: int, *, real_work: bool = False) -> dic
             constraints[clinic.pk] = held_scopes(clinic, jobs // THROUGHPUT_CLINICS)
         bulk_jobs(clinic, jobs // THROUGHPUT_CLINICS, constraints=constraints.get(clinic.pk))
         clinics.append(clinic)
+    # Only this run's clinics are dispatched: any other clinic's PENDING jobs left in the database (the
+    # fairness backlog or the console's clinic after ``--keep-db``) would be claimed and run too.
+    db.sql(
+        "UPDATE reevaluation_clinicreevaluationsettings SET drain_state = 'DRAINED' WHERE NOT clinic_id = ANY(%s)",
+        [[c.pk for c in clinics]],
+    )
     db.analyze("reevaluation_reevaluationjob", "scheduling_appointment", "scheduling_patient")
     connections.close_all()
     wall, results = _processes(_our_worker, lambda i: (f"bench-{label}", constraints), workers)
     counts: Counter = Counter()
     for r in results:
-        counts.update(r)
+        counts.update(r["counts"])
     ids = [c.pk for c in clinics]
+    # The timed window: from the first claim to the last completion, as the jobs record them.
+    (done, window), = db.sql(
+        "SELECT count(*), EXTRACT(EPOCH FROM max(finished_at) - min(first_claimed_at))::float"
+        " FROM reevaluation_reevaluationjob WHERE clinic_id = ANY(%s) AND state = 'COMPLETED'",
+        [ids],
+    )
     states = dict(
         db.sql(
             "SELECT state, count(*) FROM reevaluation_reevaluationjob WHERE clinic_id = ANY(%s) GROUP BY state", [ids]
@@ -239,8 +307,21 @@ def ours(label: str, jobs: int, workers: int, *, real_work: bool = False) -> dic
     if real_work:
         assert outcomes.get("HOLD_REPLACED", 0) == states.get("COMPLETED", 0), (outcomes, states)
     return {
+        "jobs": jobs,
+        "window_s": window,
+        "jobs_per_s": done / window,
         "wall_s": wall,
-        "jobs_per_s": states.get("COMPLETED", 0) / wall,
+        "cpu_ms_per_job": {
+            "worker": _cpu_per_job_ms(results, done, "cpu_s"),
+            "postgres": _cpu_per_job_ms(results, done, "pg_cpu_s"),
+        },
+        # Cores our processes and their backends kept busy over the window: about 1 per process when
+        # nothing else competes for the CPU (and nothing waits on a lock); less on a loaded machine.
+        "cores_busy": (
+            sum(r["cpu_s"] + r["pg_cpu_s"] for r in results) / window
+            if all(r["pg_cpu_s"] is not None for r in results)
+            else None
+        ),
         "results": dict(counts),
         "states": states,
         "applied_outcomes": outcomes,
@@ -281,15 +362,21 @@ def procrastinate_prepare(jobs: int) -> None:
 
 def _procrastinate_worker(go, out) -> None:
     app, _task = _procrastinate_app()
-    go.wait()
-    app.run_worker(
-        queues=["bench"],
-        wait=False,
-        concurrency=1,
-        install_signal_handlers=False,
-        listen_notify=False,
-        delete_jobs="never",
-    )
+
+    async def work():
+        async with app.open_async():  # start-up (pool, connection) before the start signal
+            await app.check_connection_async()
+            go.wait()
+            await app.run_worker_async(
+                queues=["bench"],
+                wait=False,
+                concurrency=1,
+                install_signal_handlers=False,
+                listen_notify=False,
+                delete_jobs="never",
+            )
+
+    asyncio.run(work())
     out.put(({}, time.time()))
 
 
@@ -300,7 +387,12 @@ def procrastinate_run(jobs: int, workers: int) -> dict:
     wall, _ = _processes(_procrastinate_worker, lambda i: (), workers)
     with psycopg.connect(db.url_with_db(db.bench_url(), procrastinate_db())) as conn:
         done = conn.execute("SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'").fetchone()[0]
-    return {"wall_s": wall, "jobs_per_s": done / wall, "succeeded": done}
+        # The same window as ours: from the first job started to the last one succeeded.
+        window = conn.execute(
+            "SELECT EXTRACT(EPOCH FROM (SELECT max(at) FROM procrastinate_events WHERE type = 'succeeded')"
+            " - (SELECT min(at) FROM procrastinate_events WHERE type = 'started'))::float"
+        ).fetchone()[0]
+    return {"jobs": jobs, "window_s": window, "jobs_per_s": done / window, "wall_s": wall, "succeeded": done}
 
 
 # --- fairness ------------------------------------------------------------------------------------
@@ -444,7 +536,7 @@ def run() -> Result:
     cfg = scale()
     result = Result("reevaluation", "4. Reevaluation: throughput beside Procrastinate, and fairness")
     _check_hash_matches()
-    jobs, pjobs = cfg["reeval_jobs"], cfg["procrastinate_jobs"]
+    jobs, rjobs, pjobs = cfg["reeval_jobs"], cfg["reeval_real_jobs"], cfg["procrastinate_jobs"]
     thr = {1: [], 2: []}
     real = {1: [], 2: []}
     peer = {1: [], 2: []}
@@ -452,17 +544,21 @@ def run() -> Result:
         for workers in (1, 2):
             log(f"reevaluation: run {run_no + 1}: ours, {workers} worker process(es), {jobs:,} jobs")
             ours_r = ours(f"r{run_no}w{workers}", jobs, workers)
-            log(f"reevaluation: run {run_no + 1}: ours with a HELD appointment replaced per job, {workers} process(es)")
-            real_r = ours(f"r{run_no}w{workers}h", jobs, workers, real_work=True)
+            log(
+                f"reevaluation: run {run_no + 1}: ours with a HELD appointment replaced per job, {workers} "
+                f"process(es), {rjobs:,} jobs"
+            )
+            real_r = ours(f"r{run_no}w{workers}h", rjobs, workers, real_work=True)
             log(f"reevaluation: run {run_no + 1}: procrastinate, {workers} worker process(es), {pjobs:,} jobs")
             peer_r = procrastinate_run(pjobs, workers)
             thr[workers].append(ours_r)
             real[workers].append(real_r)
             peer[workers].append(peer_r)
             log(
-                f"reevaluation: ours {ours_r['jobs_per_s']:.0f} jobs/s {ours_r['states']}, real work "
-                f"{real_r['jobs_per_s']:.0f} jobs/s {real_r['applied_outcomes']}, "
-                f"procrastinate {peer_r['jobs_per_s']:.0f} jobs/s"
+                f"reevaluation: ours {ours_r['jobs_per_s']:.0f} jobs/s over {ours_r['window_s']:.1f} s "
+                f"{ours_r['states']} (CPU ms/job {ours_r['cpu_ms_per_job']}), real work "
+                f"{real_r['jobs_per_s']:.1f} jobs/s over {real_r['window_s']:.1f} s {real_r['applied_outcomes']}, "
+                f"procrastinate {peer_r['jobs_per_s']:.0f} jobs/s over {peer_r['window_s']:.1f} s"
             )
     data = {"throughput": {}}
     rows = []
@@ -480,6 +576,18 @@ def run() -> Result:
             "real_work_runs": real[w],
             "peer_runs": peer[w],
         }
+        data["throughput"][w]["window_s"] = {
+            "ours": stat(r["window_s"] for r in thr[w]),
+            "ours_real_work": stat(r["window_s"] for r in real[w]),
+            "procrastinate": stat(r["window_s"] for r in peer[w]),
+        }
+        cpu = {
+            kind: [r["cpu_ms_per_job"][kind] for r in thr[w] if r["cpu_ms_per_job"][kind] is not None]
+            for kind in ("worker", "postgres")
+        }
+        data["throughput"][w]["cpu_ms_per_job"] = {k: stat(v) if v else None for k, v in cpu.items()}
+        busy = [r["cores_busy"] for r in thr[w] if r["cores_busy"] is not None]
+        data["throughput"][w]["cores_busy"] = stat(busy) if busy else None
         rows.append([str(w), fmt_stat(o), fmt_stat(h), fmt_stat(p), fmt_stat(ratio)])
     scaling = stat(a["jobs_per_s"] / b["jobs_per_s"] for a, b in zip(thr[2], thr[1], strict=True))
     data["throughput"]["ours_2_over_1"] = scaling
@@ -487,7 +595,8 @@ def run() -> Result:
         a["jobs_per_s"] / b["jobs_per_s"] for a, b in zip(real[2], real[1], strict=True)
     )
     result.table(
-        f"Jobs per second ({jobs:,} jobs over {THROUGHPUT_CLINICS} clinics; Procrastinate: {pjobs:,} no-op jobs)",
+        f"Jobs per second ({jobs:,} jobs over {THROUGHPUT_CLINICS} clinics, {rjobs:,} with real work; "
+        f"Procrastinate: {pjobs:,} no-op jobs), timed from the first claim to the last completion",
         [
             "worker processes",
             "ours: dispatch + worker, zero-latency CRM, nothing to change",
@@ -583,8 +692,9 @@ def run() -> Result:
     t1 = data["throughput"][1]
     result.note(
         f"**Throughput: what runs.** Each run makes {THROUGHPUT_CLINICS} clinics with {jobs:,} PENDING jobs between "
-        f"them (one scope each, built in one `INSERT … SELECT`; `assessment_hash` is the SHA-256 of the stub's "
-        f"canonical document). 1 or 2 forked worker processes each loop `work_round(global_limit={GLOBAL_LIMIT}, "
+        f"them ({rjobs:,} for the real-work column; one scope each, built in one `INSERT … SELECT`; "
+        f"`assessment_hash` is the SHA-256 of the stub's canonical document). 1 or 2 forked worker processes "
+        f"each loop `work_round(global_limit={GLOBAL_LIMIT}, "
         f"per_clinic_limit={PER_CLINIC_LIMIT})`: one fair `dispatch_round` whose claim takes the lease under the "
         f"worker's own tokens and returns each job with its scope head (`UPDATE … RETURNING`, `SKIP LOCKED`), then "
         f"every claim run inline against a zero-latency CRM: the stub's document handed to the real "
@@ -596,19 +706,49 @@ def run() -> Result:
         f"where every job's patient has one HELD appointment that the assessment moves to the other practitioner "
         f"(head and job locked, CONFIRMED digest before and after, cancel + book under the exclusion constraint, "
         f"outcome row: HOLD_REPLACED, checked to equal the completed count). "
-        f"Procrastinate {__import__('procrastinate').__version__} runs the same number of no-op tasks "
+        f"Procrastinate {__import__('procrastinate').__version__} runs {pjobs:,} no-op tasks "
         f"(`wait=False`, concurrency 1 per process, no LISTEN/NOTIFY, jobs kept) in its own database on the same "
         f"server: the peer for raw claim-and-complete throughput."
     )
+    w1, w2 = data["throughput"][1]["window_s"], data["throughput"][2]["window_s"]
+    result.note(
+        f"**Throughput: how it is timed.** The job counts are sized so that every run lasts several seconds at "
+        f"both process counts (timed windows, medians at 1 / 2 processes: ours {w1['ours']['median']:.1f} / "
+        f"{w2['ours']['median']:.1f} s, real work {w1['ours_real_work']['median']:.1f} / "
+        f"{w2['ours_real_work']['median']:.1f} s, Procrastinate {w1['procrastinate']['median']:.1f} / "
+        f"{w2['procrastinate']['median']:.1f} s; `BENCH_SCALE=full` triples the counts). Start-up is outside "
+        f"the timing: every process forks, imports, opens its database connection (Procrastinate: opens its "
+        f"app and checks the connection) and then waits for one start signal; jobs per second is the completed "
+        f"count divided by the window the jobs themselves record, from the first claim to the last completion "
+        f"(ours: `min(first_claimed_at)` to `max(finished_at)`; Procrastinate: its first `started` event to "
+        f"its last `succeeded` event). CPU per job is read from each worker process and from its PostgreSQL "
+        f"backend (`/proc`, same host) over the same run."
+    )
+    cpu1, cpu2 = data["throughput"][1]["cpu_ms_per_job"], data["throughput"][2]["cpu_ms_per_job"]
+    busy1, busy2 = data["throughput"][1]["cores_busy"], data["throughput"][2]["cores_busy"]
+    cpu_text = ""
+    if cpu1["worker"] and cpu1["postgres"] and cpu2["worker"] and cpu2["postgres"] and busy1 and busy2:
+        per_job = cpu1["worker"]["median"] + cpu1["postgres"]["median"]
+        per_job2 = cpu2["worker"]["median"] + cpu2["postgres"]["median"]
+        cpu_text = (
+            f" One quiet job costs {cpu1['worker']['median']:.2f} ms of worker CPU and "
+            f"{cpu1['postgres']['median']:.2f} ms in its PostgreSQL backend at one process, {per_job2:.2f} ms "
+            f"together at two (contention in the claim, lock waits or retries, would raise it). One process "
+            f"runs its Python and its backend in turn, so it can use one core: at most about "
+            f"{1000 / per_job:,.0f} jobs/s; two can use both cores: at most about {2000 / per_job2:,.0f}, "
+            f"×{2 * per_job / per_job2:.2f}, which is what a quiet machine should show. The processes and their "
+            f"backends kept {busy1['median']:.2f} cores busy at one process and {busy2['median']:.2f} at two: "
+            f"well under 1 and 2 means the machine's other load, not the queue, set the pace."
+        )
     result.note(
         f"**Throughput: reading it.** With nothing to change, ours ÷ Procrastinate is "
         f"{t1['ratio']['median']:.2f} at one process; 2 processes give ×"
         f"{data['throughput']['ours_2_over_1']['median']:.2f} (×"
         f"{data['throughput']['real_work_2_over_1']['median']:.2f} with real work) on 2 cores shared with "
-        f"PostgreSQL. A round is about ten statements for up to {GLOBAL_LIMIT} jobs with nothing to change (the "
-        f"claim is one `UPDATE … RETURNING`, the write-back five for the batch), so the CRM document check and "
-        f"Python dominate; a replaced HELD appointment costs about twenty-five statements of its own (locks, "
-        f"CONFIRMED digests, cancel and book under the exclusion constraint, outcome row)."
+        f"PostgreSQL.{cpu_text} A round is about ten statements for up to {GLOBAL_LIMIT} jobs with nothing to "
+        f"change (the claim is one `UPDATE … RETURNING`, the write-back five for the batch), so the CRM document "
+        f"check and Python dominate; a replaced HELD appointment costs about twenty-five statements of its own "
+        f"(locks, CONFIRMED digests, cancel and book under the exclusion constraint, outcome row)."
     )
     result.note(
         f"**Fairness: how it is measured.** The big clinic has the lowest id and the oldest due times, so a FIFO "

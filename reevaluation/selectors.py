@@ -198,9 +198,18 @@ def snapshot(*, clinic, now: datetime | None = None, queue_limit: int = 20) -> d
     }
 
 
-def _queue_rank():
+def _redriven_ids(clinic, states=None):
+    """Ids of the clinic's jobs that have a redrive child (in one of ``states``): uncorrelated, so
+    PostgreSQL hashes it once per query instead of probing the index for every job of the clinic."""
+    children = ReevaluationJob.objects.filter(clinic_id=clinic.pk, redrive_of__isnull=False)
+    if states is not None:
+        children = children.filter(state__in=states)
+    return children.values("redrive_of_id")
+
+
+def _queue_rank(clinic):
     return Case(
-        When(state=JobState.FAILED, redriven_as__isnull=False, then=Value(RANK_REDRIVEN)),
+        When(Q(state=JobState.FAILED) & Q(pk__in=_redriven_ids(clinic)), then=Value(RANK_REDRIVEN)),
         When(state=JobState.COMPLETED, needs_staff=True, then=Value(RANK_NEEDS_STAFF)),
         *[When(state=state, then=Value(i + 1 if i else RANK_FAILED)) for i, state in enumerate(QUEUE_STATES)],
         output_field=IntegerField(),
@@ -215,13 +224,16 @@ def action_queue(*, clinic, limit: int = 20, after: str | None = None) -> list[d
     failed again (marked ``redriven_as``). A redriven job whose child completed leaves the queue.
     """
     limit = max(1, min(int(limit), 200))
-    settled_child = _children().filter(state__in=[JobState.COMPLETED, JobState.STALE])
+    settled = _redriven_ids(clinic, [JobState.COMPLETED, JobState.STALE])
+    # Only the rank is computed for every queued job (the sort needs it); the child's and the parent's
+    # refs are scalar subqueries that PostgreSQL evaluates after the LIMIT, for the rows shown. (A
+    # correlated subquery per job, or a join for the parent, costs the planner enough on a 10k-job
+    # clinic to cross ``jit_above_cost``: JIT compilation alone was over half the page's time.)
     queryset = (
         ReevaluationJob.objects.filter(clinic_id=clinic.pk)
         .filter(Q(state__in=QUEUE_STATES) | Q(needs_staff=True))
-        .exclude(Q(state=JobState.FAILED) & Exists(settled_child))
-        .annotate(redriven_as=Subquery(_children().values("ref")[:1]))
-        .annotate(rank=_queue_rank())
+        .exclude(Q(state=JobState.FAILED) & Q(pk__in=settled))
+        .annotate(rank=_queue_rank(clinic))
         .order_by("priority", "rank", "due_at", "ref")
     )
     if after:
@@ -249,12 +261,15 @@ def action_queue(*, clinic, limit: int = 20, after: str | None = None) -> list[d
             "outcome_counts": job.outcome_counts,
             "target_policy_ref": job.target_policy_ref or None,
             "target_policy_generation": job.target_policy_generation,
-            "redrive_of": job.redrive_of.ref if job.redrive_of else None,
+            "redrive_of": job.redrive_of_ref,
             "redriven_as": job.redriven_as,
             "needs_staff": job.needs_staff,
             "failure_class": failure_class(job.last_failure_code) if job.state == JobState.FAILED else None,
         }
-        for job in queryset.select_related("redrive_of")[:limit]
+        for job in queryset.annotate(
+            redriven_as=Subquery(_children().values("ref")[:1]),
+            redrive_of_ref=Subquery(ReevaluationJob.objects.filter(pk=OuterRef("redrive_of_id")).values("ref")[:1]),
+        )[:limit]
     ]
 
 

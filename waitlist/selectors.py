@@ -16,7 +16,7 @@ from django.utils import timezone
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from common.pagination import KeysetPage, day_bounds, keyset_page
 from common.timefmt import iso_in_zone
-from scheduling.models import CapacityAllocation, Clinic, HoldStatus
+from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.scoping import scoped_get
 from scheduling.services.consent import provider_channels
 from scheduling.services.features import feature_enabled
@@ -241,22 +241,40 @@ def fill_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: in
     }
 
 
-def decision_freshness(*, clinic: Clinic, now: datetime, batch: int = 2000) -> dict:
+#: Each WAITING patient's newest decision (the provider's SQL expression, evaluated once per patient:
+#: MATERIALIZED keeps PostgreSQL from inlining it into both grouping keys), counted by status and expiry.
+DECISION_FRESHNESS_SQL = """
+WITH x AS MATERIALIZED ({patients})
+SELECT x.latest ->> 'status', (x.latest ->> 'expires_at')::timestamptz <= %s, COUNT(*)
+FROM x GROUP BY 1, 2
+"""
+
+
+def decision_freshness(*, clinic: Clinic, now: datetime) -> dict:
     """Newest booking-reliability decision of each WAITING patient: FRESH/STALE/UNAVAILABLE/MISSING counts,
-    read through the ``DecisionProvider`` (one batch per ``batch`` patients) like every decision read."""
+    read through the ``DecisionProvider`` like every decision read, in one query: its ``newest_expression``
+    per patient, counted in SQL by (status, expired). The one rule that turns a decision into its effective
+    status (``Decision.effective_status``) is applied to each group in Python; the query's size does not
+    grow with the number of waiting patients (it used to send every patient id, in batches)."""
     counts = {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0}
-    patients = list(
-        WaitlistEntry.objects.filter(clinic=clinic, status=EntryStatus.WAITING)
-        .order_by("patient_id").values_list("patient_id", flat=True).distinct()
+    waiting = WaitlistEntry.objects.filter(clinic=clinic, status=EntryStatus.WAITING).values("patient_id")
+    patients = (
+        Patient.objects.filter(pk__in=waiting)
+        .annotate(latest=get_decision_provider().newest_expression(clinic=clinic, patient=OuterRef("pk")))
+        .values("latest")
+        .order_by()
     )
-    provider = get_decision_provider()
-    for start in range(0, len(patients), batch):
-        chunk = patients[start:start + batch]
-        decisions = provider.decisions_for(clinic=clinic, patient_ids=chunk)
-        for patient_id in chunk:
-            decision = decisions.get(patient_id)
-            status = decision.effective_status(now) if decision is not None else "MISSING"
-            counts[status if status in counts else DecisionStatus.STALE] += 1
+    inner, params = patients.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(DECISION_FRESHNESS_SQL.format(patients=inner), [*params, now])
+        groups = cursor.fetchall()
+    for status, expired, n in groups:
+        if status is None:
+            counts["MISSING"] += n
+            continue
+        # A representative expiry: ``now`` when the group's decisions are past theirs, else none.
+        effective = Decision("", status, 0, now if expired else None).effective_status(now)
+        counts[effective if effective in counts else DecisionStatus.STALE] += n
     return counts
 
 

@@ -170,12 +170,13 @@ def dispatch_round(
                 },
             )
             rows = sorted(cursor.fetchall(), key=lambda row: row[:4])  # clinic order, then the claim order
-        claims = [_claim(row[3:], now) if for_worker else Claim(*row[3:8]) for row in rows]
-        if claims:
+        if rows:
             DispatchCursor.objects.filter(pk=state.pk).update(
-                last_clinic_id=claims[-1].clinic_id, rounds=state.rounds + 1, updated_at=now
+                last_clinic_id=rows[-1][5], rounds=state.rounds + 1, updated_at=now  # the last claim's clinic
             )
-        return claims
+    # Built after the commit: the cursor row (which serializes every dispatcher's round) is held only
+    # for the statements, not for turning a worker's rows into jobs.
+    return [_claim(row[3:], now) if for_worker else Claim(*row[3:8]) for row in rows]
 
 
 def _claim(row: tuple, now: datetime) -> Claim:

@@ -137,3 +137,38 @@ def test_mode_and_drain_forms_start_on_the_current_value_and_offer_only_allowed_
     )
     shot(page, "reevaluation-switches")
     assert page.errors == []
+
+
+def test_at_390_px_the_queue_changes_and_quarantine_are_cards_that_fit_the_phone(open_page, staff, clinic):
+    """Phone: each queue, change and quarantine row is a card of label/value pairs (as the audit log's):
+    nothing in ``main`` is wider than the screen, so nothing scrolls sideways."""
+    from reevaluation.models import QuarantineCase
+
+    _failed(clinic, "ASSESSMENT_TIMEOUT", 2)
+    rf.bulk_jobs(clinic, 3)
+    for i in range(2):
+        QuarantineCase.objects.create(
+            reason_code="ASSESSMENT_HASH_MISMATCH", category="CONTRACT", evidence_digest=f"{i:02d}" + "ab" * 31,
+            clinic=clinic, tenant_group=clinic.tenant_group,
+        )
+    page = open_page({"width": 390, "height": 844})
+    sign_in(page, staff.username)
+    page.goto(f"/console/c/{clinic.ref}/reevaluation/")
+    fit = page.evaluate("""() => {
+      const wide = el => el.getBoundingClientRect().right > document.documentElement.clientWidth + 1;
+      return {
+        page: document.documentElement.scrollWidth,
+        overflowing: Array.from(document.querySelectorAll('main td, main th, main table'))
+          .filter(el => el.offsetParent !== null && wide(el))
+          .map(el => el.tagName + ':' + el.textContent.trim().slice(0, 30)),
+      };
+    }""")
+    assert fit == {"page": 390, "overflowing": []}, fit
+    # Each value is introduced by its column's name (the header row is hidden on a phone).
+    first = page.locator("table.queue tbody tr[data-job]").first
+    expect(first.locator("td[data-label=State]")).to_be_visible()
+    label = first.locator("td[data-label=State]").evaluate("el => getComputedStyle(el, '::before').content")
+    assert label == '"State"'
+    expect(page.locator("table.quarantine tr[data-case] td[data-label='Reason code']")).to_have_count(2)
+    expect(page.locator("table.queue thead")).to_be_hidden()
+    shot(page, "console-reevaluation-phone")

@@ -298,14 +298,50 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     settings.CONSOLE_WAITLIST_PAGE_SIZE = 3
     offer = dead_delivery_offer(world)
     bulk_reviews(world, 8)
-    # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness x2 (waiting patients, their
-    # decisions), outbox x2, metrics x2, fairness x3, shadow x1 (none published), queue x4 (one per source) + the
-    # review rows' decisions; evidence x2 (review vacancies, offers: only for kinds on the page) + the review
-    # candidates' decisions; warnings. Decisions are one DecisionProvider batch each.
-    with django_assert_num_queries(26):
+    # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness (the provider's SQL
+    # expression per waiting patient, counted in SQL), outbox x2, metrics x2, fairness x3, shadow x1 (none
+    # published), queue x4 (one per source) + the review rows' decisions; evidence x2 (review vacancies, offers:
+    # only for kinds on the page) + the review candidates' decisions; warnings. Decisions are one
+    # DecisionProvider batch each.
+    with django_assert_num_queries(25):
         html = staff_web.get(page_url(world.clinic)).content.decode()
     # session, user, clinic scope, queue x4 + decisions, evidence (reviews only here) + decisions
     with django_assert_num_queries(10):
         staff_web.get(page_url(world.clinic, after=cursor(html)), **HX)
     with django_assert_num_queries(7):  # session, user, clinic scope, vacancy, offers, events, dispatch notes
         staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=offer.vacancy.ref), **HX)
+
+
+def test_decision_freshness_is_one_query_whatever_the_waiting_patients(world, django_assert_num_queries):
+    """Each WAITING patient counted once, by the effective status of the newest decision (a FRESH one
+    past its expiry is STALE; none is MISSING), in one statement however many patients wait."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from tests.waitlist.factories import decide
+    from waitlist.models import DecisionStatus
+    from waitlist.selectors import decision_freshness
+
+    now = timezone.now()
+    later, earlier = now + timedelta(days=1), now - timedelta(minutes=1)
+    fresh, expired, renewed, unavailable, missing = (world.patient() for _ in range(5))
+    for patient in (fresh, expired, renewed, unavailable, missing):
+        world.waiting(patient, fresh=False)
+    world.waiting(fresh, fresh=False)  # a second entry: still one patient
+    decide(fresh, DecisionStatus.FRESH, expires_at=later)
+    decide(expired, DecisionStatus.FRESH, expires_at=later, ref="expired-old")
+    decide(expired, DecisionStatus.FRESH, expires_at=earlier, ref="expired-new")  # newest wins, and it has expired
+    decide(renewed, DecisionStatus.STALE, expires_at=later, ref="renewed-old")
+    decide(renewed, DecisionStatus.FRESH, expires_at=later, ref="renewed-new")
+    decide(unavailable, DecisionStatus.UNAVAILABLE, expires_at=later)
+    gone = world.patient()  # not waiting any more: not counted
+    left = world.waiting(gone, fresh=False)
+    type(left).objects.filter(pk=left.pk).update(status=EntryStatus.WITHDRAWN)
+    with django_assert_num_queries(1):
+        counts = decision_freshness(clinic=world.clinic, now=now)
+    assert counts == {"FRESH": 2, "STALE": 1, "UNAVAILABLE": 1, "MISSING": 1}
+    for _ in range(30):
+        world.waiting(world.patient(), fresh=False)
+    with django_assert_num_queries(1):
+        assert decision_freshness(clinic=world.clinic, now=now) == {**counts, "MISSING": 31}
