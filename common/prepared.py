@@ -15,6 +15,7 @@ Only values that reach the parameter list unchanged can be substituted (a ref, a
 
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 from collections.abc import Callable, Hashable
@@ -35,6 +36,51 @@ class _Sentinel:
         n = next(_sentinel_ids)
         self.number = -(10**15) - n
         self.text = f"\x1fprepared-sentinel-{n}\x1f"
+
+
+def prepared_cursor(connection):
+    """A cursor whose statements PostgreSQL parses and plans once per connection (a server-side prepared
+    statement, psycopg's ``prepare=True``), for the few statements the hot path runs with fixed text.
+
+    Django's cursors bind parameters on the client, so PostgreSQL parses and plans every statement
+    again; the claim's lock statement (five tables, two subqueries) costs more to plan than to run.
+    Behind a transaction-mode pooler (``DATABASE_POOLER_TRANSACTION_MODE``) a prepared statement may
+    not find its server connection again, so there this is Django's ordinary cursor. It is Django's
+    cursor wrapper either way: execute wrappers and query logging see every statement.
+    """
+    if connection.vendor != "postgresql" or connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+        return connection.cursor()
+    connection.close_if_health_check_failed()
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django turns psycopg's automatic preparing off (``prepare_threshold=None``), which also refuses
+        # an explicit ``prepare=True``; a threshold no statement reaches turns the explicit one back on.
+        # Django's own cursors bind on the client and are never prepared whatever the threshold.
+        raw.prepare_threshold = _NEVER_AUTOMATICALLY
+    with connection.wrap_database_errors:  # what ``connection.cursor()`` does, with another psycopg cursor
+        return connection._prepare_cursor(_preparing_cursor_class()(raw))
+
+
+_NEVER_AUTOMATICALLY = 2**31
+
+
+@functools.cache
+def _preparing_cursor_class():
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
+
+    class PreparingCursor(ServerBindingCursor):
+        def execute(self, query, params=None, **kwargs):
+            kwargs.setdefault("prepare", True)
+            return super().execute(query, params, **kwargs)
+
+        def _send_query_prepared(self, name, pgq, *, binary=None):
+            # psycopg records the statement it sent only when not prepared; Django's query log
+            # (``last_executed_query``) reads that record, so keep it for prepared ones too.
+            super()._send_query_prepared(name, pgq, binary=binary)
+            self._query = pgq
+
+    return PreparingCursor
 
 
 class _Compiled:
@@ -95,8 +141,7 @@ class PreparedQuery(Generic[M]):
             p if slot is None else (type(p)(values[slot]) if isinstance(p, int) else values[slot])
             for p, slot in zip(compiled.params, compiled.slots, strict=True)
         ]
-        connection = connections[self.using]
-        with connection.cursor() as cursor:
+        with prepared_cursor(connections[self.using]) as cursor:
             cursor.execute(compiled.sql, params)
             row = cursor.fetchone()
         if row is None:

@@ -27,7 +27,10 @@ def test_the_statement_and_the_instance_are_the_orms(clinic):
         expected = list(_clinic_query(clinic.pk, clinic.ref))[0]
     with CaptureQueriesContext(connection) as prepared_sql:
         got = prepared.first(clinic.pk, clinic.ref)
-    assert [q["sql"] for q in prepared_sql.captured_queries] == [q["sql"] for q in orm_sql.captured_queries]
+    sql, params = _clinic_query(clinic.pk, clinic.ref).query.sql_with_params()
+    compiled = prepared._get(None)
+    assert compiled.sql == sql and len(prepared_sql) == len(orm_sql) == 1
+    assert [p for p, slot in zip(compiled.params, compiled.slots, strict=True) if slot is None] == [params[1]]
     assert got is not None and got is not expected
     assert {k: v for k, v in got.__dict__.items() if k != "_state"} == {
         k: v for k, v in expected.__dict__.items() if k != "_state"
@@ -77,3 +80,25 @@ def test_the_clinic_scope_still_hides_other_tenants_like_missing_ones(staff_clie
     assert foreign.status_code == missing.status_code == 404
     assert foreign.content == missing.content
     assert staff_client.get(f"/api/v1/clinics/{clinic.ref}/treatments/").status_code == 200
+
+
+def _prepared_statements() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_postgresql_plans_the_statement_once_per_connection(clinic):
+    prepared: PreparedQuery[Clinic] = PreparedQuery(_clinic_query, int, str)
+    for _ in range(3):
+        assert prepared.first(clinic.pk, clinic.ref) is not None
+    mine = [s for s in _prepared_statements() if '"doubled"' in s]
+    assert len(mine) == 1 and "$1" in mine[0]  # one server-side statement, the values bound to it
+
+
+def test_behind_a_transaction_mode_pooler_nothing_is_prepared(clinic, monkeypatch):
+    monkeypatch.setitem(connection.settings_dict, "DISABLE_SERVER_SIDE_CURSORS", True)
+    prepared: PreparedQuery[Clinic] = PreparedQuery(_clinic_query, int, str)
+    got = prepared.first(clinic.pk, clinic.ref)
+    assert got is not None and got.doubled == clinic.pk * 2
+    assert not [s for s in _prepared_statements() if '"doubled"' in s]

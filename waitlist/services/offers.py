@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
 from common.models import OutboxMessage, OutboxStatus
-from common.prepared import PreparedQuery
+from common.prepared import PreparedQuery, prepared_cursor
 from common.refs import new_ref
 from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
@@ -127,7 +127,7 @@ def _claim_write(
         "receipt": receipt.ref, "new_version": receipt.offer_version, "hold_ref": hold.ref,
         "key": receipt.idempotency_key, "body": Jsonb(receipt.body), "created": receipt.created_at,
     }
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_CLAIM_SQL, params)
         row = cursor.fetchone()
     if row is None:
