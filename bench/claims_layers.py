@@ -35,10 +35,10 @@ DESCRIPTIONS = {
     "auth": "token authentication (`Authorization: Token …` → user)",
     "permissions": "permission classes",
     "throttles": "throttles (Redis counters)",
-    "scope": "clinic scope and role (`clinic_for_user`)",
+    "scope": "clinic scope and role (`clinic_for_user`: one prepared statement)",
     "receipt": "idempotency receipt: key check, request digest, INSERT, stored answer UPDATE, BEGIN",
     "serializer": "body validation (`ClaimInput`)",
-    "service": "`offer_claim`: lock chain, checks, the write statement",
+    "service": "`offer_claim`: lock chain, checks, the write statement (both prepared, compiled once per process)",
     "commit": "COMMIT",
     "response": "response finalisation (headers, no rendering: the stored bytes are the body)",
 }
