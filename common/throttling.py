@@ -30,6 +30,21 @@ _COUNT_LUA = (
 _COUNT_SHA = hashlib.sha1(_COUNT_LUA.encode(), usedforsecurity=False).hexdigest()
 
 
+_clients: dict[object, object] = {}
+
+
+def _client(cache_client):
+    """Django's Redis cache builds a new ``redis.Redis`` (and its table of ~170 response callbacks) on
+    every ``get_client``; the throttle keeps one per connection pool instead (the pool is Django's)."""
+    pool = cache_client._get_connection_pool(True)
+    client = _clients.get(pool)
+    if client is None:
+        if len(_clients) >= 8:  # settings overridden (tests): drop clients of pools no longer in use
+            _clients.clear()
+        client = _clients[pool] = cache_client._client(connection_pool=pool)
+    return client
+
+
 def _count(client, key: str, ttl: int) -> int:
     try:
         return int(client.evalsha(_COUNT_SHA, 1, key, ttl))
@@ -55,7 +70,7 @@ class _FixedWindow:
         self.window_ends = (window + 1) * duration - now
         key = cache.make_and_validate_key(f"{self.key}:w{window}")
         try:
-            client = cache._cache.get_client(key, write=True)  # type: ignore[attr-defined]
+            client = _client(cache._cache)  # type: ignore[attr-defined]
             count = _count(client, key, duration + 1)
         except REDIS_ERRORS as exc:
             cache_dependency.failed(exc)
