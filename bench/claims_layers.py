@@ -35,10 +35,10 @@ DESCRIPTIONS = {
     "auth": "token authentication (`Authorization: Token …` → user)",
     "permissions": "permission classes",
     "throttles": "throttles (Redis counters)",
-    "scope": "clinic scope and role (`clinic_for_user`)",
+    "scope": "clinic scope and role (`clinic_for_user`: one prepared statement)",
     "receipt": "idempotency receipt: key check, request digest, INSERT, stored answer UPDATE, BEGIN",
     "serializer": "body validation (`ClaimInput`)",
-    "service": "`offer_claim`: lock chain, checks, the write statement",
+    "service": "`offer_claim`: lock chain, checks, the write statement (both prepared, compiled once per process)",
     "commit": "COMMIT",
     "response": "response finalisation (headers, no rendering: the stored bytes are the body)",
 }
@@ -157,14 +157,38 @@ def profile_claims(offers: list[tuple[str, str]], token: str) -> dict:
     }
 
 
+def cprofile_claims(offers: list[tuple[str, str]], token: str, *, top: int = 60, sort: str = "tottime") -> str:
+    """Claim ``offers`` one at a time under cProfile (a deterministic profiler: its own cost inflates
+    small calls, so read it for *which* functions dominate, with the wrapper timings for *how much*).
+    Returns pstats' listing of the ``top`` functions by ``sort``."""
+    import cProfile
+    import io
+    import pstats
+
+    from django.test import Client
+
+    client = Client()
+    profile = cProfile.Profile()
+    profile.enable()
+    for clinic_ref, ref in offers:
+        post_claim(client, clinic_ref, ref, token, f"bench-cprofile-{ref}")
+    profile.disable()
+    out = io.StringIO()
+    stats = pstats.Stats(profile, stream=out)
+    stats.sort_stats(sort).print_stats(top)
+    return out.getvalue()
+
+
 def main() -> None:
-    """``python -m bench.claims_layers [N]``: a fresh bench database, N offers (default 100), the table."""
+    """``python -m bench.claims_layers [N] [--cprofile [tottime|cumulative]]``: a fresh bench database,
+    N offers (default 100), the per-layer table (or cProfile's listing of the same claims)."""
     import json
     import sys
 
     from . import db
 
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    n = int(args[0]) if args else 100
     db.configure_environment()
     db.recreate_database(db.bench_url())
     import django
@@ -181,6 +205,10 @@ def main() -> None:
     for other in clinics[1:]:
         clinic_grant_role(clinic=other, user=user, role=Role.STAFF)
     profile_claims(offers[:5], token)  # warm: imports, first connection, caches
+    if "--cprofile" in sys.argv:
+        sort = args[1] if len(args) > 1 else "tottime"
+        print(cprofile_claims(offers[5:], token, sort=sort))
+        return
     result = profile_claims(offers[5:], token)
     print(json.dumps(result, indent=1))
 

@@ -13,6 +13,7 @@ from django.db import connection, transaction
 
 from .errors import DomainError, IdempotencyKeyReused, ValidationFailed
 from .models import CommandReceipt
+from .prepared import prepared_cursor
 from .refs import new_ref
 
 _PRINTABLE = set(string.printable) - set("\t\n\r\x0b\x0c")
@@ -66,7 +67,7 @@ def run_idempotent(
     if key is None:
         return _answer(execute, None, replayed=False)
     with transaction.atomic():
-        with connection.cursor() as cursor:
+        with prepared_cursor(connection) as cursor:
             # Blocks behind an uncommitted first caller with the same key; then conflicts.
             cursor.execute(
                 "INSERT INTO common_commandreceipt (ref, scope, key, command, request_digest,"
@@ -83,9 +84,12 @@ def run_idempotent(
             return StoredResponse(receipt.status_code, receipt.response_body, True, receipt.ref)
         receipt_ref = row[0]
         answer = _answer(execute, receipt_ref, replayed=False, savepoint=not refusals_write_nothing)
-        CommandReceipt.objects.filter(ref=receipt_ref).update(
-            status_code=answer.status_code, response_body=answer.body
-        )
+        with prepared_cursor(connection) as cursor:  # the ORM's UPDATE, without compiling it per request
+            cursor.execute(
+                'UPDATE "common_commandreceipt" SET "status_code" = %s, "response_body" = %s'
+                ' WHERE "common_commandreceipt"."ref" = %s',
+                [answer.status_code, answer.body, receipt_ref],
+            )
         return answer
 
 
