@@ -12,8 +12,10 @@ table (about 30 ms a table here: each truncated table and index gets new files),
 * the static tables (``django_migrations``, content types, permissions) are compared with what the
   cloned database started with (:func:`remember_static`); if a test changed them, Django's own flush
   runs, exactly as before, and the new state is remembered;
-* otherwise, in one transaction with every (deferrable) foreign key deferred, the few big tables are
-  ``TRUNCATE``d and the rest ``DELETE``d. Sequences are not reset, as Django's flush does not either.
+* otherwise, in one transaction with every (deferrable) foreign key deferred, the few big tables (many
+  rows, or grown past ``TRUNCATE_BYTES`` with dead rows and index pages) are ``TRUNCATE``d (with
+  ``CASCADE``: the tables referencing them go too) and the rest ``DELETE``d. Sequences are not reset,
+  as Django's flush does not either.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ from django.test import TransactionTestCase
 STATIC_TABLES = ("django_migrations", "django_content_type", "auth_permission")
 #: Above this many rows a table is truncated (cheaper than deleting row by row); below, deleted.
 TRUNCATE_ABOVE = 2000
+#: Above this size (table, indexes, TOAST) a table is truncated even when it holds few or no live rows:
+#: what rolled-back ``db`` tests and deleted rows leave behind (dead rows, index pages) would otherwise
+#: pile up for the whole run, and the planner reads those sizes (tests/waitlist/test_matcher.py EXPLAINs
+#: its page query on 40,000 rows: a bloated ``wl_entry_match`` turns its ordered index scan into a sort).
+#: Django's flush truncated every table after every transactional test, which also cleared them.
+TRUNCATE_BYTES = 512 * 1024
 
 _static: dict[str, tuple] = {}
 
@@ -47,15 +55,22 @@ def remember_static(alias: str) -> None:
     _static[alias] = _static_state(connections[alias])
 
 
-def _filled(connection) -> list[tuple[str, int]]:
-    """The non-static tables that hold rows, each with its row count up to ``TRUNCATE_ABOVE + 1``."""
+def _filled(connection) -> list[tuple[str, int, int]]:
+    """Each non-static table that holds rows or has grown: its row count (up to ``TRUNCATE_ABOVE + 1``)
+    and its size in bytes (table, indexes, TOAST)."""
     qn = connection.ops.quote_name
     tables = [t for t in _tables(connection) if t not in STATIC_TABLES]
     counts = " UNION ALL ".join(
-        f"SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM {qn(t)} LIMIT {TRUNCATE_ABOVE + 1}) AS s)" for t in tables
+        f"SELECT %s, (SELECT count(*) FROM (SELECT 1 FROM {qn(t)} LIMIT {TRUNCATE_ABOVE + 1}) AS s),"
+        f" pg_total_relation_size(%s::regclass)"
+        for t in tables
     )
+    params = [value for t in tables for value in (t, qn(t))]
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT t, n FROM ({counts}) AS filled(t, n) WHERE n > 0", tables)
+        cursor.execute(
+            f"SELECT t, n, size FROM ({counts}) AS filled(t, n, size) WHERE n > 0 OR size > {TRUNCATE_BYTES}",
+            params,
+        )
         return cursor.fetchall()
 
 
@@ -69,13 +84,13 @@ def wipe(alias: str) -> None:
     if not filled:
         return
     qn = connection.ops.quote_name
-    big = [qn(t) for t, n in filled if n > TRUNCATE_ABOVE]
+    big = [qn(t) for t, n, size in filled if n > TRUNCATE_ABOVE or size > TRUNCATE_BYTES]
     with transaction.atomic(using=alias), connection.cursor() as cursor:
         cursor.execute("SET CONSTRAINTS ALL DEFERRED")
         if big:  # before any DELETE: TRUNCATE refuses tables with pending trigger events
             cursor.execute(f"TRUNCATE {', '.join(big)} CASCADE")
-        for table, n in filled:
-            if n <= TRUNCATE_ABOVE:
+        for table, n, _size in filled:
+            if n and qn(table) not in big:
                 cursor.execute(f"DELETE FROM {qn(table)}")
 
 
