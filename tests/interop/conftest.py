@@ -1,1 +1,1 @@
-from tests.observability.conftest import frozen_clock, no_dispatch_tasks  # noqa: F401 - shared fixtures
+from tests.support.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401 - modules opt in (usefixtures)

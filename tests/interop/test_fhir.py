@@ -20,7 +20,7 @@ from tests.worlds import waitlist_world
 WINDOW = {"start": seoul(2, 0).isoformat(), "end": seoul(9, 0).isoformat()}
 
 
-pytestmark = pytest.mark.usefixtures("frozen_clock", "no_dispatch_tasks")
+pytestmark = pytest.mark.usefixtures("frozen_clock", "no_broker")
 
 
 @pytest.fixture

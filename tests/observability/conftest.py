@@ -1,22 +1,4 @@
-"""Fixtures for the operability tests (and the FHIR tests, which import them)."""
+"""Fixtures for the operability tests (and the FHIR tests, which import them): the shared frozen
+clock and broker stub (tests/support/waitlist_fixtures.py), which modules opt into."""
 
-from __future__ import annotations
-
-import pytest
-import time_machine
-
-from tests.waitlist.factories import NOW
-
-
-@pytest.fixture
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture
-def no_dispatch_tasks(monkeypatch):
-    """Vacancy dispatch queued on commit is dropped (no broker); tests dispatch explicitly."""
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
+from tests.support.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401 - modules opt in (usefixtures)

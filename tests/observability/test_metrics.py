@@ -21,7 +21,7 @@ GLOBAL_TOKEN = "global-scrape-token-123"
 TENANT_TOKEN = "tenant-scrape-token-456"
 
 
-pytestmark = pytest.mark.usefixtures("frozen_clock", "no_dispatch_tasks")
+pytestmark = pytest.mark.usefixtures("frozen_clock", "no_broker")
 
 
 @pytest.fixture

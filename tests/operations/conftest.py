@@ -11,6 +11,8 @@ from common.services import audit_record
 from scheduling.models import Role
 from scheduling.services import clinic_grant_role
 from tests import factories as f
+from tests.support.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401 - modules opt in (usefixtures)
+from tests.worlds import waitlist_world
 
 
 @pytest.fixture(autouse=True)
@@ -20,6 +22,12 @@ def isolated_cache(settings):
     caches = {name: dict(conf) for name, conf in settings.CACHES.items()}
     caches["default"]["KEY_PREFIX"] = f"test-{uuid.uuid4().hex}"
     settings.CACHES = caches
+
+
+@pytest.fixture
+def world(clinic, staff):
+    """A waitlist world in the ``clinic`` fixture's clinic, with the ``staff`` user as its staff."""
+    return waitlist_world(clinic, staff)
 
 
 def signed_in(user) -> Client:

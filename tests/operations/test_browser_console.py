@@ -8,13 +8,9 @@ import re
 
 import pytest
 
-from tests.operations import waitlist_fixtures
 from tests.operations.browser_support import shot, sign_in, sync_api
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
-no_broker = waitlist_fixtures.no_broker
-world = waitlist_fixtures.world
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_broker")]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 

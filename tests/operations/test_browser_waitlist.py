@@ -13,15 +13,8 @@ from django.utils import timezone
 
 from tests.operations.browser_support import TABLET, shot, sign_in, sync_api
 
-pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_broker")]
 PHONE = {"width": 390, "height": 844}
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
 
 
 @pytest.fixture

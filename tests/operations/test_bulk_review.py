@@ -9,16 +9,11 @@ import pytest
 from django.urls import reverse
 
 from common.models import AuditEntry
-from tests.operations import waitlist_fixtures
 from tests.operations.waitlist_helpers import bulk_reviews
 from tests.worlds import waitlist_world
 from waitlist.models import Offer, OfferStatus, VacancyStatus
 
-pytestmark = pytest.mark.django_db
-# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
-frozen_clock = waitlist_fixtures.frozen_clock
-no_broker = waitlist_fixtures.no_broker
-world = waitlist_fixtures.world
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

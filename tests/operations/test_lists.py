@@ -14,17 +14,12 @@ from django.utils import timezone
 
 from reevaluation.models import JobState, ReevaluationJob
 from tests.conftest import assert_no_pii, seoul
-from tests.operations import waitlist_fixtures
 from tests.operations.waitlist_helpers import bulk_reviews, bulk_vacancies, make_offer
 from tests.reevaluation.factories import bulk_jobs
 from tests.waitlist.factories import WaitlistEntryFactory
 from waitlist.models import EntryStatus, OfferStatus, VacancyStatus
 
-pytestmark = pytest.mark.django_db
-# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
-frozen_clock = waitlist_fixtures.frozen_clock
-no_broker = waitlist_fixtures.no_broker
-world = waitlist_fixtures.world
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 
 HX = {"HTTP_HX_REQUEST": "true"}
 

@@ -21,6 +21,7 @@ from tests.operations.browser_support import sync_api
 pytestmark = [
     pytest.mark.browser,
     pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("no_broker"),
     pytest.mark.skipif(not os.environ.get("CONSOLE_SCREENSHOTS"), reason="run with `make screenshots`"),
 ]
 OUT = Path(__file__).resolve().parents[2] / "docs" / "screenshots"
@@ -59,13 +60,6 @@ def _activity(clinic, admin):
     services.vacancy_review_resolve(clinic=clinic, vacancy_ref=reviews[0].ref, actor=admin,
                                     reason="decision re-checked by phone", resolution="SKIP")
     return {"filled": filled, "reviews": reviews[1:]}
-
-
-@pytest.fixture(autouse=True)
-def no_broker(monkeypatch):
-    from waitlist import tasks
-
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: None)
 
 
 def _shoot(page, name: str, width: str) -> None:

@@ -7,16 +7,12 @@ from django.urls import reverse
 
 from tests import factories as f
 from tests.conftest import seoul
-from tests.operations import waitlist_fixtures
 from tests.operations.conftest import make_audit
 from tests.operations.waitlist_helpers import make_offer
 from tests.waitlist.factories import WaitlistEntryFactory
 from tests.worlds import waitlist_world
 
-pytestmark = pytest.mark.django_db
-# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
-frozen_clock = waitlist_fixtures.frozen_clock
-no_broker = waitlist_fixtures.no_broker
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 
 
 def search(client, query):

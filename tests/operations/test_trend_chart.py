@@ -10,17 +10,12 @@ from django.urls import reverse
 
 from operations.charts import trend_chart
 from tests.conftest import seoul
-from tests.operations import waitlist_fixtures
 from tests.operations.waitlist_helpers import bulk_vacancies, make_offer
 from tests.waitlist.factories import NOW
 from waitlist.models import Vacancy, VacancyStatus
 from waitlist.trends import daily_trend
 
-pytestmark = pytest.mark.django_db
-# Shared fixtures (tests/operations/waitlist_fixtures.py); the autouse ones apply to this module.
-frozen_clock = waitlist_fixtures.frozen_clock
-no_broker = waitlist_fixtures.no_broker
-world = waitlist_fixtures.world
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 
 
 def test_daily_trend_counts_per_local_day_with_empty_days_included(world, settings):

@@ -8,12 +8,11 @@ import pytest
 from django.urls import reverse
 
 from tests.conftest import assert_no_pii, seoul
-from tests.operations.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401
 from tests.waitlist.loop_helpers import open_vacancy
 from tests.worlds import waitlist_world
 from waitlist import services
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 
 
 def test_page_shows_pass_overs_by_reason_and_the_forgotten_waiter_by_ref(client):

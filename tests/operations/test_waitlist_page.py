@@ -13,7 +13,6 @@ from django.urls import reverse
 from common.models import AuditEntry, CommandReceipt
 from scheduling.models import AppointmentStatus, HoldStatus
 from tests.conftest import seoul
-from tests.operations.waitlist_fixtures import frozen_clock, no_broker, world  # noqa: F401
 from tests.operations.waitlist_helpers import (
     bulk_reviews,
     bulk_vacancies,
@@ -24,7 +23,7 @@ from tests.operations.waitlist_helpers import (
 from waitlist import services
 from waitlist.models import EntryStatus, Offer, OfferEvent, OfferStatus, VacancyStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 HX = {"HTTP_HX_REQUEST": "true"}
 
 

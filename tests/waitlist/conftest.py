@@ -3,26 +3,15 @@
 from __future__ import annotations
 
 import pytest
-import time_machine
 
 from tests.conftest import token_client
-from tests.waitlist.factories import NOW
+from tests.support.waitlist_fixtures import frozen_clock, queued_dispatches  # noqa: F401 - used below and by tests
 from tests.worlds import waitlist_world
-from waitlist import tasks
 
 
 @pytest.fixture(autouse=True)
-def frozen_clock():
-    with time_machine.travel(NOW, tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture(autouse=True)
-def queued_dispatches(monkeypatch):
-    """Vacancy ids whose dispatch was queued after commit (the Celery task is not sent)."""
-    calls: list[int] = []
-    monkeypatch.setattr(tasks.dispatch_vacancy, "delay", lambda vacancy_id: calls.append(vacancy_id))
-    return calls
+def _frozen_clock_and_no_broker(frozen_clock, queued_dispatches):
+    """Every waitlist test: the clock stands still, dispatch queued on commit is recorded, not sent."""
 
 
 @pytest.fixture

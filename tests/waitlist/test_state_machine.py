@@ -1,7 +1,9 @@
 """A hypothesis state machine over cancel/dispatch/claim/decline/expire/withdraw/book.
 
-Each example runs inside one transaction that is rolled back at teardown, so examples are
-independent and fast; the invariants are checked against the database after every step.
+The starting state (four waiting patients, one slot OFFERED, another ACCEPTED) is built once; each
+example runs inside a savepoint on top of it that is rolled back at teardown, so examples are
+independent, start from the same rows and are fast; the invariants are checked against the database
+after every step.
 """
 
 from __future__ import annotations
@@ -22,7 +24,11 @@ from scheduling.models import (
     AppointmentStatus,
     CapacityAllocation,
     CapacityHold,
+    Clinic,
     HoldStatus,
+    Patient,
+    Practitioner,
+    Treatment,
 )
 from scheduling.services import appointment_book
 from tests import factories as f
@@ -45,6 +51,10 @@ SEEN: Counter = Counter()  # which command outcomes the run reached (so it is no
 
 
 class WaitlistMachine(RuleBasedStateMachine):
+    #: The starting state every example begins from (:func:`_initial_state`), built once per test run:
+    #: each example runs in a savepoint on top of it and is rolled back at teardown.
+    initial: dict = {}
+
     def __init__(self):
         super().__init__()
         self._atomic = transaction.atomic()
@@ -53,26 +63,44 @@ class WaitlistMachine(RuleBasedStateMachine):
 
     @initialize()
     def world(self):
+        """Fresh copies of the starting state's rows (a step may have changed an in-memory copy)."""
+        initial = self.initial
+        self.clinic = Clinic.objects.get(pk=initial["clinic"])
+        self.doctor = Practitioner.objects.get(pk=initial["doctor"])
+        self.treatment = Treatment.objects.get(pk=initial["treatment"])
+        patients = Patient.objects.in_bulk(initial["patients"])
+        self.patients = [patients[pk] for pk in initial["patients"]]
+
+    @classmethod
+    def build_initial_state(cls) -> None:
+        """Four waiting patients with decisions; one slot OFFERED, another ACCEPTED (claim, decline and
+        book have a target in every example, whichever rules hypothesis enables)."""
+        machine = object.__new__(cls)  # only the helpers are used: no hypothesis state, no savepoint
+        machine.now = NOW
         world = waitlist_world()
-        self.clinic, self.doctor, self.treatment = world.clinic, world.doctor, world.treatment
-        self.patients = [world.patient() for _ in range(4)]
-        for i, patient in enumerate(self.patients):
+        machine.clinic, machine.doctor, machine.treatment = world.clinic, world.doctor, world.treatment
+        machine.patients = [world.patient() for _ in range(4)]
+        for i, patient in enumerate(machine.patients):
             world.waiting(
                 patient,
                 fresh=False,
-                practitioner=self.doctor if i % 2 else None,
+                practitioner=machine.doctor if i % 2 else None,
                 priority_rank=i % 3,
                 waiting_since=NOW - timedelta(hours=i),
             )
             decide(patient)  # rank 0: the decision's rank becomes the entry's
-        # Start from an interesting state: one slot OFFERED, another ACCEPTED (claim, decline and
-        # book have a target in every example, whichever rules hypothesis enables).
         for slot in (0, 1):
-            self.cancel(slot, 5)
-            self.dispatch_vacancy(slot)
-        first = Offer.objects.filter(clinic=self.clinic).order_by("pk").first()
+            machine.cancel(slot, 5)
+            machine.dispatch_vacancy(slot)
+        first = Offer.objects.filter(clinic=machine.clinic).order_by("pk").first()
         if first is not None:
-            self._try(services.offer_claim, offer_ref=first.ref, expected_version=first.version)
+            machine._try(services.offer_claim, offer_ref=first.ref, expected_version=first.version)
+        cls.initial = {
+            "clinic": machine.clinic.pk,
+            "doctor": machine.doctor.pk,
+            "treatment": machine.treatment.pk,
+            "patients": [p.pk for p in machine.patients],
+        }
 
     def teardown(self):
         transaction.set_rollback(True)
@@ -243,6 +271,11 @@ class WaitlistMachine(RuleBasedStateMachine):
 
 @pytest.mark.django_db
 def test_waitlist_state_machine():
+    # The starting state is built once (it was built again for every example: a third of the run);
+    # each example starts from exactly it and is rolled back to it.
+    WaitlistMachine.build_initial_state()
+    initial = _database_state(WaitlistMachine.initial["clinic"])
+    assert initial["offers"] == [OfferStatus.ACCEPTED, OfferStatus.OFFERED], initial  # the interesting start
     run_state_machine_as_test(
         WaitlistMachine,
         settings=settings(
@@ -253,6 +286,16 @@ def test_waitlist_state_machine():
             database=None,
         ),
     )
+    assert _database_state(WaitlistMachine.initial["clinic"]) == initial  # every example was rolled back
     print(sorted(SEEN.items()))
     for reached in ("vacancy_dispatch: OFFERED", "offer_claim: ok", "offer_book: ok"):
         assert SEEN[reached], (reached, SEEN)
+
+
+def _database_state(clinic_id: int) -> dict:
+    return {
+        "offers": sorted(Offer.objects.filter(clinic_id=clinic_id).values_list("status", flat=True)),
+        "entries": sorted(WaitlistEntry.objects.filter(clinic_id=clinic_id).values_list("status", "version")),
+        "vacancies": sorted(Vacancy.objects.filter(clinic_id=clinic_id).values_list("status", "version")),
+        "appointments": sorted(Appointment.objects.filter(clinic_id=clinic_id).values_list("status", flat=True)),
+    }
