@@ -9,63 +9,34 @@ to PostgreSQL).
 
 from __future__ import annotations
 
-import os
-from urllib.parse import urlparse, urlunparse
+import scratchdb
+
+# Re-exported: the bench modules call them as ``db.…``.
+from scratchdb import admin_dsn as admin_dsn
+from scratchdb import db_name as db_name
+from scratchdb import url_with_db as url_with_db
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/clinic_waitlist_bench"
-PROTECTED = ("clinic_waitlist",)  # never touch the shared dev database (or cw_* test databases)
 
 
 def bench_url() -> str:
-    return os.environ.get("BENCH_DATABASE_URL", DEFAULT_URL)
-
-
-def url_with_db(url: str, name: str) -> str:
-    parts = urlparse(url)
-    return urlunparse(parts._replace(path="/" + name))
-
-
-def db_name(url: str) -> str:
-    return urlparse(url).path.lstrip("/")
+    return scratchdb.database_url("BENCH_DATABASE_URL", DEFAULT_URL)
 
 
 def check_name(name: str) -> None:
-    if name in PROTECTED or name.startswith("cw_") or "bench" not in name:
-        raise SystemExit(f"refusing to use database {name!r}: bench databases must have 'bench' in their name")
+    scratchdb.check_name(name, "bench")
 
 
 def configure_environment() -> None:
-    """Point Django at the bench database before ``django.setup()``. The worktree's ``.env`` is read first
-    (without overriding the environment), so its ``BENCH_DATABASE_URL`` and ``REDIS_URL`` apply: without it
-    every worktree would share (and drop) the default bench database."""
-    from pathlib import Path
-
-    import environ
-
-    environ.Env.read_env(Path(__file__).resolve().parent.parent / ".env", overwrite=False)
-    url = bench_url()
-    check_name(db_name(url))
-    os.environ["DATABASE_URL"] = url
-    os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/7")
-    os.environ.setdefault("CACHE_KEY_PREFIX", "cw-bench")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
+    """Point Django at the bench database before ``django.setup()``."""
     # Bench clinics are made per run; a new tenant starts with the waitlist off, so turn it on for all.
-    os.environ.setdefault("WAITLIST_ENABLED_BY_DEFAULT", "true")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-
-
-def admin_dsn(url: str) -> str:
-    return url_with_db(url, "postgres")
+    scratchdb.configure_environment(bench_url(), "bench", REDIS_URL="redis://127.0.0.1:6379/7",
+                                    CACHE_KEY_PREFIX="cw-bench", LOG_LEVEL="WARNING",
+                                    WAITLIST_ENABLED_BY_DEFAULT="true")
 
 
 def recreate_database(url: str) -> None:
-    import psycopg
-
-    name = db_name(url)
-    check_name(name)
-    with psycopg.connect(admin_dsn(url), autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        conn.execute(f'CREATE DATABASE "{name}"')
+    scratchdb.recreate_database(url, "bench")
 
 
 def migrate() -> None:

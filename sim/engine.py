@@ -47,12 +47,17 @@ class Replay:
         self.booked: set[str] = set()  # entry refs booked through an accepted offer
         self.suppressed_until: dict[str, datetime] = {}  # entry ref → end of its decline suppression
         self.closing = False  # the current event can have closed offers (read their states)
-        self.dispatched = False  # a command that can make offers or open reviews ran since the last sync
+        # Since the last read: a command made an offer (a dispatch answered OFFERED; staff review and reconcile
+        # can), or made a vacancy wait (WAITING, STAFF_REVIEW; review and reconcile again). Offers come only
+        # from dispatch (waitlist/services/loop.py), so the offer and waiting-vacancy reads run only then.
+        self.offered = False
+        self.waits = False
         self.awaiting_notice: set[str] = set()
         self.last_offer_id = 0
         self.scheduled: set[tuple[str, datetime]] = set()
         self.replies_late = 0
-        self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0])  # event kind → [events, seconds]
+        self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0, 0])  # event kind → [events, seconds, statements]
+        self.statements = 0  # SQL statements sent so far (a cost that does not depend on the machine's load)
         self.recent_offers: dict[str, list[datetime]] = defaultdict(list)  # entry ref → its offer times
         self.reviews: Counter = Counter()  # staff review outcomes
         self.wakes: dict[tuple[str, datetime], datetime] = {}  # (entry key, when) of quiet-hour wakes
@@ -69,11 +74,19 @@ class Replay:
             self.scheduled.add((kind, when))
             self.at(when, kind)
 
+    def _count(self, execute, sql, params, many, context):
+        self.statements += 1
+        return execute(sql, params, many, context)
+
     def run(self) -> dict:
+        from django.db import connection
+
         month = self.month
         with (time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue(),
-              adapter.flag_reads_cached()):
+              adapter.flag_reads_cached(), connection.execute_wrapper(self._count)):
+            started = time.perf_counter()
             self.world = adapter.setup(month, self.spec, self.run_label)
+            self.cost["setup"] = [1, time.perf_counter() - started, self.statements]
             self.entry_keys = _Reverse(self.world.entry_refs)
             self.booking_of = {f"appointment:{ref}": b for b in month.bookings
                                for ref in [self.world.appointment_refs.get(b.key)] if ref}
@@ -90,21 +103,26 @@ class Replay:
             while self.queue:
                 when, _, kind, args = heapq.heappop(self.queue)
                 clock.move_to(when)
-                started = time.perf_counter()
+                started, statements = time.perf_counter(), self.statements
                 getattr(self, f"_on_{kind}")(when, *args)
                 self.closing = kind in CLOSES_OFFERS
                 self._sync(when, offers_may_change=kind in CHANGES_OFFERS)
-                self.dispatched = False
                 self.cost[kind][0] += 1
                 self.cost[kind][1] += time.perf_counter() - started
+                self.cost[kind][2] += self.statements - statements
+            started, statements = time.perf_counter(), self.statements
             self._wind_down(clock)
-            return adapter.export(self.world)
+            log = adapter.export(self.world)
+            self.cost["wind_down_export"] = [1, time.perf_counter() - started, self.statements - statements]
+            return log
 
     # --- events ----------------------------------------------------------------------------------
 
     def _dispatch(self, now, vacancy_ref):
-        self.dispatched = True
-        return adapter.dispatch(self.world, vacancy_ref, now)
+        result = adapter.dispatch(self.world, vacancy_ref, now)
+        self.offered |= result[0] == "OFFERED"
+        self.waits |= result[0] in ("WAITING", "STAFF_REVIEW")
+        return result
 
     def _on_arrive(self, now, entry):
         adapter.entry_add(self.world, entry, now)
@@ -155,7 +173,7 @@ class Replay:
 
     def _on_review(self, now, vacancy_ref):
         self._handled(("REVIEW", vacancy_ref), now)
-        self.dispatched = True
+        self.offered = self.waits = True
         self.reviews[adapter.review(self.world, vacancy_ref, now)] += 1
 
     def _handled(self, key, now) -> None:
@@ -179,7 +197,7 @@ class Replay:
         adapter.deliver(now)
 
     def _on_reconcile(self, now):
-        self.dispatched = True
+        self.offered = self.waits = True
         adapter.reconcile(now)
 
     def _on_reply(self, now, offer_ref, kind):
@@ -216,7 +234,8 @@ class Replay:
             self._notices()
             return
         for _ in range(50):  # a cascade can make more offers; bounded
-            new = adapter.offers_since(self.world, self.last_offer_id) if self.dispatched else []
+            new = adapter.offers_since(self.world, self.last_offer_id) if self.offered else []
+            self.offered = False
             for row in new:
                 self.last_offer_id = row["id"]
                 self.offers[row["ref"]] = {"id": row["id"], "vacancy": row["vacancy__ref"], "entry": row["entry__ref"],
@@ -235,7 +254,8 @@ class Replay:
             self._notices()
             if not self._cascade(now):
                 break
-        if self.dispatched:
+        if self.waits:
+            self.waits = False
             self._waiting(now)
 
     def _waiting(self, now: datetime) -> None:
@@ -337,5 +357,7 @@ def replay(month: Month, spec: PolicySpec, run_label: str) -> tuple[dict, dict]:
     """Run ``spec`` on ``month`` through the real services; returns (log, counters)."""
     r = Replay(month, spec, run_label)
     log = r.run()
-    cost = {kind: {"events": n, "seconds": round(sec, 2)} for kind, (n, sec) in sorted(r.cost.items())}
-    return log, {"replies_after_close": r.replies_late, "staff_reviews": dict(r.reviews), "engine_cost": cost}
+    cost = {kind: {"events": n, "seconds": round(sec, 2), "statements": q}
+            for kind, (n, sec, q) in sorted(r.cost.items())}
+    return log, {"replies_after_close": r.replies_late, "staff_reviews": dict(r.reviews), "engine_cost": cost,
+                 "statements": r.statements}

@@ -266,6 +266,10 @@ def render_doc(folder: Path) -> Path:
         return DOC
     figures = plots(results)
     first = results[0]
+    runs = [run for r in results if not r["modelled"] for run in r["runs"]]
+    db_cpu = (sum(run["db_cpu_seconds"] for run in runs)
+              if runs and all(run.get("db_cpu_seconds") is not None for run in runs) else None)
+    statements = sum(run["metrics"].get("statements") or 0 for run in runs)
     lines = [
         "# Backfill simulation",
         "",
@@ -277,10 +281,26 @@ def render_doc(folder: Path) -> Path:
         "",
         f"Scale `{first['scale']}` · seeds {first['seeds']} · generated {first['generated_at']} · "
         f"all policies took {first['wall_seconds_all_policies']:.0f} s wall"
-        + (f", {first['cpu_seconds_all_policies']:.0f} s CPU (this process and its workers)"
-           if first.get("cpu_seconds_all_policies") is not None else "") + ". The PostgreSQL server's CPU is "
-        "not in that figure; each run's `engine_cost` in `sim/results/*.json` gives events and seconds per "
-        "event kind (the engine jumps the clock from event to event: no fixed ticks).",
+        + (f", {first['cpu_seconds_all_policies']:.0f} s CPU in Python (this process and its workers)"
+           if first.get("cpu_seconds_all_policies") is not None else "")
+        + (f" and {db_cpu:.0f} s in the runs' PostgreSQL backends" if db_cpu is not None else
+           " (the PostgreSQL server's CPU is not in that figure)")
+        + f", {statements:,} SQL statements. Each run's `engine_cost` in `sim/results/*.json` gives events, "
+        "seconds and statements per event kind (the engine jumps the clock from event to event: no fixed ticks).",
+        "",
+        "How long it takes: the real runs are the cost (the modelled ones take well under a second). Each is a "
+        "replay of thousands of commands through the product's services, and most of its statements are "
+        "inside them (dispatch, notice delivery, expiry, staff review); a run keeps about one core busy between "
+        "Python and its PostgreSQL backend, so on 2 cores the wall is at least half of the Python and "
+        "PostgreSQL CPU above. Issue #12's budget for the default scale is 3 minutes on 2 cores. How the work "
+        "is scheduled: `SIM_DATABASE_URL` names a template database holding the migrated schema, kept while "
+        "the migrations do not change (its comment is a hash of every migration file), so only the first run "
+        "after a migration change migrates; each run gets its own copy (`CREATE DATABASE … TEMPLATE`, a "
+        "fraction of a second), so runs neither see each other's rows nor depend on the order they ran in. "
+        "`SIM_WORKERS` processes (default 2, one per core) take the runs from one queue, longest first "
+        "(policies without a weekly cap make about twice the offers), each starting the next when it finishes "
+        "one; they set Django up while the template is checked, and the modelled policies run in the main "
+        "process meanwhile.",
         "",
         "## How it works",
         "",
@@ -289,8 +309,8 @@ def render_doc(folder: Path) -> Path:
         "* **Real policies** (ours with `decision_gate` REQUIRED and NOT_USED, ours without the weekly cap and decline "
         "suppression, the FIFO cascade) run through the "
         "product: `sim/engine.py` replays the month against PostgreSQL (its own database, `SIM_DATABASE_URL`, "
-        "default `clinic_waitlist_sim`, one copy per worker). Each policy, quiet hours and daily contact cap "
-        "included, is published with `policy_publish`; each simulated patient's consent is recorded "
+        "default `clinic_waitlist_sim`, as a template copied for each run). Each policy, quiet hours and daily "
+        "contact cap included, is published with `policy_publish`; each simulated patient's consent is recorded "
         "(`consent_record`, GRANTED at import; an opt-out is the opt-out link's REVOKED, after which the matcher "
         "passes them over with NO_CONTACT_CONSENT); the reliability feed records a FRESH decision for all but "
         "`decision_unavailable_share` of them. The engine calls `appointment_cancel_with_vacancy`, "

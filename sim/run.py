@@ -1,9 +1,9 @@
 """Entry point: ``python -m sim.run [--scale tiny|default|full] [--seeds N] [--workers N] [--doc-only]``.
 
 Generates each seed's month(s), runs every policy on them (real ones through the services, in
-``--workers`` processes, each with its own copy of a freshly migrated simulation database; modelled
-ones in this process), writes ``sim/results/<policy>.json`` and regenerates ``docs/simulation.md``
-with its figures. ``SIM_SCALE`` and ``SIM_SEED`` (the first seed; the others follow it) set the
+``--workers`` processes, each run on its own copy of the migrated template database, longest runs
+first; modelled ones in this process meanwhile), writes ``sim/results/<policy>.json`` and regenerates
+``docs/simulation.md`` with its figures. ``SIM_SCALE`` and ``SIM_SEED`` (the first seed; the others follow it) set the
 defaults, so a run is reproducible.
 """
 
@@ -15,8 +15,6 @@ import json
 import multiprocessing
 import os
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -36,31 +34,61 @@ def months(scale: str, seed: int):
     return [generate(seed, SCALES[scale], clinic) for clinic in range(CLINICS[scale])]
 
 
-def _worker(args) -> list[dict]:
-    """One process, one database: the real runs assigned to it, metrics out."""
-    url, scale, jobs, shadow = args
-    os.environ["SIM_DATABASE_URL"] = url
+def expected_cost(spec) -> int:
+    """A rough relative cost of a real run, to start the longest first: without a weekly cap a policy
+    makes about twice the offers (and notices, expiries, cascades) of one with it."""
+    return 2 if spec.weekly_offer_cap is None else 1
+
+
+def jobs(scale: str, seeds: list[int]) -> list[tuple[str, int, int]]:
+    """(policy, seed, clinic) of every real run, longest expected first (then in policy order)."""
+    real = [p for p in POLICIES if not p.modelled]
+    todo = [(p.name, seed, clinic) for p in real for seed in seeds for clinic in range(CLINICS[scale])]
+    costs = {p.name: expected_cost(p) for p in real}
+    return sorted(todo, key=lambda job: -costs[job[0]])  # stable: policy, seed, clinic order otherwise
+
+
+_STATE: dict = {}
+
+
+def _init_worker(scale: str, shadow: dict) -> None:
     db.configure_environment()
     import django
 
     django.setup()
+    _STATE.update(scale=scale, shadow=shadow)
+
+
+def _job(args) -> dict:
+    """One real run in a worker process, on its own copy of the template database; metrics out."""
+    index, (name, seed, clinic) = args
     from . import adapter, metrics
     from .engine import replay
-    from .policies import POLICIES
 
-    specs = {p.name: dataclasses.replace(p, shadow=shadow) if shadow and p.name == "ours" else p for p in POLICIES}
+    spec = next(p for p in POLICIES if p.name == name)
+    if _STATE["shadow"] and name == "ours":
+        spec = dataclasses.replace(spec, shadow=_STATE["shadow"])
+    month = generate(seed, SCALES[_STATE["scale"]], clinic)
+    url = db.run_url(f"r{index}")
+    db.create_run_database(url)
+    db.use_database(url)
+    from django.db import connection
+
+    started = time.perf_counter()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        pid = cursor.fetchone()[0]
+    db_cpu = db.backend_cpu_seconds(pid)
     adapter.enable_waitlist()
-    out = []
-    for seed, name in jobs:
-        spec = specs[name]
-        for month in months(scale, seed):
-            started = time.perf_counter()
-            run_log, counters = replay(month, spec, f"{name}-{month.clinic_label}")
-            result = metrics.compute(month, spec, run_log) | counters
-            out.append({"policy": name, "seed": seed, "clinic": month.clinic_label, "metrics": result,
-                        "seconds": round(time.perf_counter() - started, 1)})
-            log(f"{name} seed {seed} {month.clinic_label}: fill {result['fill_rate']} "
-                f"({result['filled']}/{result['fillable_cancellations']}) in {out[-1]['seconds']} s")
+    run_log, counters = replay(month, spec, f"{name}-{month.clinic_label}")
+    result = metrics.compute(month, spec, run_log) | counters
+    db_cpu_end = db.backend_cpu_seconds(pid)
+    connection.close()
+    out = {"policy": name, "seed": seed, "clinic": month.clinic_label, "metrics": result,
+           "seconds": round(time.perf_counter() - started, 1), "database": url,
+           "db_cpu_seconds": None if db_cpu is None or db_cpu_end is None else round(db_cpu_end - db_cpu, 1)}
+    log(f"{name} seed {seed} {month.clinic_label}: fill {result['fill_rate']} "
+        f"({result['filled']}/{result['fillable_cancellations']}) in {out['seconds']} s")
     return out
 
 
@@ -78,50 +106,33 @@ def _modelled(scale: str, seeds: list[int], specs) -> list[dict]:
     return out
 
 
-def prepare_databases(workers: int) -> list[str]:
-    """Migrate a template once, then one copy per worker (reconcile and the outbox span a database,
-    so parallel runs must not share one)."""
-    import psycopg
-
-    from bench.db import admin_dsn, db_name, url_with_db
-
-    base = db.sim_url()
-    db.recreate_database()
-    env = dict(os.environ, DATABASE_URL=base, LOG_LEVEL="ERROR")
-    subprocess.run([sys.executable, "manage.py", "migrate", "--verbosity", "0"], check=True, env=env)
-    urls = []
-    with psycopg.connect(admin_dsn(base), autocommit=True) as conn:
-        for i in range(workers):
-            name = f"{db_name(base)}_w{i}"
-            db.check_name(name)
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{db_name(base)}"')
-            # A throwaway database: commits need not wait for the disk (a crash only loses the run).
-            conn.execute(f'ALTER DATABASE "{name}" SET synchronous_commit = off')
-            urls.append(url_with_db(base, name))
-    return urls
-
-
-def run(scale: str, seeds: list[int], workers: int, shadow: dict | None = None) -> list[dict]:
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+def run(scale: str, seeds: list[int], workers: int, shadow: dict | None = None,
+        rebuild_template: bool = False) -> list[dict]:
+    """The real runs in a pool of ``workers`` processes, longest first, each taking the next run when it
+    finishes one; the workers start (Django set-up) while this process checks or migrates the template,
+    and the modelled policies run here while the pool works. Results in policy, seed, clinic order."""
     db.configure_environment()
     import django
 
     django.setup()
-    specs = POLICIES
-    real = [(seed, p.name) for p in specs if not p.modelled for seed in seeds]
-    urls = prepare_databases(workers)
-    shards = [(urls[i], scale, real[i::workers], shadow or {}) for i in range(workers)]
-    results = _modelled(scale, seeds, [p for p in specs if p.modelled])
+    db.use_database(db.sim_url())  # the settings read .env, which may name it
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers) as pool:
-        for part in pool.map(_worker, shards):
-            results.extend(part)
-    return results
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(scale, shadow or {})) as pool:
+        started = time.perf_counter()
+        migrated = db.prepare_template(rebuild=rebuild_template)
+        log(f"template {db.db_name(db.sim_url())} {'migrated' if migrated else 'reused (migrations unchanged)'} "
+            f"in {time.perf_counter() - started:.1f} s")
+        pending = pool.imap_unordered(_job, list(enumerate(jobs(scale, seeds))), chunksize=1)
+        results = _modelled(scale, seeds, [p for p in POLICIES if p.modelled])
+        for result in pending:
+            db.drop_run_database(result.pop("database"))
+            results.append(result)
+    order = [p.name for p in POLICIES]
+    return sorted(results, key=lambda r: (order.index(r["policy"]), r["seed"], r["clinic"]))
 
 
 def cpu_seconds() -> float:
-    """User + system CPU of this process and its finished workers (the migrate subprocess included)."""
+    """User + system CPU of this process (the template's migrate included) and its finished workers."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
@@ -133,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "2")))
     parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--doc-only", action="store_true", help="only regenerate docs/simulation.md")
+    parser.add_argument("--rebuild-template", action="store_true",
+                        help="migrate the template database again even if the migrations did not change")
     parser.add_argument("--shadow", type=json.loads, default=None, metavar="JSON",
                         help='observe a candidate policy in SHADOW beside ours, e.g. \'{"weekly_offer_cap": 1}\'')
     args = parser.parse_args(argv)
@@ -143,9 +156,12 @@ def main(argv: list[str] | None = None) -> int:
         seeds = [first + i for i in range(args.seeds or SEEDS[args.scale])]
         started = time.perf_counter()
         log(f"scale {args.scale}, seeds {seeds}, {args.workers} workers")
-        results = run(args.scale, seeds, args.workers, args.shadow)
+        results = run(args.scale, seeds, args.workers, args.shadow, args.rebuild_template)
         seconds, cpu = time.perf_counter() - started, cpu_seconds()
-        log(f"{seconds:.0f} s wall, {cpu:.0f} s CPU in Python (PostgreSQL's own CPU not included)")
+        db_cpu = [r["db_cpu_seconds"] for r in results if "db_cpu_seconds" in r]
+        log(f"{seconds:.0f} s wall, {cpu:.0f} s CPU in Python"
+            + (f", {sum(db_cpu):.0f} s in the PostgreSQL backends of the runs" if db_cpu and None not in db_cpu
+               else " (PostgreSQL's own CPU not readable here)"))
         report.write_results(results, Path(args.results), scale=args.scale, seeds=seeds, seconds=seconds,
                              cpu_seconds=cpu)
     log(f"wrote {report.render_doc(Path(args.results))}")

@@ -112,6 +112,9 @@ def test_replay_drives_the_real_services_and_measures_them(spec):
     month = generate(11, TINY)
     log, counters = replay(month, spec, f"test-{spec.name}")
     result = metrics.compute(month, spec, log)
+    # Every statement of the run is counted under the event kind (or set-up, wind-down) that sent it.
+    assert counters["statements"] == sum(c["statements"] for c in counters["engine_cost"].values()) > 0
+    assert counters["engine_cost"]["setup"]["statements"] > 0
     vacancies = Vacancy.objects.filter(clinic__name=f"Sim clinic test-{spec.name}")
     offers = Offer.objects.filter(vacancy__in=vacancies)
     assert result["vacancies"] == vacancies.count() > 0
@@ -162,3 +165,25 @@ def test_an_opt_out_revokes_consent_and_the_matcher_passes_the_patient_over():
     adapter.entry_opt_out(world, entry, month.start)
     assert set(consent_current(world.patients[entry.key].pk).values()) == {"REVOKED"}
     assert adapter.entry_waiting(world, entry.key)  # still on the list, but not contactable
+
+
+def test_real_runs_are_queued_longest_first_each_once():
+    from sim.policies import POLICIES
+    from sim.run import expected_cost, jobs
+
+    queue = jobs("full", [1, 2])
+    real = {p.name: p for p in POLICIES if not p.modelled}
+    assert sorted(queue) == sorted({(name, seed, clinic) for name in real for seed in (1, 2) for clinic in range(3)})
+    costs = [expected_cost(real[name]) for name, _, _ in queue]
+    assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
+    assert {name for name, _, _ in queue[: len(queue) // 2]} == {"ours_no_caps", "fifo"}  # no weekly cap
+
+
+@pytest.mark.parametrize("name,marker", [("clinic_waitlist", "sim"), ("cw_sim_1", "sim"),
+                                         ("clinic_waitlist_bench", "sim"), ("clinic_waitlist_sim", "bench")])
+def test_scratch_databases_refuse_a_name_without_their_marker(name, marker):
+    import scratchdb
+
+    with pytest.raises(SystemExit):
+        scratchdb.check_name(name, marker)
+    scratchdb.check_name(f"clinic_waitlist_{marker}_r1", marker)  # a run's copy of the template is fine
