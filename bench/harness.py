@@ -347,6 +347,13 @@ def render_doc() -> Path:
         lines.append("| --- | --- | --- |")
         lines += summary
         lines.append("")
+    targets = _targets(results)
+    if targets:
+        lines.append("## Issue 15's targets, as these result files measure them\n")
+        lines.append("| target | measured (median of the runs) | met |")
+        lines.append("| --- | --- | --- |")
+        lines += [f"| {what} | {measured} | {'yes' if ok else '**no**'} |" for what, measured, ok in targets]
+        lines.append("")
     if results:
         lines.append(
             "Runs behind these numbers: "
@@ -445,6 +452,48 @@ def _summary(results: dict) -> list[str]:
     except (KeyError, TypeError, ValueError):
         pass
     return out
+
+
+def _targets(results: dict) -> list[tuple[str, str, bool]]:
+    """Each of issue 15's same-run targets beside the figure that judges it (missing results are skipped)."""
+    rows: list[tuple[str, str, bool]] = []
+
+    def data(name: str) -> dict:
+        return results.get(name, {}).get("data", {})
+
+    try:
+        c = data("claims")
+        if c:
+            ratio, p50, p99, errors = (c[k]["median"] for k in ("ratio", "p50_ms", "p99_ms", "errors"))
+            rows.append(("claims/s ≥ 0.10 × pgbench tps (same run)", f"{fmt(ratio)}", ratio >= 0.10))
+            rows.append(("claims p99 ≤ 3 × p50, 0 errors", f"p99 {fmt(p99)} ms, p50 {fmt(p50)} ms "
+                         f"(×{fmt(p99 / p50)}), errors {fmt(errors)}", p99 <= 3 * p50 and errors == 0))
+        r = data("reevaluation").get("throughput", {})
+        if r.get("1") and r.get("2"):
+            ratio = r["1"]["ratio"]["median"]
+            rows.append(("reevaluation, 1 process ≥ 1.0 × Procrastinate no-op jobs/s", f"×{fmt(ratio)}", ratio >= 1.0))
+            scaling = r.get("ours_2_over_1", {}).get("median") or r["2"]["ours"]["median"] / r["1"]["ours"]["median"]
+            rows.append(("reevaluation, 2 processes ≥ 1.6 × 1", f"×{fmt(scaling)}", scaling >= 1.6))
+        m = data("matcher")
+        one_clinic = [v for v in m.values() if isinstance(v, dict) and v.get("clinics") == 1 and "ours_p50_ms" in v]
+        if one_clinic:
+            big = max(one_clinic, key=lambda v: v["entries"])
+            p50, p99 = big["ours_p50_ms"]["median"], big["ours_p99_ms"]["median"]
+            at = f"at {big['entries']:,} entries"
+            full = big["entries"] >= 1_000_000
+            rows.append((f"matcher p99 ≤ 3 × p50 at 1,000,000 entries ({at} here)",
+                         f"p99 {fmt(p99)} ms, p50 {fmt(p50)} ms (×{fmt(p99 / p50)})", full and p99 <= 3 * p50))
+            growth = m["growth_ours"]["median"]
+            rows.append((f"matcher p50 growth 10k → 1M ≤ 1.5 ({at} here)", f"×{fmt(growth)}", full and growth <= 1.5))
+        k = data("contention")
+        if k:
+            one, ratio = k["offers_per_s_one"]["median"], k["ratio_many_over_one"]["median"]
+            rows.append(("dispatch, 1 dispatcher ≥ 100 offers/s", f"{fmt(one)} offers/s", one >= 100))
+            rows.append(("dispatch, 32 racing ≥ 1 alone (invariants after every run)", f"×{fmt(ratio)}",
+                         ratio >= 1.0 and bool(k.get("invariants_ok_every_run"))))
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        pass
+    return rows
 
 
 def log(message: str) -> None:
