@@ -22,6 +22,7 @@ from common.cas import cas_conflict, cas_update, transition_sources
 from common.errors import PatientOverlap, SlotOccupied
 from common.models import OutboxMessage
 from common.notify import CAP_SENDS_SQL, contact_cap_params
+from common.prepared import prepared_cursor
 from common.services import audit_record, outbox_message
 from common.sql import insert_sql, saved
 from scheduling import services as scheduling
@@ -339,7 +340,7 @@ def _lock_first_free(
         params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
                   **contact_cap_params(policy.contact_cap_per_day, now)}
     params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run])
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_LOCK_SQL[(wait, checks)], params)
         row = cursor.fetchone()
     if row is None:
@@ -608,7 +609,7 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
         offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail), now,
         *notice_params,
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_OFFER_WRITE_SQL.format(offer=offer_sql, notice=notice_sql), params)
         offer_id, entries, vacancies = cursor.fetchone()
     if entries != 1:
