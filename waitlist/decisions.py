@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from django.db import connection
 from django.db.models import JSONField, Subquery
 from django.db.models.functions import JSONObject
+
+from common.prepared import prepared_cursor
 
 from .models import BookingReliabilityDecision, DecisionStatus
 
@@ -50,22 +53,30 @@ class DecisionProvider(Protocol):
         ...
 
 
+#: ``StoredDecisionProvider.decisions_for``: each patient's newest decision (``NEWEST``) in the clinic.
+_NEWEST_SQL = (
+    "SELECT DISTINCT ON (d.patient_id) d.patient_id, d.decision_ref, d.status, d.priority_rank, d.expires_at"
+    " FROM waitlist_bookingreliabilitydecision d WHERE d.clinic_id = %s AND d.patient_id = ANY(%s::bigint[])"
+    " ORDER BY d.patient_id, d.received_at DESC, d.id DESC"
+)
+
+
 class StoredDecisionProvider:
     """The newest recorded decision per patient; a patient without one is UNAVAILABLE."""
 
     #: "Newest" is the last received (ties: the last inserted), here and in ``newest_expression``.
-    NEWEST = ("-received_at", "-id")
+    NEWEST = ("-received_at", "-id")  # (and ``_NEWEST_SQL``'s order)
 
     def decisions_for(self, *, clinic, patient_ids: Iterable[int]) -> dict[int, Decision]:
         ids = list(patient_ids)
         if not ids:
             return {}
-        rows = (
-            BookingReliabilityDecision.objects.filter(clinic=clinic, patient_id__in=ids)
-            .order_by("patient_id", *self.NEWEST)
-            .distinct("patient_id")
-            .values_list("patient_id", "decision_ref", "status", "priority_rank", "expires_at")
-        )
+        # Fixed text (the ids are one array parameter), prepared once per connection: the matcher reads a page's
+        # decisions per dispatch (issue 15). Parsed once; PostgreSQL keeps planning it per call (its custom plan,
+        # the clinic's index, is cheaper than the generic one, and planning it is cheap).
+        with prepared_cursor(connection) as cursor:
+            cursor.execute(_NEWEST_SQL, [getattr(clinic, "pk", clinic), ids])
+            rows = cursor.fetchall()
         return {row[0]: Decision(*row[1:]) for row in rows}
 
     def fresh_read(self, *, clinic, patient_id: int) -> Decision | None:

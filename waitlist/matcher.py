@@ -24,6 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
+from common.prepared import prepared_cursor
 from scheduling.services.consent import provider_channels
 
 from . import eligibility
@@ -169,7 +170,9 @@ def candidate_pages(
             else:
                 params = page_params(vacancy=vacancy, policy=policy, now=now, after=after, limit=limit)
                 first = slot_fit == _TIERS[0][0] and after == _START
-                with connection.cursor() as cursor:
+                # Fixed text, prepared once per connection: planning it cost more than running it (issue 15). Its
+                # generic plan is the index-ordered scan (tests/waitlist/test_matcher.py checks it).
+                with prepared_cursor(connection) as cursor:
                     cursor.execute(_FIRST_PAGES if first else page_sql(slot_fit), params)
                     rows = cursor.fetchall()
                 if first:

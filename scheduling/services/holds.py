@@ -9,6 +9,7 @@ from django.db import connection, transaction
 
 from common.cas import cas_update, check_transition
 from common.errors import Conflict, NotFound
+from common.prepared import prepared_cursor
 from common.sql import insert_sql, saved
 
 from ..models import (
@@ -58,7 +59,8 @@ def hold_place(
         # The hold and its allocation in one statement (the exclusion constraints judge the allocation as ever).
         params += [clinic.pk, practitioner_id, resource_id, patient_id, allocations.period(starts_at, ends_at),
                    AllocationKind.HOLD, hold.created_at]
-        with connection.cursor() as cursor:
+        # Fixed text, prepared once per connection (a waitlist offer's hold: dispatch's hot path, issue 15).
+        with prepared_cursor(connection) as cursor:
             cursor.execute(_HOLD_PLACE_SQL.format(hold=sql), params)
             return saved(hold, cursor.fetchone()[0])
 

@@ -150,3 +150,31 @@ def test_entries_held_by_racers_are_passed_over_in_one_lock_statement(world):
     assert len(locking) == 2, _listing(captured.captured_queries)  # the fence, then one entry statement
     notes = DispatchNote.objects.filter(vacancy=vacancy, reason_code="ENTRY_LOCKED")
     assert sorted(notes.values_list("entry_id", flat=True)) == sorted(e.pk for e in busy)
+
+
+def test_the_loops_fixed_statements_run_prepared_once_per_connection(world):
+    """Issue 15: planning dispatch's statements cost more than running them, so the fixed-text ones run as
+    server-side prepared statements (``common.prepared``): parsed once per connection, and planned once when
+    PostgreSQL's generic plan is as good. Seven offers in one loop: each statement is one prepared statement
+    of this connection (psycopg prepares one per parameter types: a NULL parameter, e.g. the first claim's nothing
+    to release, is a second one), run for every offer."""
+    vacancies = _vacancies(world, 7)
+    connection.close()  # a new connection: only this loop's statements are prepared on it
+    results = dict(services.vacancies_dispatch(vacancy_ids=[v.pk for v in vacancies]))
+    assert [r.outcome for r in results.values()] == ["OFFERED"] * 7
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements WHERE NOT from_sql")
+        prepared = cursor.fetchall()
+    statements = {
+        "claim": "SET dispatch_claimed_until = $",
+        "first pages": "UNION ALL",
+        "decisions": "FROM waitlist_bookingreliabilitydecision d",
+        "fence": 'FOR NO KEY UPDATE OF "waitlist_vacancy"',
+        "entry lock": "FOR NO KEY UPDATE OF e SKIP LOCKED",
+        "hold": "INSERT INTO scheduling_capacityallocation",
+        "offer write": "INSERT INTO waitlist_offerevent",
+    }
+    for name, fragment in statements.items():
+        matching = [(generic, custom) for text, generic, custom in prepared if fragment in text]
+        assert 1 <= len(matching) <= 2, (name, [text[:200] for text, _g, _c in prepared])
+        assert sum(map(sum, matching)) >= 7, (name, matching)  # every offer ran it (generic_plans + custom_plans)

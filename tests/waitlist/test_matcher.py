@@ -295,3 +295,42 @@ def test_explain_reads_the_index_in_order_on_bench_shaped_data(world):
         assert "Index Scan using wl_entry_match on waitlist_waitlistentry" in scan, plan
         assert "Sort" not in scan and "Bitmap Heap Scan on waitlist_waitlistentry" not in scan, plan
         assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan  # checked in the index
+
+
+@pytest.mark.django_db(transaction=True)
+def test_prepared_page_plans_read_the_index_in_order_on_bench_shaped_data(world):
+    """Issue 15: the matcher's statements run as server-side prepared statements (``prepared_cursor``), and
+    PostgreSQL may then plan them once without values (a generic plan, after five executions). On the bench-shaped
+    data the generic plan of the first pages (both tiers) and of each tier's next page is the same ordered scan of
+    ``wl_entry_match`` with the window in the index condition, and it is the plan PostgreSQL chooses."""
+    from tests.plans import prepared_plans
+
+    doctors = [world.doctor, world.other_doctor] + [f.PractitionerFactory(clinic=world.clinic) for _ in range(3)]
+    _bench_shaped_clinic(world.clinic, doctors, world.treatment, 8_000)
+    for _ in range(4):
+        other = waitlist_world()
+        _bench_shaped_clinic(other.clinic, [other.doctor, other.other_doctor], other.treatment, 8_000)
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    policy = services.policy_current(clinic=world.clinic)
+    plans = []
+    for day in range(2, 60, 8):  # the whole horizon, its sparse edges included
+        starts_at = NOW + timedelta(days=day, hours=day % 9)
+        vacancy = Vacancy.objects.create(
+            vacancy_key=f"plan:{day}", clinic=world.clinic, tenant_group=world.clinic.tenant_group,
+            practitioner=doctors[day % len(doctors)], treatment=world.treatment, starts_at=starts_at,
+            ends_at=starts_at + timedelta(minutes=30),
+        )
+        vacancy = Vacancy.objects.select_related("clinic", "resource").get(pk=vacancy.pk)
+        first = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
+        later = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW, after=(0, NOW - timedelta(days=90), 0))
+        for sql, params in ((matcher._FIRST_PAGES, first), (matcher.page_sql(1), later), (matcher.page_sql(0), later)):
+            out = prepared_plans(sql, params, runs=6)
+            assert out["generic_plans"] >= 1, out  # PostgreSQL chose the generic plan (``auto`` is it)
+            plans.append(out["generic"])
+    for plan in plans:
+        for branch in plan.split("Subquery Scan on p")[1:] or [plan]:
+            scan = branch.split("SubPlan")[0]
+            assert "Index Scan using wl_entry_match on waitlist_waitlistentry" in scan, plan
+            assert "Sort" not in scan and "Bitmap Heap Scan on waitlist_waitlistentry" not in scan, plan
+            assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan

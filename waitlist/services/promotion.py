@@ -22,6 +22,7 @@ from common.cas import cas_conflict, cas_update, transition_sources
 from common.errors import PatientOverlap, SlotOccupied
 from common.models import OutboxMessage
 from common.notify import CAP_SENDS_SQL, contact_cap_params
+from common.prepared import PreparedQuery, prepared_cursor
 from common.services import audit_record, outbox_message
 from common.sql import insert_sql, saved
 from scheduling import services as scheduling
@@ -249,6 +250,27 @@ def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> 
     return active
 
 
+def _fence_queryset(vacancy_id: int):
+    """The fence's statement (``_fenced``): the vacancy locked, with its parents, its active offer, the clinic's
+    newest policy and whether a shadow policy is published."""
+    newest_policy = WaitlistPolicy.objects.filter(clinic_id=OuterRef("clinic_id")).order_by("-version")
+    shadow = ShadowPolicy.objects.filter(clinic_id=OuterRef("clinic_id"), status=ShadowStatus.SHADOW)
+    return (
+        with_active_offer(Vacancy.objects.select_for_update(of=("self",), no_key=True))
+        .select_related("clinic", "tenant_group", "resource")
+        .annotate(
+            policy_id_now=Subquery(newest_policy.values("pk")[:1]),
+            has_shadow=Exists(shadow),
+        )
+        .filter(pk=vacancy_id)
+    )
+
+
+#: Compiled once per process, prepared once per connection (issue 15): the same statement, without compiling
+#: or planning it per promotion.
+_FENCE: PreparedQuery[Vacancy] = PreparedQuery(_fence_queryset, int)
+
+
 def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | None]:
     """Lock the vacancy (the fence: promoters of one vacancy queue here) and say whether it is still open
     for an offer: ALREADY_OFFERED (one landed meanwhile) or CLOSED (closed or started) when not.
@@ -259,17 +281,9 @@ def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | 
     the one ``vacancy`` was read at means an offer may have landed while this waited: then the active offer
     and the policy are read again, after the lock.
     """
-    newest_policy = WaitlistPolicy.objects.filter(clinic_id=OuterRef("clinic_id")).order_by("-version")
-    shadow = ShadowPolicy.objects.filter(clinic_id=OuterRef("clinic_id"), status=ShadowStatus.SHADOW)
-    locked = (
-        with_active_offer(Vacancy.objects.select_for_update(of=("self",), no_key=True))
-        .select_related("clinic", "tenant_group", "resource")
-        .annotate(
-            policy_id_now=Subquery(newest_policy.values("pk")[:1]),
-            has_shadow=Exists(shadow),
-        )
-        .get(pk=vacancy.pk)
-    )
+    locked = _FENCE.first(vacancy.pk)
+    if locked is None:
+        raise Vacancy.DoesNotExist("Vacancy matching query does not exist.")
     if locked.version != vacancy.version:
         active = _active_offer(locked.pk)
         locked.active_offer_id = active.pk if active else None
@@ -339,7 +353,7 @@ def _lock_first_free(
         params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
                   **contact_cap_params(policy.contact_cap_per_day, now)}
     params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run])
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_LOCK_SQL[(wait, checks)], params)
         row = cursor.fetchone()
     if row is None:
@@ -608,7 +622,7 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
         offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail), now,
         *notice_params,
     ]
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         cursor.execute(_OFFER_WRITE_SQL.format(offer=offer_sql, notice=notice_sql), params)
         offer_id, entries, vacancies = cursor.fetchone()
     if entries != 1:

@@ -11,6 +11,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from common.errors import DomainError, NotFound
+from common.prepared import prepared_cursor
 from common.services import new_correlation_id
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
@@ -173,7 +174,7 @@ def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime
     """(the vacancy this loop now holds, as stored, without its parents; its position in the list), or None.
     ``release``: this loop's previous claim, released by the same statement."""
     params: dict[str, Any] = {"after": after, "ids": vacancy_ids, "now": now, "until": until, "release": release}
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:
         # Under READ COMMITTED a row claimed and committed by a racer between this statement's snapshot and
         # its lock is re-checked and dropped, and LIMIT 1 then answers nothing: ask again before giving up.
         for _attempt in range(3):
