@@ -127,10 +127,16 @@ def main(argv: list[str] | None = None) -> int:
     else:
         log(f"compare: making {args.offers:,} offers")
         clinics, offers = make_offers(label, args.offers)
-    user, token = db.staff_user(clinics[0], f"bench-compare-{label}")
-    for other in clinics[1:]:
-        clinic_grant_role(clinic=other, user=user, role=Role.STAFF)
-    connections.close_all()
+
+    def fresh_token(run: int) -> str:
+        # One user per wrk run, as the benchmark has one per run: the user throttle (API_THROTTLE_USER,
+        # per minute) must not carry over from one configuration to the next.
+        user, token = db.staff_user(clinics[0], f"bench-compare-{label}-{run}")
+        for other in clinics[1:]:
+            clinic_grant_role(clinic=other, user=user, role=Role.STAFF)
+        connections.close_all()
+        return token
+
     per_run = len(offers) // (len(configs) * args.rounds)
     log(f"compare: {len(offers):,} offers, {per_run:,} per wrk run")
     if not args.no_pgbench:
@@ -143,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         for name, env_over in order:
             chunk = offers[cursor : cursor + per_run]
             cursor += per_run
+            token = fresh_token(cursor)
             port = _free_port()
             server = _start(port, dict(env_over))
             try:
