@@ -27,6 +27,7 @@ GUNICORN_CONFIG = "bench/gunicorn_claims.py"
 WRK_THREADS = 2
 REPLAY_EVERY = 10
 PROBE_CLAIMS = 20  # claimed in process before the HTTP run, one at a time
+OFFER_WORLDS = 4  # clinics (one dispatcher process each) the offers are made in
 
 
 def _pgbench_db() -> str:
@@ -40,7 +41,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def make_offers(label: str, n: int, worlds: int = 2) -> tuple[list, list[tuple[str, str]]]:
+def make_offers(label: str, n: int, worlds: int = OFFER_WORLDS) -> tuple[list, list[tuple[str, str]]]:
     """``n`` OFFERED offers made by ``vacancy_dispatch``, split over ``worlds`` clinics with one dispatcher
     process each (separate clinics have separate queues, so the dispatchers do not convoy on one entry)."""
     import multiprocessing as mp
@@ -246,6 +247,24 @@ def check_claims(clinics) -> dict:
     return dict(zip(["offers_accepted", "claim_receipts", "holds_accepted", "entries_accepted"], rows, strict=True))
 
 
+def supply_note(d: dict) -> str:
+    """Whether the runs measured the server or ran out of offers (a wrk thread stops when its share does)."""
+    runs = d["runs"]
+    ran_out = [i + 1 for i, r in enumerate(runs) if r["exhausted"]]
+    if not ran_out:
+        return (
+            f"**Supply.** No run ran out of offers (at most {max(r['distinct'] for r in runs):,} distinct claims "
+            f"of {min(r['offers_available'] for r in runs):,} offers): every run measured the server for its "
+            "full duration."
+        )
+    return (
+        f"**Supply-limited: offers ran out in run(s) {', '.join(map(str, ran_out))}.** wrk stops a thread when "
+        "its share of the offers is used up, so those runs measured the supply, not the server: their claims/s "
+        "is a lower bound and their duration is shorter than asked. Raise `claims_offers` "
+        "(`bench/harness.py` SCALES) and rerun."
+    )
+
+
 def reading_note(d: dict) -> str:
     """The "Reading it" paragraph, from a run's data (also used to refresh a stored result's prose)."""
     runs = d["runs"]
@@ -266,8 +285,10 @@ def reading_note(d: dict) -> str:
         f"receipt's INSERT, one statement that locks the whole chain (`FOR NO KEY UPDATE OF` vacancy, offer, "
         f"hold, entry, in that order) and reads the policy, the allocation and the latest decision with it, one "
         f"statement for every write (chained compare-and-set updates, the event and the claim receipt), the "
-        f"receipt's UPDATE, COMMIT. Under gunicorn one more round trip is not counted there: Django's connection "
-        f"health check (`CONN_HEALTH_CHECKS`, a `SELECT 1` on the first query of each request). Where the time of "
+        f"receipt's UPDATE, COMMIT. Django's connection health check (`CONN_HEALTH_CHECKS`, a `SELECT 1` before "
+        f"the first query of a request) is not counted there and, under load, not sent: a connection that "
+        f"finished a request less than `DATABASE_HEALTH_CHECK_IDLE_SECONDS` (1 s) ago skips it "
+        f"(`common/dbhealth.py`); one idle for longer is still checked. Where the time of "
         f"one claim goes (in process, alone, median of {PROBE_CLAIMS}): {probe_ms:.1f} ms in all, "
         f"{probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and PostgreSQL's work), the rest "
         f"Python; the per-layer table splits it. Under wrk, the gunicorn processes, PostgreSQL and wrk share 2 "
@@ -275,7 +296,7 @@ def reading_note(d: dict) -> str:
         f"a claim costs, Python and PostgreSQL alike, and with 32 requests in flight latency is mostly queueing "
         f"(p50 ≈ concurrency ÷ throughput); sync workers take requests from one listen queue in arrival order, "
         f"which keeps p99 near p50. Connections are reused (`DATABASE_CONN_MAX_AGE=60`, as under `make run`, "
-        f"with health checks); psycopg's pool (`psycopg_pool` is installed) was not measured: with one "
+        f"with health checks after idleness); psycopg's pool (`psycopg_pool` is installed) was not measured: with one "
         f"persistent connection per sync worker it would save no connects, only cap the server's backends when "
         f"many hosts share one PostgreSQL."
     )
@@ -307,9 +328,34 @@ def layers_note() -> str:
         "request cycle and the middleware chain (~0.5–0.8 ms, sessions, locale, CSRF, messages, HTMX and CSP "
         "included although an API request uses none of them), DRF's request wrapping and parsing, one Redis "
         "round trip for the throttle and eight PostgreSQL round trips (seven statements and the health check), "
-        "each a system call pair and a context switch on 2 cores shared with wrk and PostgreSQL. The next "
-        "steps would be an API-only middleware chain, folding the scope query into the receipt INSERT's round "
-        "trip, and fewer round trips per claim (a pipeline of BEGIN, INSERT and the lock statement)."
+        "each a system call pair and a context switch on 2 cores shared with wrk and PostgreSQL. The API-only "
+        "middleware chain and the health check after idleness came next (below); still open: folding the "
+        "scope query into the receipt INSERT's round trip, and fewer round trips per claim (a pipeline of "
+        "BEGIN, INSERT and the lock statement)."
+    )
+
+
+def web_tier_note() -> str:
+    """What issue 15 target 2 changed in the web tier, and what each part was worth (measured, not recomputed)."""
+    return (
+        "**The web tier (issue 15 target 2).** Measured back to back with `python -m bench.claims_compare` "
+        "(the same wrk script and concurrency, each configuration 5 s per round over its own slice of "
+        "`vacancy_dispatch` offers, two rounds in alternating order, CPU seconds of the gunicorn processes "
+        "from `/proc`; a shared machine, so medians of two): Django's plain handler, sync × 4, a health check "
+        "per request: 97 claims/s (124, 71), p50 307 ms, 6.0 ms gunicorn CPU per request; with the lean API "
+        "chain (`common/apihandler.py`: a token-authenticated `/api/` request skips the session, CSRF, "
+        "authentication, session-lifetime, message, HTMX, CSP and WhiteNoise middleware; the correlation id, "
+        "metrics, security headers, junk guard, locale and `CommonMiddleware` stay; every other request, the "
+        "console and session-authenticated API calls included, keeps the full chain): 120 (131, 108), 5.4 ms; "
+        "plus the health check only after a second of idleness: 176 (185, 167), p50 153 ms, 4.6 ms. Worker "
+        "models with both: sync × 2 157 (132, 182), 3.7 ms; gthread 2 × 4 threads (keep-alive) 183 (185, "
+        "180), 3.5 ms, but a p99 of 3.5 × p50 in one round; sync × 4 stays (same throughput within the noise, "
+        "p99 within 3 × p50 in both rounds; a later quieter pair of comparisons: sync × 4 321 and 305 claims/s, "
+        "sync × 3 320 and 321, gthread 2 × 4 297). Logging costs nothing per claim here: the claim's INFO line is "
+        "below the bench's `LOG_LEVEL=WARNING` and gunicorn writes no access log under the bench. The benchmark "
+        "itself, before and after, minutes apart (quick scale, 4,000 offers a run, none ran out): 109 (96–140) "
+        "claims/s, p50 281 ms, p99 565 ms, pgbench 1,821 tps, ratio 0.057 (0.053–0.075) → 205 (169–301) "
+        "claims/s, p50 161 ms, p99 238 ms, pgbench 2,304 tps, ratio 0.087 (0.073–0.148)."
     )
 
 
@@ -373,6 +419,7 @@ def run() -> Result:
         log(
             f"claims: run {run_no + 1}: {w['claims_per_s']:.0f} claims/s, p99 {w['p99_us'] / 1000:.0f} ms, "
             f"errors {w['errors']}, pgbench {tps:.0f} tps, db {w['database']}"
+            + (" — OFFERS RAN OUT: supply-limited, claims/s is a lower bound" if w["exhausted"] else "")
         )
     d = {
         "runs": runs,
@@ -386,6 +433,7 @@ def run() -> Result:
         "ratio": stat(r["ratio"] for r in runs),
         "duration_s": stat(r["duration_s"] for r in runs),
         "gunicorn": gunicorn_settings(),
+        "runs_exhausted": sum(1 for r in runs if r["exhausted"]),
     }
     result.data = d
     result.table(
@@ -447,8 +495,8 @@ def run() -> Result:
         "the first claim)."
     )
     result.note(
-        f"**What runs.** Each run makes {n:,} OFFERED offers through `vacancy_dispatch` (two clinics, one "
-        f"dispatcher process each), a STAFF user of both clinics with an API token, then starts the app "
+        f"**What runs.** Each run makes {n:,} OFFERED offers through `vacancy_dispatch` ({OFFER_WORLDS} clinics, "
+        f"one dispatcher process each), a STAFF user of both clinics with an API token, then starts the app "
         f"under gunicorn on 127.0.0.1 ({d['gunicorn']['workers']} {d['gunicorn']['worker_class']} "
         f"workers × {d['gunicorn']['threads']} thread(s), `{GUNICORN_CONFIG}`, settings as shipped) and runs "
         f"`wrk -t {WRK_THREADS} -c {conc} "
@@ -459,6 +507,8 @@ def run() -> Result:
         f"script on a scale-{cfg['pgbench_scale']} database of the same server. wrk, gunicorn and PostgreSQL "
         f"share the machine's cores, as pgbench and PostgreSQL do."
     )
+    result.note(supply_note(d))
     result.note(reading_note(d))
     result.note(layers_note())
+    result.note(web_tier_note())
     return result

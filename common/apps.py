@@ -8,8 +8,10 @@ class CommonConfig(AppConfig):
     def ready(self):
         from . import checks  # noqa: F401  (registers the production guard's system check)
         from .auth import connect_signals
+        from .dbhealth import connect_signals as connect_health_signals
         from .redaction import install_record_factory
 
         install_record_factory()
         connect_signals()
+        connect_health_signals()
         checks.refuse_unsafe_production()

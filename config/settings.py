@@ -81,7 +81,9 @@ DATABASES = {
 DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # Persistent connections save a connect per request in the web tier (`make run` sets 60).
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
-DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
+# ...but not for a connection that finished a request this recently (common/dbhealth.py); 0: every request.
+DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=1.0)
 DATABASES["default"].setdefault("TEST", {})
 if env("TEST_DATABASE_NAME", default=""):
     DATABASES["default"]["TEST"]["NAME"] = env("TEST_DATABASE_NAME")
@@ -357,6 +359,18 @@ NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION = env.bool("NOTIFY_ALLOW_CONSOLE_IN_PRODUCTIO
 # reconcile picks the follow-up up (common/effects.py after_commit).
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
 CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
+# Middleware a token-authenticated /api/ request skips (common/apihandler.py, config/wsgi.py): it has
+# no session, no CSRF cookie, no messages, no HTMX and no HTML to put a CSP on.
+API_LEAN_SKIPPED_MIDDLEWARE = [
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "operations.middleware.SessionLifetimeMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+    "operations.middleware.ContentSecurityPolicyMiddleware",
+]
 # --- end security ---
 # --- observability ---
 # /metrics, /healthz, /readyz, correlation ids and JSON logs (docs/deployment.md, docs/runbook.md).

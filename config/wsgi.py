@@ -1,6 +1,8 @@
 import os
 
-from django.core.wsgi import get_wsgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
-application = get_wsgi_application()
+
+from common.apihandler import get_split_wsgi_application  # noqa: E402
+
+# Token-authenticated /api/ requests skip the browser-only middleware (common/apihandler.py).
+application = get_split_wsgi_application()
