@@ -72,18 +72,14 @@ def make_offers(label: str, n: int, worlds: int = OFFER_WORLDS) -> tuple[list, l
     return clinics, offers
 
 
-def start_gunicorn(port: int) -> subprocess.Popen:
+def start_gunicorn(port: int, *, app: str = "config.wsgi:application", env_over: dict[str, str] | None = None
+                   ) -> subprocess.Popen:
+    """gunicorn on loopback with ``GUNICORN_CONFIG``, once it answers (``env_over``: settings to compare)."""
     env = dict(os.environ)
     env.setdefault("DATABASE_CONN_MAX_AGE", "60")  # as the web tier runs under `make run`
-    cmd = [
-        str(Path(sys.executable).parent / "gunicorn"),
-        "config.wsgi:application",
-        "--bind",
-        f"{HOST}:{port}",
-        "-c",
-        GUNICORN_CONFIG,
-    ]
     env["PYTHONWARNINGS"] = "ignore"
+    env.update(env_over or {})
+    cmd = [str(Path(sys.executable).parent / "gunicorn"), app, "--bind", f"{HOST}:{port}", "-c", GUNICORN_CONFIG]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline:

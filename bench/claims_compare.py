@@ -19,9 +19,7 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 from . import db
 
@@ -49,30 +47,10 @@ def _tree_cpu_s(pid: int) -> float:
 
 
 def _start(port: int, env_over: dict[str, str]) -> subprocess.Popen:
-    from .claims import GUNICORN_CONFIG, HOST, ROOT, stop
+    from .claims import start_gunicorn
 
-    env = dict(os.environ)
-    env.setdefault("DATABASE_CONN_MAX_AGE", "60")
-    env["PYTHONWARNINGS"] = "ignore"
-    env["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    app = env_over.pop("APP", "config.wsgi:application")
-    env.update(env_over)
-    cmd = [str(Path(sys.executable).parent / "gunicorn"), app, "--bind", f"{HOST}:{port}", "-c", GUNICORN_CONFIG]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True)
-    import urllib.error
-    import urllib.request
-
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(f"http://{HOST}:{port}/api/v1/clinics/", timeout=2)
-            return proc
-        except urllib.error.HTTPError:
-            return proc
-        except OSError:
-            time.sleep(0.3)
-    stop(proc)
-    raise RuntimeError("gunicorn did not start")
+    env_over = {"DJANGO_SETTINGS_MODULE": "config.settings", **env_over}
+    return start_gunicorn(port, app=env_over.pop("APP", "config.wsgi:application"), env_over=env_over)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import token_client
+from tests.conftest import seoul, token_client
 from tests.support.waitlist_fixtures import frozen_clock, queued_dispatches  # noqa: F401 - used below and by tests
 from tests.worlds import waitlist_world
+from waitlist.models import Offer
 
 
 @pytest.fixture(autouse=True)
@@ -28,3 +29,14 @@ def world(db):
 @pytest.fixture
 def staff_api(world):
     return token_client(world.staff)
+
+
+@pytest.fixture
+def offer(world):
+    """An OFFERED offer made the way production makes one: cancel over the API, then dispatch."""
+    client, base = token_client(world.staff), f"/api/v1/clinics/{world.clinic.ref}"
+    world.waiting(practitioner=world.doctor)
+    appointment = world.confirmed(seoul(3, 10))
+    cancelled = client.post(f"{base}/appointments/{appointment.ref}/cancel", {"reason": "x"}, format="json")
+    dispatched = client.post(f"{base}/vacancies/{cancelled.json()['vacancy']}/dispatch", format="json")
+    return Offer.objects.get(ref=dispatched.json()["offer"])

@@ -13,8 +13,8 @@ import pytest
 from django.test import RequestFactory
 
 from common.apihandler import SplitWSGIHandler, is_lean_request, lean_middleware
-from tests.conftest import seoul, token_client
-from waitlist.models import Offer, OfferStatus
+from tests.conftest import token_client
+from waitlist.models import OfferStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,15 +41,6 @@ def _call(app, request) -> tuple[str, dict[str, list[str]], bytes]:
         headers.setdefault(name.lower(), []).append(value)
     return seen["status"], headers, body
 
-
-@pytest.fixture
-def offer(world):
-    client, base = token_client(world.staff), f"/api/v1/clinics/{world.clinic.ref}"
-    world.waiting(practitioner=world.doctor)
-    appointment = world.confirmed(seoul(3, 10))
-    cancelled = client.post(f"{base}/appointments/{appointment.ref}/cancel", {"reason": "x"}, format="json")
-    dispatched = client.post(f"{base}/vacancies/{cancelled.json()['vacancy']}/dispatch", format="json")
-    return Offer.objects.get(ref=dispatched.json()["offer"])
 
 
 def test_routing_only_token_api_requests_are_lean():

@@ -12,8 +12,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from common.auth import token_cache_clear
-from tests.conftest import seoul, token_client
-from waitlist.models import EntryStatus, Offer, OfferClaimReceipt, OfferStatus
+from tests.conftest import token_client
+from waitlist.models import EntryStatus, OfferClaimReceipt, OfferStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,16 +30,6 @@ CLAIM_STATEMENTS = [
     "COMMIT",
 ]
 
-
-@pytest.fixture
-def offer(world):
-    """An OFFERED offer made the way production makes one: cancel over the API, then dispatch."""
-    client, base = token_client(world.staff), f"/api/v1/clinics/{world.clinic.ref}"
-    world.waiting(practitioner=world.doctor)
-    appointment = world.confirmed(seoul(3, 10))
-    cancelled = client.post(f"{base}/appointments/{appointment.ref}/cancel", {"reason": "x"}, format="json")
-    dispatched = client.post(f"{base}/vacancies/{cancelled.json()['vacancy']}/dispatch", format="json")
-    return Offer.objects.get(ref=dispatched.json()["offer"])
 
 
 def _claim(client, base, offer, key):

@@ -260,31 +260,40 @@ def _bench_shaped_clinic(clinic, doctors, treatment, n):
         })
 
 
-@pytest.mark.django_db(transaction=True)
-def test_explain_reads_the_index_in_order_on_bench_shaped_data(world):
-    """Issue 15: on data shaped like the benchmark's (five clinics of 8,000 entries, 7-day windows over 60
-    days, ANALYZEd), every vacancy's page, both tiers, from the first page on, is one ordered scan of
-    ``wl_entry_match`` with the window as an index condition: no Sort, no Bitmap Heap Scan of the tier."""
+def _bench_shaped_world(world) -> list:
+    """Five clinics of 8,000 bench-shaped entries, committed and VACUUM ANALYZEd as autovacuum leaves a production
+    database (the plan must rest on these rows alone, not on dead rows and statistics that earlier tests'
+    rolled-back transactions left in the tables the query joins); the first clinic's practitioners."""
     doctors = [world.doctor, world.other_doctor] + [f.PractitionerFactory(clinic=world.clinic) for _ in range(3)]
     _bench_shaped_clinic(world.clinic, doctors, world.treatment, 8_000)
     for _ in range(4):  # other clinics: a clinic's treatment determines the clinic (the scope statistics)
         other = waitlist_world()
         _bench_shaped_clinic(other.clinic, [other.doctor, other.other_doctor], other.treatment, 8_000)
     with connection.cursor() as cursor:
-        # Committed rows and VACUUM ANALYZE of every table, as autovacuum leaves a production database: the
-        # plan must rest on this test's rows alone, not on dead rows and statistics that earlier tests'
-        # rolled-back transactions left in the tables the query joins.
         cursor.execute("VACUUM ANALYZE")
+    return doctors
+
+
+def _plan_vacancy(world, doctors: list, day: int) -> Vacancy:
+    starts_at = NOW + timedelta(days=day, hours=day % 9)
+    vacancy = Vacancy.objects.create(
+        vacancy_key=f"plan:{day}", clinic=world.clinic, tenant_group=world.clinic.tenant_group,
+        practitioner=doctors[day % len(doctors)], treatment=world.treatment, starts_at=starts_at,
+        ends_at=starts_at + timedelta(minutes=30),
+    )
+    return Vacancy.objects.select_related("clinic", "resource").get(pk=vacancy.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_explain_reads_the_index_in_order_on_bench_shaped_data(world):
+    """Issue 15: on data shaped like the benchmark's (five clinics of 8,000 entries, 7-day windows over 60
+    days, ANALYZEd), every vacancy's page, both tiers, from the first page on, is one ordered scan of
+    ``wl_entry_match`` with the window as an index condition: no Sort, no Bitmap Heap Scan of the tier."""
+    doctors = _bench_shaped_world(world)
     policy = services.policy_current(clinic=world.clinic)
     plans = []
     for day in range(2, 60, 2):  # the whole horizon, its sparse edges included
-        starts_at = NOW + timedelta(days=day, hours=day % 9)
-        vacancy = Vacancy.objects.create(
-            vacancy_key=f"plan:{day}", clinic=world.clinic, tenant_group=world.clinic.tenant_group,
-            practitioner=doctors[day % len(doctors)], treatment=world.treatment, starts_at=starts_at,
-            ends_at=starts_at + timedelta(minutes=30),
-        )
-        vacancy = Vacancy.objects.select_related("clinic", "resource").get(pk=vacancy.pk)
+        vacancy = _plan_vacancy(world, doctors, day)
         params = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
         with connection.cursor() as cursor:
             for slot_fit in (1, 0):
@@ -305,23 +314,11 @@ def test_prepared_page_plans_read_the_index_in_order_on_bench_shaped_data(world)
     ``wl_entry_match`` with the window in the index condition, and it is the plan PostgreSQL chooses."""
     from tests.plans import prepared_plans
 
-    doctors = [world.doctor, world.other_doctor] + [f.PractitionerFactory(clinic=world.clinic) for _ in range(3)]
-    _bench_shaped_clinic(world.clinic, doctors, world.treatment, 8_000)
-    for _ in range(4):
-        other = waitlist_world()
-        _bench_shaped_clinic(other.clinic, [other.doctor, other.other_doctor], other.treatment, 8_000)
-    with connection.cursor() as cursor:
-        cursor.execute("VACUUM ANALYZE")
+    doctors = _bench_shaped_world(world)
     policy = services.policy_current(clinic=world.clinic)
     plans = []
     for day in range(2, 60, 8):  # the whole horizon, its sparse edges included
-        starts_at = NOW + timedelta(days=day, hours=day % 9)
-        vacancy = Vacancy.objects.create(
-            vacancy_key=f"plan:{day}", clinic=world.clinic, tenant_group=world.clinic.tenant_group,
-            practitioner=doctors[day % len(doctors)], treatment=world.treatment, starts_at=starts_at,
-            ends_at=starts_at + timedelta(minutes=30),
-        )
-        vacancy = Vacancy.objects.select_related("clinic", "resource").get(pk=vacancy.pk)
+        vacancy = _plan_vacancy(world, doctors, day)
         first = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
         later = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW, after=(0, NOW - timedelta(days=90), 0))
         for sql, params in ((matcher._FIRST_PAGES, first), (matcher.page_sql(1), later), (matcher.page_sql(0), later)):
