@@ -21,11 +21,13 @@ from django.core.signals import request_finished, request_started
 from django.db import connections
 
 _DONE_AT = "_cw_request_done_at"
+#: The clock the idle window is measured on (tests move it by hand: time-machine leaves monotonic alone).
+clock = time.monotonic
 
 
 def _request_finished(**_kwargs) -> None:
     # Runs after Django's own close_old_connections (connected first, at import of django.db).
-    now = time.monotonic()
+    now = clock()
     for conn in connections.all(initialized_only=True):
         if conn.connection is not None and not conn.errors_occurred:
             setattr(conn, _DONE_AT, now)
@@ -35,7 +37,7 @@ def _request_started(**_kwargs) -> None:
     window = settings.DATABASE_HEALTH_CHECK_IDLE_SECONDS
     if window <= 0:
         return
-    now = time.monotonic()
+    now = clock()
     for conn in connections.all(initialized_only=True):
         done_at = getattr(conn, _DONE_AT, None)
         if conn.connection is not None and done_at is not None and now - done_at < window:

@@ -34,6 +34,18 @@ def persistent(monkeypatch):
     connection.close()
 
 
+@pytest.fixture
+def idle(monkeypatch):
+    """Move the health check's clock forward by hand (``idle(seconds)``)."""
+    now = [1_000.0]
+    monkeypatch.setattr(dbhealth, "clock", lambda: now[0])
+
+    def advance(seconds: float) -> None:
+        now[0] += seconds
+
+    return advance
+
+
 def _checks_in_one_request(_monkeypatch=None) -> int:
     conn = connections["default"]
     calls = []
@@ -55,21 +67,20 @@ def test_every_request_is_checked_when_the_window_is_zero(settings, persistent, 
     assert _checks_in_one_request(monkeypatch) == 1
 
 
-def test_a_connection_just_used_skips_the_check_an_idle_one_does_not(settings, persistent, monkeypatch):
+def test_a_connection_just_used_skips_the_check_an_idle_one_does_not(settings, persistent, monkeypatch, idle):
     settings.DATABASE_HEALTH_CHECK_IDLE_SECONDS = 30
     assert _checks_in_one_request(monkeypatch) == 1  # never finished a request: checked
-    assert _checks_in_one_request(monkeypatch) == 0  # finished one a moment ago: skipped
-    settings.DATABASE_HEALTH_CHECK_IDLE_SECONDS = 0.001
-    time.sleep(0.01)  # noqa: TID251 - a monotonic-clock window; time-machine does not move time.monotonic
+    idle(29)
+    assert _checks_in_one_request(monkeypatch) == 0  # finished one within the window: skipped
+    idle(31)
     assert _checks_in_one_request(monkeypatch) == 1  # idle longer than the window: checked
 
 
-def test_a_broken_idle_connection_is_replaced_before_the_first_query(settings, persistent, monkeypatch):
+def test_a_broken_idle_connection_is_replaced_before_the_first_query(settings, persistent, monkeypatch, idle):
     settings.DATABASE_HEALTH_CHECK_IDLE_SECONDS = 30
     _checks_in_one_request(monkeypatch)
     pid = connection.connection.info.backend_pid
-    settings.DATABASE_HEALTH_CHECK_IDLE_SECONDS = 0.001
-    time.sleep(0.01)  # noqa: TID251 - see above
+    idle(31)
     with connections["default"].cursor():
         pass
     import psycopg
