@@ -38,6 +38,12 @@ class _Sentinel:
         self.text = f"\x1fprepared-sentinel-{n}\x1f"
 
 
+def behind_transaction_pooler(connection) -> bool:
+    """``DATABASE_POOLER_TRANSACTION_MODE``: consecutive transactions may run on different server connections,
+    so nothing may live in the session between them (prepared statements, server-side cursors, session locks)."""
+    return bool(connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"))
+
+
 def prepared_cursor(connection):
     """A cursor whose statements PostgreSQL parses and plans once per connection (a server-side prepared
     statement, psycopg's ``prepare=True``), for the few statements the hot path runs with fixed text.
@@ -48,7 +54,7 @@ def prepared_cursor(connection):
     not find its server connection again, so there this is Django's ordinary cursor. It is Django's
     cursor wrapper either way: execute wrappers and query logging see every statement.
     """
-    if connection.vendor != "postgresql" or connection.settings_dict.get("DISABLE_SERVER_SIDE_CURSORS"):
+    if connection.vendor != "postgresql" or behind_transaction_pooler(connection):
         return connection.cursor()
     connection.close_if_health_check_failed()
     connection.ensure_connection()

@@ -214,7 +214,9 @@ def main() -> int:
     venv_bin = Path(sys.executable).parent
     # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
     (DATA_DIR / "run.env").write_text(run_env_text(env, host, port))
-    web_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
+    # Web and worker keep their connections: a new one costs a connect, a cold backend and every prepared
+    # statement again, on every task or request.
+    kept_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
 
     def popen(args: list[str], child_env: dict):
         return lambda: subprocess.Popen(args, cwd=BASE_DIR, env=child_env)
@@ -225,12 +227,12 @@ def main() -> int:
             [str(venv_bin / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}", "--workers", "2",
              "--threads", "4", "--access-logfile", "-", "--graceful-timeout", "5",
              "--logger-class", "config.gunicorn_logging.RedactingLogger"],
-            web_env,
+            kept_env,
         ),
         "worker": popen(
             [str(venv_bin / "celery"), "-A", "config", "worker", "-Q", "delivery,reevaluation,maintenance",
              "--concurrency", "2", "--loglevel", "INFO"],
-            env,
+            kept_env,
         ),
         "beat": popen(
             [str(venv_bin / "celery"), "-A", "config", "beat", "--loglevel", "INFO",

@@ -310,6 +310,10 @@ WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = env.int("WAITLIST_CLAIM_TOKEN_MAX_AGE_MIN
 WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
 WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)
 WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=30)
+# Background dispatches at once across the deployment (about the database's cores; 0: no limit), and how long
+# one waits for a slot before it dispatches without one (a slot is throughput, never correctness).
+WAITLIST_DISPATCH_CONCURRENCY = env.int("WAITLIST_DISPATCH_CONCURRENCY", default=4)
+WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = env.float("WAITLIST_DISPATCH_SLOT_WAIT_SECONDS", default=10.0)
 CELERY_BEAT_SCHEDULE.update(
     {
         "waitlist-expire-offers": {

@@ -1,5 +1,6 @@
 """Issue 15 part 4: one dispatch that makes an offer is a bounded number of SQL statements (counted,
-not timed), and racing dispatcher loops claim different vacancies (``FOR NO KEY UPDATE SKIP LOCKED``).
+not timed), racing dispatcher loops claim different vacancies (``FOR NO KEY UPDATE SKIP LOCKED``), and at most
+``WAITLIST_DISPATCH_CONCURRENCY`` background dispatches run at once (dispatch slots).
 
 Counted outside a test transaction (``transaction=True``), as a Celery worker runs it.
 """
@@ -26,8 +27,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 # (BEGIN … COMMIT): the vacancy lock, one entry statement (the first free entry of the page's rest locked, with
 # its patient, the eligibility re-check and the patient's recent sends for the contact cap), the hold with its
 # allocation in their savepoint, and one statement for the offer, its event, its notice and the entry's and
-# vacancy's compare-and-set.
-MAX_DISPATCH_STATEMENTS = 13
+# vacancy's compare-and-set. Plus the dispatch slot taken before and given back after (``DISPATCH_SLOTS``).
+MAX_DISPATCH_STATEMENTS = 15
 #: Each further vacancy a dispatcher loop offers: the claim (which returns the vacancy and releases the previous
 #: claim), the page and decisions, and the 7 statements under the fence. The flag, the clinic and its policy are
 #: read once per loop.
@@ -178,3 +179,98 @@ def test_the_loops_fixed_statements_run_prepared_once_per_connection(world):
         matching = [(generic, custom) for text, generic, custom in prepared if fragment in text]
         assert 1 <= len(matching) <= 2, (name, [text[:200] for text, _g, _c in prepared])
         assert sum(map(sum, matching)) >= 7, (name, matching)  # every offer ran it (generic_plans + custom_plans)
+
+
+# --- dispatch slots (``DISPATCH_SLOTS``): at most WAITLIST_DISPATCH_CONCURRENCY background dispatches at once ---
+
+
+def _slot_held_elsewhere():
+    """Another connection holds the only dispatch slot until the returned event is set."""
+    taken, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    def hold() -> None:
+        try:
+            with vacancy_commands.DISPATCH_SLOTS.held() as slot:
+                assert slot == 0
+                taken.set()
+                release.wait(timeout=30)
+        finally:
+            connection.close()
+            done.set()
+
+    threading.Thread(target=hold, daemon=True).start()
+    assert taken.wait(timeout=30)
+    return release, done
+
+
+def _queued_for_a_slot() -> bool:
+    """Some connection waits in PostgreSQL's lock queue for an advisory lock (bounded poll, not an expiry)."""
+    for _ in range(3000):
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+            if cursor.fetchone()[0]:
+                return True
+        threading.Event().wait(0.01)
+    return False
+
+
+@pytest.fixture
+def one_slot(settings):
+    settings.WAITLIST_DISPATCH_CONCURRENCY = 1
+    settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 30
+
+
+def test_a_dispatch_task_waits_for_a_free_slot(world, one_slot):
+    (vacancy,) = _vacancies(world, 1)
+    release, done = _slot_held_elsewhere()
+    outcome: list = []
+    task = threading.Thread(target=lambda: (
+        outcome.append(services.vacancy_dispatch_by_id(vacancy_id=vacancy.pk).outcome), connection.close()))
+    task.start()
+    try:
+        assert _queued_for_a_slot()
+        assert not Offer.objects.filter(vacancy=vacancy).exists()  # nothing done while it waits
+    finally:
+        release.set()
+    task.join(timeout=30)
+    assert outcome == ["OFFERED"]
+    assert done.wait(timeout=30)
+
+
+def test_a_dispatch_that_gets_no_slot_in_time_still_offers(world, one_slot, settings):
+    """A slot is throughput, never correctness: after the wait the dispatch runs without one."""
+    settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 0.05
+    (vacancy,) = _vacancies(world, 1)
+    release, done = _slot_held_elsewhere()
+    try:
+        assert services.vacancy_dispatch_by_id(vacancy_id=vacancy.pk).outcome == "OFFERED"
+    finally:
+        release.set()
+        assert done.wait(timeout=30)
+
+
+def test_a_loop_lets_a_waiting_task_go_first_at_the_end_of_its_turn(world, one_slot, monkeypatch):
+    monkeypatch.setattr(vacancy_commands, "DISPATCH_TURN_SECONDS", 0)  # every vacancy is a turn
+    first, second, other = _vacancies(world, 3)
+    loop = services.vacancies_dispatch(vacancy_ids=[first.pk, second.pk])
+    assert next(loop)[0] == first.pk  # the loop holds the slot
+    task = threading.Thread(target=lambda: (services.vacancy_dispatch_by_id(vacancy_id=other.pk),
+                                            connection.close()))
+    task.start()
+    assert _queued_for_a_slot()
+    vacancy_id, result = next(loop)  # the turn ended: the task took the slot, the loop waited its turn
+    task.join(timeout=30)
+    assert (vacancy_id, result.outcome) == (second.pk, "OFFERED")
+    offered_first = Offer.objects.filter(vacancy__in=[other, second]).order_by("pk").values_list("vacancy", flat=True)
+    assert list(offered_first) == [other.pk, second.pk]
+
+
+def test_a_loop_gives_its_slot_back_also_when_left_early(world):
+    first, second = _vacancies(world, 2)
+    loop = services.vacancies_dispatch(vacancy_ids=[first.pk, second.pk])
+    next(loop)
+    loop.close()  # the caller left the loop
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
+        assert cursor.fetchone()[0] == 0
+    assert not Vacancy.objects.filter(dispatch_claimed_until__isnull=False).exists()

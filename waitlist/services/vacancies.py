@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
 from common.errors import DomainError, NotFound
 from common.prepared import prepared_cursor
+from common.semaphore import Semaphore
 from common.services import new_correlation_id
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
@@ -23,6 +26,14 @@ from .policy import policy_current
 from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
 
 logger = logging.getLogger("waitlist")
+
+#: Background dispatches (tasks, the dispatcher loop) running at once across the deployment: more than the
+#: database has cores only pass over each other's locked entries and fight for the CPU (``common.semaphore``).
+DISPATCH_SLOTS = Semaphore(
+    "waitlist.dispatch",
+    size=lambda: settings.WAITLIST_DISPATCH_CONCURRENCY,
+    wait_seconds=lambda: settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS,
+)
 
 
 def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, reason: str,
@@ -65,8 +76,9 @@ def vacancy_dispatch(
     """Offer the vacancy (a ref, scoped to ``clinic``: a foreign one is NotFound) to the best eligible
     candidate; see ``dispatch``."""
     ref = vacancy_ref if isinstance(vacancy_ref, str) else ""
-    return _dispatch(_VACANCY.filter(clinic=clinic, ref=ref).first(), actor=actor, now=now,
-                     correlation_id=correlation_id)
+    with DISPATCH_SLOTS.held():
+        return _dispatch(_VACANCY.filter(clinic=clinic, ref=ref).first(), actor=actor, now=now,
+                         correlation_id=correlation_id)
 
 
 def vacancy_dispatch_by_id(
@@ -83,7 +95,9 @@ def vacancy_dispatch_by_id(
     answers ALREADY_OFFERED and writes nothing. The id comes from inside the domain (a task, reconcile);
     a caller holding a ref uses ``vacancy_dispatch``, which scopes it to the clinic.
     """
-    return _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now, correlation_id=correlation_id)
+    with DISPATCH_SLOTS.held():
+        return _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now,
+                         correlation_id=correlation_id)
 
 
 _VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"))
@@ -136,6 +150,8 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
 
 #: How long a dispatcher loop's claim keeps other loops off a vacancy (a crashed loop's claim lapses).
 CLAIM_SECONDS = 60
+#: How long a dispatcher loop keeps its dispatch slot before it lets a waiter go first.
+DISPATCH_TURN_SECONDS = 0.5
 
 # The next vacancy of this loop's list (in the list's order) that is dispatchable, has no active offer and no
 # live claim of another loop, returned whole (the loop dispatches it without reading it again). SKIP LOCKED
@@ -208,8 +224,19 @@ def vacancies_dispatch(
     clinics: dict[int, Clinic] = {}
     policies: dict[int, WaitlistPolicy] = {}
     held: int | None = None  # this loop's claim not yet released
+    slot: int | None = None
+    turn_ends = 0.0
     try:
-        while ids and (claimed := _claim(ids, after=after, now=now, until=until, release=held)) is not None:
+        while ids:
+            if time.monotonic() >= turn_ends:
+                # A dispatch slot for one turn, not per vacancy: handing a slot over costs several round trips
+                # and wake-ups. At the end of a turn the slot goes back, so a waiter (a single task) goes first.
+                DISPATCH_SLOTS.release(slot)
+                slot = DISPATCH_SLOTS.acquire()
+                turn_ends = time.monotonic() + DISPATCH_TURN_SECONDS
+            claimed = _claim(ids, after=after, now=now, until=until, release=held)
+            if claimed is None:
+                break
             vacancy, after = claimed
             held = vacancy.pk
             if vacancy.clinic_id not in clinics:
@@ -227,3 +254,4 @@ def vacancies_dispatch(
         if held is not None:  # stopped early (an error, the caller left the loop): release the claim now
             with connection.cursor() as cursor:
                 cursor.execute(_UNCLAIM_SQL, [held, until])
+        DISPATCH_SLOTS.release(slot)

@@ -1,0 +1,88 @@
+"""At most N holders of a kind of work across the whole deployment: N PostgreSQL session advisory locks.
+
+A slot is optimisation, never a guarantee: correctness stays with the row locks, fences and constraints of
+the work itself, so a caller that cannot get a slot in time (or runs where slots are off) works without one.
+What slots buy is throughput under contention: thirty-two dispatchers on two database cores that all work at
+once mostly pass over each other's locked rows and fight for the CPU; N at a time (N about the database's
+cores) do the same work with the rest asleep in the lock queue, costing nothing until a slot frees.
+
+Session locks outlive the transaction that takes them and end with the connection (a crashed holder frees its
+slot). Behind a transaction-mode pooler (``DATABASE_POOLER_TRANSACTION_MODE``) a session lock would stay with a
+server connection another client then uses, so there slots are off.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from django.db import DatabaseError, connection, transaction
+
+from .prepared import behind_transaction_pooler, prepared_cursor
+
+logger = logging.getLogger(__name__)
+
+# The first of slots start, start+1, … (mod size) that nobody holds, taken; none when all are held. The
+# function scan yields one slot at a time and LIMIT 1 stops at the first lock taken (no lock is taken and lost).
+_TAKE_FREE_SQL = """
+SELECT s FROM (SELECT (g + %(start)s) %% %(size)s AS s FROM generate_series(0, %(size)s - 1) AS g) AS slots
+WHERE pg_try_advisory_lock(%(key)s, s) LIMIT 1
+"""
+# Queue for one slot, for at most ``lock_timeout`` (set for this transaction only, before the lock is asked for).
+_WAIT_SQL = "SELECT set_config('lock_timeout', %s, true), pg_advisory_lock(%s, %s)"
+_RELEASE_SQL = "SELECT pg_advisory_unlock(%s, %s)"
+
+
+class Semaphore:
+    """``size()`` slots named ``name``; a caller waits at most ``wait_seconds()`` for one. Both are read per
+    acquisition (settings an operator may change without a code change). Slots count connections, not calls:
+    a connection that asks again while it holds a slot may be given the same one (advisory locks nest)."""
+
+    def __init__(self, name: str, *, size: Callable[[], int], wait_seconds: Callable[[], float]) -> None:
+        self.name = name
+        self.key = zlib.crc32(name.encode()) - 2**31  # the advisory lock's first int4 key
+        self.size = size
+        self.wait_seconds = wait_seconds
+
+    def acquire(self) -> int | None:
+        """A slot now held by this connection, or None: slots off, or none came free within the wait (then the
+        caller works without one). Never waits inside a transaction (it may hold row locks a slot holder needs)."""
+        size = self.size()
+        if size <= 0 or behind_transaction_pooler(connection):
+            return None
+        start = random.randrange(size)
+        with prepared_cursor(connection) as cursor:
+            cursor.execute(_TAKE_FREE_SQL, {"start": start, "size": size, "key": self.key})
+            row = cursor.fetchone()
+        if row is not None:
+            return int(row[0])
+        wait = self.wait_seconds()
+        if wait <= 0 or connection.in_atomic_block:
+            return None
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(_WAIT_SQL, [f"{int(wait * 1000)}ms", self.key, start])
+        except DatabaseError:
+            logger.warning("%s: no slot of %s came free within %s s; working without one", self.name, size, wait)
+            return None
+        return start
+
+    def release(self, slot: int | None) -> None:
+        if slot is None:
+            return
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(_RELEASE_SQL, [self.key, slot])
+        except DatabaseError:  # the connection is gone, and with it the lock
+            logger.warning("%s: slot %s not released (connection lost, so freed)", self.name, slot)
+
+    @contextmanager
+    def held(self) -> Iterator[int | None]:
+        slot = self.acquire()
+        try:
+            yield slot
+        finally:
+            self.release(slot)
