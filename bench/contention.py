@@ -61,7 +61,7 @@ def build(label: str, vacancies: int):
     return clinic, ids
 
 
-def _dispatcher(clinic_id: int, ids: list[int], seed: int, warm_id: int, ready, go, out) -> None:
+def _dispatcher(clinic_id: int, ids: list[int], seed: int, go, out, warm_id: int | None = None, ready=None) -> None:
     """The production dispatcher loop (``vacancies_dispatch``, as reconcile runs it) over every vacancy, in
     this process's own random order: it claims each vacancy it dispatches (SKIP LOCKED), so racing
     processes take different vacancies instead of all trying every one.
@@ -75,12 +75,14 @@ def _dispatcher(clinic_id: int, ids: list[int], seed: int, warm_id: int, ready, 
     connections.close_all()  # never share the parent's socket
     from waitlist.services import vacancies_dispatch
 
-    for _warm in vacancies_dispatch(vacancy_ids=[warm_id]):
-        pass
+    if warm_id is not None:
+        for _warm in vacancies_dispatch(vacancy_ids=[warm_id]):
+            pass
     order = list(ids)
     random.Random(seed).shuffle(order)
     counts: Counter = Counter()
-    ready.put(seed)
+    if ready is not None:
+        ready.put(seed)
     go.wait()
     try:
         for _vacancy_id, res in vacancies_dispatch(vacancy_ids=order):
@@ -105,21 +107,19 @@ def race(clinic, refs: list[int], processes: int, *, warm_ids: list[int], split:
     ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
     connections.close_all()
     procs = [
-        ctx.Process(target=_dispatcher,
-                    args=(clinic.pk, refs[i::processes] if split else refs, i, warm_ids[i], ready, go, out))
+        ctx.Process(target=_dispatcher, args=(clinic.pk, refs[i::processes] if split else refs, i, go, out),
+                    kwargs={"warm_id": warm_ids[i], "ready": ready})
         for i in range(processes)
     ]
     for p in procs:
         p.start()
-    for _ in procs:  # every child warm and at the start line
-        ready.get(timeout=600)
+    collect(ready, procs, timeout=600)  # every child warm and at the start line
     time.sleep(0.2)  # and asleep on ``go``
     t0 = time.time()
     go.set()
     totals: Counter = Counter()
     finished = []
-    for _ in procs:
-        counts, done = out.get(timeout=1800)
+    for counts, done in collect(out, procs, timeout=1800):
         totals.update(counts)
         finished.append(done)
     for p in procs:
@@ -144,6 +144,24 @@ def race(clinic, refs: list[int], processes: int, *, warm_ids: list[int], split:
         "entry_locked_passes": int(entry_locked),
         "invariants": check_invariants(clinic, len(refs)),
     }
+
+
+def collect(queue, procs: list, *, timeout: float) -> list:
+    """One message from each of ``procs``; fails at once if one of them died without sending it."""
+    import queue as queues
+
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < len(procs):
+        try:
+            got.append(queue.get(timeout=2))
+        except queues.Empty:
+            dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.kill()
+                raise RuntimeError(f"dispatcher processes failed (exit codes {dead}) or timed out") from None
+    return got
 
 
 def check_invariants(clinic, vacancies: int) -> dict:

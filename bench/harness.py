@@ -36,8 +36,8 @@ SCALES: dict[str, dict] = {
         "matcher_samples": 60,
         "contention_vacancies": 200,
         "contention_dispatchers": 32,
-        # Supply for every wrk second at up to ~350 claims/s (a run that runs out is flagged: supply-limited).
-        "claims_offers": 4_000,
+        # Supply for every wrk second at up to ~800 claims/s (a run that runs out is flagged: supply-limited).
+        "claims_offers": 8_000,
         "claims_seconds": 10,
         "claims_concurrency": 32,
         "pgbench_scale": 10,
@@ -60,7 +60,7 @@ SCALES: dict[str, dict] = {
         "matcher_samples": 200,
         "contention_vacancies": 1_000,
         "contention_dispatchers": 32,
-        "claims_offers": 12_000,
+        "claims_offers": 25_000,
         "claims_seconds": 30,
         "claims_concurrency": 32,
         "pgbench_scale": 10,
