@@ -156,3 +156,40 @@ def test_main_commands_have_typed_success_bodies(schema, path, method, status, c
 def test_probes_are_documented_under_observability(schema):
     assert {"/healthz", "/metrics"} <= set(schema["paths"])
     assert schema["paths"]["/metrics"]["get"]["tags"] == ["observability"]
+
+
+# --- the schema endpoint (common/schema_view.py) ---
+
+
+@pytest.fixture
+def fresh_schema_view(monkeypatch):
+    """The endpoint with nothing generated yet in this process, and a count of its generations."""
+    from common.schema_view import SchemaView
+
+    monkeypatch.setattr(SchemaView, "generated", {})
+    calls = []
+    original = SchemaGenerator.get_schema
+
+    def counting(self, *args, **kwargs):
+        calls.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SchemaGenerator, "get_schema", counting)
+    return calls
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_schema_endpoint_generates_once_however_many_ask_at_once(fresh_schema_view, live_server):
+    """Four requests at once on a threaded server: one generation, four identical 200 answers."""
+    import urllib.request
+
+    from tests.conftest import race
+
+    def fetch(_i: int) -> tuple[int, bytes]:
+        with urllib.request.urlopen(f"{live_server.url}/api/schema/?format=json", timeout=60) as response:
+            return response.status, response.read()
+
+    answers = race(fetch, 4)
+    assert [status for status, _body in answers] == [200] * 4, answers
+    assert len({body for _status, body in answers}) == 1
+    assert len(fresh_schema_view) == 1
