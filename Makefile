@@ -2,19 +2,27 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PYPROJECT_SUM := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(PYPROJECT_SUM)
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+, := ,
 
 .PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots
 
-$(STAMP): pyproject.toml
+# The venv with the project and the given extras, installed again when pyproject.toml changes (the target is
+# the stamp: $(VENV)/.<kind>-<checksum of pyproject.toml>; older stamps of that kind are removed).
+define venv_install
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test]"
-	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	$(PY) -m pip install --quiet -e ".[$(1)]"
+	rm -f $(VENV)/.$(2)-*
+	touch $@
+endef
+
+$(STAMP): pyproject.toml
+	$(call venv_install,test,installed)
 
 install: $(STAMP)
 
@@ -47,14 +55,10 @@ clean-data:
 # installs the bench extras, and wrk and pgbench with apt when missing. See docs/benchmarks.md.
 BENCH_SCALE ?= quick
 BENCH_ARGS ?=
-BENCH_STAMP := $(VENV)/.bench-installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+BENCH_STAMP := $(VENV)/.bench-installed-$(PYPROJECT_SUM)
 
 $(BENCH_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,bench]"
-	rm -f $(VENV)/.bench-installed-*
-	touch $(BENCH_STAMP)
+	$(call venv_install,test$(,)bench,bench-installed)
 
 bench: $(BENCH_STAMP)
 	@command -v wrk >/dev/null || (apt-get update -qq && apt-get install -y -qq wrk)
@@ -78,14 +82,10 @@ soak: $(STAMP)
 # docs/simulation.md. See docs/simulation.md.
 SIM_SCALE ?= default
 SIM_ARGS ?=
-SIM_STAMP := $(VENV)/.sim-installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+SIM_STAMP := $(VENV)/.sim-installed-$(PYPROJECT_SUM)
 
 $(SIM_STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[test,sim]"
-	rm -f $(VENV)/.sim-installed-*
-	touch $(SIM_STAMP)
+	$(call venv_install,test$(,)sim,sim-installed)
 
 simulate: $(SIM_STAMP)
 	SIM_SCALE=$(SIM_SCALE) $(PY) -m sim.run $(SIM_ARGS)
