@@ -34,6 +34,12 @@ WHERE pg_try_advisory_lock(%(key)s, s) LIMIT 1
 # Queue for one slot, for at most ``lock_timeout`` (set for this transaction only, before the lock is asked for).
 _WAIT_SQL = "SELECT set_config('lock_timeout', %s, true), pg_advisory_lock(%s, %s)"
 _RELEASE_SQL = "SELECT pg_advisory_unlock(%s, %s)"
+# A two-key advisory lock shows in pg_locks as classid = first key, objid = second, objsubid = 2.
+_USAGE_SQL = """
+SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks
+WHERE locktype = 'advisory' AND objsubid = 2 AND classid = (%s::int4)::oid AND database = (
+    SELECT oid FROM pg_database WHERE datname = current_database())
+"""
 
 
 class Semaphore:
@@ -78,6 +84,13 @@ class Semaphore:
                 cursor.execute(_RELEASE_SQL, [self.key, slot])
         except DatabaseError:  # the connection is gone, and with it the lock
             logger.warning("%s: slot %s not released (connection lost, so freed)", self.name, slot)
+
+    def usage(self) -> tuple[int, int]:
+        """(slots held, connections waiting for one) across the deployment, from ``pg_locks``."""
+        with connection.cursor() as cursor:
+            cursor.execute(_USAGE_SQL, [self.key])
+            held, waiting = cursor.fetchone()
+        return int(held), int(waiting)
 
     @contextmanager
     def held(self) -> Iterator[int | None]:

@@ -36,6 +36,7 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
 )
+from waitlist.services.vacancies import DISPATCH_SLOTS
 
 # --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
 
@@ -93,6 +94,9 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "reevaluation_consecutive_assessment_failures": ("Consecutive CRM assessment fetch failures.", C),
     "reevaluation_quarantine_cases": ("Quarantine cases attributed to the clinic.", C),
     "reevaluation_quarantine_unattributed": ("Quarantine cases no clinic could be attributed to.", ()),
+    "waitlist_dispatch_slots": ("Background dispatches allowed at once (WAITLIST_DISPATCH_CONCURRENCY).", ()),
+    "waitlist_dispatch_slots_held": ("Dispatch slots held now, across the deployment.", ()),
+    "waitlist_dispatch_slot_waiters": ("Dispatches waiting for a slot now (steadily above 0: slots saturated).", ()),
     "reevaluation_drain_state": ("1 for the clinic's current drain state, 0 for the others.", (*C, "state")),
 }
 
@@ -192,6 +196,10 @@ def domain_samples(scope: Scope, now: datetime | None = None) -> dict[str, list[
         add("waitlist_job_last_run_timestamp_seconds", (job,), at.timestamp())
     if scope.tenant_group == "*":
         add("reevaluation_quarantine_unattributed", (), QuarantineCase.objects.filter(clinic__isnull=True).count())
+        held, waiting = DISPATCH_SLOTS.usage()
+        add("waitlist_dispatch_slots", (), max(DISPATCH_SLOTS.size(), 0))
+        add("waitlist_dispatch_slots_held", (), held)
+        add("waitlist_dispatch_slot_waiters", (), waiting)
     return samples
 
 

@@ -153,3 +153,52 @@ def test_scrape_query_count_does_not_grow_with_the_number_of_rows(tokens):
         domain_samples(Scope("*"))
     assert len(large.captured_queries) == len(small.captured_queries)
     assert len(small.captured_queries) <= 25
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dispatch_slot_gauges_show_slots_held_and_dispatches_waiting(settings):
+    """One slot, held by one connection and waited for by another: the operator sees saturation."""
+    import threading
+
+    from waitlist.services.vacancies import DISPATCH_SLOTS
+
+    settings.WAITLIST_DISPATCH_CONCURRENCY = 1
+    settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 30
+    taken, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with DISPATCH_SLOTS.held():
+            taken.set()
+            release.wait(timeout=30)
+        connection.close()
+
+    def waiter() -> None:
+        with DISPATCH_SLOTS.held():
+            pass
+        connection.close()
+
+    threads = [threading.Thread(target=holder)]
+    threads[0].start()
+    assert taken.wait(timeout=30)
+    threads.append(threading.Thread(target=waiter))
+    threads[1].start()
+
+    def gauges() -> dict:
+        samples = domain_samples(Scope("*"))
+        return {name: samples[name][0][1] for name in
+                ("waitlist_dispatch_slots", "waitlist_dispatch_slots_held", "waitlist_dispatch_slot_waiters")}
+
+    try:
+        seen = gauges()
+        for _ in range(3000):  # until the waiter is queued (bounded poll, not a timed expiry)
+            if seen["waitlist_dispatch_slot_waiters"]:
+                break
+            threading.Event().wait(0.01)
+            seen = gauges()
+        assert seen == {"waitlist_dispatch_slots": 1, "waitlist_dispatch_slots_held": 1,
+                        "waitlist_dispatch_slot_waiters": 1}
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    assert gauges()["waitlist_dispatch_slots_held"] == 0
