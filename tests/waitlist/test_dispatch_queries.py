@@ -274,3 +274,16 @@ def test_a_loop_gives_its_slot_back_also_when_left_early(world):
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
         assert cursor.fetchone()[0] == 0
     assert not Vacancy.objects.filter(dispatch_claimed_until__isnull=False).exists()
+
+
+def test_a_dispatch_a_person_asked_for_never_waits_for_a_slot(world, one_slot):
+    (vacancy,) = _vacancies(world, 1)
+    release, done = _slot_held_elsewhere()
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+        assert result.outcome == "OFFERED"
+        assert not [q for q in captured.captured_queries if "advisory" in q["sql"]]
+    finally:
+        release.set()
+        assert done.wait(timeout=30)

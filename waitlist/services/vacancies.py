@@ -29,6 +29,7 @@ logger = logging.getLogger("waitlist")
 
 #: Background dispatches (tasks, the dispatcher loop) running at once across the deployment: more than the
 #: database has cores only pass over each other's locked entries and fight for the CPU (``common.semaphore``).
+#: A dispatch a person asked for (``vacancy_dispatch``: staff, the API) takes none.
 DISPATCH_SLOTS = Semaphore(
     "waitlist.dispatch",
     size=lambda: settings.WAITLIST_DISPATCH_CONCURRENCY,
@@ -74,11 +75,11 @@ def vacancy_dispatch(
     correlation_id: str = "",
 ) -> DispatchResult:
     """Offer the vacancy (a ref, scoped to ``clinic``: a foreign one is NotFound) to the best eligible
-    candidate; see ``dispatch``."""
+    candidate; see ``vacancy_dispatch_by_id``. A person asked for it (staff, an API client): it runs at once,
+    without a dispatch slot (slots pace background work, and a person must not wait behind it)."""
     ref = vacancy_ref if isinstance(vacancy_ref, str) else ""
-    with DISPATCH_SLOTS.held():
-        return _dispatch(_VACANCY.filter(clinic=clinic, ref=ref).first(), actor=actor, now=now,
-                         correlation_id=correlation_id)
+    return _dispatch(_VACANCY.filter(clinic=clinic, ref=ref).first(), actor=actor, now=now,
+                     correlation_id=correlation_id)
 
 
 def vacancy_dispatch_by_id(
@@ -93,7 +94,8 @@ def vacancy_dispatch_by_id(
     Safe to run from many workers at once: candidates are read without locks, and promotion
     re-validates under the vacancy fence; a worker that finds an offer committed by another
     answers ALREADY_OFFERED and writes nothing. The id comes from inside the domain (a task, reconcile);
-    a caller holding a ref uses ``vacancy_dispatch``, which scopes it to the clinic.
+    a caller holding a ref uses ``vacancy_dispatch``, which scopes it to the clinic. Background work: it
+    takes a dispatch slot (``DISPATCH_SLOTS``), waiting for one if all are held.
     """
     with DISPATCH_SLOTS.held():
         return _dispatch(_VACANCY.filter(pk=vacancy_id).first(), actor=actor, now=now,
