@@ -157,6 +157,8 @@ def collect(queue, procs: list, *, timeout: float) -> list:
             got.append(queue.get(timeout=2))
         except queues.Empty:
             dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+            if all(p.exitcode is not None for p in procs):  # everyone has gone, some without a word
+                dead = dead or [0]
             if dead or time.monotonic() > deadline:
                 for p in procs:
                     p.kill()

@@ -14,6 +14,7 @@ server connection another client then uses, so there slots are off.
 from __future__ import annotations
 
 import logging
+import math
 import random
 import zlib
 from collections.abc import Callable, Iterator
@@ -55,7 +56,9 @@ class Semaphore:
 
     def acquire(self) -> int | None:
         """A slot now held by this connection, or None: slots off, or none came free within the wait (then the
-        caller works without one). Never waits inside a transaction (it may hold row locks a slot holder needs)."""
+        caller works without one). Never waits inside a transaction (it may hold row locks a slot holder needs).
+        A waiter queues for one slot, chosen at random, not for whichever frees first: with every slot taken,
+        each has its queue, and a slow holder delays only its own."""
         size = self.size()
         if size <= 0 or behind_transaction_pooler(connection):
             return None
@@ -66,11 +69,11 @@ class Semaphore:
         if row is not None:
             return int(row[0])
         wait = self.wait_seconds()
-        if wait <= 0 or connection.in_atomic_block:
+        if wait <= 0 or connection.in_atomic_block or not connection.get_autocommit():
             return None
         try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(_WAIT_SQL, [f"{int(wait * 1000)}ms", self.key, start])
+            with transaction.atomic(), connection.cursor() as cursor:  # lock_timeout=0 would wait for ever
+                cursor.execute(_WAIT_SQL, [f"{max(1, math.ceil(wait * 1000))}ms", self.key, start])
         except DatabaseError:
             logger.warning("%s: no slot of %s came free within %s s; working without one", self.name, size, wait)
             return None
@@ -82,8 +85,11 @@ class Semaphore:
         try:
             with connection.cursor() as cursor:
                 cursor.execute(_RELEASE_SQL, [self.key, slot])
-        except DatabaseError:  # the connection is gone, and with it the lock
-            logger.warning("%s: slot %s not released (connection lost, so freed)", self.name, slot)
+        except DatabaseError:
+            # The connection is gone (and the lock with it), or it cannot run a statement now (an aborted
+            # transaction): closing it is the one sure way to free the slot.
+            logger.warning("%s: slot %s not released by statement; closing the connection frees it", self.name, slot)
+            connection.close()
 
     def usage(self) -> tuple[int, int]:
         """(slots held, connections waiting for one) across the deployment, from ``pg_locks``."""

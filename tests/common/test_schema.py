@@ -193,3 +193,13 @@ def test_the_schema_endpoint_generates_once_however_many_ask_at_once(fresh_schem
     assert [status for status, _body in answers] == [200] * 4, answers
     assert len({body for _status, body in answers}) == 1
     assert len(fresh_schema_view) == 1
+
+
+@pytest.mark.django_db
+def test_the_schema_endpoint_keeps_one_schema_per_site_language_whatever_lang_says(fresh_schema_view, client):
+    from common.schema_view import SchemaView
+
+    for lang in ("zz-1", "zz-2", "en", "ko-kr", "ko"):
+        assert client.get("/api/schema/", {"format": "json", "lang": lang}).status_code == 200
+    assert sorted(SchemaView.generated) == ["en", "ko"]
+    assert len(fresh_schema_view) == 2

@@ -37,12 +37,6 @@ def _held_elsewhere(semaphore: Semaphore):
     return got, release, done
 
 
-def _waiting_for_advisory_lock() -> int:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-        return cursor.fetchone()[0]
-
-
 def _advisory_locks_of_this_connection() -> int:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()")
@@ -74,10 +68,10 @@ def test_a_waiter_gets_the_slot_its_holder_gives_back():
     waiter = threading.Thread(target=lambda: (result.append(semaphore.acquire()), connection.close()))
     waiter.start()
     for _ in range(3000):  # the waiter is queued on the held slot (bounded poll, not a timed expiry)
-        if _waiting_for_advisory_lock():
+        if semaphore.usage()[1]:
             break
         threading.Event().wait(0.01)
-    assert _waiting_for_advisory_lock() == 1
+    assert semaphore.usage()[1] == 1
     release.set()
     waiter.join(timeout=30)
     assert result == [0]
@@ -89,7 +83,7 @@ def test_a_caller_that_waits_too_long_works_without_a_slot():
     _got, release, done = _held_elsewhere(semaphore)
     try:
         assert semaphore.acquire() is None
-        assert _waiting_for_advisory_lock() == 0  # the wait ended; nothing left queued
+        assert semaphore.usage()[1] == 0  # the wait ended; nothing left queued
         with connection.cursor() as cursor:  # and the lock timeout did not outlive that wait
             cursor.execute("SHOW lock_timeout")
             assert cursor.fetchone()[0] == "0"

@@ -204,12 +204,10 @@ def _slot_held_elsewhere():
 
 
 def _queued_for_a_slot() -> bool:
-    """Some connection waits in PostgreSQL's lock queue for an advisory lock (bounded poll, not an expiry)."""
+    """A connection waits in PostgreSQL's lock queue for a dispatch slot (bounded poll, not an expiry)."""
     for _ in range(3000):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-            if cursor.fetchone()[0]:
-                return True
+        if vacancy_commands.DISPATCH_SLOTS.usage()[1]:
+            return True
         threading.Event().wait(0.01)
     return False
 

@@ -253,7 +253,9 @@ def vacancies_dispatch(
             yield vacancy.pk, result
         held = None  # the last claim statement released it
     finally:
-        if held is not None:  # stopped early (an error, the caller left the loop): release the claim now
-            with connection.cursor() as cursor:
-                cursor.execute(_UNCLAIM_SQL, [held, until])
-        DISPATCH_SLOTS.release(slot)
+        try:
+            if held is not None:  # stopped early (an error, the caller left the loop): release the claim now
+                with connection.cursor() as cursor:
+                    cursor.execute(_UNCLAIM_SQL, [held, until])
+        finally:
+            DISPATCH_SLOTS.release(slot)
