@@ -321,11 +321,11 @@ How to read the numbers:
 * `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in a few minutes;
   `BENCH_SCALE=full` uses the issue's sizes (1M entries, 1,000 vacancies, 30 s of claims). The
   target is a full run under 30 minutes on 2 cores: on 2026-12-01 `BENCH_SCALE=full make bench` from a
-  fresh clone took **21 min 5 s** wall, the install included (matcher 269 s, contention 41 s, claims
-  641 s, of it about 7 min making 75,000 real offers through dispatch, reevaluation 276 s, console 8 s;
-  nothing else ran on the machine; the load average at each benchmark's start, 1.2–7.3, is the previous
+  fresh clone took **19 min 39 s** wall, the install included (matcher 256 s, contention 37 s, claims
+  586 s, of it about 6 min making 75,000 real offers through dispatch, reevaluation 264 s, console 8 s;
+  nothing else ran on the machine; the load average at each benchmark's start, 1.1–5.4, is the previous
   benchmark's own load). The entry lock convoy that once made the
-  full contention benchmark alone take about 18 minutes is gone (41 s now). Run one part with
+  full contention benchmark alone take about 18 minutes is gone (37 s now). Run one part with
   `BENCH_ARGS="--only NAME"`.
 """
 
