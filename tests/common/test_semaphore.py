@@ -9,32 +9,13 @@ import pytest
 from django.db import connection, transaction
 
 from common.semaphore import Semaphore
+from tests.support.slots import queued_for_a_slot, slot_held_elsewhere
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _semaphore(size: int = 2, wait: float = 5.0, name: str = "tests.semaphore") -> Semaphore:
     return Semaphore(name, size=lambda: size, wait_seconds=lambda: wait)
-
-
-def _held_elsewhere(semaphore: Semaphore):
-    """Another connection takes a slot and keeps it until the returned event is set."""
-    taken, release, done = threading.Event(), threading.Event(), threading.Event()
-    got: list = []
-
-    def hold() -> None:
-        try:
-            got.append(semaphore.acquire())
-            taken.set()
-            release.wait(timeout=30)
-            semaphore.release(got[0])
-        finally:
-            connection.close()
-            done.set()
-
-    threading.Thread(target=hold, daemon=True).start()
-    assert taken.wait(timeout=30)
-    return got, release, done
 
 
 def _advisory_locks_of_this_connection() -> int:
@@ -45,8 +26,8 @@ def _advisory_locks_of_this_connection() -> int:
 
 def test_slots_are_distinct_and_bounded_across_connections():
     semaphore = _semaphore(size=2, wait=0)
-    first, release_first, first_done = _held_elsewhere(semaphore)
-    second, release_second, second_done = _held_elsewhere(semaphore)
+    first, release_first, first_done = slot_held_elsewhere(semaphore)
+    second, release_second, second_done = slot_held_elsewhere(semaphore)
     try:
         assert sorted(first + second) == [0, 1]
         assert semaphore.acquire() is None  # both held, and this caller may not wait
@@ -63,14 +44,11 @@ def test_slots_are_distinct_and_bounded_across_connections():
 
 def test_a_waiter_gets_the_slot_its_holder_gives_back():
     semaphore = _semaphore(size=1, wait=30)
-    _got, release, done = _held_elsewhere(semaphore)
+    _got, release, done = slot_held_elsewhere(semaphore)
     result: list = []
     waiter = threading.Thread(target=lambda: (result.append(semaphore.acquire()), connection.close()))
     waiter.start()
-    for _ in range(3000):  # the waiter is queued on the held slot (bounded poll, not a timed expiry)
-        if semaphore.usage()[1]:
-            break
-        threading.Event().wait(0.01)
+    assert queued_for_a_slot(semaphore)
     assert semaphore.usage()[1] == 1
     release.set()
     waiter.join(timeout=30)
@@ -80,7 +58,7 @@ def test_a_waiter_gets_the_slot_its_holder_gives_back():
 
 def test_a_caller_that_waits_too_long_works_without_a_slot():
     semaphore = _semaphore(size=1, wait=0.05)
-    _got, release, done = _held_elsewhere(semaphore)
+    _got, release, done = slot_held_elsewhere(semaphore)
     try:
         assert semaphore.acquire() is None
         assert semaphore.usage()[1] == 0  # the wait ended; nothing left queued
@@ -94,7 +72,7 @@ def test_a_caller_that_waits_too_long_works_without_a_slot():
 
 def test_never_waits_inside_a_transaction():
     semaphore = _semaphore(size=1, wait=30)
-    _got, release, done = _held_elsewhere(semaphore)
+    _got, release, done = slot_held_elsewhere(semaphore)
     try:
         with transaction.atomic():
             assert semaphore.acquire() is None  # at once: the caller may hold row locks a slot holder needs
@@ -132,7 +110,7 @@ def test_behind_a_transaction_pooler_slots_are_off(monkeypatch):
 
 def test_two_names_have_their_own_slots():
     first, second = _semaphore(size=1, wait=0, name="tests.a"), _semaphore(size=1, wait=0, name="tests.b")
-    _got, release, done = _held_elsewhere(first)
+    _got, release, done = slot_held_elsewhere(first)
     try:
         assert first.acquire() is None
         slot = second.acquire()

@@ -160,28 +160,14 @@ def test_dispatch_slot_gauges_show_slots_held_and_dispatches_waiting(settings):
     """One slot, held by one connection and waited for by another: the operator sees saturation."""
     import threading
 
+    from tests.support.slots import queued_for_a_slot, slot_held_elsewhere
     from waitlist.services.vacancies import DISPATCH_SLOTS
 
     settings.WAITLIST_DISPATCH_CONCURRENCY = 1
     settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 30
-    taken, release = threading.Event(), threading.Event()
-
-    def holder() -> None:
-        with DISPATCH_SLOTS.held():
-            taken.set()
-            release.wait(timeout=30)
-        connection.close()
-
-    def waiter() -> None:
-        with DISPATCH_SLOTS.held():
-            pass
-        connection.close()
-
-    threads = [threading.Thread(target=holder)]
-    threads[0].start()
-    assert taken.wait(timeout=30)
-    threads.append(threading.Thread(target=waiter))
-    threads[1].start()
+    _got, release, done = slot_held_elsewhere(DISPATCH_SLOTS)
+    waiter = threading.Thread(target=lambda: (DISPATCH_SLOTS.release(DISPATCH_SLOTS.acquire()), connection.close()))
+    waiter.start()
 
     def gauges() -> dict:
         samples = domain_samples(Scope("*"))
@@ -189,16 +175,11 @@ def test_dispatch_slot_gauges_show_slots_held_and_dispatches_waiting(settings):
                 ("waitlist_dispatch_slots", "waitlist_dispatch_slots_held", "waitlist_dispatch_slot_waiters")}
 
     try:
-        seen = gauges()
-        for _ in range(3000):  # until the waiter is queued (bounded poll, not a timed expiry)
-            if seen["waitlist_dispatch_slot_waiters"]:
-                break
-            threading.Event().wait(0.01)
-            seen = gauges()
-        assert seen == {"waitlist_dispatch_slots": 1, "waitlist_dispatch_slots_held": 1,
-                        "waitlist_dispatch_slot_waiters": 1}
+        assert queued_for_a_slot(DISPATCH_SLOTS)
+        assert gauges() == {"waitlist_dispatch_slots": 1, "waitlist_dispatch_slots_held": 1,
+                            "waitlist_dispatch_slot_waiters": 1}
     finally:
         release.set()
-        for thread in threads:
-            thread.join(timeout=30)
+        waiter.join(timeout=30)
+        assert done.wait(timeout=30)
     assert gauges()["waitlist_dispatch_slots_held"] == 0

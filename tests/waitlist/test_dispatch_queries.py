@@ -16,6 +16,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.conftest import race, seoul
+from tests.support.slots import queued_for_a_slot, slot_held_elsewhere
 from waitlist import services
 from waitlist.models import Offer, OfferStatus, Vacancy
 from waitlist.services import vacancies as vacancy_commands
@@ -184,34 +185,6 @@ def test_the_loops_fixed_statements_run_prepared_once_per_connection(world):
 # --- dispatch slots (``DISPATCH_SLOTS``): at most WAITLIST_DISPATCH_CONCURRENCY background dispatches at once ---
 
 
-def _slot_held_elsewhere():
-    """Another connection holds the only dispatch slot until the returned event is set."""
-    taken, release, done = threading.Event(), threading.Event(), threading.Event()
-
-    def hold() -> None:
-        try:
-            with vacancy_commands.DISPATCH_SLOTS.held() as slot:
-                assert slot == 0
-                taken.set()
-                release.wait(timeout=30)
-        finally:
-            connection.close()
-            done.set()
-
-    threading.Thread(target=hold, daemon=True).start()
-    assert taken.wait(timeout=30)
-    return release, done
-
-
-def _queued_for_a_slot() -> bool:
-    """A connection waits in PostgreSQL's lock queue for a dispatch slot (bounded poll, not an expiry)."""
-    for _ in range(3000):
-        if vacancy_commands.DISPATCH_SLOTS.usage()[1]:
-            return True
-        threading.Event().wait(0.01)
-    return False
-
-
 @pytest.fixture
 def one_slot(settings):
     settings.WAITLIST_DISPATCH_CONCURRENCY = 1
@@ -220,13 +193,13 @@ def one_slot(settings):
 
 def test_a_dispatch_task_waits_for_a_free_slot(world, one_slot):
     (vacancy,) = _vacancies(world, 1)
-    release, done = _slot_held_elsewhere()
+    _got, release, done = slot_held_elsewhere(vacancy_commands.DISPATCH_SLOTS)
     outcome: list = []
     task = threading.Thread(target=lambda: (
         outcome.append(services.vacancy_dispatch_by_id(vacancy_id=vacancy.pk).outcome), connection.close()))
     task.start()
     try:
-        assert _queued_for_a_slot()
+        assert queued_for_a_slot(vacancy_commands.DISPATCH_SLOTS)
         assert not Offer.objects.filter(vacancy=vacancy).exists()  # nothing done while it waits
     finally:
         release.set()
@@ -239,7 +212,7 @@ def test_a_dispatch_that_gets_no_slot_in_time_still_offers(world, one_slot, sett
     """A slot is throughput, never correctness: after the wait the dispatch runs without one."""
     settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 0.05
     (vacancy,) = _vacancies(world, 1)
-    release, done = _slot_held_elsewhere()
+    _got, release, done = slot_held_elsewhere(vacancy_commands.DISPATCH_SLOTS)
     try:
         assert services.vacancy_dispatch_by_id(vacancy_id=vacancy.pk).outcome == "OFFERED"
     finally:
@@ -255,7 +228,7 @@ def test_a_loop_lets_a_waiting_task_go_first_at_the_end_of_its_turn(world, one_s
     task = threading.Thread(target=lambda: (services.vacancy_dispatch_by_id(vacancy_id=other.pk),
                                             connection.close()))
     task.start()
-    assert _queued_for_a_slot()
+    assert queued_for_a_slot(vacancy_commands.DISPATCH_SLOTS)
     vacancy_id, result = next(loop)  # the turn ended: the task took the slot, the loop waited its turn
     task.join(timeout=30)
     assert (vacancy_id, result.outcome) == (second.pk, "OFFERED")
@@ -276,7 +249,7 @@ def test_a_loop_gives_its_slot_back_also_when_left_early(world):
 
 def test_a_dispatch_a_person_asked_for_never_waits_for_a_slot(world, one_slot):
     (vacancy,) = _vacancies(world, 1)
-    release, done = _slot_held_elsewhere()
+    _got, release, done = slot_held_elsewhere(vacancy_commands.DISPATCH_SLOTS)
     try:
         with CaptureQueriesContext(connection) as captured:
             result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)

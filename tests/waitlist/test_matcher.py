@@ -284,26 +284,36 @@ def _plan_vacancy(world, doctors: list, day: int) -> Vacancy:
     return Vacancy.objects.select_related("clinic", "resource").get(pk=vacancy.pk)
 
 
+def _plan_vacancies(world, every_days: int) -> tuple:
+    """The bench-shaped world, the clinic's policy and a vacancy every ``every_days`` over the whole horizon (its
+    sparse edges included)."""
+    doctors = _bench_shaped_world(world)
+    policy = services.policy_current(clinic=world.clinic)
+    return policy, [_plan_vacancy(world, doctors, day) for day in range(2, 60, every_days)]
+
+
+def _assert_ordered_index_scan(scan: str, plan: str) -> None:
+    """One ordered scan of ``wl_entry_match`` with the window checked in the index: no Sort, no bitmap scan."""
+    assert "Index Scan using wl_entry_match on waitlist_waitlistentry" in scan, plan
+    assert "Sort" not in scan and "Bitmap Heap Scan on waitlist_waitlistentry" not in scan, plan
+    assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan
+
+
 @pytest.mark.django_db(transaction=True)
 def test_explain_reads_the_index_in_order_on_bench_shaped_data(world):
     """Issue 15: on data shaped like the benchmark's (five clinics of 8,000 entries, 7-day windows over 60
     days, ANALYZEd), every vacancy's page, both tiers, from the first page on, is one ordered scan of
     ``wl_entry_match`` with the window as an index condition: no Sort, no Bitmap Heap Scan of the tier."""
-    doctors = _bench_shaped_world(world)
-    policy = services.policy_current(clinic=world.clinic)
+    policy, vacancies = _plan_vacancies(world, 2)
     plans = []
-    for day in range(2, 60, 2):  # the whole horizon, its sparse edges included
-        vacancy = _plan_vacancy(world, doctors, day)
+    for vacancy in vacancies:
         params = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
         with connection.cursor() as cursor:
             for slot_fit in (1, 0):
                 cursor.execute("EXPLAIN " + matcher.page_sql(slot_fit), params)
                 plans.append("\n".join(row[0] for row in cursor.fetchall()))
     for plan in plans:
-        scan = plan.split("SubPlan")[0]
-        assert "Index Scan using wl_entry_match on waitlist_waitlistentry" in scan, plan
-        assert "Sort" not in scan and "Bitmap Heap Scan on waitlist_waitlistentry" not in scan, plan
-        assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan  # checked in the index
+        _assert_ordered_index_scan(plan.split("SubPlan")[0], plan)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -314,11 +324,9 @@ def test_prepared_page_plans_read_the_index_in_order_on_bench_shaped_data(world)
     ``wl_entry_match`` with the window in the index condition, and it is the plan PostgreSQL chooses."""
     from tests.plans import prepared_plans
 
-    doctors = _bench_shaped_world(world)
-    policy = services.policy_current(clinic=world.clinic)
+    policy, vacancies = _plan_vacancies(world, 8)
     plans = []
-    for day in range(2, 60, 8):  # the whole horizon, its sparse edges included
-        vacancy = _plan_vacancy(world, doctors, day)
+    for vacancy in vacancies:
         first = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
         later = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW, after=(0, NOW - timedelta(days=90), 0))
         for sql, params in ((matcher._FIRST_PAGES, first), (matcher.page_sql(1), later), (matcher.page_sql(0), later)):
@@ -327,7 +335,4 @@ def test_prepared_page_plans_read_the_index_in_order_on_bench_shaped_data(world)
             plans.append(out["generic"])
     for plan in plans:
         for branch in plan.split("Subquery Scan on p")[1:] or [plan]:
-            scan = branch.split("SubPlan")[0]
-            assert "Index Scan using wl_entry_match on waitlist_waitlistentry" in scan, plan
-            assert "Sort" not in scan and "Bitmap Heap Scan on waitlist_waitlistentry" not in scan, plan
-            assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan
+            _assert_ordered_index_scan(branch.split("SubPlan")[0], plan)
