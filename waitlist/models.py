@@ -424,6 +424,9 @@ class WaitlistEntry(models.Model):
             models.Index(fields=["clinic", "waiting_since", "id"], name="wl_entry_waiting"),
         ]
 
+    # Not stored: promotion reads it with the entry's lock (``services.standing.STANDING_NOTICE_SQL``).
+    standing_min_notice: int | None
+
     def __str__(self) -> str:
         return self.ref
 

@@ -26,6 +26,7 @@ from .recovery import (
     vacancy_review_resolve,
 )
 from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publish
+from .standing import standing_acceptance_record, standing_release
 from .vacancies import appointment_cancel_with_vacancy, vacancies_dispatch, vacancy_dispatch, vacancy_dispatch_by_id
 
 __all__ = [
@@ -56,6 +57,8 @@ __all__ = [
     "shadow_observe",
     "shadow_promote",
     "shadow_publish",
+    "standing_acceptance_record",
+    "standing_release",
     "vacancies_dispatch",
     "vacancy_close",
     "vacancy_dispatch",

@@ -53,6 +53,7 @@ from ..windows import answer_deadline, window_rule
 from ._shared import event_append, event_logged, note_record, notes_entry_locked, queue_dispatch, slot_of
 from .policy import policy_current
 from .shadow import shadow_observe, shadow_preview
+from .standing import STANDING_NOTICE_SQL, release_deadline, standing_applies, standing_book
 
 logger = logging.getLogger("waitlist")
 
@@ -66,8 +67,9 @@ UNREACHABLE = "UNREACHABLE"
 
 @dataclass(frozen=True)
 class DispatchResult:
-    """``outcome``: OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING
-    (nobody reachable now: ``waiting`` says why and until when; reconcile dispatches again)."""
+    """``outcome``: OFFERED, BOOKED (a standing acceptance: offered and booked at once), ALREADY_OFFERED,
+    NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING (nobody reachable now: ``waiting`` says why and until
+    when; reconcile dispatches again)."""
 
     outcome: str
     offer: Offer | None = None
@@ -317,7 +319,7 @@ WITH locked AS MATERIALIZED (
     LIMIT 1
     FOR NO KEY UPDATE OF e{skip}
 )
-SELECT {entry}, e.pos, {patient}, {sends}, {checks}
+SELECT {entry}, e.pos, {standing}, {patient}, {sends}, {checks}
 FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
 """
 
@@ -326,6 +328,7 @@ def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
     return _LOCK_FIRST_FREE_SQL.format(
         skip="" if wait else " SKIP LOCKED",
         entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
+        standing=STANDING_NOTICE_SQL,
         patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),
         checks=matcher.checks_column() if checks else "NULL",
         sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
@@ -341,7 +344,8 @@ def _lock_first_free(
 ) -> tuple[WaitlistEntry | None, int, _Rechecks | None]:
     """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
     it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
-    for the notice: one statement however many racing dispatchers hold the head of the queue. Returns the
+    for the notice: one statement however many racing dispatchers hold the head of the queue. The entry carries
+    ``standing_min_notice`` (its standing acceptance's minimum notice; None: it has none). Returns the
     entry (None: none free), how many of ``run`` that used up, and, with ``recheck`` (the locked vacancy, the
     policy and now), read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
     its patient's recent sends (for the contact cap, ``common.notify.CAP_SENDS_SQL``).
@@ -361,7 +365,8 @@ def _lock_first_free(
         return None, len(run), None
     width = len(_ENTRY_FIELDS)
     entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
-    patient = row[width + 1:width + 1 + len(_PATIENT_FIELDS)]
+    entry.standing_min_notice = row[width + 1]
+    patient = row[width + 2:width + 2 + len(_PATIENT_FIELDS)]
     entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
     return entry, row[width], _Rechecks(row[-1], row[-2]) if checks else None
 
@@ -512,9 +517,12 @@ def _promote(
             if reason is not None:
                 logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
                 return None, used
-            if not staff_reviewed:
+            standing = not staff_reviewed and standing_applies(policy, entry.standing_min_notice,
+                                                               starts_at=locked.starts_at, now=now)
+            if not staff_reviewed and not standing:
                 # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
-                # moves on without reading the patient's notices first.
+                # moves on without reading the patient's notices first. A standing booking needs no answer: its
+                # notice waits in the outbox for quiet hours and the daily cap like any other.
                 unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
                                            sent=rechecks.sent if rechecks is not None else None)
                 if unreachable is not None:
@@ -555,6 +563,8 @@ def _promote(
                 slot_fit=candidate.slot_fit,
                 correlation_id=correlation_id,
                 created_at=now,
+                standing=standing,
+                release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
                 **_offer_decision(decision, gated=gated, staff_reviewed=staff_reviewed, now=now,
                                   expires_at=expires_at),
             )
@@ -571,9 +581,13 @@ def _promote(
                     offer.decision_expires_at.isoformat() if offer.decision_expires_at else None
                 ),
                 **({"staff_reviewed": True} if staff_reviewed else {}),
+                **({"standing": True} if standing else {}),
             }
             _offer_write(locked, offer, entry, candidate, detail, actor_label=actor_label,
-                         correlation_id=correlation_id, now=now)
+                         correlation_id=correlation_id, now=now, notice=not standing)
+            if standing:
+                standing_book(locked, offer, entry, actor=actor_label, correlation_id=correlation_id, now=now)
+                return DispatchResult("BOOKED", offer), used
             return DispatchResult("OFFERED", offer), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
@@ -609,13 +623,16 @@ SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FR
 
 
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
-                 *, actor_label: str, correlation_id: str, now: datetime) -> None:
+                 *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
     """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting),
-    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``)."""
+    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``). ``notice=False``: a
+    standing booking, whose notice is the booking's, not the offer's."""
     entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
     vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
     offer_sql, offer_params = insert_sql(offer)
-    notice_sql, notice_params = insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id))
+    notice_sql, notice_params = (
+        insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id)) if notice
+        else ("SELECT 1", []))
     event_correlation = correlation_id or offer.correlation_id
     params = [
         EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources,

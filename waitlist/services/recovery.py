@@ -285,7 +285,7 @@ def vacancy_review_resolve(
                 defaults={"actor": label, "correlation_id": correlation_id},
             )
             result = _review_skip(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
-        offer = result.offer if result.outcome == "OFFERED" else None
+        offer = result.offer if result.outcome in ("OFFERED", "BOOKED") else None
         if offer is not None:
             event_append(offer=offer, from_status=offer.status, to_status=offer.status, reason_code="STAFF_REVIEWED",
                          actor=label, correlation_id=correlation_id, now=now, detail=evidence)
