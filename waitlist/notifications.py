@@ -40,7 +40,7 @@ from scheduling.services.features import feature_enabled
 
 from .models import Offer, OfferStatus
 from .reachability import send_window
-from .services.offers import offer_notice_delivered
+from .services.offers import deadline_if_delivered, offer_notice_delivered
 from .services.policy import policy_current
 from .tokens import claim_link, optout_link
 
@@ -103,6 +103,9 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
         recipient_ref=message.recipient_ref or patient.ref,
         now=now,
     )
+    # The notice states the deadline its delivery sets (the window counts from now).
+    offer.expires_at = deadline_if_delivered(offer, starts_at=offer.vacancy.starts_at, tz_name=clinic.timezone,
+                                             delivered_at=now)
     link = claim_link(offer)
     subject, body = offer_notice_text(offer, link, patient.language)
     body += optout_line(optout_link(patient), patient.language)
