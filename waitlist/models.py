@@ -88,7 +88,8 @@ class VacancyStatus(models.TextChoices):
 VACANCY_TRANSITIONS: dict[str, set[str]] = {
     VacancyStatus.OPEN: {VacancyStatus.REVIEW, VacancyStatus.FILLED, VacancyStatus.CLOSED},
     VacancyStatus.REVIEW: {VacancyStatus.OPEN, VacancyStatus.FILLED, VacancyStatus.CLOSED},
-    VacancyStatus.FILLED: set(),
+    # A patient's release of a standing-acceptance booking gives the slot back to the cascade.
+    VacancyStatus.FILLED: {VacancyStatus.OPEN},
     # Only the recovery command reopens a closed vacancy (waitlist_recover reopen-vacancy).
     VacancyStatus.CLOSED: {VacancyStatus.OPEN},
 }

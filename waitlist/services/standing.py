@@ -35,7 +35,7 @@ from ..models import (
     WaitlistEntry,
     WaitlistPolicy,
 )
-from ._shared import actor_label, event_append
+from ._shared import actor_label, event_append, queue_dispatch
 from .policy import policy_current
 
 #: The longest minimum notice a patient may ask for (a week: longer would rarely book anything).
@@ -157,37 +157,38 @@ def standing_release(
     now: datetime | None = None,
     correlation_id: str = "",
 ):
-    """The patient releases a standing booking before its ``release_until``: the appointment is CANCELLED, its
-    slot opens as a new vacancy (the patient excluded, dispatch queued: the cascade), the offer ends WITHDRAWN
-    (reason STANDING_RELEASED) and the entry waits again, held back from offers like this one for the policy's
-    suppression hours. Returns ``(offer, new vacancy or None)``. A repeat after success answers the same.
+    """The patient releases a standing booking before its ``release_until``: the appointment is CANCELLED, the
+    vacancy is OPEN again (FILLED → OPEN, the one way out of FILLED) and its dispatch queued (the cascade), the
+    offer ends WITHDRAWN (reason STANDING_RELEASED, which bars the entry from this vacancy) and the entry waits
+    again, held back from offers like this one for the policy's suppression hours. Returns ``(offer, vacancy)``.
+    A repeat after success answers the same. The vacancy counts as filled again only if the cascade refills it.
 
     ``patient`` (the claim page): the offer must be theirs. Refusals: NOT_STANDING (not a standing booking),
     RELEASE_CLOSED (past ``release_until``, or the booking changed since); foreign or unknown: NOT_FOUND.
     """
-    from .vacancies import appointment_cancel_with_vacancy
-
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
     with transaction.atomic():
         locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
-        offer, hold, entry = locks.offer, locks.hold, locks.entry
+        offer, hold, entry, vacancy = locks.offer, locks.hold, locks.entry, locks.vacancy
         if patient is not None and offer.patient_id != patient.pk:
             raise NotFound("No such offer.")
         if not offer.standing:
             raise Conflict("The offer was not booked under a standing acceptance.", code="NOT_STANDING")
         if offer.status == OfferStatus.WITHDRAWN and offer.reason_code == "STANDING_RELEASED":
-            return offer, Vacancy.objects.filter(clinic=clinic, vacancy_key=_released_key(locks)).first()
+            return offer, vacancy
         if (offer.status != OfferStatus.ACCEPTED or hold.status != HoldStatus.CONSUMED or hold.appointment is None
                 or entry.status != EntryStatus.BOOKED or offer.release_until is None or now >= offer.release_until):
             raise Conflict("This booking can no longer be released here; call the clinic.", code="RELEASE_CLOSED")
-        appointment, vacancy = appointment_cancel_with_vacancy(
-            clinic=clinic, appointment_ref=hold.appointment.ref, reason="STANDING_RELEASED", now=now)
+        appointment = scheduling.appointment_cancel(clinic=clinic, appointment_ref=hold.appointment.ref,
+                                                    reason="STANDING_RELEASED")
         cas_update(offer, expected_status=OfferStatus.ACCEPTED, status=OfferStatus.WITHDRAWN,
                    reason_code="STANDING_RELEASED")
         _entry_waits_again(locks, now=now)
+        cas_update(vacancy, expected_status=VacancyStatus.FILLED, status=VacancyStatus.OPEN, exhausted_at=None)
+        queue_dispatch(vacancy.pk)
         label = "patient" if patient is not None else actor_label(actor, "release")
-        detail = {"appointment": appointment.ref, "vacancy": vacancy.ref if vacancy else None}
+        detail = {"appointment": appointment.ref, "vacancy": vacancy.ref}
         event_append(offer=offer, from_status=OfferStatus.ACCEPTED, to_status=OfferStatus.WITHDRAWN,
                      reason_code="STANDING_RELEASED", actor=label, correlation_id=correlation_id, now=now,
                      detail=detail)
@@ -195,10 +196,6 @@ def standing_release(
                      reason=(reason or "released by the patient")[:200], correlation_id=correlation_id,
                      system_label="release", result=detail)
         return offer, vacancy
-
-
-def _released_key(locks: OfferLocks) -> str:
-    return f"appointment:{locks.hold.appointment.ref}" if locks.hold.appointment is not None else ""
 
 
 def _entry_waits_again(locks: OfferLocks, *, now: datetime) -> None:
