@@ -471,6 +471,17 @@ def _promotable_run(rest: list[matcher.Candidate], *, gated: bool, now) -> list[
     return run
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """What every step of one promotion under the fence reads: the policy it runs under and who runs it."""
+
+    policy: WaitlistPolicy
+    now: datetime
+    actor_label: str
+    correlation_id: str
+    staff_reviewed: bool
+
+
 def _promote(
     vacancy: Vacancy,
     run: list[tuple[matcher.Candidate, Decision | None]],
@@ -484,6 +495,7 @@ def _promote(
 ) -> tuple[DispatchResult | None, int]:
     """``promote`` for the first of ``run`` (candidates in order) that no other transaction holds: the result
     and how many of ``run`` it used up (those passed over as held, and the one tried)."""
+    attempt = _Attempt(policy, now, actor_label, correlation_id, staff_reviewed)
     used = 1
     try:
         with transaction.atomic():
@@ -506,95 +518,114 @@ def _promote(
             if entry is None:
                 return None, used
             candidate, decision = run[used - 1]
-            gated = policy.decision_gate == DecisionGate.REQUIRED
-            stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
-            if gated and not staff_reviewed and stale:
-                return DispatchResult(RESTART), used
-            reason = (
-                eligibility.first_failed(rechecks.checks) if rechecks is not None
-                else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
-            )
-            if reason is not None:
-                logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
-                return None, used
-            standing = not staff_reviewed and standing_applies(policy, entry.standing_min_notice,
-                                                               starts_at=locked.starts_at, now=now)
-            if not staff_reviewed and not standing:
-                # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
-                # moves on without reading the patient's notices first. A standing booking needs no answer: its
-                # notice waits in the outbox for quiet hours and the daily cap like any other.
-                unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
-                                           sent=rechecks.sent if rechecks is not None else None)
-                if unreachable is not None:
-                    note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
-                                until=unreachable.until, now=now, correlation_id=correlation_id)
-                    return DispatchResult(UNREACHABLE, waiting=unreachable), used
-            expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
-                                         slot_starts_at=locked.starts_at)
-            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
-            try:
-                hold = scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
-                                             **slot_of(locked))
-            except PatientOverlap:
-                # The patient booked or was offered an overlapping time since the check above: next candidate.
-                logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
-                return None, used
-            except SlotOccupied:
-                # Someone booked the time directly: the exclusion constraint says the slot is gone.
-                cas_update(
-                    locked,
-                    expected_status=locked.status,
-                    status=VacancyStatus.CLOSED,
-                    close_reason="SLOT_TAKEN",
-                )
-                return DispatchResult("CLOSED"), used
-            shadow_observe(preview=shadow, correlation_id=correlation_id)
-            offer = Offer(
-                clinic_id=locked.clinic_id,
-                tenant_group_id=locked.tenant_group_id,
-                vacancy=locked,
-                entry=entry,
-                patient_id=entry.patient_id,
-                hold=hold,
-                expires_at=expires_at,
-                policy=policy,
-                policy_version=policy.version,
-                policy_digest=policy.digest(),
-                slot_fit=candidate.slot_fit,
-                correlation_id=correlation_id,
-                created_at=now,
-                standing=standing,
-                release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
-                **_offer_decision(decision, gated=gated, staff_reviewed=staff_reviewed, now=now,
-                                  expires_at=expires_at),
-            )
-            detail = {
-                "vacancy": locked.ref,
-                "entry": entry.ref,
-                "hold": hold.ref,
-                "slot_fit": candidate.slot_fit,
-                "policy_version": policy.version,
-                "policy_digest": offer.policy_digest,
-                "decision_ref": offer.decision_ref,
-                "decision_status": offer.decision_status,
-                "decision_expires_at": (
-                    offer.decision_expires_at.isoformat() if offer.decision_expires_at else None
-                ),
-                **({"staff_reviewed": True} if staff_reviewed else {}),
-                **({"standing": True} if standing else {}),
-            }
-            _offer_write(locked, offer, entry, candidate, detail, actor_label=actor_label,
-                         correlation_id=correlation_id, now=now, notice=not standing)
-            if standing:
-                standing_book(locked, offer, entry, actor=actor_label, correlation_id=correlation_id, now=now)
-                return DispatchResult("BOOKED", offer), used
-            return DispatchResult("OFFERED", offer), used
+            return _promote_locked(locked, entry, candidate, decision, rechecks, attempt), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
         active = _active_offer(vacancy.pk)
         if active is None:
             raise
         return DispatchResult("ALREADY_OFFERED", active), used
+
+
+def _promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None,
+                    rechecks: _Rechecks | None, a: _Attempt) -> DispatchResult | None:
+    """Under the fence and the entry's lock: re-validate the candidate, hold the slot, write the offer (and book it
+    at once on a standing acceptance). None: this candidate is no longer eligible (try the next one)."""
+    policy, now = a.policy, a.now
+    gated = policy.decision_gate == DecisionGate.REQUIRED
+    stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
+    if gated and not a.staff_reviewed and stale:
+        return DispatchResult(RESTART)
+    reason = (
+        eligibility.first_failed(rechecks.checks) if rechecks is not None
+        else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+    )
+    if reason is not None:
+        logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
+        return None
+    standing = not a.staff_reviewed and standing_applies(policy, entry.standing_min_notice,
+                                                         starts_at=locked.starts_at, now=now)
+    if not a.staff_reviewed and not standing:
+        # Checked once the entry is ours (not before): a racer that finds the entry locked or taken moves on
+        # without reading the patient's notices first. A standing booking needs no answer: its notice waits in
+        # the outbox for quiet hours and the daily cap like any other.
+        unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
+                                   sent=rechecks.sent if rechecks is not None else None)
+        if unreachable is not None:
+            note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason, until=unreachable.until,
+                        now=now, correlation_id=a.correlation_id)
+            return DispatchResult(UNREACHABLE, waiting=unreachable)
+    expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
+                                 slot_starts_at=locked.starts_at)
+    shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
+    hold, refused = _place_hold(locked, entry, expires_at)
+    if hold is None:
+        return refused
+    shadow_observe(preview=shadow, correlation_id=a.correlation_id)
+    offer = _new_offer(locked, entry, candidate, decision, hold, a, expires_at=expires_at, standing=standing,
+                       gated=gated)
+    _offer_write(locked, offer, entry, candidate, _offer_detail(offer, candidate, a), actor_label=a.actor_label,
+                 correlation_id=a.correlation_id, now=now, notice=not standing)
+    if standing:
+        standing_book(locked, offer, entry, actor=a.actor_label, correlation_id=a.correlation_id, now=now)
+        return DispatchResult("BOOKED", offer)
+    return DispatchResult("OFFERED", offer)
+
+
+def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime):
+    """``(hold, None)``, or ``(None, result)`` when the slot cannot be held for this patient: None (the patient
+    booked or was offered an overlapping time meanwhile: next candidate) or CLOSED (someone booked the time
+    directly: the exclusion constraint says the slot is gone, and the vacancy closes)."""
+    try:
+        return scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
+                                     **slot_of(locked)), None
+    except PatientOverlap:
+        logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
+        return None, None
+    except SlotOccupied:
+        cas_update(locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="SLOT_TAKEN")
+        return None, DispatchResult("CLOSED")
+
+
+def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None, hold,
+               a: _Attempt, *, expires_at: datetime, standing: bool, gated: bool) -> Offer:
+    """The offer row (not yet written): the policy version and digest it runs under and the decision it rests on."""
+    policy, now = a.policy, a.now
+    return Offer(
+        clinic_id=locked.clinic_id,
+        tenant_group_id=locked.tenant_group_id,
+        vacancy=locked,
+        entry=entry,
+        patient_id=entry.patient_id,
+        hold=hold,
+        expires_at=expires_at,
+        policy=policy,
+        policy_version=policy.version,
+        policy_digest=policy.digest(),
+        slot_fit=candidate.slot_fit,
+        correlation_id=a.correlation_id,
+        created_at=now,
+        standing=standing,
+        release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
+        **_offer_decision(decision, gated=gated, staff_reviewed=a.staff_reviewed, now=now, expires_at=expires_at),
+    )
+
+
+def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: _Attempt) -> dict:
+    """The MATCHED event's detail: refs, the policy version and digest, the decision (refs and codes only)."""
+    return {
+        "vacancy": offer.vacancy.ref,
+        "entry": offer.entry.ref,
+        "hold": offer.hold.ref,
+        "slot_fit": candidate.slot_fit,
+        "policy_version": a.policy.version,
+        "policy_digest": offer.policy_digest,
+        "decision_ref": offer.decision_ref,
+        "decision_status": offer.decision_status,
+        "decision_expires_at": offer.decision_expires_at.isoformat() if offer.decision_expires_at else None,
+        **({"staff_reviewed": True} if a.staff_reviewed else {}),
+        **({"standing": True} if offer.standing else {}),
+    }
 
 
 # A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state
