@@ -5,6 +5,8 @@ from django.urls import path
 from . import views
 
 urlpatterns = [
-    path("calendar/<str:token>.ics", views.claim_calendar, name="waitlist-calendar"),
+    # Directly under /claim/ (no sub-folder) so that common.redaction's /claim/<token> rule digests the
+    # token in every log line, as it does the claim link's.
+    path("<str:token>.ics", views.claim_calendar, name="waitlist-calendar"),
     path("<str:token>/", views.claim_page, name="waitlist-claim"),
 ]

@@ -100,4 +100,4 @@ def calendar_token_read(token) -> str:
 
 
 def calendar_link(appointment) -> str:
-    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/claim/calendar/{calendar_token_make(appointment)}.ics"
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/claim/{calendar_token_make(appointment)}.ics"

@@ -8,7 +8,7 @@ details and calendar file), with 410 for the ended ones. The token names one off
 nothing in the request can point it at another. The page speaks the patient's stored language, else
 the browser's (``claim_language``), with a visible switch; times carry the clinic's city ("Seoul time").
 
-``/claim/calendar/<token>.ics`` serves a booking's calendar file (the link in SMS and webhook
+``/claim/<token>.ics`` serves a booking's calendar file (the link in SMS and webhook
 confirmations) while the appointment is CONFIRMED and not over; a bad token is a plain 404.
 """
 

@@ -135,7 +135,7 @@ def test_email_confirmation_says_when_who_where_and_attaches_the_calendar_file(w
                      f"Practitioner: {world.doctor.name}", f"Address: {ADDRESS}", f"Clinic phone: {PHONE}",
                      f"Booking reference: {appointment.ref}", "appointment.ics) is attached", "/optout/"):
         assert expected in text, expected
-    assert "/claim/calendar/" not in text  # attached, not linked
+    assert calendar_link(appointment) not in text  # attached, not linked
     (attachment,) = list(mail.iter_attachments())
     assert attachment.get_filename() == "appointment.ics" and attachment.get_content_type() == "text/calendar"
     event = calendar_of(attachment.get_content())
@@ -257,17 +257,29 @@ def test_an_automatic_booking_without_a_release_link_builder_is_not_sent_without
 # The calendar route and the file's form
 
 
+def test_the_calendar_link_is_a_credential_and_never_logged(world, caplog):
+    caplog.set_level("DEBUG")
+    _offer, appointment = booked_on_the_page(world)
+    deliver()  # the console provider logs the notice
+    link = calendar_link(appointment)
+    token = link.rsplit("/", 1)[1].removesuffix(".ics")
+    assert page_client().get(path_of(link)).status_code == 200
+    assert "notice message=" in caplog.text and token not in caplog.text
+    for record in caplog.records:
+        assert token not in record.getMessage()
+
+
 def test_the_calendar_route_refuses_bad_signatures_and_ended_bookings(world):
     _offer, appointment = booked_on_the_page(world)
     path = path_of(calendar_link(appointment))
-    token = path.removeprefix("/claim/calendar/").removesuffix(".ics")
+    token = path.removeprefix("/claim/").removesuffix(".ics")
     client = page_client()
     assert client.get(path).status_code == 200
     tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
-    assert client.get(f"/claim/calendar/{tampered}.ics").status_code == 404
+    assert client.get(f"/claim/{tampered}.ics").status_code == 404
     claim_token = claim_path(_offer).split("/")[2]  # another salt's genuine token
-    assert client.get(f"/claim/calendar/{claim_token}.ics").status_code == 404
-    assert client.get("/claim/calendar/guess.ics").status_code == 404
+    assert client.get(f"/claim/{claim_token}.ics").status_code == 404
+    assert client.get("/claim/guess.ics").status_code == 404
     from django.test import Client
 
     assert Client().post(path).status_code == 405
