@@ -15,7 +15,7 @@ from django.db import transaction
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from scheduling.models import Appointment, ConsentSource, ConsentState, ContactChannel
 from scheduling.services.consent import consent_record
-from tests.conftest import assert_no_pii, seoul, token_client
+from tests.conftest import assert_no_pii, race, seoul, token_client
 from tests.support.servers import http_receiver, smtp_sink
 from tests.waitlist.loop_helpers import claim_path, deliver, make_offer, page_client, submit
 from waitlist import confirmations, services
@@ -116,6 +116,19 @@ def test_the_confirmation_is_written_in_the_bookings_transaction(world):
         assert confirmations_queued().count() == 1
         raise RuntimeError("the booking's transaction rolls back")
     assert not confirmations_queued().exists() and not Appointment.objects.filter(source_hold__offer=offer).exists()
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_racing_booking_commands_confirm_the_booking_once(world):
+    offer = make_offer(world)
+    services.offer_claim(clinic=world.clinic, offer_ref=offer.ref, expected_version=1)
+    offer.refresh_from_db()
+    results = race(lambda i: services.offer_book(clinic=world.clinic, hold_ref=offer.hold.ref), 6)
+    assert all(isinstance(r, tuple) for r in results), results
+    assert sorted(created for _appointment, created in results) == [False] * 5 + [True]
+    assert {a.pk for a, _created in results} == {Appointment.objects.get(source_hold__offer=offer).pk}
+    assert confirmations_queued().count() == 1
 
 
 # Delivered: text, calendar file, rules
@@ -243,6 +256,15 @@ def test_an_automatic_booking_says_so_with_its_release_link_and_deadline(world, 
     assert f"You were booked automatically for a {world.treatment.name} appointment" in text
     assert "release the time by 10 a.m. on Monday, Dec. 2, 2030" in text
     assert f"https://clinic.example/release/{offer.ref}/" in text
+
+
+def test_a_booking_command_given_a_release_deadline_queues_the_automatic_notice_only(world):
+    offer = make_offer(world)
+    services.offer_claim(clinic=world.clinic, offer_ref=offer.ref, expected_version=1)
+    offer.refresh_from_db()
+    services.offer_book(clinic=world.clinic, hold_ref=offer.hold.ref, release_until=seoul(2, 10))
+    (message,) = confirmations_queued()
+    assert message.payload["release_until"] == seoul(2, 10).isoformat()
 
 
 def test_an_automatic_booking_without_a_release_link_builder_is_not_sent_without_one(world):

@@ -20,7 +20,8 @@ from .confirmation import booking_confirmation_queue
 
 
 def offer_book(
-    *, clinic: Clinic, hold_ref: str, actor=None, now: datetime | None = None, correlation_id: str = ""
+    *, clinic: Clinic, hold_ref: str, actor=None, now: datetime | None = None, correlation_id: str = "",
+    release_until: datetime | None = None,
 ) -> tuple[Appointment, bool]:
     """Book the hold of an ACCEPTED offer: CONFIRMED appointment, entry BOOKED, vacancy FILLED.
 
@@ -63,5 +64,6 @@ def offer_book(
             detail={"appointment": appointment.ref, "hold": hold.ref},
         )
         if created:
-            booking_confirmation_queue(offer=offer, appointment=appointment, correlation_id=correlation_id, now=now)
+            booking_confirmation_queue(offer=offer, appointment=appointment, correlation_id=correlation_id, now=now,
+                                       release_until=release_until)
         return appointment, created
