@@ -47,9 +47,10 @@ def _event_at(offer: Offer) -> datetime | None:
 def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
     """The offer's state as the patient sees it. ``offer`` carries its vacancy (the page's row).
 
-    An OFFERED offer past its answer window (or its slot's start) has ended even before the expiry
-    job has run: it ended at that deadline. An expiry is dated by its deadline (the hold's for an
-    accepted hold that ran out); a decline and a withdrawal by their event.
+    An OFFERED offer past its answer window (or its slot's start), or an unbooked ACCEPTED one past its
+    hold's expiry, has ended even before the expiry job has run: it ended at that deadline. An expiry
+    is dated by its deadline (the hold's for an accepted hold that ran out); a decline and a withdrawal
+    by their event.
     """
     now = now or timezone.now()
     if offer.status == OfferStatus.OFFERED:
@@ -61,6 +62,9 @@ def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
         appointment = (Appointment.objects.select_related("clinic", "practitioner", "treatment")
                        .filter(source_hold__offer=offer).first())
         if appointment is None:
+            if now >= offer.hold.expires_at:  # ran out unbooked; the expiry job makes it HOLD_EXPIRED
+                return ClaimOutcome(ClaimState.EXPIRED, ended_at=offer.hold.expires_at,
+                                    on_list=offer.entry.status in ON_LIST)
             return ClaimOutcome(ClaimState.HELD)
         if appointment.status == AppointmentStatus.CONFIRMED:
             return ClaimOutcome(ClaimState.BOOKED, appointment=appointment)

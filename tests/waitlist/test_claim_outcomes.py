@@ -73,6 +73,8 @@ def test_an_accepted_hold_that_ran_out_ends_at_the_holds_expiry(world, frozen_cl
     submit(page_client(), claim_path(offer), "accept")  # held; nobody books it
     offer.refresh_from_db()
     frozen_clock.move_to(offer.hold.expires_at + timedelta(minutes=3))
+    before_the_job = text(page_client().get(claim_path(offer)))
+    assert "This offer ended at 9:30 a.m. on Sunday, Dec. 1, 2030" in before_the_job
     services.expire_run()
     html = text(page_client().get(claim_path(offer)))
     assert "This offer ended at 9:30 a.m. on Sunday, Dec. 1, 2030" in html
