@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 
 from common.errors import DomainError
 from common.models import OutboxMessage
@@ -51,6 +52,23 @@ LANGUAGES = ("en", "ko")
 def local_datetime(value, tz_name: str) -> str:
     """``value`` in the clinic's zone, in the active language's DATETIME_FORMAT."""
     return formats.date_format(timezone.localtime(value, ZoneInfo(tz_name)), "DATETIME_FORMAT")
+
+
+#: City names of the clinics' zones, translated (the page says "Seoul time", not "Asia/Seoul").
+ZONE_CITIES = {
+    "Asia/Seoul": _lazy("Seoul"),
+    "Europe/Lisbon": _lazy("Lisbon"),
+    "Asia/Tokyo": _lazy("Tokyo"),
+    "Europe/London": _lazy("London"),
+    "America/New_York": _lazy("New York"),
+    "UTC": _lazy("UTC"),
+}
+
+
+def zone_label(tz_name: str) -> str:
+    """``Asia/Seoul`` → "Seoul time" (ko: "서울 시간"); an unlisted zone shows its city part."""
+    city = ZONE_CITIES.get(tz_name) or tz_name.rsplit("/", 1)[-1].replace("_", " ")
+    return _("%(city)s time") % {"city": city}
 
 
 def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]:

@@ -104,3 +104,29 @@ def standing_token_read(token) -> str:
 
 def standing_link(entry) -> str:
     return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/standing/{standing_token_make(entry)}/"
+
+
+CALENDAR_SALT = "waitlist.calendar"
+
+
+def calendar_token_make(appointment) -> str:
+    """The calendar link's token: signed, names one appointment, no expiry (the route serves the file only
+    while the appointment is CONFIRMED and not over, so the link dies with the booking)."""
+    return signing.dumps({"a": appointment.ref}, salt=CALENDAR_SALT, compress=False)
+
+
+def calendar_token_read(token) -> str:
+    """The appointment ref of a genuine calendar token; TokenInvalid otherwise."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        raise TokenInvalid()
+    try:
+        data = signing.loads(token, salt=CALENDAR_SALT)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise TokenInvalid() from exc
+    if not isinstance(data, dict) or not isinstance(data.get("a"), str):
+        raise TokenInvalid()
+    return data["a"]
+
+
+def calendar_link(appointment) -> str:
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/claim/{calendar_token_make(appointment)}.ics"

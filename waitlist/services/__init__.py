@@ -2,6 +2,7 @@
 
 from .accept import AcceptResult, offer_claim_and_book
 from .booking import offer_book
+from .confirmation import booking_confirmation_queue
 from .controls import waitlist_switch_set, waitlist_tenant_allow
 from .decisions import decision_record
 from .entries import entry_create, entry_set_priority, entry_withdraw
@@ -35,6 +36,7 @@ __all__ = [
     "DispatchResult",
     "ReviewResult",
     "appointment_cancel_with_vacancy",
+    "booking_confirmation_queue",
     "decision_record",
     "entry_create",
     "entry_set_priority",
