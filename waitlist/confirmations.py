@@ -162,11 +162,13 @@ ReleaseLinkBuilder = Callable[[Offer, Appointment], str]
 _release_link_builder: ReleaseLinkBuilder | None = None
 
 
-def release_link_register(builder: ReleaseLinkBuilder | None) -> None:
-    """Install the release-link builder (None removes it). The link is a bearer credential, so the outbox
-    stores only ``release_until`` and the link is made here, when the notice goes out."""
+def release_link_register(builder: ReleaseLinkBuilder | None) -> ReleaseLinkBuilder | None:
+    """Install the release-link builder (None removes it) and return the one it replaces. The link is a bearer
+    credential, so the outbox stores only ``release_until`` and the link is made here, when the notice goes out.
+    The app registers the claim page (``WaitlistConfig.ready``), which offers the release."""
     global _release_link_builder
-    _release_link_builder = builder
+    previous, _release_link_builder = _release_link_builder, builder
+    return previous
 
 
 def deliver_booking_confirmation(message: OutboxMessage) -> str:

@@ -48,3 +48,9 @@ def test_a_notice_outside_the_offered_choices_is_refused_and_records_nothing(wor
 
 def test_a_bad_token_is_a_plain_404(world):
     assert page_client().get("/standing/not-a-token/").status_code == 404
+
+
+def test_the_page_speaks_the_patients_language(world):
+    entry = world.waiting(world.patient(language="ko"))
+    html = page_client().get(path_for(entry)).content.decode()
+    assert '<html lang="ko">' in html and "자동으로 예약해 드릴까요?" in html and "Book me" not in html
