@@ -369,6 +369,9 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "inte
 # so a live worker's task is never handed out twice; a repeat after a crash is harmless (the services' fences).
 CELERY_VISIBILITY_TIMEOUT_SECONDS = env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=120)
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A worker that loses the broker stops the late-acknowledged tasks it runs: they cannot be acknowledged on
+# that connection, and the broker hands them out again (Celery 6's default, said here to keep it).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
 CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=max(1, CELERY_VISIBILITY_TIMEOUT_SECONDS * 3 // 4))
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 2,
