@@ -307,6 +307,8 @@ CELERY_BEAT_SCHEDULE.update(
 # The operating loop (waitlist app): beat jobs, booking retry, claim links and ops metrics.
 WAITLIST_BOOKING_RETRY_MINUTES = env.int("WAITLIST_BOOKING_RETRY_MINUTES", default=5)
 WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = env.int("WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES", default=24 * 60)
+# Opt-out links expire (every notice carries a fresh one): a leaked link stops working after this.
+WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS = env.int("WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS", default=90)
 WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
 WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)
 WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=30)

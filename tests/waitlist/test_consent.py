@@ -153,3 +153,15 @@ def test_another_tenants_patient_consent_is_404_like_a_missing_one(world, other_
     response = client.post(base + f"{foreign.ref}/consent", {"channels": ["SMS"], "state": "REVOKED"}, format="json")
     assert response.status_code == 404
     assert consent_current(foreign.pk)["SMS"] == "GRANTED"
+
+
+def test_an_opt_out_link_older_than_its_horizon_is_410_and_opts_nobody_out(world, settings, frozen_clock):
+    from datetime import timedelta
+
+    settings.WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS = 90
+    patient = world.patient()
+    path = _optout_path(patient)
+    frozen_clock.shift(timedelta(days=91))
+    assert page_client().get(path).status_code == 410
+    assert Client().post(path).status_code == 410
+    assert consent_current(patient.pk) == {"EMAIL": "GRANTED", "SMS": "GRANTED"}
