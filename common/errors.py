@@ -65,6 +65,13 @@ class PatientOverlap(SlotOccupied):
     code = "PATIENT_OVERLAP"
 
 
+class ConsentOptedOut(Conflict):
+    """Granting a channel the patient opted out of themselves needs their new consent (source
+    PATIENT_CONSENT with evidence); staff cannot re-grant it on their own."""
+
+    code = "CONSENT_OPTED_OUT"
+
+
 class IdempotencyKeyReused(DomainError):
     status_code = 422
     code = "IDEMPOTENCY_KEY_REUSED"

@@ -365,6 +365,9 @@ class ConsentSource(models.TextChoices):
     STAFF = "STAFF"  # a console or shell operator
     OPT_OUT_LINK = "OPT_OUT_LINK"  # the patient, through the link in a notice (no sign-in)
     IMPORT = "IMPORT"  # seed data or a bulk import
+    # The patient's own new consent (a signed form, a recorded call), entered by staff with a reference to
+    # that evidence: the only way back over the patient's own opt-out.
+    PATIENT_CONSENT = "PATIENT_CONSENT"
 
 
 class ContactConsent(models.Model):
@@ -380,6 +383,10 @@ class ContactConsent(models.Model):
     source = models.CharField(max_length=16, choices=ConsentSource.choices)
     actor = models.CharField(max_length=150, help_text="username, or 'patient' / 'system:<job>'")
     recorded_at = models.DateTimeField()
+    evidence = models.CharField(
+        max_length=200, blank=True, default="",
+        help_text="PATIENT_CONSENT: a reference to the patient's new consent (form or call id), never its content",
+    )
 
     objects = AppendOnlyQuerySet.as_manager()
 
