@@ -38,7 +38,8 @@ class ConsentInput(serializers.Serializer):
     channels = serializers.ListField(child=serializers.ChoiceField(choices=ContactChannel.choices), min_length=1,
                                      max_length=2)
     state = serializers.ChoiceField(choices=ConsentState.choices)
-    source = serializers.ChoiceField(
+    # The metaclass moves declared fields off the class, so this does not shadow Field.source at run time.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
         choices=[(ConsentSource.API, "API"), (ConsentSource.PATIENT_CONSENT, "PATIENT_CONSENT")],
         default=ConsentSource.API, required=False,
         help_text="PATIENT_CONSENT: the patient's own new consent, the only way to grant a channel they opted out "
