@@ -11,6 +11,7 @@ from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
 
 from common.models import AppendOnlyQuerySet
@@ -123,6 +124,14 @@ class Patient(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["clinic", "crm_fingerprint"], name="patient_clinic_fingerprint")]
+        # One patient per person in a clinic: the same contact or CRM fingerprint twice would let one person
+        # hold two places on the waitlist (and dodge the weekly cap). Emails compare case-insensitively.
+        constraints = [
+            models.UniqueConstraint(Lower("email"), "clinic", name="patient_one_per_email", condition=~Q(email="")),
+            models.UniqueConstraint(fields=["clinic", "phone"], name="patient_one_per_phone", condition=~Q(phone="")),
+            models.UniqueConstraint(fields=["clinic", "crm_fingerprint"], name="patient_one_per_crm_fingerprint",
+                                    condition=~Q(crm_fingerprint="")),
+        ]
 
     def __str__(self) -> str:
         return self.ref
