@@ -413,6 +413,8 @@ METRICS_SCRAPE_TOKENS = (
 METRICS_CACHE_SECONDS = env.int("METRICS_CACHE_SECONDS", default=10)
 READYZ_BEAT_MAX_AGE_SECONDS = env.int("READYZ_BEAT_MAX_AGE_SECONDS", default=300)
 READYZ_BROKER_TIMEOUT_SECONDS = env.float("READYZ_BROKER_TIMEOUT_SECONDS", default=1.0)
+# A process re-checks the broker for /readyz and /metrics at most this often (a down one costs the timeout).
+READYZ_BROKER_CHECK_EVERY_SECONDS = env.float("READYZ_BROKER_CHECK_EVERY_SECONDS", default=10.0)
 # Beat and workers record their own life in PostgreSQL (observability.components): a worker every
 # WORKER_HEARTBEAT_SECONDS, beat about every 10 s; older than COMPONENT_STALE_SECONDS is "stale".
 WORKER_HEARTBEAT_SECONDS = env.float("WORKER_HEARTBEAT_SECONDS", default=15.0)

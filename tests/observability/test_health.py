@@ -144,3 +144,23 @@ def test_readyz_reveals_no_error_text_or_host(beat_ran, settings):
     text = response.content.decode()
     for leak in ("secret", "127.0.0.1", "Error", "redis"):
         assert leak not in text
+
+
+def test_a_down_broker_is_probed_at_most_once_per_interval(beat_ran, settings, monkeypatch):
+    """A probe must answer within its timeout during the outage: the broker's answer is reused for a while."""
+    from kombu import Connection
+
+    settings.CELERY_BROKER_URL = f"redis://127.0.0.1:{free_port()}/9"
+    settings.READYZ_BROKER_CHECK_EVERY_SECONDS = 60
+    attempts = []
+    original = Connection.ensure_connection
+
+    def counted(self, *args, **kwargs):
+        attempts.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Connection, "ensure_connection", counted)
+    answers = [readyz() for _ in range(3)]
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert {body["background"]["broker"]["state"] for _, body in answers} == {"down"}
+    assert len(attempts) == 1
