@@ -419,3 +419,5 @@ if env("CELERY_BROKER_KEY_PREFIX", default=""):
         "global_keyprefix": env("CELERY_BROKER_KEY_PREFIX"),
     }
 # --- end observability ---
+
+INSTALLED_APPS.append("interop")

@@ -1,63 +1,179 @@
-"""Thin read-only FHIR views: scope as every clinic API (out of scope = 404), FHIR JSON out."""
+"""Thin FHIR views: FHIR content negotiation, every error an ``OperationOutcome``, scope as every clinic API
+(out of scope = 404). Reads: any STAFF member or the clinic's integration credential; writes: only the
+integration credential (object permission ``scheduling.fhir_integration``)."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from urllib.parse import urlencode
 
 from django.http import HttpResponse
+from django.utils.http import http_date
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import exceptions as drf
+from rest_framework.renderers import BaseRenderer
+from rest_framework.views import APIView
 
-from scheduling.api.base import ClinicAPIView
+from common.api import exception_handler as api_exception_handler
+from common.errors import NotFound
+from scheduling.scoping import clinic_for_grant, clinic_for_user
 
-from . import fhir
+from . import capability, fhir, outcome
+from .models import FHIR_INTEGRATION_PERMISSION
+from .search import prefers_strict
 
 FHIR_JSON = "application/fhir+json"
+#: Media ranges (Accept) and ``_format`` values that mean FHIR JSON.
+JSON_TYPES = frozenset({FHIR_JSON, "application/json", "application/json+fhir", "application/*", "*/*"})
+JSON_FORMATS = frozenset({"json", FHIR_JSON, "application/json", "application/json+fhir"})
 SEARCH_PARAMETERS = [
-    OpenApiParameter("start", str, description="ISO 8601 with offset; default now"),
-    OpenApiParameter("end", str, description="default start + 7 days; at most 31 days after start"),
     OpenApiParameter("_count", int, description="1–200, default 50"),
     OpenApiParameter("_after", str, description="cursor from the Bundle's next link"),
 ]
 
 
-def _fhir(resource) -> HttpResponse:
-    return HttpResponse(resource.model_dump_json(exclude_none=True), content_type=FHIR_JSON)
+class FhirRenderer(BaseRenderer):
+    media_type = FHIR_JSON
+    format = "json"
+    charset = None
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if data is None:
+            return b""
+        if hasattr(data, "model_dump_json"):
+            return data.model_dump_json(exclude_none=True).encode()
+        return json.dumps(data).encode()
 
 
-class _FhirSearchView(ClinicAPIView):
+def _accepts_json(request) -> bool:
+    fmt = request.query_params.get("_format")
+    if fmt is not None:
+        return fmt.strip().lower() in JSON_FORMATS
+    accept = request.headers.get("Accept", "").strip()
+    if not accept:
+        return True
+    return any(part.split(";")[0].strip().lower() in JSON_TYPES for part in accept.split(","))
+
+
+def fhir_exception_handler(exc, context):
+    """The API's typed refusal, rendered as an OperationOutcome with the same status and headers."""
+    response = api_exception_handler(exc, context)
+    if response is None:
+        return None
+    response.data = outcome.from_error(response.status_code, response.data)
+    return response
+
+
+def fhir_response(resource, *, status: int = 200, etag: bool = False) -> HttpResponse:
+    response = HttpResponse(resource.model_dump_json(exclude_none=True), content_type=FHIR_JSON, status=status)
+    meta = getattr(resource, "meta", None)
+    if etag and meta is not None and meta.versionId:
+        response["ETag"] = f'W/"{meta.versionId}"'
+        if isinstance(meta.lastUpdated, datetime):
+            response["Last-Modified"] = http_date(meta.lastUpdated.timestamp())
+    return response
+
+
+class FhirView(APIView):
+    """The base of every FHIR route: negotiation first (a 406 before any auth), then the clinic.
+
+    ``writes`` views need the integration credential; reads take a STAFF member or that credential.
+    """
+
+    renderer_classes = [FhirRenderer]
+    writes = False
+
+    def perform_content_negotiation(self, request, force=False):
+        renderer = FhirRenderer()
+        if not force and not _accepts_json(request):
+            raise drf.NotAcceptable("This server answers FHIR JSON only (application/fhir+json, _format=json).")
+        return renderer, renderer.media_type
+
+    def get_exception_handler(self):
+        return fhir_exception_handler
+
+    def initial(self, request, *args, **kwargs):
+        super().initial(request, *args, **kwargs)
+        self.clinic = self.resolve_clinic(request, kwargs.get("clinic"))
+
+    def resolve_clinic(self, request, clinic_ref):
+        if self.writes:
+            return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+        try:
+            return clinic_for_user(request.user, clinic_ref)
+        except NotFound:
+            return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+
+    def base_url(self) -> str:
+        return self.request.build_absolute_uri(f"/api/v1/clinics/{self.clinic.ref}/fhir/")
+
+
+class _FhirSearchView(FhirView):
     search = None
-    resource_type = ""
 
     def get(self, request, clinic):
-        params = fhir.search_params(request.query_params)
-        resources, cursor = type(self).search(clinic=self.clinic, search=params)
-        base = request.build_absolute_uri(f"/api/v1/clinics/{self.clinic.ref}/fhir/")
+        strict = prefers_strict(request.headers.get("Prefer", ""))
+        resources, cursor, parsed = type(self).search(clinic=self.clinic, params=request.query_params, strict=strict)
         page = request.build_absolute_uri(request.path)
-        kept = {k: v for k, v in request.query_params.items() if k in ("start", "end", "_count")}
-        next_url = f"{page}?{urlencode({**kept, '_after': cursor})}" if cursor else None
-        return _fhir(fhir.bundle(resources, base_url=base, self_url=request.build_absolute_uri(), next_url=next_url))
+        # The self link names only what was applied (R4: ignored parameters are left out of it).
+        used = [*parsed.used, ("_count", str(parsed.count))]
+        self_url = f"{page}?{urlencode(used + ([('_after', parsed.after)] if parsed.after else []))}"
+        next_url = f"{page}?{urlencode([*used, ('_after', cursor)])}" if cursor else None
+        return fhir_response(fhir.bundle(resources, base_url=self.base_url(), self_url=self_url, next_url=next_url))
 
 
-@extend_schema_view(get=extend_schema(operation_id="fhir_slot_search", parameters=SEARCH_PARAMETERS,
-                                       responses={200: OpenApiResponse(description="FHIR Bundle of Slot")}))
+def _search_schema(name: str, resource: str):
+    return extend_schema_view(get=extend_schema(
+        operation_id=f"fhir_{name}_search", parameters=SEARCH_PARAMETERS,
+        responses={200: OpenApiResponse(description=f"FHIR Bundle of {resource}")}))
+
+
+@_search_schema("slot", "Slot")
 class SlotSearchView(_FhirSearchView):
     search = staticmethod(fhir.slot_search)
 
 
-@extend_schema_view(get=extend_schema(operation_id="fhir_appointment_search", parameters=SEARCH_PARAMETERS,
-                                       responses={200: OpenApiResponse(description="FHIR Bundle of Appointment")}))
+@_search_schema("appointment", "Appointment")
 class AppointmentSearchView(_FhirSearchView):
     search = staticmethod(fhir.appointment_search)
 
 
-class SlotReadView(ClinicAPIView):
-    @extend_schema(operation_id="fhir_slot_read", responses={200: OpenApiResponse(description="FHIR Slot")})
-    def get(self, request, clinic, resource_id):
-        return _fhir(fhir.slot_read(clinic=self.clinic, resource_id=resource_id))
+@_search_schema("schedule", "Schedule")
+class ScheduleSearchView(_FhirSearchView):
+    search = staticmethod(fhir.schedule_search)
 
 
-class AppointmentReadView(ClinicAPIView):
-    @extend_schema(operation_id="fhir_appointment_read",
-                   responses={200: OpenApiResponse(description="FHIR Appointment")})
-    def get(self, request, clinic, resource_id):
-        return _fhir(fhir.appointment_read(clinic=self.clinic, resource_id=resource_id))
+def _read_view(name: str, read):
+    class ReadView(FhirView):
+        @extend_schema(operation_id=f"fhir_{name.lower()}_read",
+                       responses={200: OpenApiResponse(description=f"FHIR {name}")})
+        def get(self, request, clinic, resource_id):
+            return fhir_response(read(clinic=self.clinic, resource_id=resource_id), etag=True)
+
+    ReadView.__name__ = ReadView.__qualname__ = f"{name}ReadView"
+    return ReadView
+
+
+SlotReadView = _read_view("Slot", fhir.slot_read)
+AppointmentReadView = _read_view("Appointment", fhir.appointment_read)
+ScheduleReadView = _read_view("Schedule", fhir.schedule_read)
+
+
+class MetadataView(FhirView):
+    """``[base]/metadata``: what this server does, as a CapabilityStatement."""
+
+    @extend_schema(operation_id="fhir_metadata", responses={200: OpenApiResponse(description="CapabilityStatement")})
+    def get(self, request, clinic):
+        return fhir_response(capability.statement(base_url=self.base_url(), clinic=self.clinic))
+
+
+class UnknownView(FhirView):
+    """Anything else under a FHIR base: a 404 OperationOutcome (an unknown type is ``not-supported``)."""
+
+    @extend_schema(exclude=True)
+    def get(self, request, clinic, rest):
+        raise NotFound(f"There is no {rest.split('/')[0][:40]} here: this server has Slot, Appointment, "
+                       "Schedule and Subscription.")
+
+    put = post = delete = patch = get
