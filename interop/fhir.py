@@ -57,6 +57,8 @@ PATIENT_PARTICIPATION = {
     AppointmentStatus.CANCELLED: "declined",
 }
 NOTHING = Q(pk__in=[])
+#: Matches every row (an empty ``Q()`` vanishes when OR-ed, so it cannot stand for "all").
+EVERYTHING = Q(pk__isnull=False)
 
 
 def fhir_id(ref: str) -> str:
@@ -183,7 +185,7 @@ def slot_handlers(status: str) -> dict[str, s.Handler]:
     """The Slot parameters, as filters on the rows of one source (whose slots all have ``status``)."""
     def status_q(values, _zone, negate=False):
         return _codes_q(values, name="status", valid=SLOT_CODES, negate=negate,
-                        to_q=lambda code: Q() if code == status else NOTHING)
+                        to_q=lambda code: EVERYTHING if code == status else NOTHING)
 
     return {
         **_common(),

@@ -112,7 +112,7 @@ def _split(raw: str, name: str) -> list[str]:
 
 def token_values(values: list[str], *, name: str, system: str | None = None) -> list[list[str]]:
     """Token codes (``code``, ``system|code``, ``|code``): a list per parameter occurrence (AND) of
-    alternatives (OR). A system other than ``system`` matches nothing (kept as an impossible code)."""
+    alternatives (OR). A system other than ``system`` matches nothing (kept as the empty code, which no ref is)."""
     groups = []
     for raw in values:
         codes = []
@@ -120,7 +120,7 @@ def token_values(values: list[str], *, name: str, system: str | None = None) -> 
             if "|" in value:
                 given, _, code = value.partition("|")
                 if system is None or (given and given != system):
-                    codes.append("\x00no-match")
+                    codes.append("")  # no ref is empty: matches nothing
                     continue
                 value = code
             if not value:
