@@ -11,15 +11,18 @@ from urllib.parse import urlencode
 from django.http import HttpResponse
 from django.utils.http import http_date
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from fhir.resources.R4B.appointment import Appointment as FhirAppointment
+from pydantic import ValidationError
 from rest_framework import exceptions as drf
+from rest_framework.permissions import SAFE_METHODS
 from rest_framework.renderers import BaseRenderer
 from rest_framework.views import APIView
 
 from common.api import exception_handler as api_exception_handler
-from common.errors import NotFound
+from common.errors import DomainError, NotFound, ValidationFailed
 from scheduling.scoping import clinic_for_grant, clinic_for_user
 
-from . import capability, fhir, outcome
+from . import capability, fhir, outcome, services
 from .models import FHIR_INTEGRATION_PERMISSION
 from .search import prefers_strict
 
@@ -78,11 +81,10 @@ def fhir_response(resource, *, status: int = 200, etag: bool = False) -> HttpRes
 class FhirView(APIView):
     """The base of every FHIR route: negotiation first (a 406 before any auth), then the clinic.
 
-    ``writes`` views need the integration credential; reads take a STAFF member or that credential.
+    Writes need the integration credential; reads take a STAFF member or that credential.
     """
 
     renderer_classes = [FhirRenderer]
-    writes = False
 
     def perform_content_negotiation(self, request, force=False):
         renderer = FhirRenderer()
@@ -98,7 +100,7 @@ class FhirView(APIView):
         self.clinic = self.resolve_clinic(request, kwargs.get("clinic"))
 
     def resolve_clinic(self, request, clinic_ref):
-        if self.writes:
+        if request.method not in SAFE_METHODS:
             return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
         try:
             return clinic_for_user(request.user, clinic_ref)
@@ -134,9 +136,60 @@ class SlotSearchView(_FhirSearchView):
     search = staticmethod(fhir.slot_search)
 
 
+class UnsupportedMediaType(DomainError):
+    status_code = 415
+    code = "UNSUPPORTED_MEDIA_TYPE"
+
+
+def fhir_body(request, model):
+    """The request's FHIR JSON body as ``model`` (validated by fhir.resources) or a typed 400/415. The
+    diagnostics name the failing elements, never the values sent."""
+    media = request.content_type.split(";")[0].strip().lower()
+    if media not in (FHIR_JSON, "application/json"):
+        raise UnsupportedMediaType("Send application/fhir+json.")
+    try:
+        return model.model_validate_json(request.body)
+    except ValidationError as exc:
+        where = sorted({".".join(str(p) for p in error["loc"]) or "body" for error in exc.errors()})[:10]
+        raise ValidationFailed(f"Not a valid FHIR {model.__name__}.", fields={w: ["invalid"] for w in where}) \
+            from None
+
+
+def if_match(request) -> str | None:
+    """The version an ``If-Match: W/"3"`` names (or None)."""
+    raw = request.headers.get("If-Match")
+    if raw is None:
+        return None
+    return raw.strip().removeprefix("W/").strip('"')
+
+
 @_search_schema("appointment", "Appointment")
 class AppointmentSearchView(_FhirSearchView):
+    """Also the EHR's conditional update: ``PUT Appointment?identifier=system|value`` (integration only)."""
+
     search = staticmethod(fhir.appointment_search)
+
+    @extend_schema(operation_id="fhir_appointment_conditional_update", request=None,
+                   parameters=[OpenApiParameter("identifier", str, description="system|value (the EHR's id)")],
+                   responses={200: OpenApiResponse(description="updated (or unchanged) Appointment"),
+                              201: OpenApiResponse(description="created Appointment")})
+    def put(self, request, clinic):
+        identifiers = request.query_params.getlist("identifier")
+        if len(identifiers) != 1 or set(request.query_params) - {"identifier", "_format"}:
+            raise ValidationFailed("A conditional update takes one identifier=system|value.",
+                                   fields={"identifier": ["required"]})
+        system, bar, value = identifiers[0].partition("|")
+        if not bar:
+            system, value = "", system
+        resource = fhir_body(request, FhirAppointment)
+        appointment, created = services.ehr_appointment_put(
+            clinic=self.clinic, actor=request.user, system=system, value=value, resource=resource,
+            if_match=if_match(request))
+        answer = fhir.appointment_read(clinic=self.clinic, resource_id=fhir.fhir_id(appointment.ref))
+        response = fhir_response(answer, status=201 if created else 200, etag=True)
+        if created:
+            response["Location"] = f"{self.base_url()}Appointment/{answer.id}/_history/{answer.meta.versionId}"
+        return response
 
 
 @_search_schema("schedule", "Schedule")

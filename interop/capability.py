@@ -18,8 +18,10 @@ PARAMETER_TYPES = {
     "schedule": "reference", "patient": "reference", "practitioner": "reference", "actor": "reference",
     "slot": "reference",
 }
-#: Set by the write slices (inbound Appointment, Subscription): resource type → extra capability.
-WRITES: dict[str, dict] = {}
+#: What the integration credential may write, per resource type.
+WRITES: dict[str, dict] = {
+    "Appointment": {"interaction": [{"code": "update"}], "conditionalUpdate": True, "updateCreate": False},
+}
 
 
 def _params(names) -> list[dict]:
