@@ -421,3 +421,10 @@ if env("CELERY_BROKER_KEY_PREFIX", default=""):
 # --- end observability ---
 
 INSTALLED_APPS.append("interop")
+# FHIR subscriptions (docs/fhir.md): captured changes → outbox messages every few seconds.
+CELERY_BEAT_SCHEDULE["fhir-subscription-fanout"] = {
+    "task": "interop.tasks.fanout_subscriptions",
+    "schedule": env.float("FHIR_SUBSCRIPTION_FANOUT_EVERY_SECONDS", default=5.0),
+}
+FHIR_SUBSCRIPTION_ERROR_AFTER = env.int("FHIR_SUBSCRIPTION_ERROR_AFTER", default=3)
+FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", default=5.0)

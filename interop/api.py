@@ -12,6 +12,7 @@ from django.http import HttpResponse
 from django.utils.http import http_date
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from fhir.resources.R4B.appointment import Appointment as FhirAppointment
+from fhir.resources.R4B.subscription import Subscription as FhirSubscription
 from pydantic import ValidationError
 from rest_framework import exceptions as drf
 from rest_framework.permissions import SAFE_METHODS
@@ -22,8 +23,8 @@ from common.api import exception_handler as api_exception_handler
 from common.errors import DomainError, NotFound, ValidationFailed
 from scheduling.scoping import clinic_for_grant, clinic_for_user
 
-from . import capability, fhir, outcome, services
-from .models import FHIR_INTEGRATION_PERMISSION
+from . import capability, fhir, outcome, services, subscriptions
+from .models import FHIR_INTEGRATION_PERMISSION, Subscription
 from .search import prefers_strict
 
 FHIR_JSON = "application/fhir+json"
@@ -211,6 +212,47 @@ def _read_view(name: str, read):
 SlotReadView = _read_view("Slot", fhir.slot_read)
 AppointmentReadView = _read_view("Appointment", fhir.appointment_read)
 ScheduleReadView = _read_view("Schedule", fhir.schedule_read)
+
+
+class _IntegrationOnly(FhirView):
+    """Subscriptions belong to the integration credential: reads too (a STAFF member gets 403)."""
+
+    def resolve_clinic(self, request, clinic_ref):
+        return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+
+
+class SubscriptionView(_IntegrationOnly):
+    """``POST [base]/Subscription`` (create: rest-hook) and ``GET`` (the clinic's subscriptions)."""
+
+    @extend_schema(operation_id="fhir_subscription_create", request=None,
+                   responses={201: OpenApiResponse(description="Subscription (with its signing secret)")})
+    def post(self, request, clinic):
+        resource = fhir_body(request, FhirSubscription)
+        created = subscriptions.subscription_create(clinic=self.clinic, owner=request.user, resource=resource)
+        answer = subscriptions.to_fhir(created, with_secret=True)
+        response = fhir_response(answer, status=201, etag=True)
+        response["Location"] = f"{self.base_url()}Subscription/{answer.id}/_history/{answer.meta.versionId}"
+        return response
+
+    @extend_schema(operation_id="fhir_subscription_search",
+                   responses={200: OpenApiResponse(description="Bundle of Subscription")})
+    def get(self, request, clinic):
+        rows = Subscription.objects.filter(clinic=self.clinic).order_by("ref")[:200]
+        found = [subscriptions.to_fhir(row) for row in rows]
+        return fhir_response(fhir.bundle(found, base_url=self.base_url(), self_url=request.build_absolute_uri(),
+                                         next_url=None))
+
+
+class SubscriptionReadView(_IntegrationOnly):
+    @extend_schema(operation_id="fhir_subscription_read", responses={200: OpenApiResponse(description="Subscription")})
+    def get(self, request, clinic, resource_id):
+        found = subscriptions.subscription_get(clinic=self.clinic, resource_id=resource_id)
+        return fhir_response(subscriptions.to_fhir(found), etag=True)
+
+    @extend_schema(operation_id="fhir_subscription_delete", responses={204: None})
+    def delete(self, request, clinic, resource_id):
+        subscriptions.subscription_delete(clinic=self.clinic, actor=request.user, resource_id=resource_id)
+        return HttpResponse(status=204)
 
 
 class MetadataView(FhirView):

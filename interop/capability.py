@@ -21,6 +21,13 @@ PARAMETER_TYPES = {
 #: What the integration credential may write, per resource type.
 WRITES: dict[str, dict] = {
     "Appointment": {"interaction": [{"code": "update"}], "conditionalUpdate": True, "updateCreate": False},
+    "Subscription": {"resource": {
+        "type": "Subscription",
+        "interaction": [{"code": "create"}, {"code": "read"}, {"code": "delete"}, {"code": "search-type"}],
+        "versioning": "versioned",
+        "documentation": "rest-hook; criteria Appointment?… or Slot?… with this server's search parameters; "
+                         "the integration credential only",
+    }},
 }
 
 

@@ -32,7 +32,7 @@ from scheduling.models import (
     Clinic,
     Practitioner,
 )
-from waitlist.models import ACTIVE_OFFER_STATUSES, DISPATCHABLE_VACANCY_STATUSES, Offer, Vacancy
+from waitlist.models import ACTIVE_OFFER_STATUSES, DISPATCHABLE_VACANCY_STATUSES, Offer, Vacancy, VacancyStatus
 
 from . import search as s
 from .models import AppointmentIdentifier
@@ -221,7 +221,31 @@ def slot_read(*, clinic: Clinic, resource_id: str) -> FhirSlot:
         row = queryset.filter(ref=ref).values(*SLOT_FIELDS).first()
         if row is not None:
             return _slot(row, status, clinic)
+    vacancy = vacancy_rows(clinic).filter(ref=ref).first()
+    if vacancy is not None:
+        return vacancy_slot(clinic, vacancy)[0]
     raise NotFound()
+
+
+def _vacancy_slot_status(vacancy: dict) -> str:
+    """A vacancy's Slot: free while the waitlist looks for a patient, busy-tentative while an offer is out,
+    busy once filled, busy-unavailable once closed."""
+    if vacancy["status"] in DISPATCHABLE_VACANCY_STATUSES:
+        return "busy-tentative" if vacancy["offered"] else "free"
+    return "busy" if vacancy["status"] == VacancyStatus.FILLED else "busy-unavailable"
+
+
+def vacancy_rows(clinic: Clinic):
+    active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
+    return Vacancy.objects.filter(clinic=clinic).annotate(offered=Exists(active)).values(
+        *SLOT_FIELDS, "status", "offered", "pk")
+
+
+def vacancy_slot(clinic: Clinic, row: dict):
+    """The Slot of a vacancy in any state (the read view resolves ``Slot/<vacancy id>`` with it too)."""
+    status = _vacancy_slot_status(row)
+    return _slot(row, status, clinic), status
+
 
 
 # --- Appointment ---

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.contrib.auth.models import Permission
+from django.contrib.contenttypes.models import ContentType
 from django.db import connection, transaction
 from guardian.shortcuts import assign_perm
 
@@ -44,6 +46,10 @@ def clinic_grant_fhir_integration(*, clinic: Clinic, user, granted_by=None) -> N
     """Make ``user`` the clinic's EHR integration credential (FHIR writes and subscriptions; no STAFF
     role). Audited: who granted it, to whom."""
     with transaction.atomic():
+        # Made here too, not only by migration 0002: a test database flush keeps only Meta permissions.
+        Permission.objects.get_or_create(
+            content_type=ContentType.objects.get_for_model(Clinic), codename=FHIR_INTEGRATION_PERMISSION,
+            defaults={"name": "Writes FHIR appointments and subscriptions (EHR integration)"})
         assign_perm(f"scheduling.{FHIR_INTEGRATION_PERMISSION}", user, clinic)
         audit_record(actor=granted_by, action="fhir_integration_grant", clinic=clinic,
                      target_ref=f"user:{user.pk}", system_label="manage")

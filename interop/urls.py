@@ -14,5 +14,7 @@ urlpatterns = [
     path(F + "Appointment/<str:resource_id>", api.AppointmentReadView.as_view(), name="fhir-appointment-read"),
     path(F + "Schedule", api.ScheduleSearchView.as_view(), name="fhir-schedule-search"),
     path(F + "Schedule/<str:resource_id>", api.ScheduleReadView.as_view(), name="fhir-schedule-read"),
+    path(F + "Subscription", api.SubscriptionView.as_view(), name="fhir-subscription"),
+    path(F + "Subscription/<str:resource_id>", api.SubscriptionReadView.as_view(), name="fhir-subscription-read"),
     path(F + "<path:rest>", api.UnknownView.as_view(), name="fhir-unknown"),
 ]
