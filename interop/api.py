@@ -20,7 +20,7 @@ from rest_framework.renderers import BaseRenderer
 from rest_framework.views import APIView
 
 from common.api import exception_handler as api_exception_handler
-from common.errors import DomainError, NotFound, ValidationFailed
+from common.errors import DomainError, NotFound, PermissionDenied, ValidationFailed
 from scheduling.scoping import clinic_for_grant, clinic_for_user
 
 from . import capability, fhir, outcome, services, subscriptions
@@ -69,6 +69,14 @@ def fhir_exception_handler(exc, context):
     return response
 
 
+def integration_clinic(user, clinic_ref):
+    """The clinic whose integration credential ``user`` is; a member without it 403, anyone else 404."""
+    try:
+        return clinic_for_grant(user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+    except PermissionDenied:
+        raise PermissionDenied("This needs the clinic's FHIR integration credential.") from None
+
+
 def fhir_response(resource, *, status: int = 200, etag: bool = False) -> HttpResponse:
     response = HttpResponse(resource.model_dump_json(exclude_none=True), content_type=FHIR_JSON, status=status)
     meta = getattr(resource, "meta", None)
@@ -98,15 +106,17 @@ class FhirView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        if request.method.lower() not in self.http_method_names or not hasattr(self, request.method.lower()):
+            raise drf.MethodNotAllowed(request.method)  # before the clinic: a 405, not the write's 403
         self.clinic = self.resolve_clinic(request, kwargs.get("clinic"))
 
     def resolve_clinic(self, request, clinic_ref):
         if request.method not in SAFE_METHODS:
-            return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+            return integration_clinic(request.user, clinic_ref)
         try:
             return clinic_for_user(request.user, clinic_ref)
         except NotFound:
-            return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+            return integration_clinic(request.user, clinic_ref)
 
     def base_url(self) -> str:
         return self.request.build_absolute_uri(f"/api/v1/clinics/{self.clinic.ref}/fhir/")
@@ -218,7 +228,7 @@ class _IntegrationOnly(FhirView):
     """Subscriptions belong to the integration credential: reads too (a STAFF member gets 403)."""
 
     def resolve_clinic(self, request, clinic_ref):
-        return clinic_for_grant(request.user, clinic_ref, codename=FHIR_INTEGRATION_PERMISSION)
+        return integration_clinic(request.user, clinic_ref)
 
 
 class SubscriptionView(_IntegrationOnly):

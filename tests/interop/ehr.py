@@ -13,10 +13,15 @@ from tests.conftest import token_client
 EHR_SYSTEM = "urn:oid:1.2.410.100.1"
 
 
-def ehr_client(clinic):
+def ehr_user(clinic):
+    """A user holding only the clinic's FHIR integration grant (no STAFF role)."""
     user = f.UserFactory()
     clinic_grant_fhir_integration(clinic=clinic, user=user)
-    return token_client(user)
+    return user
+
+
+def ehr_client(clinic):
+    return token_client(ehr_user(clinic))
 
 
 def appointment(world, patient, starts_at: datetime, status: str = "booked", practitioner=None) -> dict:
