@@ -23,9 +23,10 @@ from common.api import exception_handler as api_exception_handler
 from common.errors import DomainError, NotFound, PermissionDenied, ValidationFailed
 from scheduling.scoping import clinic_for_grant, clinic_for_user
 
-from . import capability, fhir, outcome, services, subscriptions
+from . import capability, fhir, outcome, services
 from .models import FHIR_INTEGRATION_PERMISSION, Subscription
 from .search import prefers_strict
+from .services import subscriptions
 
 FHIR_JSON = "application/fhir+json"
 #: Media ranges (Accept) and ``_format`` values that mean FHIR JSON.

@@ -8,6 +8,6 @@ class InteropConfig(AppConfig):
     def ready(self) -> None:
         from common.outbox import register_handler
 
-        from .subscriptions import TOPIC, deliver_notification
+        from .services.subscriptions import TOPIC, deliver_notification
 
         register_handler(TOPIC, deliver_notification)

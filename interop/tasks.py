@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .subscriptions import subscriptions_fanout
+from .services.subscriptions import subscriptions_fanout
 
 
 @shared_task(name="interop.tasks.fanout_subscriptions", ignore_result=True)

@@ -17,7 +17,7 @@ from rest_framework.authtoken.models import Token
 from common import outbox
 from interop.fhir import fhir_id
 from interop.models import AppointmentIdentifier
-from interop.subscriptions import subscriptions_fanout
+from interop.services.subscriptions import subscriptions_fanout
 from scheduling.models import Appointment, AppointmentStatus
 from tests.conftest import seoul
 from tests.interop.ehr import EHR_SYSTEM, appointment, ehr_user

@@ -17,7 +17,7 @@ from common import outbox
 from common.models import AuditEntry, OutboxMessage, OutboxStatus
 from interop.fhir import fhir_id
 from interop.models import Subscription, SubscriptionStatus
-from interop.subscriptions import SECRET_EXTENSION, TOPIC, subscriptions_fanout
+from interop.services.subscriptions import SECRET_EXTENSION, TOPIC, subscriptions_fanout
 from scheduling.models import AppointmentStatus
 from scheduling.services import appointment_book, appointment_set_status
 from tests.conftest import seoul, token_client

@@ -31,9 +31,9 @@ from common.services import audit_record, outbox_enqueue
 from scheduling.models import Appointment, Clinic
 from waitlist.models import Vacancy
 
-from . import fhir
-from . import search as s
-from .models import ResourceChange, SentState, Subscription, SubscriptionStatus
+from .. import fhir
+from .. import search as s
+from ..models import ResourceChange, SentState, Subscription, SubscriptionStatus
 
 logger = logging.getLogger(__name__)
 
@@ -169,7 +169,7 @@ def _changed(subscription: Subscription, resource_id: str, signature: str) -> bo
         created = False
     if created:
         return True
-    state = SentState.objects.select_for_update().get(subscription=subscription, resource_id=resource_id)
+    state = SentState.objects.select_for_update(no_key=True).get(subscription=subscription, resource_id=resource_id)
     if state.signature == signature:
         return False
     SentState.objects.filter(pk=state.pk).update(signature=signature)
@@ -182,7 +182,7 @@ def subscriptions_fanout(*, limit: int = 500) -> int:
     Returns the messages enqueued. Changes committed after the round are taken by the next one."""
     enqueued = 0
     with transaction.atomic():
-        changes = list(ResourceChange.objects.select_for_update(skip_locked=True).order_by("id")
+        changes = list(ResourceChange.objects.select_for_update(skip_locked=True, no_key=True).order_by("id")
                        .values_list("id", "clinic_id", "kind", "row_id")[:limit])
         if not changes:
             return 0

@@ -21,8 +21,8 @@ from scheduling.models import Appointment, AppointmentStatus, Clinic, Patient, P
 from scheduling.services import appointment_book, appointment_move, appointment_set_status
 from waitlist.services import appointment_cancel_with_vacancy
 
-from .fhir import TREATMENT_SYSTEM, ref_of
-from .models import FHIR_INTEGRATION_PERMISSION, AppointmentIdentifier
+from ..fhir import TREATMENT_SYSTEM, ref_of
+from ..models import FHIR_INTEGRATION_PERMISSION, AppointmentIdentifier
 
 PATIENT_SYSTEM = "urn:clinic-waitlist:patient"
 #: FHIR status → ours, for what the EHR may send.
