@@ -175,7 +175,7 @@ SPECTACULAR_SETTINGS = {
                                                 "snapshot and redrive."},
         {"name": "operations", "description": "Operator reads and commands: `/api/v1/ops/…` snapshots and redrive. "
                                               "ADMIN commands need the `operate_clinic` grant and a young token."},
-        {"name": "fhir", "description": "FHIR R4 server (interop): Slot, Appointment, Schedule, Subscription."},
+        {"name": "fhir", "description": "FHIR R4 server (interop): see its `metadata` and docs/fhir.md."},
         {"name": "observability", "description": "Probes and Prometheus metrics (docs/deployment.md)."},
     ],
     "POSTPROCESSING_HOOKS": [

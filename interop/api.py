@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 
 from django.http import HttpResponse
 from django.utils.http import http_date
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from drf_spectacular.utils import extend_schema
 from fhir.resources.R4B.appointment import Appointment as FhirAppointment
 from fhir.resources.R4B.subscription import Subscription as FhirSubscription
 from pydantic import ValidationError
@@ -32,10 +32,6 @@ FHIR_JSON = "application/fhir+json"
 #: Media ranges (Accept) and ``_format`` values that mean FHIR JSON.
 JSON_TYPES = frozenset({FHIR_JSON, "application/json", "application/json+fhir", "application/*", "*/*"})
 JSON_FORMATS = frozenset({"json", FHIR_JSON, "application/json", "application/json+fhir"})
-SEARCH_PARAMETERS = [
-    OpenApiParameter("_count", int, description="1–200, default 50"),
-    OpenApiParameter("_after", str, description="cursor from the Bundle's next link"),
-]
 
 
 class FhirRenderer(BaseRenderer):
@@ -88,8 +84,12 @@ def fhir_response(resource, *, status: int = 200, etag: bool = False) -> HttpRes
     return response
 
 
+@extend_schema(exclude=True)
 class FhirView(APIView):
     """The base of every FHIR route: negotiation first (a 406 before any auth), then the clinic.
+
+    Not in the OpenAPI schema: its errors are OperationOutcomes, not the API's ``Error``, and FHIR clients
+    read this server's contract from ``metadata`` (docs/fhir.md is its prose).
 
     Writes need the integration credential; reads take a STAFF member or that credential.
     """
@@ -137,13 +137,6 @@ class _FhirSearchView(FhirView):
         return fhir_response(fhir.bundle(resources, base_url=self.base_url(), self_url=self_url, next_url=next_url))
 
 
-def _search_schema(name: str, resource: str):
-    return extend_schema_view(get=extend_schema(
-        operation_id=f"fhir_{name}_search", parameters=SEARCH_PARAMETERS,
-        responses={200: OpenApiResponse(description=f"FHIR Bundle of {resource}")}))
-
-
-@_search_schema("slot", "Slot")
 class SlotSearchView(_FhirSearchView):
     search = staticmethod(fhir.slot_search)
 
@@ -175,16 +168,11 @@ def if_match(request) -> str | None:
     return raw.strip().removeprefix("W/").strip('"')
 
 
-@_search_schema("appointment", "Appointment")
 class AppointmentSearchView(_FhirSearchView):
     """Also the EHR's conditional update: ``PUT Appointment?identifier=system|value`` (integration only)."""
 
     search = staticmethod(fhir.appointment_search)
 
-    @extend_schema(operation_id="fhir_appointment_conditional_update", request=None,
-                   parameters=[OpenApiParameter("identifier", str, description="system|value (the EHR's id)")],
-                   responses={200: OpenApiResponse(description="updated (or unchanged) Appointment"),
-                              201: OpenApiResponse(description="created Appointment")})
     def put(self, request, clinic):
         identifiers = request.query_params.getlist("identifier")
         if len(identifiers) != 1 or set(request.query_params) - {"identifier", "_format"}:
@@ -204,15 +192,12 @@ class AppointmentSearchView(_FhirSearchView):
         return response
 
 
-@_search_schema("schedule", "Schedule")
 class ScheduleSearchView(_FhirSearchView):
     search = staticmethod(fhir.schedule_search)
 
 
 def _read_view(name: str, read):
     class ReadView(FhirView):
-        @extend_schema(operation_id=f"fhir_{name.lower()}_read",
-                       responses={200: OpenApiResponse(description=f"FHIR {name}")})
         def get(self, request, clinic, resource_id):
             return fhir_response(read(clinic=self.clinic, resource_id=resource_id), etag=True)
 
@@ -235,8 +220,6 @@ class _IntegrationOnly(FhirView):
 class SubscriptionView(_IntegrationOnly):
     """``POST [base]/Subscription`` (create: rest-hook) and ``GET`` (the clinic's subscriptions)."""
 
-    @extend_schema(operation_id="fhir_subscription_create", request=None,
-                   responses={201: OpenApiResponse(description="Subscription (with its signing secret)")})
     def post(self, request, clinic):
         resource = fhir_body(request, FhirSubscription)
         created = subscriptions.subscription_create(clinic=self.clinic, owner=request.user, resource=resource)
@@ -245,8 +228,6 @@ class SubscriptionView(_IntegrationOnly):
         response["Location"] = f"{self.base_url()}Subscription/{answer.id}/_history/{answer.meta.versionId}"
         return response
 
-    @extend_schema(operation_id="fhir_subscription_search",
-                   responses={200: OpenApiResponse(description="Bundle of Subscription")})
     def get(self, request, clinic):
         rows = Subscription.objects.filter(clinic=self.clinic).order_by("ref")[:200]
         found = [subscriptions.to_fhir(row) for row in rows]
@@ -255,12 +236,10 @@ class SubscriptionView(_IntegrationOnly):
 
 
 class SubscriptionReadView(_IntegrationOnly):
-    @extend_schema(operation_id="fhir_subscription_read", responses={200: OpenApiResponse(description="Subscription")})
     def get(self, request, clinic, resource_id):
         found = subscriptions.subscription_get(clinic=self.clinic, resource_id=resource_id)
         return fhir_response(subscriptions.to_fhir(found), etag=True)
 
-    @extend_schema(operation_id="fhir_subscription_delete", responses={204: None})
     def delete(self, request, clinic, resource_id):
         subscriptions.subscription_delete(clinic=self.clinic, actor=request.user, resource_id=resource_id)
         return HttpResponse(status=204)
@@ -269,7 +248,6 @@ class SubscriptionReadView(_IntegrationOnly):
 class MetadataView(FhirView):
     """``[base]/metadata``: what this server does, as a CapabilityStatement."""
 
-    @extend_schema(operation_id="fhir_metadata", responses={200: OpenApiResponse(description="CapabilityStatement")})
     def get(self, request, clinic):
         return fhir_response(capability.statement(base_url=self.base_url(), clinic=self.clinic))
 
@@ -277,7 +255,6 @@ class MetadataView(FhirView):
 class UnknownView(FhirView):
     """Anything else under a FHIR base: a 404 OperationOutcome (an unknown type is ``not-supported``)."""
 
-    @extend_schema(exclude=True)
     def get(self, request, clinic, rest):
         raise NotFound(f"There is no {rest.split('/')[0][:40]} here: this server has Slot, Appointment, "
                        "Schedule and Subscription.")
