@@ -220,3 +220,18 @@ def test_a_foreign_schedule_is_the_404_of_a_missing_one(schedule):
     world, _ = schedule
     other = waitlist_world()
     outcome(get(world, f"Schedule/{fhir_id(other.doctor.ref)}"), 404, "not-found")
+
+
+@pytest.mark.parametrize("path, extra", [("Slot", 3), ("Appointment", 1)])
+def test_a_search_page_costs_the_same_queries_however_many_rows(schedule, path, extra, django_assert_max_num_queries):
+    world, _ = schedule
+    client = token_client(world.staff)
+    url = f"/api/v1/clinics/{world.clinic.ref}/fhir/{path}"
+    client.get(url)  # warm the token and scope caches
+    with django_assert_max_num_queries(6 + extra) as few:
+        assert client.get(url).status_code == 200
+    for day in range(10, 20):
+        appointment_book(clinic=world.clinic, patient=world.patient(), practitioner=world.doctor,
+                         treatment=world.treatment, starts_at=seoul(day, 11), status=AppointmentStatus.CONFIRMED)
+    with django_assert_max_num_queries(len(few.captured_queries)):
+        assert client.get(url).status_code == 200

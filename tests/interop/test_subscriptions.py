@@ -20,7 +20,7 @@ from interop.models import Subscription, SubscriptionStatus
 from interop.services.subscriptions import SECRET_EXTENSION, TOPIC, subscriptions_fanout
 from scheduling.models import AppointmentStatus
 from scheduling.services import appointment_book, appointment_set_status
-from tests.conftest import seoul, token_client
+from tests.conftest import race, seoul, token_client
 from tests.interop.ehr import ehr_client
 from tests.interop.fhir_helpers import entries, outcome, validated
 from tests.support.servers import http_receiver
@@ -152,4 +152,18 @@ def test_a_subscription_in_error_is_no_longer_fanned_out_or_sent(world):
     validated(subscribe(world), 201)
     Subscription.objects.update(status=SubscriptionStatus.ERROR)
     world.confirmed(seoul(5, 11))
+    assert subscriptions_fanout() == 0
+
+
+@pytest.mark.race
+@pytest.mark.django_db(transaction=True)
+def test_two_overlapping_fanout_rounds_enqueue_each_change_once():
+    world = waitlist_world()
+    world.ehr = ehr_client(world.clinic)
+    validated(subscribe(world), 201)
+    for day in range(2, 8):
+        world.confirmed(seoul(day, 11))
+    counts = race(lambda i: subscriptions_fanout(limit=3), 2)
+    assert sum(counts) + subscriptions_fanout() == 6
+    assert OutboxMessage.objects.filter(topic=TOPIC).count() == 6
     assert subscriptions_fanout() == 0
