@@ -175,7 +175,7 @@ SPECTACULAR_SETTINGS = {
                                                 "snapshot and redrive."},
         {"name": "operations", "description": "Operator reads and commands: `/api/v1/ops/…` snapshots and redrive. "
                                               "ADMIN commands need the `operate_clinic` grant and a young token."},
-        {"name": "fhir", "description": "Read-only FHIR R4 Slot and Appointment (interop), `application/fhir+json`."},
+        {"name": "fhir", "description": "FHIR R4 server (interop): see its `metadata` and docs/fhir.md."},
         {"name": "observability", "description": "Probes and Prometheus metrics (docs/deployment.md)."},
     ],
     "POSTPROCESSING_HOOKS": [
@@ -449,3 +449,12 @@ if env("CELERY_BROKER_KEY_PREFIX", default=""):
         "global_keyprefix": env("CELERY_BROKER_KEY_PREFIX"),
     }
 # --- end observability ---
+
+INSTALLED_APPS.append("interop")
+# FHIR subscriptions (docs/fhir.md): captured changes → outbox messages every few seconds.
+CELERY_BEAT_SCHEDULE["fhir-subscription-fanout"] = {
+    "task": "interop.tasks.fanout_subscriptions",
+    "schedule": env.float("FHIR_SUBSCRIPTION_FANOUT_EVERY_SECONDS", default=5.0),
+}
+FHIR_SUBSCRIPTION_ERROR_AFTER = env.int("FHIR_SUBSCRIPTION_ERROR_AFTER", default=3)
+FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", default=5.0)
