@@ -111,3 +111,48 @@ def when(value, tz_name: str) -> str:
     iso = value.isoformat() if isinstance(value, datetime) else str(value)
     return format_html('<time datetime="{}"><span class="nw">{}</span> <span class="nw">{}</span></time>', iso, day,
                        clock)
+
+
+@register.filter
+def code_label(code) -> str:
+    from operations.labels import code_label as label
+
+    return label(code)
+
+
+@register.filter
+def code_help(code) -> str:
+    from operations.labels import code_help as help_text
+
+    return help_text(code)
+
+
+@register.inclusion_tag("operations/partials/code.html")
+def code(value):
+    """A code in plain words with the code itself beside it (wrapping at underscores) and its explanation."""
+    from operations.labels import code_help as help_text
+    from operations.labels import code_label as label
+
+    value = str(value or "")
+    return {"value": value, "label": label(value), "help": help_text(value)}
+
+
+@register.filter
+def policy_label(name: str) -> str:
+    from operations.labels import policy_label as label
+
+    return label(name)
+
+
+@register.filter
+def policy_unit(name: str) -> str:
+    from operations.labels import policy_unit as unit
+
+    return unit(name)
+
+
+@register.filter
+def policy_help(name: str) -> str:
+    from operations.labels import policy_help as help_text
+
+    return help_text(name)
