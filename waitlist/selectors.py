@@ -8,7 +8,7 @@ from typing import cast
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, Count, Exists, F, Max, Min, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, Min, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Collate
 from django.utils import timezone
@@ -16,7 +16,7 @@ from django.utils import timezone
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from common.pagination import KeysetPage, day_bounds, keyset_page
 from common.timefmt import iso_in_zone
-from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
+from scheduling.models import CapacityAllocation, Clinic, ConsentState, ContactConsent, HoldStatus, Patient
 from scheduling.scoping import scoped_get
 from scheduling.services.consent import provider_channels
 from scheduling.services.features import feature_enabled
@@ -74,6 +74,16 @@ def _list_filters(queryset, *, clinic: Clinic, status=None, practitioner=None, t
     return queryset
 
 
+def opted_out(patient_field: str = "patient_id"):
+    """True when the patient withdrew contact consent (the opt-out link or staff): consent rows exist and no
+    channel's newest row is GRANTED. A patient who never consented is not "opted out"."""
+    rows = ContactConsent.objects.filter(patient_id=OuterRef(patient_field))
+    newer = ContactConsent.objects.filter(patient_id=OuterRef("patient_id"), channel=OuterRef("channel"),
+                                          id__gt=OuterRef("id"))
+    granted = rows.filter(state=ConsentState.GRANTED).exclude(Exists(newer))
+    return ExpressionWrapper(Q(Exists(rows)) & ~Q(Exists(granted)), output_field=BooleanField())
+
+
 def entry_page(
     *, clinic: Clinic, limit: int, after: str = "", status: str | None = None, day: date | None = None,
     practitioner: str | None = None, treatment: str | None = None,
@@ -82,7 +92,7 @@ def entry_page(
     covers part of that local day. One query (keyset on ``waiting_since``, ``id``)."""
     queryset = WaitlistEntry.objects.filter(clinic=clinic).select_related("patient", "treatment", "practitioner")
     queryset = _list_filters(queryset, clinic=clinic, status=status, practitioner=practitioner,
-                             treatment=treatment, day=day, day_field="window")
+                             treatment=treatment, day=day, day_field="window").annotate(opted_out=opted_out())
     return keyset_page(queryset, field="waiting_since", limit=limit, after=after)
 
 
@@ -479,7 +489,8 @@ def ops_action_queue(
     return {"items": items, "next": next_cursor}
 
 
-def _unoffered_vacancies(clinic: Clinic, now: datetime):
+def unoffered_vacancies(*, clinic: Clinic, now: datetime):
+    """OPEN vacancies, not started, with no active offer (the queue's and the overview's one definition)."""
     active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
     return Vacancy.objects.filter(clinic=clinic, status=VacancyStatus.OPEN, starts_at__gt=now).exclude(Exists(active))
 
@@ -494,7 +505,7 @@ def _waiting_lead(clinic: Clinic) -> timedelta:
 def _unoffered_vacancy_rows(clinic: Clinic, now: datetime, limit: int, bounded) -> list[dict]:
     """The queue's two vacancy sources: no candidate (the list ran out), and waiting past its lead time."""
     fields = ("ref", "starts_at", "waiting_reason", "waiting_until", "exhausted_at", "updated_at")
-    unoffered = _unoffered_vacancies(clinic, now)
+    unoffered = unoffered_vacancies(clinic=clinic, now=now)
     empty = bounded(unoffered.filter(exhausted_at__isnull=False, waiting_reason=""), "exhausted_at",
                     "VACANCY_NO_CANDIDATE").values(*fields)
     rows = [{"kind": "VACANCY_NO_CANDIDATE", "ref": v["ref"], "_at": v["exhausted_at"], "reason_code": "NO_CANDIDATE",
@@ -892,3 +903,28 @@ def open_vacancies_soon(*, clinic: Clinic, now: datetime | None = None, limit: i
             ZoneInfo(tz)).date() == today,
          "offer_expires": iso_in_zone(r["offer_expires"], tz) if r["offer_expires"] else None}
         for r in rows]}
+
+
+def entry_activity(*, clinic: Clinic, entry_ref: str, limit: int = 50) -> list[dict]:
+    """An entry's timeline, newest first: its offers' events (claims, bookings, declines, releases), the
+    pass-overs dispatch noted for it and its patient's consent changes (opt-outs). Refs and codes only;
+    three queries."""
+    entry = WaitlistEntry.objects.filter(clinic=clinic, ref=entry_ref).values("id", "patient_id").first()
+    if entry is None:
+        return []
+    events = OfferEvent.objects.filter(clinic=clinic, offer__entry_id=entry["id"]).order_by("-id").values(
+        "created_at", "offer__ref", "offer__vacancy__ref", "from_status", "to_status", "reason_code", "actor")[:limit]
+    notes = DispatchNote.objects.filter(clinic=clinic, entry_id=entry["id"]).order_by("-last_at").values(
+        "last_at", "vacancy__ref", "reason_code", "times")[:limit]
+    consents = ContactConsent.objects.filter(patient_id=entry["patient_id"]).order_by("-id").values(
+        "recorded_at", "channel", "state", "source", "actor")[:limit]
+    rows = [{"at": e["created_at"], "kind": "offer", "ref": e["offer__ref"], "vacancy": e["offer__vacancy__ref"],
+             "code": e["reason_code"], "change": f"{e['from_status'] or 'new'} → {e['to_status']}", "actor": e["actor"]}
+            for e in events]
+    rows += [{"at": n["last_at"], "kind": "passed_over", "ref": n["vacancy__ref"], "vacancy": n["vacancy__ref"],
+              "code": n["reason_code"], "change": f"passed over {n['times']}×", "actor": "system:dispatch"}
+             for n in notes]
+    rows += [{"at": c["recorded_at"], "kind": "consent", "ref": "", "vacancy": None, "code": c["state"],
+              "change": f"{c['channel']} {c['state']} ({c['source']})", "actor": c["actor"]} for c in consents]
+    rows.sort(key=lambda r: r["at"], reverse=True)
+    return [{**r, "at": iso_in_zone(r["at"], clinic.timezone)} for r in rows[:limit]]

@@ -156,3 +156,32 @@ def policy_help(name: str) -> str:
     from operations.labels import policy_help as help_text
 
     return help_text(name)
+
+
+@register.filter
+def result_fields(result, tz_name: str) -> list[tuple[str, str]]:
+    """An audit row's result as readable (label, value) pairs: nested keys joined, times in the clinic's zone,
+    lists joined by commas."""
+    pairs: list[tuple[str, str]] = []
+
+    def text(value) -> str:
+        if isinstance(value, str) and len(value) >= 19 and value[4:5] == "-" and value[10:11] == "T":
+            try:
+                return in_zone(datetime.fromisoformat(value), tz_name)
+            except ValueError:
+                return value
+        if isinstance(value, list):
+            return ", ".join(text(v) for v in value) or "—"
+        if value is None or value == "":
+            return "—"
+        return str(value)
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix} {key}".strip(), inner)
+        else:
+            pairs.append((field_label(prefix), text(value)))
+
+    walk("", result if isinstance(result, dict) else {"result": result})
+    return pairs
