@@ -63,7 +63,8 @@ def test_each_row_shows_actor_time_in_clinic_zone_action_target_reason_key_and_r
 
 def test_a_result_time_is_shown_in_the_clinic_zone(staff_web, clinic):
     (entry,) = make_audit(clinic, 1)
-    AuditEntry.objects.filter(pk=entry.pk).update(result={"expires_at": "2030-12-03T01:02:03+00:00", "jobs": ["a", "b"]})
+    result = {"expires_at": "2030-12-03T01:02:03+00:00", "jobs": ["a", "b"]}
+    AuditEntry.objects.filter(pk=entry.pk).update(result=result)
     html = staff_web.get(audit_url(clinic)).content.decode()
     row = html.split(f'<tr data-ref="{entry.ref}">', 1)[1].split("</tr>", 1)[0]
     assert "<dt>expires at</dt><dd>2030-12-03 10:02 KST</dd>" in row and "<dt>jobs</dt><dd>a, b</dd>" in row
