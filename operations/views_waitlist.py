@@ -149,8 +149,10 @@ def _panel_context(clinic: Clinic, panel: dict, forms: dict | None = None) -> di
 @clinic_view()
 def waitlist_vacancy(request: HtmxHttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
-    return render_detail(request, PANEL, clinic, "waitlist", lambda: _panel_context(
-        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)))
+    # ``?command=withdraw``: the queue's command button opens that command's disclosure at once.
+    return render_detail(request, PANEL, clinic, "waitlist", lambda: {**_panel_context(
+        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
+        "open_command": request.GET.get("command", "")})
 
 
 # --- commands ---------------------------------------------------------------------------------------
