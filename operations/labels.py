@@ -40,6 +40,22 @@ CODES: dict[str, tuple[str, str]] = {
     "OPTED_OUT": ("Opted out", "The patient asked to get no more offers."),
     "DECISION_FEED_SILENT": ("Decision feed silent", "No waiting patient got a decision in 24 h while the decision "
                              "gate is required."),
+    "SMTP_UNAVAILABLE": ("Mail server unavailable", "The mail server could not be reached on any attempt."),
+    "DEAD": ("Undeliverable", "Every delivery attempt failed."),
+    # fairness pass-over families
+    "PRIORITY": ("Lower priority", "Someone with a higher priority came first."),
+    "STAFF_SKIPPED": ("Skipped by staff", "Staff chose the next candidate in a review."),
+    "DECLINE_SUPPRESSION": ("Paused after a decline", "The patient declined a similar offer recently."),
+    "WEEKLY_CAP": ("Weekly offer limit", "The patient already got the most offers allowed in 7 days."),
+    "OTHER": ("Other", "Any other reason."),
+    "MATCHED": ("Matched", "Chosen as the best eligible candidate."),
+    "EXPIRED": ("Expired", "The answer time ran out."),
+    "DECLINED": ("Declined", "The patient said no."),
+    "WITHDRAWN": ("Withdrawn", "Staff or the system took the offer back."),
+    "ACCEPTED": ("Accepted", "The patient said yes; the booking follows."),
+    "FRESH": ("Fresh", "The booking-reliability decision is current."),
+    "STALE": ("Out of date", "The booking-reliability decision is older than allowed."),
+    "UNAVAILABLE": ("Unavailable", "No booking-reliability decision could be read."),
     # policy choices
     "NEXT_CANDIDATE": ("Next candidate", "Skip to the next candidate."),
     "FRESH_READ": ("Ask again", "Ask the reliability service for a fresh decision first."),

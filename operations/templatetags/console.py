@@ -134,7 +134,10 @@ def code(value):
     from operations.labels import code_label as label
 
     value = str(value or "")
-    return {"value": value, "label": label(value), "help": help_text(value)}
+    words = label(value)
+    # "Offered" beside OFFERED says nothing new: such a code shows once, its explanation as the tooltip.
+    same = words.upper() == value
+    return {"value": value, "label": value if same else words, "help": help_text(value)}
 
 
 @register.filter
