@@ -497,9 +497,9 @@ def unoffered_vacancies(*, clinic: Clinic, now: datetime):
 
 def _waiting_lead(clinic: Clinic) -> timedelta:
     """How close to its start a waiting vacancy needs a person: the policy's minimum lead and answer margin."""
-    policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values(
-        "min_lead_minutes", "answer_window_margin_minutes").first() or {}
-    return timedelta(minutes=sum(v or 0 for v in policy.values()))
+    minutes = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values_list(
+        "min_lead_minutes", "answer_window_margin_minutes").first() or (0, 0)
+    return timedelta(minutes=sum(int(v or 0) for v in minutes))
 
 
 def _unoffered_vacancy_rows(clinic: Clinic, now: datetime, limit: int, bounded) -> list[dict]:
