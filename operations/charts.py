@@ -21,6 +21,8 @@ class Panel:
     bars: list[dict]
     #: Days with a value, for the dots and their hover titles.
     dots: list[dict]
+    #: The value axis: the top of the panel's scale (its bottom is 0).
+    max_label: str = ""
 
 
 def _x(i: int, n: int) -> float:
@@ -55,11 +57,12 @@ def trend_chart(days: list[TrendDay]) -> dict:
     top = 0
     points, dots = _line(rates, top, n, 1.0, dates, lambda v: f"{v * 100:.0f}%")
     summary = f"{filled}/{decided} decided filled" if decided else "no decided vacancies"
-    panels.append(Panel("fill_rate", "Fill rate", summary, top, points, [], dots))
+    panels.append(Panel("fill_rate", "Fill rate", summary, top, points, [], dots, "100%"))
     top += PANEL_HEIGHT + GAP
     points, dots = _line(ttf, top, n, max(known_ttf, default=0), dates, _hours)
     panels.append(Panel("time_to_fill", "Time to fill (p50 per day)",
-                        f"max {_hours(max(known_ttf))}" if known_ttf else "no fills", top, points, [], dots))
+                        f"max {_hours(max(known_ttf))}" if known_ttf else "no fills", top, points, [], dots,
+                        _hours(max(known_ttf)) if known_ttf else "—"))
     top += PANEL_HEIGHT + GAP
     peak = max(sent, default=0)
     bar_width = max((WIDTH - 2 * LEFT) / max(n, 1) - 2, 1)
@@ -68,8 +71,21 @@ def trend_chart(days: list[TrendDay]) -> dict:
         height = (PANEL_HEIGHT - 4) * (value / peak) if peak else 0
         bars.append({"x": f"{_x(i, n) - bar_width / 2:.1f}", "y": f"{top + PANEL_HEIGHT - height:.1f}",
                      "width": f"{bar_width:.1f}", "height": f"{height:.1f}", "title": f"{dates[i]:%m-%d}: {value}"})
-    panels.append(Panel("offers_sent", "Offers sent per day", f"{sum(sent)} in total, peak {peak}", top, "", bars, []))
+    panels.append(Panel("offers_sent", "Offers sent per day", f"{sum(sent)} in total, peak {peak}", top, "", bars, [],
+                        str(peak)))
     return {
         "width": WIDTH, "height": top + PANEL_HEIGHT, "panel_height": PANEL_HEIGHT, "panels": panels,
         "first": dates[0] if dates else None, "last": dates[-1] if dates else None, "days": n,
+        "ticks": _ticks(dates), "axis_y": top + PANEL_HEIGHT + 14,
+        "table": [{"day": d.day, "fill_rate": "—" if d.fill_rate is None else f"{d.fill_rate * 100:.0f}%",
+                   "time_to_fill": "—" if d.time_to_fill_p50 is None else _hours(d.time_to_fill_p50),
+                   "offers_sent": d.offers_sent} for d in days],
     }
+
+
+def _ticks(dates) -> list[dict]:
+    """Date labels under the time axis: the first day, every week after it, and the last day."""
+    n = len(dates)
+    picked = sorted({0, n - 1, *range(7, n - 3, 7)}) if n else []
+    return [{"x": f"{_x(i, n):.1f}", "label": f"{dates[i]:%m-%d}",
+             "anchor": "start" if i == 0 else "end" if i == n - 1 else "middle"} for i in picked]

@@ -8,6 +8,7 @@ from django import forms
 from waitlist.forms import policy_form_class
 
 from .forms import ReasonConfirmForm
+from .labels import policy_help, policy_label, policy_unit
 
 ON_OFF = [("on", "ON"), ("off", "OFF")]
 
@@ -54,5 +55,14 @@ def policy_edit_form(current, data=None) -> ReasonConfirmForm:
         expected_version = forms.IntegerField(widget=forms.HiddenInput, min_value=1)
 
     names = current.editable_fields()
-    initial = {name: getattr(current, name) for name in names} | {"expected_version": current.version}
-    return PolicyEditForm(data=data, initial=initial)
+    form = PolicyEditForm(data=data, initial=_initial(current, names))
+    for name in names:  # the clinic's words and the unit in the label, the effect as the help text
+        unit = policy_unit(name)
+        form.fields[name].label = policy_label(name) + (f" ({unit})" if unit and unit != "yes/no" else "")
+        form.fields[name].help_text = policy_help(name)
+    return form
+
+
+def _initial(current, names) -> dict:
+    return {name: getattr(current, name) for name in names} | {"expected_version": current.version}
+

@@ -17,9 +17,9 @@ from django.utils import timezone
 
 from common.models import OutboxMessage, OutboxStatus
 from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
-from scheduling.models import LIVE_HOLD_STATUSES, CapacityHold, Clinic
-from waitlist.models import ACTIVE_OFFER_STATUSES, OFFER_TOPIC, Offer, Vacancy, VacancyStatus, WaitlistEntry
-from waitlist.selectors import offers_without_active_hold, stuck_accepted_offers
+from scheduling.models import LIVE_HOLD_STATUSES, CapacityHold, Clinic, ContactConsent
+from waitlist.models import OFFER_TOPIC, Offer, OfferStatus, Vacancy, VacancyStatus, WaitlistEntry
+from waitlist.selectors import offers_without_active_hold, opted_out, stuck_accepted_offers, unoffered_vacancies
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,9 @@ def _one_row(clinic: Clinic, **expressions) -> dict:
 
 
 def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Counter]:
-    """Attention counters first (review, stuck bookings, dead deliveries, offers without a hold, FAILED
-    jobs, quarantine), then live ones (open vacancies, active offers, live holds, waiting, jobs running).
+    """Attention counters first (slots with no candidate, review, stuck bookings, dead deliveries, offers without a
+    hold, FAILED jobs, quarantine), then live ones (open vacancies, offers awaiting an answer (OFFERED only: a
+    booked offer is not active), live holds, patients waiting who have not opted out, jobs running).
     One query: every count is a scalar subquery on the clinic's row."""
     now = now or timezone.now()
     vacancies = Vacancy.objects.filter(clinic=clinic)
@@ -63,7 +64,9 @@ def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Coun
         clinic,
         review=_count(vacancies.filter(status=VacancyStatus.REVIEW)),
         open=_count(vacancies.filter(status=VacancyStatus.OPEN)),
-        active=_count(Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES)),
+        active=_count(Offer.objects.filter(clinic=clinic, status=OfferStatus.OFFERED)),
+        no_candidate=_count(unoffered_vacancies(clinic=clinic, now=now).filter(exhausted_at__isnull=False,
+                                                                              waiting_reason="")),
         stuck=_count(stuck_accepted_offers(now=now).filter(clinic=clinic)),
         broken=_count(offers_without_active_hold().filter(clinic=clinic)),
         dead=_count(
@@ -71,7 +74,8 @@ def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Coun
             "clinic_ref",
         ),
         holds=_count(CapacityHold.objects.filter(clinic=clinic, status__in=LIVE_HOLD_STATUSES)),
-        waiting=_count(WaitlistEntry.objects.filter(clinic=clinic, status="WAITING")),
+        waiting=_count(WaitlistEntry.objects.filter(clinic=clinic, status="WAITING").alias(out=opted_out())
+                       .filter(out=False)),
         failed=_count(jobs.filter(state=JobState.FAILED)),
         running=_count(jobs.filter(state=JobState.RUNNING)),
         quarantine=_count(QuarantineCase.objects.filter(clinic_id=clinic.pk)),
@@ -80,6 +84,7 @@ def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Coun
     finished = reverse("console:reevaluation-finished", kwargs={"clinic_ref": clinic.ref})
     queue = reverse("console:waitlist", kwargs={"clinic_ref": clinic.ref}) + "#queue-title"
     return [
+        Counter("no_candidate", "Slots with no candidate", n["no_candidate"], queue, True),
         Counter("review", "Vacancies in review", n["review"], _list_url(clinic, "vacancies", status="REVIEW"), True),
         Counter("stuck", "Stuck bookings", n["stuck"], queue, True),
         Counter("dead", "Dead deliveries", n["dead"], queue, True),
@@ -87,9 +92,11 @@ def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Coun
         Counter("failed", "FAILED jobs", n["failed"], finished + "?status=FAILED", True),
         Counter("quarantine", "Quarantine cases", n["quarantine"], reeval + "#quarantine-title", True),
         Counter("open", "Open vacancies", n["open"], _list_url(clinic, "vacancies", status="OPEN"), False),
-        Counter("offers", "Active offers", n["active"], _list_url(clinic, "offers", status="ACTIVE"), False),
+        Counter("offers", "Offers awaiting an answer", n["active"], _list_url(clinic, "offers", status="OFFERED"),
+                False),
         Counter("holds", "Live holds", n["holds"], _list_url(clinic, "offers", status="ACTIVE"), False),
-        Counter("waiting", "Waiting entries", n["waiting"], _list_url(clinic, "entries", status="WAITING"), False),
+        Counter("waiting", "Patients waiting (not opted out)", n["waiting"],
+                _list_url(clinic, "entries", status="WAITING"), False),
         Counter("running", "Jobs running", n["running"], reeval, False),
     ]
 
@@ -109,5 +116,6 @@ def console_version(*, clinic: Clinic, now: datetime | None = None) -> str:
         jobs=_newest(ReevaluationJob.objects.filter(clinic_id=clinic.pk)),
         quarantine=_count(QuarantineCase.objects.filter(clinic_id=clinic.pk)),
         dead=_count(OutboxMessage.objects.filter(clinic_ref=clinic.ref, status=OutboxStatus.DEAD), "clinic_ref"),
+        consents=Subquery(ContactConsent.objects.filter(clinic=clinic).order_by("-id").values("id")[:1]),
     )
     return "|".join(f"{k}={v}" for k, v in sorted(latest.items())) + f"|{now:%Y%m%d%H%M}"

@@ -38,7 +38,8 @@ KINDS: dict[str, Kind] = {
     "wle": Kind("waitlist entry", WaitlistEntry, ("status", "earliest", "latest", "waiting_since",
                                                   "priority_rank", "treatment__name", "practitioner__name")),
     "apt": Kind("appointment", Appointment, ("status", "starts_at", "ends_at", "practitioner__name",
-                                             "treatment__name", "source_hold__ref")),
+                                             "treatment__name", "cancel_reason", "source_hold__ref",
+                                             "source_hold__offer__ref", "source_hold__offer__vacancy__ref")),
     "rjb": Kind("reevaluation job", ReevaluationJob, ("state", "revision", "due_at", "last_failure_code")),
     "rqc": Kind("quarantine case", QuarantineCase, ("reason_code", "category", "source", "created_at",
                                                     "job__ref")),
@@ -63,7 +64,7 @@ def _prefix(query: str) -> str:
 
 def find_ref(*, user, query: str) -> RefHit | None:
     """The object named by ``query`` in one of the user's clinics, or ``None`` (unknown or foreign)."""
-    query = (query or "").strip()
+    query = (query or "").strip().rstrip("…").rstrip(".")
     kind = KINDS.get(_prefix(query))
     if kind is None or len(query) > MAX_QUERY:
         return None
@@ -74,12 +75,31 @@ def find_ref(*, user, query: str) -> RefHit | None:
     else:
         rows = kind.model._default_manager.filter(ref=query, clinic__in=clinics.values("pk"))
         clinic_field = "clinic__ref"
-    values = rows.values(clinic_field, *kind.fields).first()
+    values = rows.values(clinic_field, "ref", *kind.fields).first()
+    if values is None:
+        values = _by_prefix(kind, query, clinics, clinic_field)
     if values is None:
         return None
-    hit = RefHit(_prefix(query), kind.label, query, values.pop(clinic_field), values)
+    hit = RefHit(_prefix(query), kind.label, values.pop("ref"), values.pop(clinic_field), values)
     hit.url = _url(hit)
     return hit
+
+
+#: A prefix search needs this many characters after the type prefix (``vac_`` + 4): fewer match too much.
+MIN_PREFIX_CHARS = 4
+
+
+def _by_prefix(kind: Kind, query: str, clinics, clinic_field: str) -> dict | None:
+    """The one ref in the user's clinics that starts with ``query`` (the short ref the lists show, or any
+    longer start of it); ``None`` when none or several match (an index range scan on the unique ref)."""
+    if len(query.split("_", 1)[1]) < MIN_PREFIX_CHARS:
+        return None
+    if kind.model is AuditEntry:
+        rows: QuerySet[Any] = AuditEntry.objects.filter(clinic_ref__in=clinics.values("ref"))
+    else:
+        rows = kind.model._default_manager.filter(clinic__in=clinics.values("pk"))
+    found = list(rows.filter(ref__startswith=query).values(clinic_field, "ref", *kind.fields)[:2])
+    return found[0] if len(found) == 1 else None
 
 
 def ref_in_clinic(*, clinic: Clinic, user, ref: str) -> RefHit | None:

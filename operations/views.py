@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import datetime
 
 from django.conf import settings
 from django.contrib.auth import login, logout
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotModified
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
@@ -18,13 +20,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from common.clientaddr import client_address
 from scheduling.models import Clinic
+from waitlist import selectors as waitlist_selectors
 from waitlist.trends import daily_trend
 
 from . import services
 from .charts import trend_chart
 from .decorators import clinic_view
 from .forms import AuditFilterForm
-from .overview import clinic_counters
+from .overview import clinic_counters, console_version
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, with_toast
 from .search import find_ref, ref_in_clinic
 from .selectors import audit_entries_page, console_first_clinic
@@ -119,6 +122,16 @@ def console_index(request: HttpRequest) -> HttpResponse:
 @clinic_view()
 def clinic_home(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """The overview: what needs attention and what is live, each counter linking to its list."""
+    if request.META.get("HTTP_X_CONSOLE_POLL"):  # the counters' poll: 304 while nothing changed
+        version = f"{clinic.ref}|home|{console_version(clinic=clinic)}"
+        etag = '"' + hashlib.sha256(version.encode()).hexdigest()[:32] + '"'
+        if request.headers.get("If-None-Match") == etag:
+            return HttpResponseNotModified(headers={"ETag": etag})
+        response = render(request, "operations/clinic_home.html#live",
+                          {"clinic": clinic, "counters": clinic_counters(clinic=clinic)})
+        response["ETag"], response["Cache-Control"] = etag, "private, no-cache"
+        patch_vary_headers(response, ("HX-Request", "X-Console-Poll"))
+        return response
     context = {"counters": clinic_counters(clinic=clinic), "chart": trend_chart(daily_trend(clinic=clinic))}
     return render_clinic_page(request, "operations/clinic_home.html", clinic, "home", context)
 
@@ -173,5 +186,7 @@ def ref_page(request: HttpRequest, clinic: Clinic, ref: str) -> HttpResponse:
     hit = ref_in_clinic(clinic=clinic, user=request.user, ref=ref)
     if hit is None:
         return console_error(request, 404)
-    context = {"hit": hit, "rows": _ref_rows(hit, clinic.timezone)}
+    context = {"hit": hit, "rows": _ref_rows(hit, clinic.timezone),
+               "activity": waitlist_selectors.entry_activity(clinic=clinic, entry_ref=hit.ref)
+               if hit.kind == "wle" else None}
     return render_clinic_page(request, "operations/ref_page.html", clinic, "home", context)

@@ -31,6 +31,7 @@ from waitlist import selectors, services
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
+from .labels import code_label
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/waitlist.html"
@@ -50,6 +51,19 @@ COMMAND_LABELS = {
     "retry_booking": "Retry booking",
     "review": "Mark reviewed",
 }
+
+
+#: What each command does, in the words the confirmation shows beside its target.
+COMMAND_EFFECTS = {
+    "withdraw": "The patient's offer ends now, its hold is released and the slot goes to the next candidate.",
+    "redispatch": "Looks for the next candidate now; at most one offer is sent.",
+    "retry_booking": "Runs the booking again for the hold the patient accepted.",
+    "review": "Promote offers the slot to this candidate; Skip moves on to the next one.",
+}
+
+
+def command_effect(name: str, target: str | None) -> str:
+    return f"Target: {target}. {COMMAND_EFFECTS[name]}"
 
 
 #: Red buttons for destructive commands only (the patient may lose an offer); the others are blue.
@@ -86,7 +100,7 @@ def _visible(clinic: Clinic, commands: list[dict]) -> list[dict]:
     """The commands this user may run, labelled; STAFF never see a control they may not use."""
     return [
         {**c, "label": COMMAND_LABELS[c["name"]], "url": _command_url(clinic, c["name"], c["target"]),
-         "tone": command_tone(c["name"])}
+         "tone": command_tone(c["name"]), "effect": command_effect(c["name"], c["target"])}
         for c in commands
         if may_run(clinic, c["name"])
     ]
@@ -115,7 +129,8 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
         return render(request, f"{PAGE}#readiness", {"clinic": clinic, "snapshot": snapshot})
     snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=size)
     queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
-    context = {"snapshot": snapshot, "queue": _rows(clinic, queue)}
+    context = {"snapshot": snapshot, "queue": _rows(clinic, queue),
+               "soon": selectors.open_vacancies_soon(clinic=clinic)}
     return render_clinic_page(request, PAGE, clinic, "waitlist", context)
 
 
@@ -134,8 +149,10 @@ def _panel_context(clinic: Clinic, panel: dict, forms: dict | None = None) -> di
 @clinic_view()
 def waitlist_vacancy(request: HtmxHttpRequest, clinic: Clinic, vacancy_ref: str) -> HttpResponse:
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
-    return render_detail(request, PANEL, clinic, "waitlist", lambda: _panel_context(
-        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)))
+    # ``?command=withdraw``: the queue's command button opens that command's disclosure at once.
+    return render_detail(request, PANEL, clinic, "waitlist", lambda: {**_panel_context(
+        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
+        "open_command": request.GET.get("command", "")})
 
 
 # --- commands ---------------------------------------------------------------------------------------
@@ -158,7 +175,8 @@ def _command(
     execute: Callable[[dict, str], dict],
 ) -> HttpResponse:
     command = {"name": name, "target": target, "label": COMMAND_LABELS[name], "form": form,
-               "url": _command_url(clinic, name, target), "tone": command_tone(name)}
+               "url": _command_url(clinic, name, target), "tone": command_tone(name),
+               "effect": command_effect(name, target)}
     if not form.is_valid():
         return render(request, f"{PANEL}#command-form", {"clinic": clinic, "command": command})
     outcome = run_once(request, clinic, command=name, data=form.cleaned_data, target=target, execute=execute)
@@ -175,7 +193,8 @@ def _command(
     response["HX-Retarget"] = "#wl-detail"
     response["HX-Reswap"] = "innerHTML"
     response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
-    return with_toast(response, body["message"], level="success")
+    level = "warning" if body.get("status") in UNFILLED_OUTCOMES else "success"
+    return with_toast(response, body["message"], level=level)
 
 
 def _command_view(name: str, call: Callable[..., dict], doc: str):
@@ -215,9 +234,25 @@ def _redispatch(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation
     result = services.vacancy_redispatch(clinic=clinic, vacancy_ref=vacancy_ref,
                                          **_service_args(actor, data, correlation_id))
     offer = result.offer.ref if result.offer else None
-    suffix = f": offer {offer}" if offer else ""
-    return {"message": f"Vacancy {vacancy_ref}: {result.outcome}{suffix}.", "ref": vacancy_ref,
-            "status": result.outcome, "offer": offer, "vacancy": vacancy_ref}
+    vacancy, _active = selectors.vacancy_detail(clinic=clinic, ref=vacancy_ref)
+    reasons = selectors.dispatch_reasons(clinic=clinic, vacancy=vacancy, stats=result.stats)
+    return {"message": redispatch_message(vacancy_ref, result.outcome, offer, reasons), "ref": vacancy_ref,
+            "status": result.outcome, "offer": offer, "vacancy": vacancy_ref, "reasons": reasons}
+
+
+#: Outcomes of a dispatch that leave the slot without an offer: shown as a warning, with their reasons.
+UNFILLED_OUTCOMES = frozenset({"NO_CANDIDATE", "WAITING", "STAFF_REVIEW"})
+
+
+def redispatch_message(vacancy_ref: str, outcome: str, offer: str | None, reasons: dict) -> str:
+    """The result in words: the outcome, the offer made, or why none was (pass-over counts, waiting until)."""
+    words = f"Vacancy {vacancy_ref}: {code_label(outcome)} ({outcome})"
+    if offer:
+        return f"{words}: offer {offer}."
+    why = [f"{r['entries']} × {code_label(r['reason_code'])}" for r in reasons["passed_over"]]
+    if reasons["waiting"]:
+        why.insert(0, f"waiting: {code_label(reasons['waiting']['reason'])} until {reasons['waiting']['until'] or '—'}")
+    return f"{words}. " + ("; ".join(why) if why else "No entry on the waiting list matches this slot.")
 
 
 def _retry_booking(clinic: Clinic, hold_ref: str, actor, data: dict, correlation_id: str) -> dict:

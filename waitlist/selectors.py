@@ -8,7 +8,7 @@ from typing import cast
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import connection
-from django.db.models import BooleanField, Count, Exists, Max, Min, OuterRef, Q, Subquery
+from django.db.models import BooleanField, Count, Exists, ExpressionWrapper, F, Max, Min, OuterRef, Q, Subquery
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Collate
 from django.utils import timezone
@@ -16,7 +16,7 @@ from django.utils import timezone
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from common.pagination import KeysetPage, day_bounds, keyset_page
 from common.timefmt import iso_in_zone
-from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
+from scheduling.models import CapacityAllocation, Clinic, ConsentState, ContactConsent, HoldStatus, Patient
 from scheduling.scoping import scoped_get
 from scheduling.services.consent import provider_channels
 from scheduling.services.features import feature_enabled
@@ -74,6 +74,16 @@ def _list_filters(queryset, *, clinic: Clinic, status=None, practitioner=None, t
     return queryset
 
 
+def opted_out(patient_field: str = "patient_id"):
+    """True when the patient withdrew contact consent (the opt-out link or staff): consent rows exist and no
+    channel's newest row is GRANTED. A patient who never consented is not "opted out"."""
+    rows = ContactConsent.objects.filter(patient_id=OuterRef(patient_field))
+    newer = ContactConsent.objects.filter(patient_id=OuterRef("patient_id"), channel=OuterRef("channel"),
+                                          id__gt=OuterRef("id"))
+    granted = rows.filter(state=ConsentState.GRANTED).exclude(Exists(newer))
+    return ExpressionWrapper(Q(Exists(rows)) & ~Q(Exists(granted)), output_field=BooleanField())
+
+
 def entry_page(
     *, clinic: Clinic, limit: int, after: str = "", status: str | None = None, day: date | None = None,
     practitioner: str | None = None, treatment: str | None = None,
@@ -82,7 +92,7 @@ def entry_page(
     covers part of that local day. One query (keyset on ``waiting_since``, ``id``)."""
     queryset = WaitlistEntry.objects.filter(clinic=clinic).select_related("patient", "treatment", "practitioner")
     queryset = _list_filters(queryset, clinic=clinic, status=status, practitioner=practitioner,
-                             treatment=treatment, day=day, day_field="window")
+                             treatment=treatment, day=day, day_field="window").annotate(opted_out=opted_out())
     return keyset_page(queryset, field="waiting_since", limit=limit, after=after)
 
 
@@ -158,7 +168,8 @@ def offer_appointment_ref(*, clinic: Clinic, offer_ref: str) -> str | None:
 
 # --- operations: readiness, fill metrics and the action queue (refs and codes only) ---
 
-OPS_QUEUE_KINDS = ("VACANCY_REVIEW", "BOOKING_STUCK", "DELIVERY_DEAD", "OFFER_WITHOUT_HOLD")
+OPS_QUEUE_KINDS = ("VACANCY_REVIEW", "BOOKING_STUCK", "DELIVERY_DEAD", "OFFER_WITHOUT_HOLD", "VACANCY_NO_CANDIDATE",
+                   "VACANCY_WAITING")
 
 
 def _metrics_window_days() -> int:
@@ -385,7 +396,9 @@ def ops_action_queue(
     - ``VACANCY_REVIEW``: a STALE/UNAVAILABLE decision stopped automatic promotion (STAFF_REVIEW);
     - ``BOOKING_STUCK``: an ACCEPTED hold not booked ``WAITLIST_BOOKING_RETRY_MINUTES`` after the claim;
     - ``DELIVERY_DEAD``: an offer notification that reached the attempt bound;
-    - ``OFFER_WITHOUT_HOLD``: an active offer whose hold no longer reserves the slot (reconcile finding).
+    - ``OFFER_WITHOUT_HOLD``: an active offer whose hold no longer reserves the slot (reconcile finding);
+    - ``VACANCY_NO_CANDIDATE``: an open vacancy, not started, whose candidate list ran out (since ``exhausted_at``);
+    - ``VACANCY_WAITING``: an open vacancy held back (quiet hours, contact caps) until too close to its start.
 
     Each row: ``kind``, ``ref`` (the row to act on), ``at``, ``reason_code``, related refs,
     ``policy_version`` and ``decision_ref``. Refs and codes only. ``next`` is the cursor of the next page.
@@ -460,6 +473,8 @@ def ops_action_queue(
                      "hold": o["hold__ref"], "vacancy": o["vacancy__ref"], "policy_version": o["policy_version"],
                      "decision_ref": o["decision_ref"]})
 
+    rows += _unoffered_vacancy_rows(clinic, now, limit, bounded)
+
     rows.sort(key=lambda r: (r["_at"], r["kind"], r["ref"]))
     page = _after(rows, position)[:limit]
     more = len(_after(rows, position)) > limit
@@ -472,6 +487,38 @@ def ops_action_queue(
         last = page[-1]
         next_cursor = _cursor_encode(datetime.fromisoformat(items[-1]["at"]), last["kind"], last["ref"])
     return {"items": items, "next": next_cursor}
+
+
+def unoffered_vacancies(*, clinic: Clinic, now: datetime):
+    """OPEN vacancies, not started, with no active offer (the queue's and the overview's one definition)."""
+    active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
+    return Vacancy.objects.filter(clinic=clinic, status=VacancyStatus.OPEN, starts_at__gt=now).exclude(Exists(active))
+
+
+def _waiting_lead(clinic: Clinic) -> timedelta:
+    """How close to its start a waiting vacancy needs a person: the policy's minimum lead and answer margin."""
+    minutes = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values_list(
+        "min_lead_minutes", "answer_window_margin_minutes").first() or (0, 0)
+    return timedelta(minutes=sum(int(v or 0) for v in minutes))
+
+
+def _unoffered_vacancy_rows(clinic: Clinic, now: datetime, limit: int, bounded) -> list[dict]:
+    """The queue's two vacancy sources: no candidate (the list ran out), and waiting past its lead time."""
+    fields = ("ref", "starts_at", "waiting_reason", "waiting_until", "exhausted_at", "updated_at")
+    unoffered = unoffered_vacancies(clinic=clinic, now=now)
+    empty = bounded(unoffered.filter(exhausted_at__isnull=False, waiting_reason=""), "exhausted_at",
+                    "VACANCY_NO_CANDIDATE").values(*fields)
+    rows = [{"kind": "VACANCY_NO_CANDIDATE", "ref": v["ref"], "_at": v["exhausted_at"], "reason_code": "NO_CANDIDATE",
+             "vacancy": v["ref"], "starts_at": iso_in_zone(v["starts_at"], clinic.timezone)}
+            for v in empty.order_by("exhausted_at", "_key")[:limit]]
+    late = Q(waiting_until__isnull=True) | Q(waiting_until__gte=F("starts_at") - _waiting_lead(clinic))
+    waiting = bounded(unoffered.exclude(waiting_reason="").filter(late), "updated_at",
+                      "VACANCY_WAITING").values(*fields)
+    rows += [{"kind": "VACANCY_WAITING", "ref": v["ref"], "_at": v["updated_at"], "reason_code": v["waiting_reason"],
+              "vacancy": v["ref"], "starts_at": iso_in_zone(v["starts_at"], clinic.timezone),
+              "until": iso_in_zone(v["waiting_until"], clinic.timezone) if v["waiting_until"] else None}
+             for v in waiting.order_by("updated_at", "_key")[:limit]]
+    return rows
 
 
 # --- operations console: evidence per queue row, the vacancy panel, and the commands each allows ---
@@ -572,7 +619,7 @@ OFFER_EVIDENCE_FIELDS = (
     "decision_expires_at", "expires_at", "created_at", "reason_code", "decline_reason", "notified_at",
     "entry__ref", "entry__priority_rank",
     "entry__waiting_since", "entry__status", "hold__ref", "hold__status", "vacancy__ref", "vacancy__status",
-    "vacancy__version", "vacancy__starts_at", "vacancy_has_active_offer",
+    "vacancy__version", "vacancy__starts_at", "vacancy_has_active_offer", "hold__appointment__ref", "standing",
 )
 
 
@@ -600,6 +647,7 @@ def _offer_evidence(o: dict, clinic: Clinic) -> dict:
             "created_at": iso_in_zone(o["created_at"], tz), "reason_code": o["reason_code"],
             "decline_reason": o["decline_reason"],
             "notified_at": iso_in_zone(o["notified_at"], tz) if o["notified_at"] else None,
+            "appointment": o["hold__appointment__ref"], "standing": o["standing"],
         },
     }
 
@@ -615,11 +663,12 @@ def ops_queue_evidence(*, clinic: Clinic, items: list[dict], now: datetime | Non
     two queries whatever its size (one over the review vacancies, one over the offers)."""
     now = now or timezone.now()
     review_refs = [i["vacancy"] for i in items if i["kind"] == "VACANCY_REVIEW"]
-    offer_refs = [i["offer"] for i in items if i["kind"] != "VACANCY_REVIEW" and i.get("offer")]
+    offer_refs = [i["offer"] for i in items if i.get("offer")]
     reviews = {
         v["ref"]: v for v in _with_review_decisions(
             list(_review_vacancies(clinic, now).filter(ref__in=review_refs).values(*REVIEW_VACANCY_FIELDS)), clinic)
     } if review_refs else {}
+    unoffered = _unoffered_evidence(clinic, [i["vacancy"] for i in items if i["kind"] in UNOFFERED_KINDS])
     offers = {
         o["ref"]: o for o in _offers_with_evidence(clinic).filter(ref__in=offer_refs).values(*OFFER_EVIDENCE_FIELDS)
     } if offer_refs else {}
@@ -638,10 +687,34 @@ def ops_queue_evidence(*, clinic: Clinic, items: list[dict], now: datetime | Non
             commands = ops_commands(vacancy_status=o["vacancy__status"], starts_at=o["vacancy__starts_at"],
                                     has_active_offer=o["vacancy_has_active_offer"], in_review=False, now=now,
                                     offer=evidence["offer"])
+        elif item["kind"] in UNOFFERED_KINDS and item["vacancy"] in unoffered:
+            evidence = unoffered[item["vacancy"]]
+            commands = [{"name": "redispatch", "target": None}]
         for command in commands:
             command["target"] = command["target"] or (evidence or {}).get("vacancy")
         rows.append({**item, "evidence": evidence, "commands": commands})
     return rows
+
+
+UNOFFERED_KINDS = ("VACANCY_NO_CANDIDATE", "VACANCY_WAITING")
+
+
+def _unoffered_evidence(clinic: Clinic, refs: list[str]) -> dict[str, dict]:
+    """The evidence of the queue's vacancy rows: slot, waiting reason and the pass-over counts by reason
+    (two queries for a page)."""
+    if not refs:
+        return {}
+    tz = clinic.timezone
+    vacancies = list(Vacancy.objects.filter(clinic=clinic, ref__in=refs).values(
+        "id", "ref", "status", "version", "starts_at", "waiting_reason", "waiting_until", "exhausted_at"))
+    reasons = dispatch_reasons_by_vacancy(clinic=clinic, vacancy_ids=[v["id"] for v in vacancies])
+    return {v["ref"]: {
+        "vacancy": v["ref"], "vacancy_status": v["status"], "vacancy_version": v["version"],
+        "starts_at": iso_in_zone(v["starts_at"], tz), "offer": None, "entry": None, "checks": [],
+        "passed_over": reasons.get(v["id"], []),
+        "waiting": {"reason": v["waiting_reason"], "until": iso_in_zone(v["waiting_until"], tz)
+                    if v["waiting_until"] else None} if v["waiting_reason"] else None,
+    } for v in vacancies}
 
 
 def dispatch_notes(*, clinic: Clinic, vacancy_id: int, limit: int = 30) -> list[dict]:
@@ -675,7 +748,8 @@ def ops_vacancy_panel(
         raise NotFound()
     found = _with_review_decisions(list(_review_vacancies(clinic, now).filter(ref=vacancy_ref).values(
         *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref",
-        "practitioner__name", "treatment__name")), clinic)
+        "practitioner__name", "treatment__name", "source_appointment__ref", "source_appointment__status",
+        "source_appointment__cancel_reason", "source_appointment__updated_at")), clinic)
     if not found:
         raise NotFound()
     v = found[0]
@@ -707,6 +781,13 @@ def ops_vacancy_panel(
         "waiting": {"reason": v["waiting_reason"], "until": iso_in_zone(v["waiting_until"], tz)}
         if v["waiting_reason"] else None,
         "passed_over": dispatch_notes(clinic=clinic, vacancy_id=v["id"], limit=notes),
+        "reasons": dispatch_reasons_by_vacancy(clinic=clinic, vacancy_ids=[v["id"]]).get(v["id"], []),
+        "source_appointment": {
+            "ref": v["source_appointment__ref"], "status": v["source_appointment__status"],
+            "cancel_reason": v["source_appointment__cancel_reason"],
+            "cancelled_at": iso_in_zone(v["source_appointment__updated_at"], tz),
+        } if v["source_appointment__ref"] else None,
+        "booked_appointment": next((o["offer"]["appointment"] for o in offers if o["offer"]["appointment"]), None),
         "practitioner": v["practitioner__ref"],
         "treatment": v["treatment__ref"],
         # Names are not patient data: staff read "Dr. Seo · Physiotherapy", not two refs.
@@ -758,3 +839,92 @@ def offers_without_active_hold():
     return Offer.objects.filter(status__in=ACTIVE_OFFER_STATUSES).exclude(hold__status=HoldStatus.CONSUMED).filter(
         Q(hold__status=HoldStatus.RELEASED) | ~Exists(active_allocation)
     )
+
+
+# --- why a vacancy has no offer (the console's queue and panel, the API's dispatch answer) ---
+
+
+def dispatch_reasons_by_vacancy(*, clinic: Clinic, vacancy_ids: list[int]) -> dict[int, list[dict]]:
+    """Per vacancy, how many entries dispatch passed over for each reason (``DispatchNote``), most first:
+    one grouped query for any number of vacancies. Vacancy-wide notes (quiet hours) count as one."""
+    rows = (
+        DispatchNote.objects.filter(clinic=clinic, vacancy_id__in=vacancy_ids)
+        .values("vacancy_id", "reason_code")
+        .annotate(entries=Count("id"), until=Max("until"))
+        .order_by("vacancy_id", "-entries", "reason_code")
+    )
+    reasons: dict[int, list[dict]] = {}
+    for r in rows:
+        until = iso_in_zone(r["until"], clinic.timezone) if r["until"] else None
+        reasons.setdefault(r["vacancy_id"], []).append(
+            {"reason_code": r["reason_code"], "entries": r["entries"], "until": until})
+    return reasons
+
+
+def dispatch_reasons(*, clinic: Clinic, vacancy: Vacancy, stats=None) -> dict:
+    """Why a vacancy has no offer now: the pass-over counts by reason, the waiting reason and until when,
+    and (right after a dispatch, from the matcher's ``stats``) how many candidates it read and any budget
+    that cut the read short."""
+    tz = clinic.timezone
+    body: dict = {
+        "passed_over": dispatch_reasons_by_vacancy(clinic=clinic, vacancy_ids=[vacancy.pk]).get(vacancy.pk, []),
+        "waiting": {"reason": vacancy.waiting_reason, "until": iso_in_zone(vacancy.waiting_until, tz)
+                    if vacancy.waiting_until else None} if vacancy.waiting_reason else None,
+        "exhausted_at": iso_in_zone(vacancy.exhausted_at, tz) if vacancy.exhausted_at else None,
+    }
+    if stats is not None:
+        body["candidates_read"] = stats.candidates
+        body["budget_hit"] = stats.budget_hit or None
+    return body
+
+
+def open_vacancies_soon(*, clinic: Clinic, now: datetime | None = None, limit: int = 20) -> dict:
+    """Open vacancies (and ones in review) starting today or tomorrow in the clinic's zone, soonest first,
+    each with its active offer's state: the Waitlist page's at-a-glance block (one query)."""
+    from zoneinfo import ZoneInfo
+
+    now = now or timezone.now()
+    today = now.astimezone(ZoneInfo(clinic.timezone)).date()
+    start, _ = day_bounds(today, clinic.timezone)
+    _, end = day_bounds(today + timedelta(days=1), clinic.timezone)
+    active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES).order_by("-id")
+    rows = (
+        Vacancy.objects.filter(clinic=clinic, status__in=DISPATCHABLE_VACANCY_STATUSES, starts_at__gte=max(start, now),
+                               starts_at__lt=end)
+        .annotate(offer_status=Subquery(active.values("status")[:1]), offer_expires=Subquery(active.values(
+            "expires_at")[:1]))
+        .order_by("starts_at", "id")
+        .values("ref", "status", "starts_at", "waiting_reason", "exhausted_at", "offer_status", "offer_expires",
+                "practitioner__name", "treatment__name")[:limit]
+    )
+    tz = clinic.timezone
+    return {"today": today.isoformat(), "rows": [
+        {**r, "starts_at": iso_in_zone(r["starts_at"], tz), "local_day": r["starts_at"].astimezone(
+            ZoneInfo(tz)).date() == today,
+         "offer_expires": iso_in_zone(r["offer_expires"], tz) if r["offer_expires"] else None}
+        for r in rows]}
+
+
+def entry_activity(*, clinic: Clinic, entry_ref: str, limit: int = 50) -> list[dict]:
+    """An entry's timeline, newest first: its offers' events (claims, bookings, declines, releases), the
+    pass-overs dispatch noted for it and its patient's consent changes (opt-outs). Refs and codes only;
+    three queries."""
+    entry = WaitlistEntry.objects.filter(clinic=clinic, ref=entry_ref).values("id", "patient_id").first()
+    if entry is None:
+        return []
+    events = OfferEvent.objects.filter(clinic=clinic, offer__entry_id=entry["id"]).order_by("-id").values(
+        "created_at", "offer__ref", "offer__vacancy__ref", "from_status", "to_status", "reason_code", "actor")[:limit]
+    notes = DispatchNote.objects.filter(clinic=clinic, entry_id=entry["id"]).order_by("-last_at").values(
+        "last_at", "vacancy__ref", "reason_code", "times")[:limit]
+    consents = ContactConsent.objects.filter(patient_id=entry["patient_id"]).order_by("-id").values(
+        "recorded_at", "channel", "state", "source", "actor")[:limit]
+    rows = [{"at": e["created_at"], "kind": "offer", "ref": e["offer__ref"], "vacancy": e["offer__vacancy__ref"],
+             "code": e["reason_code"], "change": f"{e['from_status'] or 'new'} → {e['to_status']}", "actor": e["actor"]}
+            for e in events]
+    rows += [{"at": n["last_at"], "kind": "passed_over", "ref": n["vacancy__ref"], "vacancy": n["vacancy__ref"],
+              "code": n["reason_code"], "change": f"passed over {n['times']}×", "actor": "system:dispatch"}
+             for n in notes]
+    rows += [{"at": c["recorded_at"], "kind": "consent", "ref": "", "vacancy": None, "code": c["state"],
+              "change": f"{c['channel']} {c['state']} ({c['source']})", "actor": c["actor"]} for c in consents]
+    rows.sort(key=lambda r: r["at"], reverse=True)
+    return [{**r, "at": iso_in_zone(r["at"], clinic.timezone)} for r in rows[:limit]]

@@ -111,3 +111,80 @@ def when(value, tz_name: str) -> str:
     iso = value.isoformat() if isinstance(value, datetime) else str(value)
     return format_html('<time datetime="{}"><span class="nw">{}</span> <span class="nw">{}</span></time>', iso, day,
                        clock)
+
+
+@register.filter
+def code_label(code) -> str:
+    from operations.labels import code_label as label
+
+    return label(code)
+
+
+@register.filter
+def code_help(code) -> str:
+    from operations.labels import code_help as help_text
+
+    return help_text(code)
+
+
+@register.inclusion_tag("operations/partials/code.html")
+def code(value):
+    """A code in plain words with the code itself beside it (wrapping at underscores) and its explanation."""
+    from operations.labels import code_help as help_text
+    from operations.labels import code_label as label
+
+    value = str(value or "")
+    words = label(value)
+    # "Offered" beside OFFERED says nothing new: such a code shows once, its explanation as the tooltip.
+    same = words.upper() == value
+    return {"value": value, "label": value if same else words, "help": help_text(value)}
+
+
+@register.filter
+def policy_label(name: str) -> str:
+    from operations.labels import policy_label as label
+
+    return label(name)
+
+
+@register.filter
+def policy_unit(name: str) -> str:
+    from operations.labels import policy_unit as unit
+
+    return unit(name)
+
+
+@register.filter
+def policy_help(name: str) -> str:
+    from operations.labels import policy_help as help_text
+
+    return help_text(name)
+
+
+@register.filter
+def result_fields(result, tz_name: str) -> list[tuple[str, str]]:
+    """An audit row's result as readable (label, value) pairs: nested keys joined, times in the clinic's zone,
+    lists joined by commas."""
+    pairs: list[tuple[str, str]] = []
+
+    def text(value) -> str:
+        if isinstance(value, str) and len(value) >= 19 and value[4:5] == "-" and value[10:11] == "T":
+            try:
+                return in_zone(datetime.fromisoformat(value), tz_name)
+            except ValueError:
+                return value
+        if isinstance(value, list):
+            return ", ".join(text(v) for v in value) or "—"
+        if value is None or value == "":
+            return "—"
+        return str(value)
+
+    def walk(prefix: str, value) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix} {key}".strip(), inner)
+        else:
+            pairs.append((field_label(prefix), text(value)))
+
+    walk("", result if isinstance(result, dict) else {"result": result})
+    return pairs

@@ -116,7 +116,13 @@
     var notes = document.querySelectorAll("[data-updated]:not([data-at])");
     for (var i = 0; i < notes.length; i++) notes[i].setAttribute("data-at", String(Date.now()));
   }
-  function pad(n) { return n < 10 ? "0" + n : String(n); }
+  // "14 min left", "2 h 5 min left", "45 s left": a duration, never something that reads like a clock time.
+  function timeLeft(seconds) {
+    if (seconds < 60) return seconds + " s left";
+    var minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + " min left";
+    return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min left";
+  }
   function tick() {
     var now = Date.now();
     var notes = document.querySelectorAll("[data-updated]");
@@ -131,7 +137,7 @@
       var left = Math.round((Date.parse(clocks[j].getAttribute("datetime")) - now) / 1000);
       if (isNaN(left)) continue;
       if (!clocks[j].hasAttribute("title")) clocks[j].setAttribute("title", clocks[j].textContent);
-      clocks[j].textContent = left <= 0 ? "expired" : "in " + Math.floor(left / 60) + ":" + pad(left % 60);
+      clocks[j].textContent = left <= 0 ? "expired" : timeLeft(left);
       clocks[j].classList.toggle("soon", left > 0 && left < 120);
     }
   }
@@ -168,6 +174,17 @@
     if (!(target instanceof Element) || !target.matches("#wl-detail, #reeval-detail")) return;
     var box = target.getBoundingClientRect();
     if (box.top > window.innerHeight || box.bottom < 0) target.scrollIntoView({ behavior: "smooth", block: "start" });
+  });
+
+  // "/" focuses the search box (as in Sidekiq/GitHub), unless the user is typing somewhere.
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "/" || event.ctrlKey || event.metaKey || event.altKey) return;
+    var active = document.activeElement;
+    if (active && (active.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName))) return;
+    var search = document.getElementById("console-search");
+    if (!search) return;
+    event.preventDefault();
+    search.focus();
   });
 
   // Close the clinic switcher when clicking elsewhere.

@@ -58,7 +58,16 @@ def test_each_row_shows_actor_time_in_clinic_zone_action_target_reason_key_and_r
     assert "staff-user" in row
     assert "offer.withdraw" in row and "off_abc123" in row and "patient asked by phone" in row
     assert "idem-offer.withdraw-0000" in row
-    assert "&quot;status&quot;: &quot;WITHDRAWN&quot;" in row
+    assert "<dt>status</dt><dd>WITHDRAWN</dd>" in row  # the result as readable fields, not raw JSON
+
+
+def test_a_result_time_is_shown_in_the_clinic_zone(staff_web, clinic):
+    (entry,) = make_audit(clinic, 1)
+    result = {"expires_at": "2030-12-03T01:02:03+00:00", "jobs": ["a", "b"]}
+    AuditEntry.objects.filter(pk=entry.pk).update(result=result)
+    html = staff_web.get(audit_url(clinic)).content.decode()
+    row = html.split(f'<tr data-ref="{entry.ref}">', 1)[1].split("</tr>", 1)[0]
+    assert "<dt>expires at</dt><dd>2030-12-03 10:02 KST</dd>" in row and "<dt>jobs</dt><dd>a, b</dd>" in row
 
 
 def test_load_more_walks_every_entry_once_with_keyset_cursors(staff_web, clinic, settings):

@@ -167,7 +167,8 @@ def test_admin_previews_executes_and_follows_the_lineage(open_page, admin, clini
     sync_api.expect(detail).to_contain_text("redrive of")
     sync_api.expect(detail.locator(f"[data-lineage='{failed[0]}']")).to_have_count(1)
     shot(page, "reevaluation-admin-executed")
-    # Mode switch with a reason; the snapshot shows the new mode.
+    # Mode switch with a reason (behind its disclosure); the snapshot shows the new mode.
+    page.get_by_test_id("disclose-mode").locator("summary").click()
     page.select_option("#mode_mode", "DRY_RUN")
     page.fill("#mode_reason", "rollout step 2")
     page.check("#mode_confirm")

@@ -99,7 +99,8 @@ def test_an_automatic_drain_shows_a_banner_until_an_admin_resumes(open_page, adm
     expect(banner).to_contain_text("EVENT_ID_REUSED")
     expect(page.get_by_test_id("drain-state")).to_have_text("DRAINED")
     shot(page, "reevaluation-auto-drain-banner")
-    # The drain form offers the only move the server accepts from DRAINED: ACTIVE.
+    # The drain form (behind its disclosure) offers the only move the server accepts from DRAINED: ACTIVE.
+    page.get_by_test_id("disclose-drain").locator("summary").click()
     page.select_option("#drain_state", "ACTIVE")
     page.fill("#drain_reason", "payload fixed by the CRM team")
     page.check("#drain_confirm")
@@ -115,6 +116,8 @@ def test_mode_and_drain_forms_start_on_the_current_value_and_offer_only_allowed_
 ):
     rf.enable(clinic, "DRY_RUN")
     page = _page(open_page, admin, clinic)
+    page.get_by_test_id("disclose-mode").locator("summary").click()
+    page.get_by_test_id("disclose-drain").locator("summary").click()
     mode = page.locator("#mode_mode")
     expect(mode).to_have_value("DRY_RUN")
     options = mode.locator("option")

@@ -134,6 +134,7 @@ def test_admin_promotes_the_shadow_policy_from_the_controls_page(open_page, admi
     block = page.get_by_test_id("shadow-policy")
     sync_api.expect(block.get_by_test_id("shadow-status")).to_have_text("SHADOW")
     sync_api.expect(block.get_by_test_id("shadow-preview")).to_contain_text("weekly_offer_cap")
+    block.get_by_test_id("disclose-promote").locator("summary").click()
     page.fill("#shadow_promote_reason", "agreement reviewed with the team")
     page.check("#shadow_promote_confirm")
     shot(page, "controls-shadow-promote-form")

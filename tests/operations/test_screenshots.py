@@ -59,7 +59,13 @@ def _activity(clinic, admin):
     reviews = bulk_reviews(world, 3, start=40)
     services.vacancy_review_resolve(clinic=clinic, vacancy_ref=reviews[0].ref, actor=admin,
                                     reason="decision re-checked by phone", resolution="SKIP")
-    return {"filled": filled, "reviews": reviews[1:]}
+    # A slot nobody can take: its only candidate never agreed to be contacted (the queue's NO_CANDIDATE row).
+    from tests.waitlist.loop_helpers import open_vacancy
+
+    world.waiting(world.patient(consent=False), treatment=world.other_treatment, **window)
+    empty = open_vacancy(world, start + timedelta(hours=6), treatment=world.other_treatment)
+    services.vacancy_dispatch(clinic=clinic, vacancy_ref=empty.ref)
+    return {"filled": filled, "reviews": reviews[1:], "empty": empty}
 
 
 def _shoot(page, name: str, width: str) -> None:
@@ -91,6 +97,8 @@ def test_regenerate_console_screenshots(browser, live_server):
         "offers": f"{c}/waitlist/lists/offers/?status=ACTIVE",
         "waiting-list": f"{c}/waitlist/lists/entries/?status=WAITING",
         "vacancy-panel": f"{c}/waitlist/vacancies/{offer.vacancy.ref}/",
+        "no-candidate-panel": f"{c}/waitlist/vacancies/{made['empty'].ref}/",
+        "entry-page": f"{c}/ref/{offer.entry.ref}/",
         "reevaluation": f"{c}/reevaluation/",
         "finished-jobs": f"{c}/reevaluation/finished/",
         "controls": f"{c}/controls/",

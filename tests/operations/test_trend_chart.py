@@ -61,3 +61,16 @@ def test_overview_query_count_does_not_grow_with_the_clinic(staff_web, world, si
     bulk_vacancies(world, size)
     with django_assert_max_num_queries(7):
         assert staff_web.get(reverse("console:clinic-home", kwargs={"clinic_ref": world.clinic.ref})).status_code == 200
+
+
+def test_the_chart_has_date_ticks_value_axes_and_a_table_of_its_numbers():
+    from datetime import date
+
+    from waitlist.trends import TrendDay
+
+    days = [TrendDay(date(2030, 12, 1) + timedelta(days=i), 1, 2, 3600.0, i) for i in range(15)]
+    chart = trend_chart(days)
+    assert [t["label"] for t in chart["ticks"]] == ["12-01", "12-08", "12-15"]
+    assert [p.max_label for p in chart["panels"]] == ["100%", "1.0 h", "14"]
+    assert chart["table"][0] == {"day": date(2030, 12, 1), "fill_rate": "50%", "time_to_fill": "1.0 h",
+                                 "offers_sent": 0}

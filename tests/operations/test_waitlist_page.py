@@ -73,8 +73,8 @@ def test_staff_sees_readiness_metrics_queue_evidence_and_no_withdraw(staff_web, 
     refs = queue_refs(html)
     assert vacancy.ref in refs and len(refs) == 2
     assert entry.ref in html and "DECISION_STALE" in html and "SMTP_UNAVAILABLE" in html
-    assert "order key (0, 0," in html and "✓ TREATMENT" in html and "checks (now)" in html
-    assert "checks (promotion)" in html and offer.ref in html and " KST" in html
+    assert "any practitioner · priority NORMAL" in html and "✓ TREATMENT" in html and "checked now" in html
+    assert "checked when offered" in html and offer.ref in html and " KST" in html
     # STAFF: mark reviewed and re-dispatch, never withdraw.
     assert 'data-command="review"' in html and 'data-command="withdraw"' not in html
     panel = staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=offer.vacancy.ref), **HX).content.decode()
@@ -299,15 +299,16 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     bulk_reviews(world, 8)
     # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness (the provider's SQL
     # expression per waiting patient, counted in SQL), outbox x2, metrics x2, fairness x3, shadow x1 (none
-    # published), queue x4 (one per source) + the review rows' decisions; evidence x2 (review vacancies, offers:
-    # only for kinds on the page) + the review candidates' decisions; warnings. Decisions are one
-    # DecisionProvider batch each.
-    with django_assert_num_queries(25):
+    # published), queue x7 (one per source, plus the policy's lead time for waiting vacancies) + the review rows'
+    # decisions; evidence x2 (review vacancies, offers: only for kinds on the page) + the review candidates'
+    # decisions; warnings; the open vacancies of today and tomorrow. Decisions are one DecisionProvider batch each.
+    with django_assert_num_queries(29):
         html = staff_web.get(page_url(world.clinic)).content.decode()
-    # session, user, clinic scope, queue x4 + decisions, evidence (reviews only here) + decisions
-    with django_assert_num_queries(10):
+    # session, user, clinic scope, queue x7 + decisions, evidence (reviews only here) + decisions
+    with django_assert_num_queries(13):
         staff_web.get(page_url(world.clinic, after=cursor(html)), **HX)
-    with django_assert_num_queries(7):  # session, user, clinic scope, vacancy, offers, events, dispatch notes
+    # session, user, clinic scope, vacancy, offers, events, dispatch notes, pass-over counts
+    with django_assert_num_queries(8):
         staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=offer.vacancy.ref), **HX)
 
 

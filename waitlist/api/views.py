@@ -176,10 +176,12 @@ class EntryWithdrawView(ClinicAPIView):
 
 
 class VacancyDetailView(ClinicAPIView):
-    @extend_schema(responses=_ok("{ref, status, active_offer, starts_at, ends_at, waiting: {reason, until}|null}"))
+    @extend_schema(responses=_ok("{ref, status, active_offer, starts_at, ends_at, waiting: {reason, until}|null, "
+                                   "reasons: {passed_over, waiting, exhausted_at}}"))
     def get(self, request, clinic, ref):
         vacancy, active = selectors.vacancy_detail(clinic=self.clinic, ref=ref)
-        return Response(vacancy_body(vacancy, active, self.clinic.timezone))
+        return Response({**vacancy_body(vacancy, active, self.clinic.timezone),
+                         "reasons": selectors.dispatch_reasons(clinic=self.clinic, vacancy=vacancy)})
 
 
 class VacancyDispatchView(ClinicAPIView):
@@ -190,12 +192,16 @@ class VacancyDispatchView(ClinicAPIView):
         responses=_ok(
             "{outcome, offer}; outcome OFFERED, BOOKED (standing acceptance: offered and booked at once), "
             "ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, WAITING "
-            "(nobody reachable now: quiet hours or contact caps), DISABLED, CLOSED"
+            "(nobody reachable now: quiet hours or contact caps), DISABLED, CLOSED; reasons: {passed_over: "
+            "[{reason_code, entries, until}], waiting: {reason, until}|null, exhausted_at, candidates_read, budget_hit}"
         ),
     )
     def post(self, request, clinic, ref):
         result = services.vacancy_dispatch(clinic=self.clinic, vacancy_ref=ref, actor=request.user)
-        return Response({"outcome": result.outcome, "offer": result.offer.ref if result.offer else None})
+        vacancy, _active = selectors.vacancy_detail(clinic=self.clinic, ref=ref)
+        return Response({"outcome": result.outcome, "offer": result.offer.ref if result.offer else None,
+                         "reasons": selectors.dispatch_reasons(clinic=self.clinic, vacancy=vacancy,
+                                                               stats=result.stats)})
 
 
 class OfferDetailView(ClinicAPIView):
