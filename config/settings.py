@@ -101,7 +101,7 @@ CACHES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    "common.auth.CanonicalUsernameBackend",  # ModelBackend by the canonical user name (common/usernames.py)
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None
@@ -375,6 +375,12 @@ API_LEAN_SKIPPED_MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "operations.middleware.ContentSecurityPolicyMiddleware",
 ]
+# The patient pages with a bearer token in the path (/claim/, /optout/): requests per client address and
+# per token in a fixed window (common/throttling.py page_throttle); over either, a plain 429 page.
+PATIENT_PAGE_THROTTLE_RATES = {
+    "address": env("PATIENT_PAGE_THROTTLE_ADDRESS", default="60/min"),
+    "token": env("PATIENT_PAGE_THROTTLE_TOKEN", default="20/min"),
+}
 # --- end security ---
 # --- observability ---
 # /metrics, /healthz, /readyz, correlation ids and JSON logs (docs/deployment.md, docs/runbook.md).

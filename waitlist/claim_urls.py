@@ -2,6 +2,8 @@
 
 from django.urls import path
 
+from common.throttling import page_throttle
+
 from . import views
 
-urlpatterns = [path("<str:token>/", views.claim_page, name="waitlist-claim")]
+urlpatterns = [path("<str:token>/", page_throttle("claim")(views.claim_page), name="waitlist-claim")]
