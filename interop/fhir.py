@@ -21,6 +21,7 @@ from fhir.resources.R4B.appointment import Appointment as FhirAppointment
 from fhir.resources.R4B.bundle import Bundle
 from fhir.resources.R4B.slot import Slot as FhirSlot
 
+from common.bounds import is_searchable_instant
 from common.errors import NotFound, ValidationFailed
 from scheduling.models import (
     CAPACITY_STATUSES,
@@ -73,6 +74,8 @@ def _instant(value: str, field: str) -> datetime:
         parsed = None
     if parsed is None or parsed.utcoffset() is None:
         raise ValidationFailed("Give an ISO 8601 time with an offset.", fields={field: ["invalid"]})
+    if not is_searchable_instant(parsed):  # 9999-12-31T23:59:59-01:00 is past what a window can widen
+        raise ValidationFailed("Give a time between 1900 and 2999.", fields={field: ["range"]})
     return parsed
 
 

@@ -6,11 +6,12 @@ from collections.abc import Callable
 
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
+from common.bounds import SEARCH_DAY_MESSAGE, is_searchable_day
 from common.errors import ValidationFailed
 from common.tokens import require_fresh_admin_token
 
@@ -27,6 +28,11 @@ class ListQuery(serializers.Serializer):
     after = serializers.CharField(required=False, max_length=40, default="")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
+    def validate_date(self, value):
+        if not is_searchable_day(value):
+            raise serializers.ValidationError(SEARCH_DAY_MESSAGE)
+        return value
+
     def validate_status(self, value):
         choices = self.context["status_choices"]
         if value not in choices:
@@ -36,7 +42,7 @@ class ListQuery(serializers.Serializer):
 
 LIST_PARAMETERS = [
     OpenApiParameter("status", str, description="only rows in this status"),
-    OpenApiParameter("date", OpenApiTypes.DATE, description="a local day in the clinic's zone"),
+    OpenApiParameter("date", OpenApiTypes.DATE, description="a local day in the clinic's zone, 1900-01-01 … 2999-12-31"),
     OpenApiParameter("after", str, description="the `next` ref of the previous page"),
     OpenApiParameter("limit", int, description="1–200, default 50"),
 ]
@@ -66,6 +72,11 @@ class ClinicAPIView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        # A method the view has no handler for is a 405 before the role is looked up (PUT, PATCH, DELETE or
+        # TRACE on a GET-only view used to reach ``role_for`` and fail there: a KeyError, a 500).
+        method = request.method.lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            raise exceptions.MethodNotAllowed(request.method)
         role = self.role_for(request)
         # An ADMIN write is an ADMIN command: it needs the operate grant and a token young enough.
         command = role == Role.ADMIN and request.method not in SAFE_METHODS
