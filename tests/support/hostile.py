@@ -30,7 +30,7 @@ HOSTILE_STRINGS: tuple = (
     "1e309",
 )
 #: ...and, in JSON bodies, absurd numbers and shapes too.
-HOSTILE_VALUES: tuple = (*HOSTILE_STRINGS, 10**30, -(10**30), [[[[[[[[[[[]]]]]]]]]]], {"a": {"b": ["c"]}}, None)
+HOSTILE_VALUES: tuple = (*HOSTILE_STRINGS, 10**30, [[[[[[[[[[[]]]]]]]]]]], {"a": {"b": ["c"]}}, None)
 
 #: Dates and times at the edges of what Python and PostgreSQL can hold.
 CALENDAR_EDGES: tuple = ("9999-12-31", "0001-01-01", "9999-12-31T23:59:59-01:00", "0001-01-01T00:00:00+01:00")
@@ -128,6 +128,14 @@ class Clinic:
     token: str
     refs: dict[str, str] = field(default_factory=dict)
 
+    def markers(self) -> list[str]:
+        """Strings that identify this clinic's rows on any page or in any body: refs and names."""
+        from scheduling.models import Patient
+
+        refs = [v for k, v in self.refs.items() if k not in ("kind", "assessment", "claim_token", "optout_token")]
+        names = list(Patient.objects.filter(clinic=self.clinic).values_list("display_name", flat=True))
+        return [*refs, *(r.replace("_", ".") for r in refs if "_" in r), self.clinic.name, *names]
+
 
 @dataclass
 class World:
@@ -140,10 +148,17 @@ class World:
         return cls(own=_clinic_rows(), other=_clinic_rows())
 
     def token_client(self, side: str = "own") -> Client:
-        who = getattr(self, side)
-        return Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {who.token}")
+        if ("token", side) not in self._clients:
+            who = getattr(self, side)
+            self._clients["token", side] = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {who.token}")
+        return self._clients["token", side]
 
     def session_client(self, side: str = "own") -> Client:
+        if ("session", side) not in self._clients:
+            self._clients["session", side] = self._session_client(side)
+        return self._clients["session", side]
+
+    def _session_client(self, side: str) -> Client:
         from operations.sessions import AUTH_AT, LAST_SEEN, now_ts
 
         client = Client(raise_request_exception=False)
@@ -239,7 +254,9 @@ def _clinic_rows() -> Clinic:
     from waitlist import services
     from waitlist.tokens import claim_link, optout_token_make
 
-    world = waitlist_world()
+    import uuid
+
+    world = waitlist_world(name=f"Clinic {uuid.uuid4().hex[:10]}")  # a name no other page can contain by chance
     admin = f.user_with_role(world.clinic, Role.ADMIN)
     token = Token.objects.create(user=admin).key
     offer = make_offer(world, world.patient(), starts_at=seoul(3, 10))
@@ -248,7 +265,8 @@ def _clinic_rows() -> Clinic:
     hold = CapacityHold.objects.filter(clinic=world.clinic).first()
     shadow = services.shadow_publish(clinic=world.clinic, actor=admin, reason="observe a cap",
                                      changes={"weekly_offer_cap": 1})
-    job = rf.bulk_jobs(world.clinic, 1, created_at=timezone.now() - timedelta(minutes=1))[0]
+    job, finished = rf.bulk_jobs(world.clinic, 2, created_at=timezone.now() - timedelta(minutes=1))
+    type(finished).objects.filter(pk=finished.pk).update(state="COMPLETED", finished_at=timezone.now())
     appointment = world.confirmed(seoul(4, 9))
     link = claim_link(offer)
     return Clinic(
@@ -264,8 +282,9 @@ def _clinic_rows() -> Clinic:
             "hold": hold.ref if hold else "hld_missing",
             "shadow": shadow.ref,
             "patient": offer.patient.ref,
-            "slot": offer.vacancy.ref.replace("_", "."),
+            "slot": appointment.ref.replace("_", "."),  # FHIR ids: the booked appointment is a busy Slot
             "job": job.ref,
+            "finished_job": finished.ref,
             "kind": "vacancies",
             "claim_token": re.search(r"/claim/([^/\s]+)/", link).group(1),
             "optout_token": optout_token_make(offer.patient),
