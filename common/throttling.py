@@ -105,6 +105,15 @@ def _window_count(scope: str, ident: str, duration: int) -> int | None:
     return count
 
 
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_rate(rate: str) -> tuple[int, int]:
+    """``"20/min"`` → (20, 60): DRF's rate format (the period's first letter counts)."""
+    count, period = rate.split("/")
+    return int(count), _PERIODS[period[0]]
+
+
 def page_throttle(scope: str):
     """Throttle a patient page with a bearer token in its path (``/claim/<token>/``, ``/optout/<token>/``)
     per client address and per token (``PATIENT_PAGE_THROTTLE_RATES``: ``{"address": "60/min", "token":
@@ -125,7 +134,7 @@ def page_throttle(scope: str):
                 rate = rates.get(name)
                 if not rate:
                     continue
-                limit, duration = throttling.SimpleRateThrottle.parse_rate(None, rate)  # type: ignore[arg-type]
+                limit, duration = _parse_rate(rate)
                 count = _window_count(f"{scope}:{name}", ident, duration)
                 if count is not None and count > limit:
                     response = render(request, "waitlist/throttled.html", status=429)

@@ -7,15 +7,18 @@ from urllib.parse import urlencode
 from django.http import HttpResponse
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 
-from scheduling.api.base import ClinicAPIView
+from scheduling.api.base import YEARS_1900_2999, ClinicAPIView
 
 from . import fhir
 
 FHIR_JSON = "application/fhir+json"
 SEARCH_PARAMETERS = [
-    OpenApiParameter("start", str, description="ISO 8601 with offset; default now"),
-    OpenApiParameter("end", str, description="default start + 7 days; at most 31 days after start"),
-    OpenApiParameter("_count", int, description="1–200, default 50"),
+    OpenApiParameter("start", {"type": "string", "format": "date-time", "pattern": YEARS_1900_2999},
+                     description="ISO 8601 with offset, years 1900–2999; default now"),
+    OpenApiParameter("end", {"type": "string", "format": "date-time", "pattern": YEARS_1900_2999},
+                     description="default start + 7 days; after start and at most 31 days after it"),
+    OpenApiParameter("_count", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+                     description="1–200, default 50"),
     OpenApiParameter("_after", str, description="cursor from the Bundle's next link"),
 ]
 

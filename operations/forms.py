@@ -13,6 +13,7 @@ from common.errors import ValidationFailed
 from reevaluation.models import FailureClass
 from reevaluation.services.redrive import check_classes
 
+
 def searchable_day(value) -> None:
     """A filter day the clinic's zone can shift (not 9999-12-31 or year 1: common/bounds.py)."""
     if value is not None and not is_searchable_day(value):

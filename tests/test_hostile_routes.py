@@ -14,7 +14,6 @@ import json
 from urllib.parse import quote
 
 import pytest
-from django.test import Client
 
 from tests.support.hostile import (
     CALENDAR_EDGES,

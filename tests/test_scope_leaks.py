@@ -103,7 +103,8 @@ def test_no_scoped_page_or_api_read_shows_another_clinics_rows(world):
                     leaks.append(f"{path} {extra}: {found}")
                 expected = CONSOLE_LIST_KINDS.get(kind) if kind else expect
                 if expected and world.own.refs[expected] not in text:
-                    missing_own.append(f"{path} {extra}: no {expected} {world.own.refs[expected]} ({response.status_code})")
+                    own = world.own.refs[expected]
+                    missing_own.append(f"{path} {extra}: no {expected} {own} ({response.status_code})")
     assert not leaks, "\n".join(leaks)
     assert not missing_own, "\n".join(missing_own)
 
@@ -231,7 +232,8 @@ def _foreign(found, world: World) -> list[str]:
     bad = []
     for item in found:
         if isinstance(item, models.Model):
-            if getattr(item, "clinic_id", None) == other.pk or (item._meta.model_name == "clinic" and item.pk == other.pk):
+            is_other_clinic = item._meta.model_name == "clinic" and item.pk == other.pk
+            if getattr(item, "clinic_id", None) == other.pk or is_other_clinic:
                 bad.append(f"{item._meta.label} {getattr(item, 'ref', item.pk)}")
         elif any(m in item for m in markers):
             bad.append(item[:80])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import exceptions, serializers
 from rest_framework.permissions import SAFE_METHODS
@@ -40,12 +39,23 @@ class ListQuery(serializers.Serializer):
         return value
 
 
-LIST_PARAMETERS = [
-    OpenApiParameter("status", str, description="only rows in this status"),
-    OpenApiParameter("date", OpenApiTypes.DATE, description="a local day in the clinic's zone, 1900-01-01 … 2999-12-31"),
-    OpenApiParameter("after", str, description="the `next` ref of the previous page"),
-    OpenApiParameter("limit", int, description="1–200, default 50"),
-]
+#: A date or date-time whose year is 1900–2999 (``common.bounds`` SEARCH_*): JSON Schema has no date range.
+YEARS_1900_2999 = "^(19|2[0-9])[0-9]{2}-"
+
+
+def list_parameters(status_choices) -> list[OpenApiParameter]:
+    """The list query as the server enforces it (``ListQuery``), so a schema-valid query is accepted."""
+    return [
+        OpenApiParameter("status", str, enum=list(status_choices), description="only rows in this status"),
+        OpenApiParameter(
+            "date", {"type": "string", "format": "date", "pattern": YEARS_1900_2999},
+            description="a local day in the clinic's zone, 1900-01-01 … 2999-12-31",
+        ),
+        OpenApiParameter("after", {"type": "string", "maxLength": 40},
+                         description="the `next` ref of the previous page"),
+        OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+                         description="1–200, default 50"),
+    ]
 
 
 def page_body(page, shape) -> dict:

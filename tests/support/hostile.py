@@ -150,7 +150,9 @@ class World:
     def token_client(self, side: str = "own") -> Client:
         if ("token", side) not in self._clients:
             who = getattr(self, side)
-            self._clients["token", side] = Client(raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {who.token}")
+            self._clients["token", side] = Client(
+                raise_request_exception=False, HTTP_AUTHORIZATION=f"Token {who.token}"
+            )
         return self._clients["token", side]
 
     def session_client(self, side: str = "own") -> Client:
@@ -241,6 +243,7 @@ def route_paths(route: str, world: World, *, hostile: bool = True) -> list[str]:
 
 def _clinic_rows() -> Clinic:
     """One clinic with one row of every kind a route can name, and its ADMIN."""
+    import uuid
     from datetime import timedelta
 
     from django.utils import timezone
@@ -253,8 +256,6 @@ def _clinic_rows() -> Clinic:
     from tests.worlds import waitlist_world
     from waitlist import services
     from waitlist.tokens import claim_link, optout_token_make
-
-    import uuid
 
     world = waitlist_world(name=f"Clinic {uuid.uuid4().hex[:10]}")  # a name no other page can contain by chance
     admin = f.user_with_role(world.clinic, Role.ADMIN)
