@@ -255,6 +255,7 @@ class ClinicRefFieldExtension(OpenApiSerializerFieldExtension):
 #: A ref as ``scheduling.scoping`` accepts one (printable ASCII, no spaces); a NUL-free string otherwise.
 REF_PATTERN = "^[!-~]{1,40}$"
 NO_NUL_PATTERN = "^[^\\x00]*$"
+NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
 class AppAutoSchema(AutoSchema):
@@ -265,10 +266,22 @@ class AppAutoSchema(AutoSchema):
         at least), no NUL (common/textguard.py), so a schema-valid request is not refused for either."""
         schema = super()._map_serializer_field(field, direction, bypass_extensions)
         if direction == "request" and isinstance(field, serializers.CharField) and schema.get("type") == "string":
+            if "pattern" not in schema and "enum" not in schema and "format" not in schema:
+                # Trimmed and not blank: one character other than white space at least (" " or "\u00a0" is "").
+                blank_ok = field.allow_blank or not getattr(field, "trim_whitespace", True)
+                schema["pattern"] = NO_NUL_PATTERN if blank_ok else NOT_BLANK_PATTERN
             if not field.allow_blank:
                 schema["minLength"] = max(int(schema.get("minLength", 0)), 1)
-            if "pattern" not in schema and "enum" not in schema and "format" not in schema:
-                schema["pattern"] = NO_NUL_PATTERN
+        if direction == "request" and isinstance(field, serializers.DictField) and not field.allow_empty:
+            schema["minProperties"] = 1
+        return schema
+
+    def _map_basic_serializer(self, serializer, direction):
+        """A request body names its fields only: an unknown field is ignored at best and refused by some
+        commands (the policy's "Not an editable policy field"), so the schema allows none."""
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and schema.get("properties"):
+            schema["additionalProperties"] = False
         return schema
 
     def _key(self) -> str:
