@@ -24,7 +24,7 @@ def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
     assert response.status_code == 200 and response["Content-Language"] == "en"
     assert world.clinic.name in html and world.treatment.name in html
     assert "Dec. 3, 2030, 10 a.m." in html and "(Seoul time)" in html  # the clinic's zone, by its city
-    assert "20\xa0minutes" in html  # the time left (the offer expires 20 minutes from now)
+    assert "8\xa0hours" in html  # the time left (the lead-time window's 8-hour ceiling, slot two days out)
     assert 'name="action" value="accept"' in html and 'name="action" value="decline"' in html
     # CSP-clean: a stylesheet file, no inline scripts or styles.
     assert "<script" not in html and "<style" not in html and "style=" not in html
@@ -41,7 +41,7 @@ def test_the_korean_page_is_in_korean(world):
     html = response.content.decode()
     assert response["Content-Language"] == "ko" and '<html lang="ko">' in html
     assert "예약 가능한 시간이 생겼습니다" in html and "이 시간 수락하기" in html and "거절하기" in html
-    assert "2030년 12월 3일" in html and "20분" in html
+    assert "2030년 12월 3일" in html and "8시간" in html
     assert "Accept this time" not in html
     accepted = submit(client, claim_path(offer), "accept")
     assert "예약이 확정되었습니다" in accepted.content.decode() and "서울 시간" in accepted.content.decode()
@@ -114,8 +114,8 @@ def test_decline_and_a_double_decline(world):
     assert "You declined this time" in first.content.decode()
     offer.refresh_from_db()
     assert offer.status == OfferStatus.DECLINED and offer.entry.status == EntryStatus.WAITING
-    gone = client.get(claim_path(offer))
-    assert gone.status_code == 410 and "no longer available" in gone.content.decode()
+    later = client.get(claim_path(offer))  # coming back later: the link is spent, and says why
+    assert later.status_code == 410 and "You declined this time" in later.content.decode()
 
 
 def test_posts_without_csrf_are_refused_and_change_nothing(world):
@@ -154,13 +154,16 @@ def test_expired_offer_and_expired_token_are_gone(world, frozen_clock, settings)
     offer = make_offer(world, world.patient(language="ko"))
     frozen_clock.move_to(offer.expires_at)
     response = page_client().get(claim_path(offer))
-    assert response.status_code == 410 and "더 이상 이용할 수 없습니다" in response.content.decode()
+    assert response.status_code == 410 and "이 제안은 종료되었습니다" in response.content.decode()
     response = submit_without_page(claim_path(offer))
     assert response.status_code == 410
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.OFFERED  # an accept after the deadline claimed nothing
     Offer.objects.filter(pk=offer.pk).update(status=OfferStatus.OFFERED)
     settings.WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = 1
     frozen_clock.move_to(seoul(1, 9) + timedelta(minutes=2))
-    assert page_client().get(claim_path_at(offer, seoul(1, 9))).status_code == 410
+    too_old = page_client().get(claim_path_at(offer, seoul(1, 9)))
+    assert too_old.status_code == 410 and "no longer available" in too_old.content.decode()  # says nothing more
 
 
 def submit_without_page(path):
