@@ -132,7 +132,7 @@ class Clinic:
         """Strings that identify this clinic's rows on any page or in any body: refs and names."""
         from scheduling.models import Patient
 
-        refs = [v for k, v in self.refs.items() if k not in ("kind", "assessment", "claim_token", "optout_token")]
+        refs = [v for k, v in self.refs.items() if k not in ("kind", "assessment") and not k.endswith("_token")]
         names = list(Patient.objects.filter(clinic=self.clinic).values_list("display_name", flat=True))
         return [*refs, *(r.replace("_", ".") for r in refs if "_" in r), self.clinic.name, *names]
 
@@ -200,7 +200,11 @@ def param_kind(route: str, name: str, previous: str) -> str:
     if name in ("clinic", "clinic_ref"):
         return "clinic"
     if name in _PARAM_KIND:
-        return "optout_token" if name == "token" and route.startswith("optout/") else _PARAM_KIND[name]
+        if name == "token":
+            return {"optout/": "optout_token", "standing/": "standing_token"}.get(route[: route.find("/") + 1],
+                                                                            "calendar_token" if ".ics" in route
+                                                                            else "claim_token")
+        return _PARAM_KIND[name]
     return _REF_KIND.get(previous, "appointment")
 
 
@@ -255,7 +259,7 @@ def _clinic_rows() -> Clinic:
     from tests.waitlist.loop_helpers import make_offer
     from tests.worlds import waitlist_world
     from waitlist import services
-    from waitlist.tokens import claim_link, optout_token_make
+    from waitlist.tokens import calendar_token_make, claim_link, optout_token_make, standing_token_make
 
     world = waitlist_world(name=f"Clinic {uuid.uuid4().hex[:10]}")  # a name no other page can contain by chance
     admin = f.user_with_role(world.clinic, Role.ADMIN)
@@ -289,6 +293,8 @@ def _clinic_rows() -> Clinic:
             "kind": "vacancies",
             "claim_token": re.search(r"/claim/([^/\s]+)/", link).group(1),
             "optout_token": optout_token_make(offer.patient),
+            "standing_token": standing_token_make(offer.entry),
+            "calendar_token": calendar_token_make(appointment),
             "assessment": "asm-1",
         },
     )
