@@ -37,7 +37,7 @@ from scheduling.services.features import feature_enabled
 
 from .calendar import FILENAME, MIME_TYPE, CalendarEvent, ics_render, uid_domain
 from .models import Offer, OfferStatus
-from .notifications import LANGUAGES, optout_line, zone_label
+from .notifications import LANGUAGES, optout_line, standing_line, zone_label
 from .reachability import send_window
 from .services.policy import policy_current
 from .tokens import calendar_link, optout_link
@@ -162,11 +162,13 @@ ReleaseLinkBuilder = Callable[[Offer, Appointment], str]
 _release_link_builder: ReleaseLinkBuilder | None = None
 
 
-def release_link_register(builder: ReleaseLinkBuilder | None) -> None:
-    """Install the release-link builder (None removes it). The link is a bearer credential, so the outbox
-    stores only ``release_until`` and the link is made here, when the notice goes out."""
+def release_link_register(builder: ReleaseLinkBuilder | None) -> ReleaseLinkBuilder | None:
+    """Install the release-link builder (None removes it) and return the one it replaces. The link is a bearer
+    credential, so the outbox stores only ``release_until`` and the link is made here, when the notice goes out.
+    The app registers the claim page (``WaitlistConfig.ready``), which offers the release."""
     global _release_link_builder
-    _release_link_builder = builder
+    previous, _release_link_builder = _release_link_builder, builder
+    return previous
 
 
 def deliver_booking_confirmation(message: OutboxMessage) -> str:
@@ -199,6 +201,8 @@ def deliver_booking_confirmation(message: OutboxMessage) -> str:
     attached = provider_for(clinic.settings).name == "email"
     subject, body = booking_notice_text(appointment, language=patient.language, calendar="" if attached else link,
                                         release=release)
+    if release is not None and offer is not None:  # booked automatically: how to stop that
+        body += standing_line(offer.entry, patient.language)
     body += optout_line(optout_link(patient), patient.language)
     attachments = ((FILENAME, booking_ics(appointment, patient.language), MIME_TYPE),) if attached else ()
     return send_patient_notice(message=message, clinic=clinic, patient=patient,

@@ -43,7 +43,7 @@ from .models import Offer, OfferStatus
 from .reachability import send_window
 from .services.offers import deadline_if_delivered, offer_notice_delivered
 from .services.policy import policy_current
-from .tokens import claim_link, optout_link
+from .tokens import claim_link, optout_link, standing_link
 
 logger = logging.getLogger("waitlist")
 LANGUAGES = ("en", "ko")
@@ -91,6 +91,13 @@ def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]
     return subject, body
 
 
+def standing_line(entry, language: str) -> str:
+    """The line of every waitlist notice that lets the patient choose automatic booking, or stop it."""
+    with translation.override(language if language in LANGUAGES else "en"):
+        return "\n" + _("To have times booked for you automatically, or to stop that, open:\n%(link)s\n") % {
+            "link": standing_link(entry)}
+
+
 def optout_line(link: str, language: str) -> str:
     """The line every notice ends with: how to stop these messages, without signing in."""
     with translation.override(language if language in LANGUAGES else "en"):
@@ -102,7 +109,7 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     now = timezone.now()
     offer_ref = (message.payload or {}).get("offer") or message.aggregate_ref
     offer = (
-        Offer.objects.select_related("clinic", "patient", "entry", "vacancy__treatment")
+        Offer.objects.select_related("clinic", "patient", "entry", "policy", "vacancy__treatment")
         .filter(ref=offer_ref, clinic__ref=message.clinic_ref)
         .first()
     )
@@ -126,6 +133,8 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
                                              delivered_at=now)
     link = claim_link(offer)
     subject, body = offer_notice_text(offer, link, patient.language)
+    if offer.policy.standing_acceptance:
+        body += standing_line(offer.entry, patient.language)
     body += optout_line(optout_link(patient), patient.language)
     provider = provider_for(clinic.settings)
     # The contact is read here, at send time, and goes only to the provider (never to a log).

@@ -21,6 +21,7 @@ class ClaimState(TextChoices):
     DECLINED = "DECLINED"
     EXPIRED = "EXPIRED"  # no answer in time (or the accepted hold ran out unbooked)
     WITHDRAWN = "WITHDRAWN"  # the clinic took it back
+    RELEASED = "RELEASED"  # booked automatically (standing acceptance), then released by the patient
 
 
 #: The entry statuses in which the patient is still on the waiting list.
@@ -76,5 +77,10 @@ def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
         else:
             ended_at = min(offer.expires_at, offer.vacancy.starts_at)
         return ClaimOutcome(ClaimState.EXPIRED, ended_at=ended_at, on_list=on_list)
-    state = ClaimState.DECLINED if offer.status == OfferStatus.DECLINED else ClaimState.WITHDRAWN
+    if offer.status == OfferStatus.DECLINED:
+        state = ClaimState.DECLINED
+    elif offer.reason_code == "STANDING_RELEASED":
+        state = ClaimState.RELEASED
+    else:
+        state = ClaimState.WITHDRAWN
     return ClaimOutcome(state, ended_at=_event_at(offer) or offer.updated_at, on_list=on_list)

@@ -31,8 +31,8 @@ from .confirmations import booking_facts, booking_ics, local_moment
 from .models import DeclineReason, Offer
 from .notifications import LANGUAGES, local_datetime, zone_label
 from .selectors_claim import ClaimOutcome, ClaimState, claim_outcome
-from .services import offer_claim_and_book, offer_decline
-from .tokens import TokenExpired, TokenInvalid, calendar_link, calendar_token_read, claim_token_read
+from .services import offer_claim_and_book, offer_decline, standing_release
+from .tokens import TokenExpired, TokenInvalid, calendar_link, calendar_token_read, claim_token_read, standing_link
 
 logger = logging.getLogger("waitlist")
 
@@ -43,10 +43,12 @@ STATE_TEMPLATES = {
     ClaimState.DECLINED: "waitlist/claim_declined.html",
     ClaimState.EXPIRED: "waitlist/claim_ended.html",
     ClaimState.WITHDRAWN: "waitlist/claim_ended.html",
+    ClaimState.RELEASED: "waitlist/claim_ended.html",
     ClaimState.BOOKING_CANCELLED: "waitlist/claim_ended.html",
 }
 #: Ended states answer 410 (the link can do nothing more); held and booked ones 200.
-ENDED_STATES = (ClaimState.DECLINED, ClaimState.EXPIRED, ClaimState.WITHDRAWN, ClaimState.BOOKING_CANCELLED)
+ENDED_STATES = (ClaimState.DECLINED, ClaimState.EXPIRED, ClaimState.WITHDRAWN, ClaimState.BOOKING_CANCELLED,
+                ClaimState.RELEASED)
 
 
 def _gone(request: HttpRequest, status: int, language: str | None = None) -> HttpResponse:
@@ -105,6 +107,10 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
     if outcome.state == ClaimState.BOOKED and outcome.appointment is not None:
         extra.update(confirmed=True, booking=booking_facts(outcome.appointment),
                      calendar_url=calendar_link(outcome.appointment))
+        if offer.standing and offer.release_until is not None and timezone.now() < offer.release_until:
+            extra.update(release_local=local_moment(offer.release_until, offer.clinic.timezone))
+    if outcome.on_list and offer.policy.standing_acceptance:
+        extra["standing_url"] = standing_link(offer.entry)
     if status is None:
         status = 410 if outcome.state in ENDED_STATES else 200
     return _render(request, offer, STATE_TEMPLATES[ClaimState(outcome.state)], status=status, **extra)
@@ -139,6 +145,8 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
                 return _accept(request, offer, outcome)
             if action == "decline":
                 return _decline(request, offer, outcome)
+            if action == "release":
+                return _release(request, offer, outcome)
             if not outcome.is_open:
                 return _render_outcome(request, offer, outcome)
             return _render(request, offer, "waitlist/claim.html", status=400)
@@ -192,6 +200,23 @@ def _decline(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpR
     except Conflict as exc:
         logger.info("claim page: offer %s not declined: %s", offer.ref, exc.code)
     return _again(request, offer)
+
+
+def _release(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
+    """Release a booking made automatically (standing acceptance): the time goes back to the waiting list."""
+    if outcome.state != ClaimState.BOOKED or not offer.standing:
+        return _render_outcome(request, offer, outcome)
+    try:
+        standing_release(clinic=offer.clinic, offer_ref=offer.ref, patient=offer.patient,
+                         correlation_id=new_correlation_id())
+    except NotFound:
+        return _gone(request, 404, translation.get_language())
+    except Conflict as exc:
+        logger.info("claim page: offer %s not released: %s", offer.ref, exc.code)
+    fresh = _load(offer.ref, offer.entry.ref)
+    if fresh is None:
+        return _gone(request, 404, translation.get_language())
+    return _render_outcome(request, fresh, claim_outcome(fresh), status=200)
 
 
 @never_cache

@@ -232,9 +232,17 @@ def test_a_booking_cancelled_before_delivery_is_skipped_not_sent(world):
 
 @pytest.fixture
 def release_links():
-    confirmations.release_link_register(lambda offer, appointment: f"https://clinic.example/release/{offer.ref}/")
+    previous = confirmations.release_link_register(
+        lambda offer, appointment: f"https://clinic.example/release/{offer.ref}/")
     yield
-    confirmations.release_link_register(None)
+    confirmations.release_link_register(previous)
+
+
+@pytest.fixture
+def no_release_links():
+    previous = confirmations.release_link_register(None)
+    yield
+    confirmations.release_link_register(previous)
 
 
 def queue_automatic(offer, appointment, until):
@@ -267,7 +275,7 @@ def test_a_booking_command_given_a_release_deadline_queues_the_automatic_notice_
     assert message.payload["release_until"] == seoul(2, 10).isoformat()
 
 
-def test_an_automatic_booking_without_a_release_link_builder_is_not_sent_without_one(world):
+def test_an_automatic_booking_without_a_release_link_builder_is_not_sent_without_one(world, no_release_links):
     offer, appointment = booked_on_the_page(world)
     deliver()
     message = queue_automatic(offer, appointment, seoul(2, 10))

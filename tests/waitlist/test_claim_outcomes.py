@@ -20,6 +20,13 @@ def text(response) -> str:
     return response.content.decode()
 
 
+@pytest.fixture(autouse=True)
+def fixed_window(world):
+    """The times below are read for a fixed 20-minute answer window (tests/waitlist/test_windows.py has the
+    lead-time one)."""
+    services.policy_publish(clinic=world.clinic, answer_window="FIXED")
+
+
 @pytest.fixture
 def clinic_contact(world):
     world.clinic.settings = {"contact": {"address": ADDRESS, "phone": PHONE}}

@@ -205,3 +205,37 @@ def test_racing_releases_and_dispatches_reopen_the_vacancy_once_with_one_offer()
     from common.invariants import check
 
     assert check().ok
+
+
+def test_a_standing_booking_sends_one_booked_notice_whose_link_releases_it(world, frozen_clock):
+    from tests.waitlist.loop_helpers import LINK, deliver, page_client, submit
+
+    entry = world.waiting(world.patient(language="en"))
+    vacancy, offer = booked(world, entry)
+    (message,) = OutboxMessage.objects.filter(recipient_ref=entry.patient.ref)
+    assert message.topic == "waitlist.booking_confirmed"
+    assert message.payload["release_until"] == offer.release_until.isoformat()
+    deliver()
+    message.refresh_from_db()
+    assert message.status == "SENT"
+    path = f"/claim/{LINK.search(claim_link_of(offer)).group(1)}/"
+    page = page_client().get(path).content.decode()
+    assert "You were booked automatically" in page and 'value="release"' in page
+    released = submit(page_client(), path, "release")
+    assert released.status_code == 200 and "You released this time" in released.content.decode()
+    vacancy.refresh_from_db()
+    assert vacancy.status == VacancyStatus.OPEN
+
+
+def claim_link_of(offer):
+    from waitlist.tokens import claim_link
+
+    return claim_link(offer)
+
+
+def test_the_declined_page_offers_to_book_automatically_next_time(world):
+    from tests.waitlist.loop_helpers import claim_path, make_offer, page_client, submit
+
+    offer = make_offer(world, world.patient(language="en"))
+    page = submit(page_client(), claim_path(offer), "decline").content.decode()
+    assert 'data-testid="standing-link"' in page and "/standing/" in page

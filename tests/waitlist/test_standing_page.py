@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.conftest import assert_no_pii
 from tests.waitlist.loop_helpers import CSRF, page_client
+from tests.waitlist.test_delivery import smtp  # noqa: F401 - the SMTP sink fixture
 from waitlist.models import StandingAcceptance
 from waitlist.tokens import standing_link
 
@@ -48,3 +49,22 @@ def test_a_notice_outside_the_offered_choices_is_refused_and_records_nothing(wor
 
 def test_a_bad_token_is_a_plain_404(world):
     assert page_client().get("/standing/not-a-token/").status_code == 404
+
+
+def test_the_page_speaks_the_patients_language(world):
+    entry = world.waiting(world.patient(language="ko"))
+    html = page_client().get(path_for(entry)).content.decode()
+    assert '<html lang="ko">' in html and "자동으로 예약해 드릴까요?" in html and "Book me" not in html
+
+
+def test_every_offer_notice_carries_the_book_me_automatically_link(world, smtp):
+    from tests.waitlist.loop_helpers import deliver, mail_text, make_offer
+    from tests.waitlist.test_delivery import email_clinic
+
+    email_clinic(world)
+    patient = world.patient(email="bora@patients.example", language="en")
+    offer = make_offer(world, patient)
+    deliver()
+    assert smtp.received.wait(5)
+    text = mail_text(smtp.messages[0]["data"])
+    assert path_for(offer.entry) in text and "booked for you automatically" in text

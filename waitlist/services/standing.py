@@ -36,6 +36,7 @@ from ..models import (
     WaitlistPolicy,
 )
 from ._shared import actor_label, event_append, queue_dispatch
+from .confirmation import booking_confirmation_queue
 from .policy import policy_current
 
 #: The longest minimum notice a patient may ask for (a week: longer would rarely book anything).
@@ -144,6 +145,9 @@ def standing_book(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, *, actor
     event_append(offer=offer, from_status=OfferStatus.ACCEPTED, to_status=OfferStatus.ACCEPTED, reason_code="BOOKED",
                  actor=actor, correlation_id=correlation_id, now=now,
                  detail={"appointment": appointment.ref, "hold": hold.ref, "standing": True})
+    # The one notice of this booking: "you are booked", with the release link (built at send time).
+    booking_confirmation_queue(offer=offer, appointment=appointment, correlation_id=correlation_id, now=now,
+                               release_until=offer.release_until)
     return appointment
 
 
