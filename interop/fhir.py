@@ -11,7 +11,7 @@ Searches are keyset-paged on (start, ref) and bounded by a time window, never OF
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from django.db.models import Exists, OuterRef, Q
@@ -76,7 +76,8 @@ def _instant(value: str, field: str) -> datetime:
         raise ValidationFailed("Give an ISO 8601 time with an offset.", fields={field: ["invalid"]})
     if not is_searchable_instant(parsed):  # 9999-12-31T23:59:59-01:00 is past what a window can widen
         raise ValidationFailed("Give a time between 1900 and 2999.", fields={field: ["range"]})
-    return parsed
+    # In UTC: PostgreSQL refuses an offset beyond ±15:59 (Python allows ±23:59), a DataError (500) in the query.
+    return parsed.astimezone(UTC)
 
 
 def search_params(params, *, now: datetime | None = None) -> Search:

@@ -202,3 +202,10 @@ def test_a_bare_word_next_after_sign_in_goes_to_the_console(admin):
     client.force_login(admin)
     response = client.get("/console/login/", {"next": "9999-12-31"})
     assert response.status_code == 302 and response.url == "/console/"
+
+
+def test_a_fhir_search_offset_postgresql_cannot_hold_is_answered(staff_client, clinic):
+    """``-22:50`` is a valid ISO offset that PostgreSQL refuses (found by ``make fuzz``: a DataError, 500)."""
+    path = f"/api/v1/clinics/{clinic.ref}/fhir/Appointment"
+    response = staff_client.get(path, {"start": "2030-11-15T15:19:50-22:50"})
+    assert response.status_code == 200, response.content
