@@ -10,8 +10,10 @@ class CommonConfig(AppConfig):
         from .auth import connect_signals
         from .dbhealth import connect_signals as connect_health_signals
         from .redaction import install_record_factory
+        from .usernames import install_username_validator
 
         install_record_factory()
         connect_signals()
+        install_username_validator()
         connect_health_signals()
         checks.refuse_unsafe_production()

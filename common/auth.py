@@ -18,9 +18,12 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.backends import ModelBackend
 from django.db.models.signals import post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
+
+from .usernames import user_by_username
 
 _MAX_ENTRIES = 10_000
 _lock = threading.Lock()
@@ -72,3 +75,21 @@ def connect_signals() -> None:
     user_model = get_user_model()
     post_delete.connect(_drop_user, sender=user_model, dispatch_uid="common.auth.user_deleted")
     post_save.connect(_drop_user, sender=user_model, dispatch_uid="common.auth.user_saved")
+
+
+class CanonicalUsernameBackend(ModelBackend):
+    """Django's ModelBackend, finding the user by the canonical user name (common/usernames.py), so
+    the sign-in form, the throttle and re-auth agree on who ``ｏｕｔｓｉｄｅｒ`` is."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is None:
+            username = kwargs.get(get_user_model().USERNAME_FIELD)
+        if username is None or password is None:
+            return None
+        user = user_by_username(username)
+        if user is None:
+            get_user_model()().set_password(password)  # the same cost as a real check (ModelBackend's timing guard)
+            return None
+        if user.check_password(password) and self.user_can_authenticate(user):
+            return user
+        return None

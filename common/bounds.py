@@ -12,7 +12,7 @@ Every time a client sends is checked here first:
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from django.conf import settings
 from django.utils import timezone
@@ -43,3 +43,22 @@ def within(value: datetime, bounds: tuple[datetime, datetime]) -> bool:
 
 def is_bookable_time(value: datetime) -> bool:
     return within(value, booking_range())
+
+
+#: What a list filter or a search may ask for: far wider than any row can be, far inside what Python's
+#: datetime and PostgreSQL hold, so a day or an instant near either calendar edge (``9999-12-31``, year 1)
+#: is a typed 400 instead of an OverflowError when it is shifted to a zone or widened by a window.
+SEARCH_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+SEARCH_LATEST = datetime(3000, 1, 1, tzinfo=UTC)
+SEARCH_DAYS = (date(1900, 1, 1), date(2999, 12, 31))
+
+
+def is_searchable_instant(value: datetime) -> bool:
+    return within(value, (SEARCH_EARLIEST, SEARCH_LATEST))
+
+
+def is_searchable_day(value: date) -> bool:
+    return SEARCH_DAYS[0] <= value <= SEARCH_DAYS[1]
+
+
+SEARCH_DAY_MESSAGE = "Give a day between 1900-01-01 and 2999-12-31."

@@ -1,4 +1,6 @@
-"""Junk requests answered before any view or query runs: NUL bytes in the path, oversized bodies.
+"""Junk requests answered before any view or query runs: NUL bytes in the path, oversized bodies, and
+text PostgreSQL cannot store (NUL, lone surrogates) in the query string or a form body (a typed 400). And
+whatever the answer, a body the view did not read is drained, so the keep-alive connection stays usable.
 
 PostgreSQL refuses NUL in text (a 500 if it reached a query); a ref can never contain one, so a
 path with NUL is simply not found. A body over ``DATA_UPLOAD_MAX_MEMORY_SIZE`` would otherwise be
@@ -8,10 +10,15 @@ body itself (the CRM intake writes a quarantine row) sets ``handles_oversized_bo
 
 from __future__ import annotations
 
-from django.conf import settings
-from django.http import HttpResponseNotFound, JsonResponse
+import time
 
-from .errors import NotFound, PayloadTooLarge
+from django.conf import settings
+from django.http import HttpResponseBadRequest, HttpResponseNotFound, JsonResponse
+
+from .errors import NotFound, PayloadTooLarge, ValidationFailed
+from .textguard import MESSAGE, first_unstorable_param
+
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def _error(exc) -> JsonResponse:
@@ -30,19 +37,59 @@ def body_too_large(request) -> bool:
     return limit is not None and declared_length(request) > limit
 
 
+#: Seconds the drain of an unread body may take before it gives up (gunicorn then closes the connection).
+DRAIN_SECONDS = 2.0
+
+
+def drain_unread_body(request) -> None:
+    """Read and discard what is left of the request body, up to ``DATA_UPLOAD_MAX_MEMORY_SIZE``.
+
+    A request refused before its body was read (401, 403, 404, 413) leaves the body on the socket. gunicorn's
+    threaded worker then drains at most 64 KB after the response and otherwise drops the connection it had just
+    announced as keep-alive, so the client's next request on it failed (issue 26). Draining here keeps the
+    connection usable; a body over the limit (declared, or a client that stalls past ``DRAIN_SECONDS``) is
+    left, and gunicorn closes that connection instead.
+    """
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    stream = getattr(request, "_stream", None)
+    if stream is None or (limit is not None and declared_length(request) > limit):
+        return
+    deadline = time.monotonic() + DRAIN_SECONDS
+    try:
+        while stream.read(65536) and time.monotonic() < deadline:
+            pass
+    except OSError:  # the client went away: nothing left to keep usable
+        return
+
+
 class JunkRequestMiddleware:
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         if "\x00" in request.path:
-            if request.path.startswith("/api/"):
-                return _error(NotFound())
-            return HttpResponseNotFound("Not found.", content_type="text/plain")
-        return self.get_response(request)
+            response = _error(NotFound()) if request.path.startswith("/api/") else HttpResponseNotFound(
+                "Not found.", content_type="text/plain")
+        else:
+            response = self.get_response(request)
+        if declared_length(request):
+            drain_unread_body(request)
+        return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):
         view_class = getattr(view_func, "cls", None) or getattr(view_func, "view_class", None)
-        if getattr(view_class, "handles_oversized_body", False) or not body_too_large(request):
+        if body_too_large(request) and not getattr(view_class, "handles_oversized_body", False):
+            return _error(PayloadTooLarge(f"The body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."))
+        return self._unstorable(request)
+
+    def _unstorable(self, request):
+        """A typed 400 when a query or form parameter holds NUL or a surrogate (common/textguard.py)."""
+        field = first_unstorable_param(request.GET)
+        if field is None and request.content_type in FORM_TYPES and request.method not in ("GET", "HEAD"):
+            field = first_unstorable_param(request.POST)
+        if field is None:
             return None
-        return _error(PayloadTooLarge(f"The body is over {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes."))
+        refusal = ValidationFailed("The request is not valid.", fields={field[:100]: [MESSAGE]})
+        if request.path.startswith("/api/"):
+            return _error(refusal)
+        return HttpResponseBadRequest(MESSAGE, content_type="text/plain")

@@ -13,6 +13,9 @@ from zoneinfo import ZoneInfo
 
 from django.db.models import Q, QuerySet, Subquery
 
+from .bounds import SEARCH_DAY_MESSAGE, is_searchable_day
+from .errors import ValidationFailed
+
 
 @dataclass(frozen=True)
 class KeysetPage:
@@ -50,7 +53,10 @@ def keyset_page(
 
 
 def day_bounds(day: date, tz_name: str) -> tuple[datetime, datetime]:
-    """A local calendar day in the clinic's zone as a half-open UTC-aware range."""
+    """A local calendar day in the clinic's zone as a half-open UTC-aware range (a day near the calendar's
+    edges is a typed 400: ``9999-12-31`` has no next day; forms and serializers check it first)."""
+    if not is_searchable_day(day):
+        raise ValidationFailed(SEARCH_DAY_MESSAGE, fields={"date": [SEARCH_DAY_MESSAGE]})
     zone = ZoneInfo(tz_name)
     start = datetime.combine(day, time.min, tzinfo=zone)
     return start, datetime.combine(day + timedelta(days=1), time.min, tzinfo=zone)

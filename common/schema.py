@@ -36,6 +36,9 @@ IDEMPOTENCY_DESCRIPTION = (
     "unexpected server error stores nothing, so the key can be retried."
 )
 
+#: What ``common.idempotency.validate_key`` accepts: 1–200 printable ASCII characters (space to tilde).
+IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[ -~]{1,200}$"}
+
 #: POST commands outside ``ClinicAPIView`` that run under the key, and ClinicAPIView POSTs that do not.
 IDEMPOTENT_EXTRA = {"ProfileReevaluationOpsView.post"}
 NOT_IDEMPOTENT = {"VacancyDispatchView.post"}
@@ -245,12 +248,41 @@ class ClinicRefFieldExtension(OpenApiSerializerFieldExtension):
     target_class = "scheduling.api.base.ClinicRefField"
 
     def map_serializer_field(self, auto_schema, direction):
-        return {"type": "string", "maxLength": 40,
+        return {"type": "string", "minLength": 1, "maxLength": 40, "pattern": REF_PATTERN,
                 "description": f"ref of a {self.target.model.__name__} in this clinic"}
+
+
+#: A ref as ``scheduling.scoping`` accepts one (printable ASCII, no spaces); a NUL-free string otherwise.
+REF_PATTERN = "^[!-~]{1,40}$"
+NO_NUL_PATTERN = "^[^\\x00]*$"
+NOT_BLANK_PATTERN = "^[^\\x00]*[^\\s\\x00][^\\x00]*$"
 
 
 class AppAutoSchema(AutoSchema):
     """drf-spectacular's AutoSchema plus the shared parts; views keep their own ``extend_schema``."""
+
+    def _map_serializer_field(self, field, direction, bypass_extensions=False):
+        """A request string states what the server enforces (issue 26): not blank unless allowed (1 character
+        at least), no NUL (common/textguard.py), so a schema-valid request is not refused for either."""
+        schema = super()._map_serializer_field(field, direction, bypass_extensions)
+        if direction == "request" and isinstance(field, serializers.CharField) and schema.get("type") == "string":
+            if "pattern" not in schema and "enum" not in schema and "format" not in schema:
+                # Trimmed and not blank: one character other than white space at least (" " or "\u00a0" is "").
+                blank_ok = field.allow_blank or not getattr(field, "trim_whitespace", True)
+                schema["pattern"] = NO_NUL_PATTERN if blank_ok else NOT_BLANK_PATTERN
+            if not field.allow_blank:
+                schema["minLength"] = max(int(schema.get("minLength", 0)), 1)
+        if direction == "request" and isinstance(field, serializers.DictField) and not field.allow_empty:
+            schema["minProperties"] = 1
+        return schema
+
+    def _map_basic_serializer(self, serializer, direction):
+        """A request body names its fields only: an unknown field is ignored at best and refused by some
+        commands (the policy's "Not an editable policy field"), so the schema allows none."""
+        schema = super()._map_basic_serializer(serializer, direction)
+        if direction == "request" and schema.get("properties"):
+            schema["additionalProperties"] = False
+        return schema
 
     def _key(self) -> str:
         return f"{type(self.view).__name__}.{self.method.lower()}"
@@ -282,7 +314,7 @@ class AppAutoSchema(AutoSchema):
             parameters.append(import_string(QUERY_PARAMETERS[self._key()]))
         if self.is_idempotent():
             parameters.append(OpenApiParameter(
-                "Idempotency-Key", OpenApiTypes.STR, OpenApiParameter.HEADER, description=IDEMPOTENCY_DESCRIPTION,
+                "Idempotency-Key", IDEMPOTENCY_KEY_SCHEMA, OpenApiParameter.HEADER, description=IDEMPOTENCY_DESCRIPTION,
             ))
             parameters.append(OpenApiParameter(
                 "Idempotent-Replayed", OpenApiTypes.STR, OpenApiParameter.HEADER, response=True,

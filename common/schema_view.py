@@ -7,7 +7,7 @@ import threading
 
 from django.conf import settings
 from django.utils import translation
-from drf_spectacular.views import SpectacularAPIView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from rest_framework.response import Response
 
 
@@ -36,3 +36,10 @@ class SchemaView(SpectacularAPIView):
             data=self.generated[key],
             headers={"Content-Disposition": f'inline; filename="{self._get_filename(request, None)}"'},
         )
+
+
+class SwaggerView(SpectacularSwaggerView):
+    """``/api/docs/``: a page, so GET and HEAD only (OPTIONS used to render DRF's metadata through the page's
+    template renderer, with no template: a 500)."""
+
+    http_method_names = ["get", "head"]

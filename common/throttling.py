@@ -89,3 +89,60 @@ class AnonRateThrottle(_FixedWindow, throttling.AnonRateThrottle):
 
 class UserRateThrottle(_FixedWindow, throttling.UserRateThrottle):
     pass
+
+
+def _window_count(scope: str, ident: str, duration: int) -> int | None:
+    """The fixed-window count for ``scope:ident`` (hashed), or None while Redis is down (fail open)."""
+    now = time.time()
+    digest = hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    key = cache.make_and_validate_key(f"page-throttle:{scope}:{digest}:w{int(now // duration)}")
+    try:
+        count = _count(_client(cache._cache), key, duration + 1)  # type: ignore[attr-defined]
+    except REDIS_ERRORS as exc:
+        cache_dependency.failed(exc)
+        return None
+    cache_dependency.ok()
+    return count
+
+
+_PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_rate(rate: str) -> tuple[int, int]:
+    """``"20/min"`` → (20, 60): DRF's rate format (the period's first letter counts)."""
+    count, period = rate.split("/")
+    return int(count), _PERIODS[period[0]]
+
+
+def page_throttle(scope: str):
+    """Throttle a patient page with a bearer token in its path (``/claim/<token>/``, ``/optout/<token>/``)
+    per client address and per token (``PATIENT_PAGE_THROTTLE_RATES``: ``{"address": "60/min", "token":
+    "20/min"}``). Every request counts, so guessing tokens from one address is slowed however each guess
+    ends (a guess is still a plain 404 until the limit); over either limit the page answers 429 with a
+    plain "too many requests" page and ``Retry-After``, before the token is even read."""
+    from functools import wraps
+
+    from django.conf import settings
+    from django.shortcuts import render
+
+    def decorate(view):
+        @wraps(view)
+        def throttled(request, *args, **kwargs):
+            rates = settings.PATIENT_PAGE_THROTTLE_RATES
+            subjects = {"address": client_address(request.META), "token": str(kwargs.get("token", ""))}
+            for name, ident in subjects.items():
+                rate = rates.get(name)
+                if not rate:
+                    continue
+                limit, duration = _parse_rate(rate)
+                count = _window_count(f"{scope}:{name}", ident, duration)
+                if count is not None and count > limit:
+                    response = render(request, "waitlist/throttled.html", status=429)
+                    response["Retry-After"] = str(duration - int(time.time()) % duration)
+                    response["Cache-Control"] = "no-store"
+                    return response
+            return view(request, *args, **kwargs)
+
+        return throttled
+
+    return decorate

@@ -101,7 +101,7 @@ CACHES = {
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTHENTICATION_BACKENDS = [
-    "django.contrib.auth.backends.ModelBackend",
+    "common.auth.CanonicalUsernameBackend",  # ModelBackend by the canonical user name (common/usernames.py)
     "guardian.backends.ObjectPermissionBackend",
 ]
 ANONYMOUS_USER_NAME = None
@@ -241,6 +241,8 @@ LOGGING: dict[str, Any] = {
 # --- operations ---
 # The staff console (operations app): CSP, login throttle and production cookie hardening.
 MIDDLEWARE.append("operations.middleware.ContentSecurityPolicyMiddleware")
+# Signed-in console pages: Cache-Control no-store (issue 26).
+MIDDLEWARE.append("operations.middleware.SignedInNoStoreMiddleware")
 CONSOLE_CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "frame-ancestors 'none'; form-action 'self'"
@@ -255,6 +257,14 @@ if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 30)
+    # Behind the TLS-terminating proxy of docs/deployment.md, which sets X-Forwarded-Proto (overwriting any
+    # the client sent) and forwards Host: Django sees HTTPS (secure cookies, CSRF origin, HSTS, redirects).
+    # "" turns it off (a deployment where gunicorn itself terminates TLS).
+    _proxy_ssl_header = env("DJANGO_SECURE_PROXY_SSL_HEADER", default="X-Forwarded-Proto")
+    if _proxy_ssl_header:
+        SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_ssl_header.upper().replace("-", "_"), "https")
+    # Only for a proxy that rewrites Host (the documented one forwards it, so this stays off).
+    USE_X_FORWARDED_HOST = env.bool("DJANGO_USE_X_FORWARDED_HOST", default=False)
 # --- end operations ---
 
 # --- reevaluation ---
@@ -397,7 +407,14 @@ API_LEAN_SKIPPED_MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     "operations.middleware.ContentSecurityPolicyMiddleware",
+    "operations.middleware.SignedInNoStoreMiddleware",
 ]
+# The patient pages with a bearer token in the path (/claim/, /optout/): requests per client address and
+# per token in a fixed window (common/throttling.py page_throttle); over either, a plain 429 page.
+PATIENT_PAGE_THROTTLE_RATES = {
+    "address": env("PATIENT_PAGE_THROTTLE_ADDRESS", default="60/min"),
+    "token": env("PATIENT_PAGE_THROTTLE_TOKEN", default="20/min"),
+}
 # --- end security ---
 # --- observability ---
 # /metrics, /healthz, /readyz, correlation ids and JSON logs (docs/deployment.md, docs/runbook.md).

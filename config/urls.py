@@ -1,9 +1,8 @@
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularSwaggerView
 
-from common.schema_view import SchemaView
+from common.schema_view import SchemaView, SwaggerView
 from operations.views import admin_login
 
 from .api_root import ApiRootView
@@ -24,7 +23,7 @@ urlpatterns = [
     path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/schema/", SchemaView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="api-docs"),
+    path("api/docs/", SwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
     path("console/", include("operations.console_urls")),
     # The patient claim page (waitlist): signed single-offer links from the notification.

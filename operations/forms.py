@@ -8,9 +8,17 @@ from typing import Any, cast
 from django import forms
 from django.core.validators import RegexValidator
 
+from common.bounds import SEARCH_DAY_MESSAGE, is_searchable_day
 from common.errors import ValidationFailed
 from reevaluation.models import FailureClass
 from reevaluation.services.redrive import check_classes
+
+
+def searchable_day(value) -> None:
+    """A filter day the clinic's zone can shift (not 9999-12-31 or year 1: common/bounds.py)."""
+    if value is not None and not is_searchable_day(value):
+        raise forms.ValidationError(SEARCH_DAY_MESSAGE)
+
 
 printable = RegexValidator(r"^[\x21-\x7e]{1,200}$", "Use 1–200 printable characters without spaces.")
 
@@ -21,8 +29,10 @@ class AuditFilterForm(forms.Form):
 
     actor = forms.CharField(max_length=150, required=False, strip=True)
     action = forms.CharField(max_length=80, required=False, strip=True)
-    date_from = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
-    date_to = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    date_from = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}),
+                                validators=[searchable_day])
+    date_to = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}),
+                              validators=[searchable_day])
     kind = forms.ChoiceField(
         required=False, label="Show",
         choices=[("", "Changes and previews"), ("changes", "Changes only"), ("previews", "Read-only previews only")],
@@ -222,7 +232,7 @@ class ListFilterForm(forms.Form):
     treatment = forms.ChoiceField(required=False)
     outcome = forms.ChoiceField(required=False)
     failure_code = forms.CharField(required=False, max_length=40, label="Failure code", validators=[printable])
-    date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    date = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}), validators=[searchable_day])
     after = forms.CharField(max_length=40, required=False, validators=[printable])
 
     def __init__(self, data, *, statuses, practitioners=(), treatments=(), outcomes=(), fields=()):

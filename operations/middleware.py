@@ -1,4 +1,5 @@
-"""Response headers for HTML pages: the content security policy and a tight permissions policy."""
+"""Response headers for HTML pages: the content security policy, a tight permissions policy, and no-store
+on signed-in console pages."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 from django.conf import settings
 from django.contrib.auth import SESSION_KEY, logout
 from django.http import HttpRequest, HttpResponse
+from django.utils.cache import patch_cache_control
 
 from .sessions import AUTH_AT, LAST_SEEN, LAST_SEEN_RESOLUTION_SECONDS, mark_authenticated, now_ts
 
@@ -71,3 +73,19 @@ class SessionLifetimeMiddleware:
             return
         if last_seen is None or now - float(last_seen) >= LAST_SEEN_RESOLUTION_SECONDS:
             session[LAST_SEEN] = now
+
+
+class SignedInNoStoreMiddleware:
+    """``Cache-Control: no-store`` (and ``private``) on every console response to a signed-in user, so no
+    browser, proxy or back button keeps a page of clinic data after sign-out (OWASP ASVS 8.2.1). Directives
+    a view set stay (the lists' ``no-cache``), but nothing is stored: a list poll is then always rendered."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        user = getattr(request, "user", None)
+        if request.path.startswith("/console/") and user is not None and user.is_authenticated:
+            patch_cache_control(response, no_store=True, private=True)
+        return response

@@ -54,6 +54,9 @@ def reauth_redirect(request: HttpRequest, clinic) -> HttpResponse:
 
 def _safe_next(request: HttpRequest) -> str:
     target = request.POST.get("next") or request.GET.get("next") or ""
+    if not target.startswith("/") and "://" not in target:
+        # A bare word is not a URL: ``redirect()`` would try it as a view name (a NoReverseMatch, a 500).
+        return reverse("console:index")
     if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}, require_https=request.is_secure()):
         return target
     return reverse("console:index")

@@ -15,6 +15,7 @@ from django.utils import timezone
 from common.degrade import REDIS_ERRORS, cache_dependency
 from common.models import AuditEntry
 from common.services import audit_record
+from common.usernames import canonical_username
 
 #: Audit actions of the sign-in throttle. FAILED rows are written only while Redis is down (they
 #: are then the counter); THROTTLED once per lockout, naming the scope that locked.
@@ -30,7 +31,7 @@ def _digest(value: str) -> str:
 def _subjects(*, username: str, ip: str) -> dict[str, tuple[str, int]]:
     """{scope: (digest, limit)}: one counter per user name (any address), one per address (any name)."""
     return {
-        "username": (_digest("u|" + username.strip().casefold()), settings.CONSOLE_LOGIN_MAX_FAILURES),
+        "username": (_digest("u|" + canonical_username(username)), settings.CONSOLE_LOGIN_MAX_FAILURES),
         "address": (_digest("a|" + ip), settings.CONSOLE_LOGIN_MAX_FAILURES_PER_ADDRESS),
     }
 
@@ -101,7 +102,7 @@ def login_failure_record(*, username: str, ip: str, site: str = "console") -> No
                 system_label="sign-in",
                 action=ACTION_THROTTLED,
                 reason=f"{limit} failed sign-ins for this {scope.replace('username', 'user name')} ({site})",
-                result={"scope": scope, "username": username[:150], "address": ip, "site": site},
+                result={"scope": scope, "username": canonical_username(username), "address": ip, "site": site},
             )
 
 

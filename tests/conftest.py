@@ -206,6 +206,8 @@ LONGEST_FILES = (
     "tests/operations/test_browser_console.py",
     "tests/sim/test_simulation.py",
     "tests/test_fuzz.py",
+    "tests/test_hostile_routes.py",
+    "tests/test_scope_leaks.py",
     "tests/waitlist/test_state_machine.py",
     "tests/observability/test_scale_out.py",
     "tests/operations/test_browser_waitlist.py",

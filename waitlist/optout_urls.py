@@ -2,6 +2,8 @@
 
 from django.urls import path
 
+from common.throttling import page_throttle
+
 from . import optout
 
-urlpatterns = [path("<str:token>/", optout.optout_page, name="waitlist-optout")]
+urlpatterns = [path("<str:token>/", page_throttle("optout")(optout.optout_page), name="waitlist-optout")]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
-from rest_framework import serializers
+from rest_framework import exceptions, serializers
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.views import APIView
 
 from common.api import field_errors, idempotent_response
+from common.bounds import SEARCH_DAY_MESSAGE, is_searchable_day
 from common.errors import ValidationFailed
 from common.tokens import require_fresh_admin_token
 
@@ -27,6 +27,11 @@ class ListQuery(serializers.Serializer):
     after = serializers.CharField(required=False, max_length=40, default="")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=200, default=50)
 
+    def validate_date(self, value):
+        if not is_searchable_day(value):
+            raise serializers.ValidationError(SEARCH_DAY_MESSAGE)
+        return value
+
     def validate_status(self, value):
         choices = self.context["status_choices"]
         if value not in choices:
@@ -34,12 +39,23 @@ class ListQuery(serializers.Serializer):
         return value
 
 
-LIST_PARAMETERS = [
-    OpenApiParameter("status", str, description="only rows in this status"),
-    OpenApiParameter("date", OpenApiTypes.DATE, description="a local day in the clinic's zone"),
-    OpenApiParameter("after", str, description="the `next` ref of the previous page"),
-    OpenApiParameter("limit", int, description="1–200, default 50"),
-]
+#: A date or date-time whose year is 1900–2999 (``common.bounds`` SEARCH_*): JSON Schema has no date range.
+YEARS_1900_2999 = "^(19|2[0-9])[0-9]{2}-"
+
+
+def list_parameters(status_choices) -> list[OpenApiParameter]:
+    """The list query as the server enforces it (``ListQuery``), so a schema-valid query is accepted."""
+    return [
+        OpenApiParameter("status", str, enum=list(status_choices), description="only rows in this status"),
+        OpenApiParameter(
+            "date", {"type": "string", "format": "date", "pattern": YEARS_1900_2999},
+            description="a local day in the clinic's zone, 1900-01-01 … 2999-12-31",
+        ),
+        OpenApiParameter("after", {"type": "string", "maxLength": 40},
+                         description="the `next` ref of the previous page"),
+        OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+                         description="1–200, default 50"),
+    ]
 
 
 def page_body(page, shape) -> dict:
@@ -66,6 +82,11 @@ class ClinicAPIView(APIView):
 
     def initial(self, request, *args, **kwargs):
         super().initial(request, *args, **kwargs)
+        # A method the view has no handler for is a 405 before the role is looked up (PUT, PATCH, DELETE or
+        # TRACE on a GET-only view used to reach ``role_for`` and fail there: a KeyError, a 500).
+        method = request.method.lower()
+        if method not in self.http_method_names or not hasattr(self, method):
+            raise exceptions.MethodNotAllowed(request.method)
         role = self.role_for(request)
         # An ADMIN write is an ADMIN command: it needs the operate grant and a token young enough.
         command = role == Role.ADMIN and request.method not in SAFE_METHODS

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 from .. import selectors, services
 from ..models import AppointmentStatus, ConsentSource, Patient, Practitioner, Resource, Treatment
 from ..scoping import clinics_for_user, scoped_get
-from .base import LIST_PARAMETERS, ClinicAPIView, page_body
+from .base import ClinicAPIView, list_parameters, page_body
 from .serializers import (
     AppointmentCreateInput,
     ConsentInput,
@@ -67,7 +67,7 @@ class PatientCreateView(ClinicAPIView):
 
 class AppointmentCreateView(ClinicAPIView):
     @extend_schema(
-        parameters=LIST_PARAMETERS,
+        parameters=list_parameters(AppointmentStatus.values),
         responses={200: OpenApiResponse(description="{items: [appointment], next}")},
     )
     def get(self, request, clinic):

@@ -5,10 +5,10 @@ The role comes from ``scheduling.scoping.COMMAND_ROLES``, the registry the API a
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from common.errors import DomainError
+from common.usernames import user_by_username
 from scheduling.models import Clinic, Role
 from scheduling.scoping import clinic_for_user, command_role
 
@@ -18,7 +18,7 @@ def command_actor(username: str, clinic_ref: str, *, command: str | None = None)
 
     An unknown clinic and a clinic the user has no role in give the same answer.
     """
-    user = get_user_model().objects.filter(username=username, is_active=True).first() if username else None
+    user = user_by_username(username, active_only=True) if username else None
     if user is None:
         raise CommandError("--actor-username: unknown or inactive user")
     role = command_role(command) if command else Role.ADMIN

@@ -4,14 +4,17 @@
 on loopback, the demo world seeded, then Schemathesis (examples, coverage, fuzzing and, where the
 schema has links, stateful phases) for every operation until at least ``FUZZ_MIN_REQUESTS`` (10,000)
 requests were sent. It fails on any 5xx (counted from gunicorn's access log as well as by
-Schemathesis) and on any response that violates the schema. ``tests/test_fuzz.py`` runs a short
-version against pytest-django's live server inside ``make test``.
+Schemathesis) and on any response that violates the schema. Schemathesis sends the schema's methods
+(plus ``unsupported_method``'s) and valid UTF-8 only, so a hostile round follows (``hostile_round``: every
+method, lone surrogates, NUL, huge and nested bodies, calendar edges; issue 26). ``tests/test_fuzz.py``
+runs a short version against pytest-django's live server inside ``make test``.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +22,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-CHECKS = "not_a_server_error,response_schema_conformance,content_type_conformance"
+CHECKS = "not_a_server_error,response_schema_conformance,content_type_conformance,unsupported_method"
 PHASES = "examples,coverage,fuzzing,stateful"
 
 
@@ -139,6 +142,63 @@ def run_schemathesis(
     return result
 
 
+def hostile_round(base_url: str, *, clinic_ref: str, tokens: dict[str, str]) -> FuzzResult:
+    """What Schemathesis does not send (issue 26): every method on every schema path, and bodies, query
+    strings and path values PostgreSQL or Python cannot hold (lone surrogates, NUL, huge, deeply nested,
+    calendar edges), over one keep-alive connection per token (a refused body must not break the next)."""
+    import requests
+
+    from tests.support.hostile import CALENDAR_EDGES, HOSTILE_PATH_VALUES, HOSTILE_STRINGS, HOSTILE_VALUES, METHODS
+
+    def q(value: str) -> str:
+        from urllib.parse import quote
+
+        return quote(value.encode("utf-8", "surrogatepass"), safe="")
+
+    schema = requests.get(f"{base_url}/api/schema/?format=json", timeout=30).json()
+    result = FuzzResult()
+    for token in tokens.values():
+        session = requests.Session()
+        session.headers.update({"Authorization": f"Token {token}", "Content-Type": "application/json"})
+
+        def send(method: str, path: str, body: str = "", headers: dict | None = None, session=session) -> None:
+            response = session.request(method, base_url + path, data=body.encode(), headers=headers, timeout=30)
+            result.requests += 1
+            if response.status_code >= 500:
+                result.server_errors += 1
+                result.failures.append(f"hostile: {method} {path[:120]} -> {response.status_code}")
+
+        for template, operations in schema.get("paths", {}).items():
+            names = sorted({name for op in operations.values() if isinstance(op, dict)
+                            for media in ((op.get("requestBody") or {}).get("content") or {}).values()
+                            for name in _properties(schema, media.get("schema", {}))}) or ["x"]
+            valid = re.sub(r"\{clinic\}", clinic_ref, template)
+            valid = re.sub(r"\{[^}]+\}", "ref_missing", valid)
+            surrogates = json.dumps(dict.fromkeys(names, "\ud800"))
+            for method in METHODS:
+                send(method, valid, surrogates, {"Idempotency-Key": f"hostile-{method}"})
+            for value in HOSTILE_PATH_VALUES:
+                send("GET", re.sub(r"\{[^}]+\}", q(value) if not value.startswith("%") else value, template))
+            for value in HOSTILE_STRINGS:
+                send("GET", f"{valid}?" + "&".join(f"{n}={q(value)}" for n in ("date", "start", "end", "after",
+                                                                                  "status", "limit", "clinic")))
+            for value in HOSTILE_VALUES:
+                send("POST", valid, json.dumps(dict.fromkeys(names, value)), {"Idempotency-Key": "hostile-v"})
+            for name in names:
+                for value in CALENDAR_EDGES:
+                    send("POST", valid, json.dumps({name: value}), {"Idempotency-Key": "hostile-c"})
+            for raw in ("[" * 50_000 + "]" * 50_000, '{"\\udfff": 1}', '{"a": "\\u0000"}', "x" * 100_000):
+                send("POST", valid, raw, {"Idempotency-Key": "hostile-r"})
+        session.close()
+    return result
+
+
+def _properties(schema: dict, body: dict) -> list[str]:
+    if "$ref" in body:
+        body = schema.get("components", {}).get("schemas", {}).get(body["$ref"].rsplit("/", 1)[-1], {})
+    return list((body.get("properties") or {}).keys())
+
+
 def _access_log_counts(path: Path) -> tuple[int, int]:
     lines = path.read_text().splitlines() if path.exists() else []
     statuses = [line.split(" ")[1] for line in lines if len(line.split(" ")) > 2]
@@ -183,6 +243,11 @@ def main() -> int:
                 print(f"fuzz round {seed}: {run.requests} requests, {run.server_errors} 5xx, "
                       f"{len(run.failures)} failed checks", flush=True)
                 seed += 1
+            hostile = hostile_round(base_url, clinic_ref=world["clinic"], tokens=world["tokens"])
+            print(f"fuzz hostile round: {hostile.requests} requests, {hostile.server_errors} 5xx", flush=True)
+            total.requests += hostile.requests
+            total.server_errors += hostile.server_errors
+            total.failures += hostile.failures
         served, served_5xx = _access_log_counts(access_log)
     print(f"fuzz: {served} requests served, {served_5xx} 5xx; schemathesis counted {total.requests} "
           f"requests, {total.server_errors} 5xx, {len(total.failures)} failed checks")

@@ -135,11 +135,13 @@ def manage(extra_env: dict, *args: str) -> None:
 
 
 @contextmanager
-def gunicorn(extra_env: dict, *, workers: int = 2, access_log: str | None = None, error_log: str | None = None):
-    """gunicorn serving config.wsgi on a free loopback port; yields its base URL."""
+def gunicorn(extra_env: dict, *, workers: int = 2, access_log: str | None = None, error_log: str | None = None,
+             threads: int = 1):
+    """gunicorn serving config.wsgi on a free loopback port; yields its base URL (``threads`` > 1: the gthread
+    worker of ``make run``, with keep-alive)."""
     port = free_port()
     args = [sys.executable, "-m", "gunicorn", "config.wsgi", "-b", f"127.0.0.1:{port}", "-w", str(workers),
-            "--timeout", "60", "--graceful-timeout", "5"]
+            "--timeout", "60", "--graceful-timeout", "5", "--threads", str(threads)]
     if access_log:
         args += ["--access-logfile", access_log, "--access-logformat", '%(m)s %(s)s "%(U)s"']
     log = open(error_log, "ab") if error_log else subprocess.DEVNULL  # noqa: SIM115 - closed below

@@ -195,8 +195,11 @@ def test_other_methods_and_unknown_actions(world):
 
 
 @pytest.fixture
-def plain_client():
+def plain_client(settings):
+    """A client without CSRF checks, and the page throttle off (hypothesis sends 100 guesses from one address)."""
     from django.test import Client
+
+    settings.PATIENT_PAGE_THROTTLE_RATES = {}
 
     return Client()
 

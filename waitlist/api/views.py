@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 from common.api import field_errors
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
-from scheduling.api.base import LIST_PARAMETERS, ClinicAPIView, page_body
+from scheduling.api.base import ClinicAPIView, list_parameters, page_body
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_grant, command_role
 from scheduling.services.roles import DECISION_FEED_PERMISSION
@@ -69,7 +69,7 @@ class AppointmentCancelView(ClinicAPIView):
 class EntryCreateView(ClinicAPIView):
     """STAFF; a non-zero ``priority_rank`` is a priority edit: ADMIN only (403), audited."""
 
-    @extend_schema(parameters=LIST_PARAMETERS, responses=_ok("{items: [entry], next}"))
+    @extend_schema(parameters=list_parameters(EntryStatus.values), responses=_ok("{items: [entry], next}"))
     def get(self, request, clinic):
         query = self.list_query(EntryStatus.values)
         page = selectors.entry_page(

@@ -1,0 +1,55 @@
+"""Issue 26 part 7: a request refused before its body is read (401/403/404 with a 100 KB body) does not break
+the next request on the same keep-alive connection under gunicorn's threaded worker (``make run``): the
+app drains the unread body (common/middleware.py), so gunicorn need not give up on the connection."""
+
+from __future__ import annotations
+
+import re
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.processes import gunicorn
+
+
+@pytest.fixture(scope="module")
+def server():
+    with gunicorn({}, workers=1, threads=2) as base:
+        parts = urlsplit(base)
+        yield parts.hostname, parts.port
+
+
+def _two_requests(address, first: bytes) -> list[bytes]:
+    """Send ``first`` then ``GET /healthz`` on one connection; the status lines that came back."""
+    with socket.create_connection(address, timeout=10) as conn:
+        conn.sendall(first + b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        data = b""
+        try:
+            while data.count(b"HTTP/1.1 ") < 2:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        except TimeoutError:
+            pass
+    return re.findall(rb"HTTP/1\.1 \d{3}", data)
+
+
+@pytest.mark.parametrize(
+    ("path", "status"),
+    [
+        ("/api/v1/clinics/cl_x/appointments/", b"401"),  # no token
+        ("/console/c/cl_x/controls/switch/", b"403"),  # no CSRF token
+        ("/no-such-page/", b"404"),
+    ],
+)
+def test_a_refused_100_kb_body_leaves_the_connection_usable(server, path, status):
+    body = b"x" * 100_000
+    first = (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    answers = _two_requests(server, first)
+    assert len(answers) == 2, answers
+    assert status in answers[0] and b"200" in answers[1]
