@@ -38,10 +38,10 @@ MISSING = {
 LISTS = {
     "api/v1/clinics/<str:clinic>/appointments/": ("", "appointment"),
     "api/v1/clinics/<str:clinic>/waitlist-entries/": ("", "entry"),
-    "api/v1/clinics/<str:clinic>/fhir/Slot": ("?start=2030-12-01T00:00:00%2B09:00&end=2030-12-20T00:00:00%2B09:00",
-                                              "slot"),
+    "api/v1/clinics/<str:clinic>/fhir/Slot": (
+        "?start=ge2030-12-01T00:00:00%2B09:00&start=lt2030-12-20T00:00:00%2B09:00", "slot"),
     "api/v1/clinics/<str:clinic>/fhir/Appointment": (
-        "?start=2030-12-01T00:00:00%2B09:00&end=2030-12-20T00:00:00%2B09:00", "slot"),  # its FHIR id
+        "?date=ge2030-12-01T00:00:00%2B09:00&date=lt2030-12-20T00:00:00%2B09:00", "slot"),  # its FHIR id
     "console/c/<str:clinic_ref>/waitlist/lists/<str:kind>/": ("", None),
     "console/c/<str:clinic_ref>/reevaluation/finished/": ("", "finished_job"),
 }
@@ -153,7 +153,8 @@ SELECTOR_MODULES = (
     "operations.selectors",
 )
 #: Selector parameters that name one of the clinic's rows: (kind in ``World`` refs, how to pass it).
-_REF_PARAMS = {"job_ref": "job", "offer_ref": "offer", "hold_ref": "hold", "vacancy_ref": "vacancy"}
+_REF_PARAMS = {"job_ref": "job", "offer_ref": "offer", "hold_ref": "hold", "vacancy_ref": "vacancy",
+               "entry_ref": "entry"}
 _REF_BY_NAME = (("appointment", "appointment"), ("entry", "entry"), ("vacancy", "vacancy"), ("offer", "offer"),
                 ("job", "job"))
 
@@ -182,10 +183,11 @@ def _arguments(qualname: str, fn, side, world: World) -> dict | None:
             args[name] = refs[kind]
         elif name == "refs":
             args[name] = [refs["vacancy"]]
-        elif name == "vacancy_id":
+        elif name in ("vacancy_id", "vacancy_ids", "vacancy"):
             from waitlist.models import Vacancy
 
-            args[name] = Vacancy.objects.get(ref=refs["vacancy"]).pk
+            vacancy = Vacancy.objects.get(ref=refs["vacancy"])
+            args[name] = {"vacancy_id": vacancy.pk, "vacancy_ids": [vacancy.pk], "vacancy": vacancy}[name]
         elif name == "now":
             args[name] = timezone.now()
         elif name in ("limit", "queue_limit"):
