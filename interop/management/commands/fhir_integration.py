@@ -9,28 +9,10 @@ grant is audited.
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
-from rest_framework.authtoken.models import Token
-
 from interop.services import clinic_grant_fhir_integration
-from scheduling.models import Clinic
+from scheduling.management.integration import IntegrationCredentialCommand
 
 
-class Command(BaseCommand):
+class Command(IntegrationCredentialCommand):
     help = "Create the clinic's FHIR (EHR) integration user and print its token."
-
-    def add_arguments(self, parser):
-        parser.add_argument("--clinic", required=True, help="clinic ref")
-        parser.add_argument("--username", required=True, help="the integration's user name")
-
-    def handle(self, *args, clinic, username, **options):
-        target = Clinic.objects.filter(ref=clinic).first()
-        if target is None:
-            raise CommandError("unknown clinic")
-        user, _ = get_user_model().objects.get_or_create(username=username)
-        user.set_unusable_password()
-        user.save(update_fields=["password"])
-        clinic_grant_fhir_integration(clinic=target, user=user)
-        token, _ = Token.objects.get_or_create(user=user)
-        self.stdout.write(token.key)
+    grant = staticmethod(clinic_grant_fhir_integration)
