@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.cache import never_cache
+from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from . import health, metrics
 
 
+@csrf_exempt  # GET only: any other method is the 405 below, never CSRF's 403
 @never_cache
 @require_GET
 def healthz(request):
@@ -18,6 +20,7 @@ def healthz(request):
     return JsonResponse({"status": "ok"})
 
 
+@csrf_exempt  # GET only: any other method is the 405 below, never CSRF's 403
 @never_cache
 @require_GET
 def readyz(request):
@@ -28,6 +31,7 @@ def readyz(request):
     return JsonResponse(body, status=200 if ready else 503)
 
 
+@csrf_exempt  # GET only: any other method is the 405 below, never CSRF's 403
 @never_cache
 @require_GET
 def metrics_view(request):

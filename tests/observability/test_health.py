@@ -164,3 +164,12 @@ def test_a_down_broker_is_probed_at_most_once_per_interval(beat_ran, settings, m
     assert [status for status, _ in answers] == [200, 200, 200]
     assert {body["background"]["broker"]["state"] for _, body in answers} == {"down"}
     assert len(attempts) == 1
+
+
+@pytest.mark.parametrize("path", ["/healthz", "/readyz", "/metrics"])
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_the_probes_answer_other_methods_with_405(client, path, method):
+    from django.test import Client
+
+    response = getattr(Client(enforce_csrf_checks=True), method)(path)
+    assert response.status_code == 405
