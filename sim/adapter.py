@@ -18,6 +18,10 @@ from common.errors import DomainError
 
 from .generator import Booking, Entry, Month
 
+# What ``matcher.ineligibility`` answers for an entry the product may offer the vacancy now. Any reason
+# (a cap, a suppression, consent, an overlap) means a dispatch for it now would find nobody new.
+PASSED_OVER = {None}
+
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -53,6 +57,8 @@ class World:
     entry_refs: dict = field(default_factory=dict)  # entry key → entry ref
     entry_ids: dict = field(default_factory=dict)  # entry key → entry id
     appointment_refs: dict = field(default_factory=dict)  # booking key → appointment ref
+    policy: object = None  # the published WaitlistPolicy row (it does not change during a run)
+    weekly_cap: bool = False  # whether that row caps offers per week (the engine wakes capped entries)
 
 
 @contextmanager
@@ -138,7 +144,8 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
                            for i in range(p.practitioners)]
     world.treatment = Treatment.objects.create(clinic=world.clinic, name="Consultation",
                                                duration_minutes=p.slot_minutes)
-    policy_publish(clinic=world.clinic, **policy_fields(spec, month))
+    world.policy = policy_publish(clinic=world.clinic, **policy_fields(spec, month))
+    world.weekly_cap = getattr(world.policy, "weekly_offer_cap", None) is not None
     if spec.shadow:
         from waitlist.services import shadow_publish
 
@@ -165,6 +172,14 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
     return world
 
 
+def policy_rules(world: World) -> dict:
+    """The published policy's fields, as the run really ran under them (its result file states them)."""
+    from waitlist.services.policy import PUBLISHABLE_FIELDS
+
+    return {name: (str(v) if isinstance(v, time) else v)
+            for name in PUBLISHABLE_FIELDS for v in [getattr(world.policy, name)]}
+
+
 def entry_add(world: World, entry: Entry, now: datetime) -> None:
     from waitlist.services import entry_create
 
@@ -177,6 +192,39 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
     )
     world.entry_refs[entry.key] = row.ref
     world.entry_ids[entry.key] = row.pk
+
+
+def eligible_vacancies(world: World, entry_key: str, vacancy_refs: list[str], now: datetime) -> list[str]:
+    """Which of these vacancies the entry may be offered now by the product's own hard eligibility
+    (``matcher.ineligibility``: status, window, suppression, weekly cap, consent, overlap…), read-only."""
+    from waitlist.matcher import ineligibility
+    from waitlist.models import Vacancy, WaitlistEntry
+
+    if not vacancy_refs:
+        return []
+    entry = WaitlistEntry.objects.filter(pk=world.entry_ids[entry_key], status="WAITING").first()
+    if entry is None:
+        return []
+    vacancies = {v.ref: v for v in Vacancy.objects.filter(clinic=world.clinic, ref__in=vacancy_refs)
+                 .select_related("clinic", "resource")}
+    return [ref for ref in vacancy_refs if ref in vacancies
+            and ineligibility(entry=entry, vacancy=vacancies[ref], policy=world.policy, now=now) in PASSED_OVER]
+
+
+def entry_suppressed_until(world: World, entry_key: str) -> datetime | None:
+    """The entry row's ``suppressed_until`` (after a decline), where the product has it."""
+    from waitlist.models import WaitlistEntry
+
+    row = WaitlistEntry.objects.filter(pk=world.entry_ids[entry_key]).values("suppressed_until").first()
+    return row["suppressed_until"] if row else None
+
+
+def offer_windows(world: World, refs: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
+    """offer ref → (notified_at, expires_at) as the product stored them (delivery moves expires_at)."""
+    from waitlist.models import Offer
+
+    return {ref: (notified, expires) for ref, notified, expires in Offer.objects.filter(
+        clinic=world.clinic, ref__in=refs).values_list("ref", "notified_at", "expires_at")}
 
 
 def entry_waiting(world: World, entry_key: str) -> bool:
@@ -303,7 +351,7 @@ def offers_since(world: World, last_id: int) -> list:
     from waitlist.models import Offer
 
     return list(Offer.objects.filter(clinic=world.clinic, id__gt=last_id).order_by("id")
-                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at"))
+                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at", "created_at"))
 
 
 def offer_states(world: World, refs: list[str]) -> dict[str, str]:

@@ -45,7 +45,6 @@ class Replay:
         self.active: set[str] = set()
         self.asked: dict[str, set[str]] = defaultdict(set)  # vacancy ref → entry refs it was offered to
         self.booked: set[str] = set()  # entry refs booked through an accepted offer
-        self.suppressed_until: dict[str, datetime] = {}  # entry ref → end of its decline suppression
         self.closing = False  # the current event can have closed offers (read their states)
         # Since the last read: a command made an offer (a dispatch answered OFFERED; staff review and reconcile
         # can), or made a vacancy wait (WAITING, STAFF_REVIEW; review and reconcile again). Offers come only
@@ -58,7 +57,7 @@ class Replay:
         self.replies_late = 0
         self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0, 0])  # event kind → [events, seconds, statements]
         self.statements = 0  # SQL statements sent so far (a cost that does not depend on the machine's load)
-        self.recent_offers: dict[str, list[datetime]] = defaultdict(list)  # entry ref → its offer times
+        self.woken: set[tuple[str, datetime]] = set()  # (entry key, when) of wakes scheduled for a product time
         self.reviews: Counter = Counter()  # staff review outcomes
         self.wakes: dict[tuple[str, datetime], datetime] = {}  # (entry key, when) of quiet-hour wakes
         self.redispatched: set[tuple[str, datetime]] = set()  # (vacancy ref, waiting_until) scheduled once
@@ -140,8 +139,8 @@ class Replay:
                 self.at(when, "wake", entry)
             return
         entry_ref = self.world.entry_refs.get(entry.key)
-        if entry_ref is None or entry_ref in self.booked or self._held_back(entry_ref, now):
-            return  # its own wake comes when the cap or the suppression ends
+        if entry_ref is None or entry_ref in self.booked:
+            return
         minutes = timedelta(minutes=self.month.params.slot_minutes)
         due = []
         for ref, key in adapter.open_vacancies_without_offer(self.world, now):
@@ -149,17 +148,12 @@ class Replay:
             if entry_ref not in self.asked[ref] and fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
                                                          ignore_practitioner=not self.spec.use_practitioner):
                 due.append(ref)
-        if due and adapter.entry_waiting(self.world, entry.key):  # not offered, booked or withdrawn now
-            for ref in due:
-                if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
-                    break  # offered this entry: no longer a candidate for the others
-
-    def _held_back(self, entry_ref: str, now: datetime) -> bool:
-        """Whether the entry is at its weekly cap or suppressed after a decline (the matcher skips it)."""
-        cap = self.spec.weekly_offer_cap
-        if cap and sum(1 for t in self.recent_offers[entry_ref] if t > now - timedelta(days=7)) >= cap:
-            return True
-        return self.suppressed_until.get(entry_ref, now) > now
+        # The product's own eligibility (its cap, suppression and every other rule, one read-only query per
+        # vacancy) decides which of them this entry may be offered now; only those are dispatched. Where it
+        # may not, its wake comes at a time the product's rows name (``_wake_at_product_times``).
+        for ref in adapter.eligible_vacancies(self.world, entry.key, due, now):
+            if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
+                break  # offered this entry: no longer a candidate for the others
 
     def _on_redispatch(self, now, vacancy_ref):
         """A vacancy that waited (quiet hours, contact caps) at the moment it may go on: dispatched as
@@ -209,17 +203,19 @@ class Replay:
         if outcome == "BOOKED":
             self.active.discard(offer_ref)  # a booked offer stays ACCEPTED: nothing more to follow
             self.booked.add(self.offers[offer_ref]["entry"])
-        elif outcome == "DECLINED" and self.spec.decline_suppression_hours:
-            # Suppression ends: a candidate again (without suppression the cascade already saw them).
-            until = now + timedelta(hours=self.spec.decline_suppression_hours)
-            self.suppressed_until[self.offers[offer_ref]["entry"]] = until
-            self._wake_later(until, offer_ref)
+        elif outcome == "DECLINED":
+            # A candidate again when the product's suppression ends (the entry row says when, if at all).
+            until = adapter.entry_suppressed_until(self.world, self.entry_keys[self.offers[offer_ref]["entry"]])
+            if until is not None and until > now:
+                self._wake_later(until, offer_ref)
         elif outcome not in ("BOOKED", "DECLINED"):
             self.replies_late += 1
 
     def _wake_later(self, when: datetime, offer_ref: str) -> None:
+        """A wake for the offer's entry at a time a product row names, once per (entry, time)."""
         entry_key = self.entry_keys[self.offers[offer_ref]["entry"]]
-        if when < self.month.end:
+        if when < self.month.end and (entry_key, when) not in self.woken:
+            self.woken.add((entry_key, when))
             self.at(when, "wake", self.month.by_key[entry_key])
 
     # --- bookkeeping after every event ------------------------------------------------------------
@@ -244,11 +240,10 @@ class Replay:
                 self.active.add(row["ref"])
                 self.awaiting_notice.add(row["ref"])
                 self.once(row["expires_at"], "expire")
-                times = self.recent_offers[row["entry__ref"]]
-                times[:] = [t for t in times if t > now - timedelta(days=7)] + [now]
-                if self.spec.weekly_offer_cap and len(times) >= self.spec.weekly_offer_cap:
-                    # At the cap: a candidate again when the oldest of these offers leaves the 7 days.
-                    self._wake_later(times[-self.spec.weekly_offer_cap] + timedelta(days=7), row["ref"])
+                if self.world.weekly_cap:
+                    # A week after each offer the product's weekly count drops by one: a candidate again then
+                    # if the cap held them back (the wake asks the product's eligibility, which decides).
+                    self._wake_later(row["created_at"] + timedelta(days=7), row["ref"])
             if new:
                 adapter.deliver(now)
             self._notices()
@@ -279,18 +274,21 @@ class Replay:
             return
         entry_keys = self.entry_keys
         found = adapter.notices(list(self.awaiting_notice))
+        sent = [ref for ref, (_, sent_at, _) in found.items() if sent_at is not None]
+        windows = adapter.offer_windows(self.world, sent) if sent else {}
         for ref in sorted(found, key=lambda r: self.offers[r]["id"]):  # offer order: reproducible
             status, sent_at, next_at = found[ref]
             if sent_at is not None:
                 self.awaiting_notice.discard(ref)
                 offer = self.offers[ref]
                 booking = self.booking_of[offer["vacancy_key"]]
-                # The answer window counts from delivery (offer_notice_delivered moved expires_at there).
-                offer["expires"] = min(sent_at + timedelta(minutes=self.spec.hold_minutes), booking.starts_at)
+                # The product moved the offer's expires_at when the notice was delivered: read it, never
+                # recompute it (the window rule is the product's).
+                notified_at, offer["expires"] = windows[ref]
                 self.once(offer["expires"], "expire")
                 reply = self.month.reply(entry_keys[offer["entry"]], booking)
                 if reply.kind != "NONE":
-                    self.at(self.month.answer_at(sent_at, reply), "reply", ref, reply.kind)
+                    self.at(self.month.answer_at(notified_at or sent_at, reply), "reply", ref, reply.kind)
             elif status == "PENDING" and next_at is not None:
                 self.once(next_at, "deliver")
             elif status in ("SENT", "DEAD"):
@@ -360,4 +358,4 @@ def replay(month: Month, spec: PolicySpec, run_label: str) -> tuple[dict, dict]:
     cost = {kind: {"events": n, "seconds": round(sec, 2), "statements": q}
             for kind, (n, sec, q) in sorted(r.cost.items())}
     return log, {"replies_after_close": r.replies_late, "staff_reviews": dict(r.reviews), "engine_cost": cost,
-                 "statements": r.statements}
+                 "statements": r.statements, "rules": adapter.policy_rules(r.world)}

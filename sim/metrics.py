@@ -60,6 +60,10 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     weekly = list(per_week.values())
 
     sooner = {key: (month.by_key[key].current_at - at).total_seconds() / 86400 for key, at in booked_by_entry.items()}
+    first_week = [o for o in offers if o["at"] < month.start + timedelta(days=7)]
+    from .policies import MODELLED_RULES
+
+    reachable = ceiling(month, MODELLED_RULES)  # ours' rules for every policy: a property of the month
     return {
         "cancellations": len(month.cancellations),
         "fillable_cancellations": len(fillable),
@@ -70,10 +74,20 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "time_to_fill_minutes": {"p50": quantile(fill_minutes, 0.5), "p90": quantile(fill_minutes, 0.9)},
         "offers": len(offers),
         "offers_per_vacancy": ratio(len(offers), len(vacancies)),
+        "accepted": len(accepted),
         "acceptance_per_offer": ratio(len(accepted), len(offers)),
+        "offers_first_week": len(first_week),
+        "accepted_first_week": sum(1 for o in first_week if o["booked"]),
+        # On the month's first week (the list still fresh: the published 8–11% per offer are list-wide).
+        "acceptance_per_offer_first_week": ratio(sum(1 for o in first_week if o["booked"]), len(first_week)),
+        # Fillable cancellations some waiting, eligible patient would have accepted in time (see ``ceiling``).
+        "ceiling": reachable,
+        "fill_of_ceiling": ratio(len(filled), reachable),
         "offers_never_seen": sum(1 for o in offers if o["notified_at"] is None),
         "messages": len(messages),
-        "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95)},
+        "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95),
+                                      # messages in a week → patient-weeks (pooled over runs by sim/report.py)
+                                      "histogram": {str(k): n for k, n in sorted(Counter(weekly).items())}},
         "quiet_hour_notices": sum(1 for m in messages if in_quiet_hours(m["at"], month)),
         "days_sooner": {"total": round(sum(sooner.values()), 1), "p50": quantile(list(sooner.values()), 0.5)},
         "exhausted_vacancies": sum(1 for v in vacancies if v["exhausted"]),
@@ -82,6 +96,43 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "dispatch_notes": dict(sorted(log.get("dispatch_notes", {}).items())),
         **({"shadow": log["shadow"]} if "shadow" in log else {}),
     }
+
+
+_CEILINGS: dict = {}
+
+
+def ceiling(month: Month, rules: PolicySpec) -> int:
+    """How many fillable cancellations some waiting, eligible patient would have accepted in time: asked
+    when the vacancy opened (at the cancellation, or at the end of quiet hours when it fell inside them;
+    only if it opened at least ``min_lead_minutes`` before the slot, the product's rule), their reply to
+    that slot is ACCEPT and it arrives (read and sent awake, ``Month.answer_at``) before the slot's start
+    minus the window's margin. Patients on the list then, not opted out, fitting window and practitioner.
+    Each vacancy on its own: a patient who would take two slots counts for both (an upper bound)."""
+    from .models import next_send_time
+    from .windows import Window
+
+    key = (month.seed, month.clinic_label, month.params, rules.name)
+    if key in _CEILINGS:
+        return _CEILINGS[key]
+    window = Window(rules, month.params)
+    lead = timedelta(minutes=rules.min_lead_minutes)
+    minutes = timedelta(minutes=month.params.slot_minutes)
+    count = 0
+    for b in month.cancellations:
+        if b.starts_at - b.cancel_at < max(lead, USEFUL_LEAD):
+            continue
+        asked = next_send_time(b.cancel_at, month) if rules.quiet_hours else b.cancel_at
+        latest = b.starts_at - window.margin
+        for e in month.entries:
+            if (e.arrives_at > asked or (e.opt_out_at is not None and e.opt_out_at <= asked)
+                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes)):
+                continue
+            reply = month.reply(e.key, b)
+            if reply.kind == "ACCEPT" and month.answer_at(asked, reply) < latest:
+                count += 1
+                break
+    _CEILINGS[key] = count
+    return count
 
 
 def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]) -> dict:
@@ -97,7 +148,7 @@ def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]
         for name, keys in sorted(members.items()):
             gained = [sooner.get(k, 0.0) for k in keys]
             booked = sum(1 for k in keys if k in sooner)
-            out[str(name)] = {"patients": len(keys), "booked_share": ratio(booked, len(keys)),
+            out[str(name)] = {"patients": len(keys), "booked": booked, "booked_share": ratio(booked, len(keys)),
                               "days_sooner_per_patient": round(statistics.fmean(gained), 2)}
         return out
 
@@ -107,6 +158,7 @@ def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]
     return {
         "by_band": group(lambda e: e.band),
         "by_wait_quartile": group(lambda e: f"Q{quartile[e.key]}"),
+        "by_responsiveness": group(lambda e: e.responsiveness),
         "passovers": {"total": sum(per_candidate), "candidates": len(per_candidate),
                       "per_candidate_mean": ratio(sum(per_candidate), len(per_candidate)),
                       "per_candidate_max": max(per_candidate, default=0), "reasons": dict(reasons)},

@@ -16,15 +16,27 @@ OURS_GATE_NOT_USED = PolicySpec("ours_gate_not_used", "Ours, decision_gate NOT_U
 # decline); quiet hours, the daily contact cap, the priority order and the gate stay: what the defaults cost.
 OURS_NO_CAPS = PolicySpec("ours_no_caps", "Ours, no weekly cap or decline suppression", hold_minutes=20,
                           min_lead_minutes=180, weekly_offer_cap=None, decline_suppression_hours=0)
+# Feature off: the answer window fixed at 20 minutes instead of the product's LEAD_TIME default (runs only
+# where the product has the field: ``run.available``).
+OURS_FIXED_WINDOW = PolicySpec("ours_fixed_window", "Ours, fixed 20-minute window", hold_minutes=20,
+                               min_lead_minutes=180, extra={"answer_window": "FIXED"})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
                   use_priority=False, use_practitioner=False)
+# The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
+# per patient: they differ from ours only in how many patients they ask at once.
 BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast")
-BATCH3 = PolicySpec("batch3", "Batches of 3, 7-min hold (modelled)", hold_minutes=7, min_lead_minutes=180,
-                    modelled="batch", extra={"batch_size": 3})
+BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, modelled="batch",
+                    extra={"batch_size": 3})
+MODELLED_RULES = OURS
 
-POLICIES = [OURS, OURS_GATE_NOT_USED, OURS_NO_CAPS, FIFO, BROADCAST, BATCH3]
+# Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
+POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_NO_CAPS, FIFO, BROADCAST, BATCH3]
+ALL_POLICIES = [*POLICIES, OURS_GATE_NOT_USED]
+# A month of ours is replayed with this candidate in SHADOW beside it (docs/simulation.md "Shadow policy"):
+# the contact limits off, so the page shows whom the limits change.
+DEFAULT_SHADOW = {"weekly_offer_cap": None, "decline_suppression_hours": 0}
 
