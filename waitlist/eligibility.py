@@ -31,6 +31,11 @@ class Rule:
     by_tier: bool = False
 
 
+def _morning(instant: str) -> str:
+    """Whether ``instant`` falls before noon in the clinic's time zone: the part of the day a decline is about."""
+    return f"(date_part('hour', {instant} AT TIME ZONE {{tz}}) < 12)"
+
+
 RULES: tuple[Rule, ...] = (
     # The status literal matches the partial index's predicate (``wl_entry_match``).
     Rule("ENTRY_NOT_WAITING", "WAITING", "e.status = 'WAITING'"),
@@ -41,7 +46,15 @@ RULES: tuple[Rule, ...] = (
     Rule("WINDOW", "WINDOW", "e.earliest <= {starts_at} AND e.latest >= {ends_at}"),
     Rule("RESOURCE", "RESOURCE", "(e.resource_kind = '' OR e.resource_kind = {resource_kind})"),
     Rule("CANCELLING_PATIENT", "NOT_CANCELLING_PATIENT", "e.patient_id IS DISTINCT FROM {excluded_patient}"),
-    Rule("SUPPRESSED", "NOT_SUPPRESSED", "(e.suppressed_until IS NULL OR e.suppressed_until <= {now})"),
+    # A decline holds back, until ``suppressed_until``, every offer (no ``suppressed_like_start``) or only offers
+    # like the declined one: its practitioner and its part of the day (before or after noon, clinic time).
+    Rule(
+        "SUPPRESSED",
+        "NOT_SUPPRESSED",
+        f"""(e.suppressed_until IS NULL OR e.suppressed_until <= {{now}}
+      OR (e.suppressed_like_start IS NOT NULL AND (e.suppressed_practitioner_id IS DISTINCT FROM {{practitioner}}
+          OR {_morning("e.suppressed_like_start")} <> {_morning("{starts_at}")})))""",
+    ),
     Rule(
         "ALREADY_OFFERED",
         "NOT_OFFERED_BEFORE",
@@ -76,12 +89,17 @@ RULES: tuple[Rule, ...] = (
         WHERE a.patient_id = e.patient_id AND a.active AND a.period && tstzrange({starts_at}, {ends_at}, '[)'))""",
         passed_over=True,
     ),
+    # Offers the patient did not ask for in the last 7 days, counted from their last accept (an accept says
+    # they want these offers); a standing-acceptance booking was asked for and does not count.
     Rule(
         "WEEKLY_CAP",
         "UNDER_WEEKLY_CAP",
         """({cap}::integer IS NULL OR (
       SELECT count(*) FROM waitlist_offer w
       WHERE w.clinic_id = e.clinic_id AND w.patient_id = e.patient_id AND w.created_at > {week_ago}
+        AND NOT w.standing
+        AND NOT EXISTS (SELECT 1 FROM waitlist_offer a WHERE a.clinic_id = w.clinic_id
+          AND a.patient_id = w.patient_id AND a.status = 'ACCEPTED' AND a.id >= w.id)
   ) < {cap}::integer)""",
     ),
 )
@@ -153,6 +171,7 @@ def vacancy_row_binding(*, now, week_ago, channels: list[str], non_barring: list
         "excluded_patient": "waitlist_vacancy.excluded_patient_id",
         "vacancy": "waitlist_vacancy.id",
         "resource_kind": "(SELECT r.kind FROM scheduling_resource r WHERE r.id = waitlist_vacancy.resource_id)",
+        "tz": "(SELECT c.timezone FROM scheduling_clinic c WHERE c.id = waitlist_vacancy.clinic_id)",
         "cap": "(SELECT p.weekly_offer_cap FROM waitlist_waitlistpolicy p"
         " WHERE p.clinic_id = waitlist_vacancy.clinic_id ORDER BY p.version DESC LIMIT 1)",
     }

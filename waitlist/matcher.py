@@ -110,6 +110,7 @@ def page_params(
         "now": now,
         "vacancy": vacancy.pk,
         "non_barring": list(NON_BARRING_WITHDRAW_REASONS),
+        "tz": vacancy.clinic.timezone,
         "cap": policy.weekly_offer_cap,
         "week_ago": now - WEEK,
         "after_key": after[0],

@@ -12,7 +12,7 @@ import hashlib
 import json
 
 from django.conf import settings
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.functions import Coalesce
@@ -35,7 +35,8 @@ ENTRY_TRANSITIONS: dict[str, set[str]] = {
     # Back to WAITING when the offer is declined, expires or is withdrawn by staff.
     EntryStatus.OFFERED: {EntryStatus.ACCEPTED, EntryStatus.WAITING, EntryStatus.WITHDRAWN},
     EntryStatus.ACCEPTED: {EntryStatus.BOOKED, EntryStatus.WAITING, EntryStatus.WITHDRAWN},
-    EntryStatus.BOOKED: set(),
+    # Back to WAITING only when the patient releases a standing-acceptance booking.
+    EntryStatus.BOOKED: {EntryStatus.WAITING},
     EntryStatus.WITHDRAWN: set(),
 }
 
@@ -116,6 +117,20 @@ class Confirmation(models.TextChoices):
     BOOKING_COMMAND = "BOOKING_COMMAND"  # ACCEPTED waits for the booking command (staff or an API client)
 
 
+class AnswerWindow(models.TextChoices):
+    """How long a patient has to answer an offer (``waitlist.windows``)."""
+
+    FIXED = "FIXED"  # ``hold_minutes`` whatever the lead time
+    LEAD_TIME = "LEAD_TIME"  # a share of the time left, between a floor and a ceiling
+
+
+class SuppressionScope(models.TextChoices):
+    """Which offers a decline holds back for ``decline_suppression_hours``."""
+
+    SIMILAR = "SIMILAR"  # offers like the declined one: the same practitioner and the same part of the day
+    ALL = "ALL"  # every offer to the entry
+
+
 def _default_contact_cap() -> int:
     return int(getattr(settings, "NOTIFY_CONTACT_CAP_PER_DAY", 3))
 
@@ -172,6 +187,40 @@ class WaitlistPolicy(models.Model):
         validators=[MinValueValidator(1)],
         help_text="notices per patient in any 24 h; a capped patient is passed over for now; empty = no cap",
     )
+    answer_window = models.CharField(
+        max_length=10,
+        choices=AnswerWindow.choices,
+        default=AnswerWindow.LEAD_TIME,
+        help_text="FIXED: hold minutes to answer; LEAD_TIME: a share of the time left until the slot",
+    )
+    answer_window_percent = models.PositiveSmallIntegerField(
+        default=25,
+        validators=[MinValueValidator(1), MaxValueValidator(100)],
+        help_text="LEAD_TIME: the share (%) of the time until the slot that the patient gets to answer",
+    )
+    answer_window_min_minutes = models.PositiveIntegerField(
+        default=20, validators=[MinValueValidator(1)], help_text="LEAD_TIME: the shortest answer window"
+    )
+    answer_window_max_minutes = models.PositiveIntegerField(
+        default=480, validators=[MinValueValidator(1)], help_text="LEAD_TIME: the longest answer window"
+    )
+    answer_window_margin_minutes = models.PositiveIntegerField(
+        default=60, help_text="every answer window ends at least this long before the slot starts"
+    )
+    standing_acceptance = models.BooleanField(
+        default=True,
+        help_text="patients may pre-authorise automatic booking: dispatch books them at once, with a release link",
+    )
+    standing_release_minutes = models.PositiveIntegerField(
+        default=720,
+        help_text="a standing booking may be released this long after it was made (never within the answer margin)",
+    )
+    decline_suppression_scope = models.CharField(
+        max_length=10,
+        choices=SuppressionScope.choices,
+        default=SuppressionScope.SIMILAR,
+        help_text="SIMILAR: a decline holds back offers of the same practitioner and part of the day; ALL: every offer",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     DIGEST_FIELDS = (
@@ -191,6 +240,14 @@ class WaitlistPolicy(models.Model):
         "quiet_hours_start",
         "quiet_hours_end",
         "contact_cap_per_day",
+        "answer_window",
+        "answer_window_percent",
+        "answer_window_min_minutes",
+        "answer_window_max_minutes",
+        "answer_window_margin_minutes",
+        "decline_suppression_scope",
+        "standing_acceptance",
+        "standing_release_minutes",
     )
 
     class Meta:
@@ -206,15 +263,35 @@ class WaitlistPolicy(models.Model):
                 ),
                 name="wl_policy_quiet_hours_pair",
             ),
+            models.CheckConstraint(
+                condition=Q(answer_window_min_minutes__lte=F("answer_window_max_minutes")),
+                name="wl_policy_window_bounds",
+            ),
         ]
         verbose_name_plural = "waitlist policies"
 
     def __str__(self) -> str:
         return f"{self.clinic_id} v{self.version}"
 
+    #: Fields added after the first versions, with the value every version before them ran under (migration
+    #: 0010 wrote it into those rows). At that value a field is left out of the digest, so a version's digest
+    #: (the one its offers recorded) stays what it was when the offers were made.
+    LEGACY_VALUES = {
+        "answer_window": "FIXED",
+        "answer_window_percent": 25,
+        "answer_window_min_minutes": 20,
+        "answer_window_max_minutes": 480,
+        "answer_window_margin_minutes": 0,
+        "decline_suppression_scope": "ALL",
+        "standing_acceptance": False,
+        "standing_release_minutes": 720,
+    }
+
     def digest(self) -> str:
         # Times serialize as ISO strings ("21:00:00"); everything else is already JSON.
-        canonical = json.dumps({k: getattr(self, k) for k in self.DIGEST_FIELDS}, sort_keys=True, default=str)
+        values = {k: getattr(self, k) for k in self.DIGEST_FIELDS}
+        values = {k: v for k, v in values.items() if k not in self.LEGACY_VALUES or self.LEGACY_VALUES[k] != v}
+        canonical = json.dumps(values, sort_keys=True, default=str)
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     #: Matcher budgets: engineering knobs, kept out of the ADMIN editor (they still count in the digest).
@@ -313,6 +390,14 @@ class WaitlistEntry(models.Model):
     status = models.CharField(max_length=10, choices=EntryStatus.choices, default=EntryStatus.WAITING)
     version = models.PositiveIntegerField(default=1)
     suppressed_until = models.DateTimeField(null=True, blank=True)
+    # A SIMILAR-scope decline holds back only offers like the declined one: its practitioner and the part of
+    # the day of its start (``eligibility``'s SUPPRESSED rule). Both empty: every offer is held back.
+    suppressed_practitioner = models.ForeignKey(
+        "scheduling.Practitioner", on_delete=models.PROTECT, null=True, blank=True, related_name="+"
+    )
+    suppressed_like_start = models.DateTimeField(
+        null=True, blank=True, help_text="the declined slot's start (its part of the day); empty = all offers"
+    )
     withdraw_reason = models.CharField(max_length=200, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -456,6 +541,12 @@ class Offer(models.Model):
         null=True,
         blank=True,
         help_text="an accept that asked to book at once (ON_ACCEPT claim page): reconcile may finish it",
+    )
+    standing = models.BooleanField(
+        default=False, help_text="made and booked at once under the patient's standing acceptance"
+    )
+    release_until = models.DateTimeField(
+        null=True, blank=True, help_text="a standing booking may be released by the patient until then"
     )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
@@ -609,3 +700,8 @@ class DispatchNote(models.Model):
     def __str__(self) -> str:
         return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"
 from .shadow_models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)
+from .standing_models import (  # noqa: E402,F401  (models live there)
+    StandingAcceptance,
+    StandingAcceptanceSource,
+    StandingAcceptanceState,
+)

@@ -46,7 +46,7 @@ def test_two_beats_running_every_job_concurrently_do_each_thing_once(monkeypatch
         # Notices delivered first: an undelivered notice stops an offer's answer window (issue 10), so
         # only delivered offers expire; fresh notices from the cascade are due during the race.
         outbox_deliver_due(worker="setup")
-        clock.shift(timedelta(hours=2))  # every offer is past its expiry
+        clock.shift(timedelta(hours=9))  # every offer is past its expiry (the lead-time window: at most 8 h)
 
         app.loader.import_default_modules()  # register every task before the threads look them up
         results = race(lambda _beat: [beat_tick() for _tick in range(2)], 2)

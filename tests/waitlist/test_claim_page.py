@@ -24,7 +24,7 @@ def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
     assert response.status_code == 200 and response["Content-Language"] == "en"
     assert world.clinic.name in html and world.treatment.name in html
     assert "Dec. 3, 2030, 10 a.m." in html and "(Seoul time)" in html  # the clinic's zone, by its city
-    assert "20\xa0minutes" in html  # the time left (the offer expires 20 minutes from now)
+    assert "8\xa0hours" in html  # the time left (the lead-time window's 8-hour ceiling, slot two days out)
     assert 'name="action" value="accept"' in html and 'name="action" value="decline"' in html
     # CSP-clean: a stylesheet file, no inline scripts or styles.
     assert "<script" not in html and "<style" not in html and "style=" not in html
@@ -41,7 +41,7 @@ def test_the_korean_page_is_in_korean(world):
     html = response.content.decode()
     assert response["Content-Language"] == "ko" and '<html lang="ko">' in html
     assert "예약 가능한 시간이 생겼습니다" in html and "이 시간 수락하기" in html and "거절하기" in html
-    assert "2030년 12월 3일" in html and "20분" in html
+    assert "2030년 12월 3일" in html and "8시간" in html
     assert "Accept this time" not in html
     accepted = submit(client, claim_path(offer), "accept")
     assert "예약이 확정되었습니다" in accepted.content.decode() and "서울 시간" in accepted.content.decode()

@@ -92,7 +92,7 @@ def test_when_every_candidate_is_capped_the_vacancy_waits_until_the_first_cap_la
 
 
 def test_a_deferred_notice_keeps_its_offer_open_and_the_window_counts_from_delivery(world, frozen_clock):
-    quiet_nights(world)
+    quiet_nights(world, answer_window="FIXED")
     frozen_clock.move_to(seoul(1, 20, 55))
     offer = make_offer(world)  # made just before quiet hours: answer window 20 minutes
     frozen_clock.move_to(seoul(1, 21, 1))

@@ -31,7 +31,9 @@ from ..models import (
     Offer,
     OfferClaimReceipt,
     OfferStatus,
+    SuppressionScope,
 )
+from ..windows import answer_deadline, window_rule
 from ._shared import actor_label, command_audit, event_append, event_logged
 from .policy import policy_current
 from .promotion import close_offer
@@ -291,6 +293,7 @@ def offer_decline(
             correlation_id=correlation_id,
             now=now,
             suppressed_until=now + timedelta(hours=policy.decline_suppression_hours),
+            similar_only=policy.decline_suppression_scope == SuppressionScope.SIMILAR,
             detail={"decline_reason": (reason or "")[:200]},
             decline_reason=(reason or "")[:200],
         )
@@ -382,16 +385,17 @@ def offer_notice_delivered(
 ) -> Offer:
     """The offer's notice went out at ``delivered_at``: its answer window counts from then.
 
-    ``expires_at`` (and the hold's) becomes ``min(delivered_at + hold_minutes, slot start)`` when that
-    is later; event ``NOTICE_DELIVERED`` (detail: late_seconds, expires_at). Only the first delivery
-    counts; an offer no longer OFFERED is left alone.
+    ``expires_at`` (and the hold's) becomes the policy's answer deadline counted from ``delivered_at``
+    (``windows.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
+    expires_at). Only the first delivery counts; an offer no longer OFFERED is left alone.
     """
     with transaction.atomic():
         locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
         offer = locks.offer
         if offer.status != OfferStatus.OFFERED or offer.notified_at is not None:
             return offer
-        window_end = min(delivered_at + timedelta(minutes=offer.policy.hold_minutes), locks.vacancy.starts_at)
+        window_end = answer_deadline(window_rule(offer.policy, clinic.timezone), start=delivered_at,
+                                     slot_starts_at=locks.vacancy.starts_at)
         changes: dict = {"notified_at": delivered_at}
         if window_end > offer.expires_at:
             changes["expires_at"] = window_end

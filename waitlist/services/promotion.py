@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, cast
 
 from django.db import IntegrityError, connection, transaction
@@ -49,6 +49,7 @@ from ..models import (
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
+from ..windows import answer_deadline, window_rule
 from ._shared import event_append, event_logged, note_record, notes_entry_locked, queue_dispatch, slot_of
 from .policy import policy_current
 from .shadow import shadow_observe, shadow_preview
@@ -520,7 +521,8 @@ def _promote(
                     note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
                                 until=unreachable.until, now=now, correlation_id=correlation_id)
                     return DispatchResult(UNREACHABLE, waiting=unreachable), used
-            expires_at = min(now + timedelta(minutes=policy.hold_minutes), locked.starts_at)
+            expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
+                                         slot_starts_at=locked.starts_at)
             shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
             try:
                 hold = scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
@@ -662,18 +664,21 @@ def _notice(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str)
     )
 
 
-def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None) -> None:
+def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None, similar_only: bool = False) -> None:
     entry = locks.entry
     if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
         changes: dict[str, Any] = {"status": EntryStatus.WAITING}
         if suppressed_until is not None:
-            changes["suppressed_until"] = suppressed_until
+            # SIMILAR scope: only offers of this vacancy's practitioner and part of the day are held back.
+            changes |= {"suppressed_until": suppressed_until,
+                        "suppressed_practitioner_id": locks.vacancy.practitioner_id if similar_only else None,
+                        "suppressed_like_start": locks.vacancy.starts_at if similar_only else None}
         cas_update(entry, expected_status=entry.status, **changes)
 
 
 def close_offer(locks: OfferLocks, *, to_status: str, reason_code: str, actor: str, correlation_id: str, now: datetime,
-                suppressed_until: datetime | None = None, detail: dict | None = None, reopen_entry: bool = True,
-                **offer_changes) -> Offer:
+                suppressed_until: datetime | None = None, similar_only: bool = False, detail: dict | None = None,
+                reopen_entry: bool = True, **offer_changes) -> Offer:
     """End an active offer (decline, expire, withdraw, entry withdrawn, vacancy closed): offer CAS, hold
     released, entry back to WAITING (unless the caller ends the entry itself: ``reopen_entry=False``), one
     event, and the cascade to the next candidate queued for after commit while the vacancy is open."""
@@ -682,7 +687,7 @@ def close_offer(locks: OfferLocks, *, to_status: str, reason_code: str, actor: s
     cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code, **offer_changes)
     scheduling.hold_release(hold=locks.hold, reason=reason_code)
     if reopen_entry:
-        _reopen_entry(locks, suppressed_until=suppressed_until)
+        _reopen_entry(locks, suppressed_until=suppressed_until, similar_only=similar_only)
     event_append(
         offer=offer,
         from_status=previous,
