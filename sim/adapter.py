@@ -41,6 +41,7 @@ class PolicySpec:
     extra: dict = field(default_factory=dict)  # further policy fields, or a modelled policy's own knobs
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
     shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
+    months_share: float = 1.0  # the share of the scale's months it runs on (the first ones): feature-off runs
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}

@@ -73,6 +73,14 @@ class Params:
     # (the product's default action), and staff resolve it this long after it opened, during clinic hours.
     decision_unavailable_share: float = 0.1
     staff_review_minutes: float = 60.0
+    # Standing acceptance (patients pre-authorise automatic booking; issue #22 part 2) is a hook, not simulated
+    # yet: no simulated patient opts in. When it is, these are the behaviour it needs. The share who opt in is
+    # an assumption; a standing booking ends without a visit for about 18% of accepted offers (Fast Pass, JMIR
+    # 2024: 5,399 visits of 6,603 accepts) to 23% (no-shows, Dantas et al. 2018), split here into released
+    # (the patient says so in time: the cascade may refill it) and missed (a no-show, reported beside the fill).
+    standing_share: float = 0.0
+    standing_release_share: float = 0.10  # assumption: the part of the 18% who release in time
+    standing_no_show_share: float = 0.08  # the rest of Fast Pass's 18%
     quiet_start: str = "21:00"
     quiet_end: str = "08:00"
     contact_cap_per_day: int = 3

@@ -16,16 +16,25 @@ OURS_GATE_NOT_USED = PolicySpec("ours_gate_not_used", "Ours, decision_gate NOT_U
 # decline); quiet hours, the daily contact cap, the priority order and the gate stay: what the defaults cost.
 OURS_NO_CAPS = PolicySpec("ours_no_caps", "Ours, no weekly cap or decline suppression", hold_minutes=20,
                           min_lead_minutes=180, weekly_offer_cap=None, decline_suppression_hours=0)
-# Feature off: the answer window fixed at 20 minutes instead of the product's LEAD_TIME default (runs only
-# where the product has the field: ``run.available``).
+# Features off, one at a time (each runs only where the product has its field: ``run.available``):
+# the answer window fixed at 20 minutes to the slot's start, as before LEAD_TIME (no margin) ...
+# Feature-off runs take the first half of the months (the time budget); each is paired with ours on those.
 OURS_FIXED_WINDOW = PolicySpec("ours_fixed_window", "Ours, fixed 20-minute window", hold_minutes=20,
-                               min_lead_minutes=180, extra={"answer_window": "FIXED"})
+                               min_lead_minutes=180, months_share=0.5,
+                               extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0})
+# ... and the old contact limits: a decline holds back every offer for 72 h, not only similar ones (the
+# cap's restart after an accept has no switch; a simulated accept books, so it does not matter here).
+OURS_OLD_LIMITS = PolicySpec("ours_old_limits", "Ours, old contact limits (a decline holds back all offers)",
+                             hold_minutes=20, min_lead_minutes=180, months_share=0.5,
+                             extra={"decline_suppression_scope": "ALL"})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
+# Its window stays the peer's fixed 20 minutes (to the slot's start, no margin) and it has no standing acceptance.
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
-                  use_priority=False, use_practitioner=False)
+                  use_priority=False, use_practitioner=False,
+                  extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0, "standing_acceptance": False})
 # The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
 # per patient: they differ from ours only in how many patients they ask at once.
 BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast")
@@ -34,8 +43,8 @@ BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, m
 MODELLED_RULES = OURS
 
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
-POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_NO_CAPS, FIFO, BROADCAST, BATCH3]
-ALL_POLICIES = [*POLICIES, OURS_GATE_NOT_USED]
+POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, FIFO, BROADCAST, BATCH3]
+ALL_POLICIES = [*POLICIES, OURS_NO_CAPS, OURS_GATE_NOT_USED]
 # A month of ours is replayed with this candidate in SHADOW beside it (docs/simulation.md "Shadow policy"):
 # the contact limits off, so the page shows whom the limits change.
 DEFAULT_SHADOW = {"weekly_offer_cap": None, "decline_suppression_hours": 0}

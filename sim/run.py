@@ -55,7 +55,8 @@ def expected_cost(spec) -> int:
 def jobs(scale: str, seeds: list[int]) -> list[tuple[str, int, int]]:
     """(policy, seed, clinic) of every real run, longest expected first (then in policy order)."""
     real = [p for p in POLICIES if not p.modelled and available(p)]
-    todo = [(p.name, seed, clinic) for p in real for seed in seeds for clinic in range(CLINICS[scale])]
+    todo = [(p.name, seed, clinic) for p in real for seed in seeds[: max(1, round(len(seeds) * p.months_share))]
+            for clinic in range(CLINICS[scale])]
     costs = {p.name: expected_cost(p) for p in real}
     return sorted(todo, key=lambda job: -costs[job[0]])  # stable: policy, seed, clinic order otherwise
 

@@ -54,10 +54,8 @@ def rule_values(spec) -> dict:
 
 
 def margin_minutes(values: dict) -> int:
-    """How long before the slot a LEAD_TIME window ends (0 for the fixed window, which may run to it)."""
-    if values.get("answer_window") == "LEAD_TIME":
-        return int(values.get("answer_window_margin_minutes") or 0)
-    return 0
+    """How long before the slot every window ends (either rule; 0 where the product has no margin)."""
+    return int(values.get("answer_window_margin_minutes") or 0)
 
 
 class Window:
