@@ -1,8 +1,9 @@
 """Replays a generated month through the real waitlist services with a controlled clock.
 
 A discrete-event loop: cancellations, waitlist arrivals and opt-outs from the month; offer expiries
-at each offer's ``expires_at``; the outbox worker right after each offer and again when a deferred
-notice falls due; each patient's reply at (notice sent + their reply delay); reconcile hourly. The
+at each offer's ``expires_at`` as the product stored it (read back after the notice's delivery moved
+it: the engine computes no window); the outbox worker right after each offer and again when a deferred
+notice falls due; each patient's reply at (notice read + their reply delay); reconcile daily. The
 process clock travels to each event (time-machine, no ticking), and every command also gets
 ``now=``. Nothing sleeps.
 """
@@ -24,10 +25,12 @@ from .metrics import in_quiet_hours
 from .models import next_send_time
 
 # The product reconciles every minute. Its step that changes outcomes is re-dispatching open vacancies
-# that gained a candidate; a candidate appears only when an entry arrives, its decline suppression ends
-# or its weekly cap rolls over. The engine dispatches exactly then ("wake": the open vacancies without
-# an offer that the entry fits; any other would answer NO_CANDIDATE again) and runs the whole
-# reconcile_run once a day. Same outcomes, without thousands of idle NO_CANDIDATE passes.
+# that gained a candidate; a candidate can appear only when an entry arrives, an offer of theirs closes,
+# or at a time the product's rows name (the entry's ``suppressed_until``, a week after each of its offers
+# under a weekly cap). The engine wakes the entry exactly then ("wake": the open vacancies without an
+# offer that the entry fits and that the product's ``matcher.ineligibility`` lets it be offered; any
+# other would answer NO_CANDIDATE again) and runs the whole reconcile_run once a day. Same outcomes,
+# without thousands of idle NO_CANDIDATE passes, and without a copy of the product's rules.
 RECONCILE_EVERY = timedelta(hours=24)
 # Events after which offers can close (→ cascade) or be made.
 CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review"}

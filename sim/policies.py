@@ -45,6 +45,19 @@ MODELLED_RULES = OURS
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
 POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, FIFO, BROADCAST, BATCH3]
 ALL_POLICIES = [*POLICIES, OURS_NO_CAPS, OURS_GATE_NOT_USED]
+
+
+def sweep_specs() -> list[PolicySpec]:
+    """LEAD_TIME settings around the product's defaults (25%, 20–480 min, 60 min margin), one axis at a time:
+    ``python -m sim.run --sweep`` runs them on the first months and docs/simulation.md shows them beside ours."""
+    variants = [(10, 480, 60), (50, 480, 60), (25, 240, 60), (25, 720, 60), (25, 480, 30)]
+    return [PolicySpec(f"sweep_p{p}_max{m}_margin{g}", f"LEAD_TIME {p}%, max {m // 60} h, margin {g} min",
+                       hold_minutes=20, min_lead_minutes=180,
+                       extra={"answer_window": "LEAD_TIME", "answer_window_percent": p,
+                              "answer_window_max_minutes": m, "answer_window_margin_minutes": g})
+            for p, m, g in variants]
+
+
 # A month of ours is replayed with this candidate in SHADOW beside it (docs/simulation.md "Shadow policy"):
 # the contact limits off, so the page shows whom the limits change.
 DEFAULT_SHADOW = {"weekly_offer_cap": None, "decline_suppression_hours": 0}

@@ -267,3 +267,33 @@ def test_a_policy_paired_with_an_identical_one_differs_by_zero_in_every_draw():
     assert stats["ours"]["diff_fill"]["interval"] == (0, 0)
     low, high = stats["ours"]["fill"]["interval"]
     assert low < stats["ours"]["fill"]["value"] < high
+
+
+def test_every_sweep_setting_and_feature_off_run_is_a_policy_the_product_can_publish():
+    from sim.policies import OURS_FIXED_WINDOW, OURS_OLD_LIMITS, sweep_specs
+    from sim.run import available
+
+    assert all(available(spec) for spec in [*sweep_specs(), OURS_FIXED_WINDOW, OURS_OLD_LIMITS, FIFO])
+
+
+def test_fifo_keeps_the_peers_fixed_window_to_the_slot():
+    month = generate(1, SCALES["tiny"])
+    fields = policy_fields(FIFO, month)
+    assert (fields["answer_window"], fields["hold_minutes"], fields["answer_window_margin_minutes"]) == ("FIXED", 20, 0)
+    assert fields["min_lead_minutes"] == 180 and fields["confirmation"] == "ON_ACCEPT"
+
+
+@pytest.mark.django_db
+def test_the_engine_takes_each_offers_expiry_from_the_product_after_delivery():
+    from sim.adapter import enable_waitlist
+    from sim.engine import Replay
+    from waitlist.models import Offer
+
+    enable_waitlist()
+    month = generate(11, TINY)
+    engine = Replay(month, OURS, "test-expiry")
+    engine.run()
+    stored = dict(Offer.objects.filter(clinic__name="Sim clinic test-expiry", notified_at__isnull=False)
+                  .values_list("ref", "expires_at"))
+    assert stored
+    assert {ref: engine.offers[ref]["expires"] for ref in stored} == stored
