@@ -66,7 +66,9 @@ def make_clinic(label: str, *, practitioners: int = 10, treatments: int = 1, tim
     from scheduling.models import Clinic, Practitioner, TenantGroup, Treatment
 
     tenant = TenantGroup.objects.create(name=f"Bench tenant {label}")
-    clinic = Clinic.objects.create(tenant_group=tenant, name=f"Bench clinic {label}", timezone=timezone)
+    # No quiet hours: a benchmark runs at any hour of the clinic's day.
+    clinic = Clinic.objects.create(tenant_group=tenant, name=f"Bench clinic {label}", timezone=timezone,
+                                   settings={"quiet_hours": {}})
     docs = Practitioner.objects.bulk_create(
         [Practitioner(clinic=clinic, name=f"Dr. Bench {label}-{i}") for i in range(practitioners)]
     )

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 
 import requests
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
 
 from .models import OutboxMessage, OutboxStatus
 from .outbox import DeliveryDeferred, DeliveryFailed
@@ -40,6 +40,9 @@ class Notice:
     email: str = ""
     phone: str = ""
     link: str = ""
+    #: Files for providers that can carry them (email): ``(filename, content, mimetype)``. A provider that
+    #: cannot (SMS, webhook) relies on ``link``/the body instead.
+    attachments: tuple[tuple[str, str, str], ...] = ()
 
 
 class ConsoleProvider:
@@ -65,7 +68,8 @@ class EmailProvider:
         if not notice.email:
             raise DeliveryFailed("NO_CONTACT")
         try:
-            send_mail(notice.subject, notice.body, None, [notice.email], fail_silently=False)
+            EmailMessage(notice.subject, notice.body, None, [notice.email],
+                         attachments=list(notice.attachments)).send(fail_silently=False)
         except (smtplib.SMTPException, OSError) as exc:
             raise DeliveryFailed("SMTP_UNAVAILABLE") from exc
 
@@ -191,7 +195,7 @@ def check_send_window(window: SendWindow, *, recipient_ref: str, now: datetime) 
 
 
 def send_patient_notice(*, message: OutboxMessage, clinic, patient, window: SendWindow, subject: str, body: str,
-                        link: str = "", now: datetime) -> str:
+                        link: str = "", attachments: tuple[tuple[str, str, str], ...] = (), now: datetime) -> str:
     """Send one notice to a patient through the clinic's provider; returns the provider name.
 
     The same rules as waitlist offers: the caller checked consent (it lives in ``scheduling``);
@@ -202,5 +206,5 @@ def send_patient_notice(*, message: OutboxMessage, clinic, patient, window: Send
     provider = provider_for(clinic.settings)
     provider.send(Notice(message_ref=message.ref, clinic_ref=clinic.ref, recipient_ref=patient.ref,
                          language=patient.language, subject=subject, body=body, email=patient.email,
-                         phone=patient.phone, link=link))
+                         phone=patient.phone, link=link, attachments=attachments))
     return provider.name

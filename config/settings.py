@@ -306,6 +306,9 @@ CELERY_BEAT_SCHEDULE.update(
 # --- waitlist ---
 # The operating loop (waitlist app): beat jobs, booking retry, claim links and ops metrics.
 WAITLIST_BOOKING_RETRY_MINUTES = env.int("WAITLIST_BOOKING_RETRY_MINUTES", default=5)
+# A clinic's first policy version has these quiet hours (clinic-local "HH:MM-HH:MM"; empty: none) unless the
+# clinic's settings name its own ("quiet_hours": {"start", "end"}, or {} for none).
+WAITLIST_NEW_CLINIC_QUIET_HOURS = env.str("WAITLIST_NEW_CLINIC_QUIET_HOURS", default="21:00-08:00")
 WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = env.int("WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES", default=24 * 60)
 WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
 WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)

@@ -31,6 +31,8 @@ urlpatterns = [
     path("claim/", include("waitlist.claim_urls")),
     # The opt-out page linked from every notice (signed patient token, no sign-in).
     path("optout/", include("waitlist.optout_urls")),
+    # "Book me automatically" (standing acceptance), linked from every waitlist notice (signed entry token).
+    path("standing/", include("waitlist.standing_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
     # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).

@@ -4,6 +4,7 @@ from guardian.admin import GuardedModelAdmin
 from common.admin import ReadOnlyAdmin
 
 from . import models
+from .selectors import clinic_contact
 
 
 @admin.register(models.TenantGroup)
@@ -14,9 +15,18 @@ class TenantGroupAdmin(admin.ModelAdmin):
 
 @admin.register(models.Clinic)
 class ClinicAdmin(GuardedModelAdmin):
-    list_display = ("ref", "name", "tenant_group", "timezone", "waitlist_hold_minutes", "min_lead_minutes")
+    list_display = ("ref", "name", "tenant_group", "timezone", "contact_address", "contact_phone",
+                    "waitlist_hold_minutes", "min_lead_minutes")
     list_select_related = ("tenant_group",)
     search_fields = ("ref", "name")
+
+    @admin.display(description="address (settings.contact)")
+    def contact_address(self, clinic: models.Clinic) -> str:
+        return clinic_contact(clinic)[0]
+
+    @admin.display(description="phone (settings.contact)")
+    def contact_phone(self, clinic: models.Clinic) -> str:
+        return clinic_contact(clinic)[1]
 
 
 @admin.register(models.Practitioner, models.Treatment, models.Resource)

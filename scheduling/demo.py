@@ -40,6 +40,12 @@ CLINICS = [
     ("cl_demo_lisbon", "Lisbon Clinic", "Europe/Lisbon", ["Dr. Almeida", "Dr. Costa"],
      [("Dental check", 30), ("Cleaning", 45)], ["Chair A", "X-ray"]),
 ]
+#: What patients are told in booking confirmations (``clinic.settings["contact"]``); fictional numbers.
+CONTACTS = {
+    "cl_demo_gangnam": {"address": "123 Teheran-ro, Gangnam-gu, Seoul 06133", "phone": "+82 2-555-0100"},
+    "cl_demo_lisbon": {"address": "Avenida da Liberdade 100, 1250-146 Lisboa", "phone": "+351 21 555 0100"},
+    "cl_demo_other": {"address": "1 Harbour Street, New York, NY 10004", "phone": "+1 212-555-0100"},
+}
 OTHER_CLINIC = ("cl_demo_other", "Harbour Clinic", "America/New_York", ["Dr. Reed"], [("Check-up", 30)], ["Room A"])
 
 PATIENTS = {
@@ -54,6 +60,9 @@ def _clinic(tenant: TenantGroup, spec) -> Clinic:
     clinic, _ = Clinic.objects.get_or_create(
         ref=ref, defaults={"tenant_group": tenant, "name": name, "timezone": zone}
     )
+    if ref in CONTACTS and not (clinic.settings or {}).get("contact"):
+        clinic.settings = {**(clinic.settings or {}), "contact": CONTACTS[ref]}
+        clinic.save(update_fields=["settings"])
     for n in practitioners:
         Practitioner.objects.get_or_create(clinic=clinic, name=n)
     for n, minutes in treatments:

@@ -46,3 +46,11 @@ def appointment_page(
         start, end = day_bounds(day, clinic.timezone)
         queryset = queryset.filter(starts_at__gte=start, starts_at__lt=end)
     return keyset_page(queryset, field="starts_at", limit=limit, after=after)
+
+
+def clinic_contact(clinic: Clinic) -> tuple[str, str]:
+    """``(address, phone)`` that patients are told (``clinic.settings["contact"]``); "" for what is not set."""
+    contact = (clinic.settings or {}).get("contact") or {}
+    if not isinstance(contact, dict):
+        return "", ""
+    return str(contact.get("address") or ""), str(contact.get("phone") or "")

@@ -53,6 +53,16 @@ def isolated_cache():
 
 
 @pytest.fixture(autouse=True)
+def no_new_clinic_quiet_hours(settings, monkeypatch):
+    """A new clinic's first policy has quiet hours 21:00-08:00 (the product's default); tests run at instants
+    of their own choosing, so they start without them (the servers and workers a test starts too: the
+    environment) and publish quiet hours where they test them (``tests/waitlist/test_policy_defaults.py``
+    checks the default itself)."""
+    settings.WAITLIST_NEW_CLINIC_QUIET_HOURS = ""
+    monkeypatch.setenv("WAITLIST_NEW_CLINIC_QUIET_HOURS", "")
+
+
+@pytest.fixture(autouse=True)
 def fresh_token_cache():
     """The API token cache (common/auth.py) is per process: each test starts with it empty."""
     from common.auth import token_cache_clear

@@ -7,9 +7,15 @@ class WaitlistConfig(AppConfig):
     def ready(self) -> None:
         from common.outbox import register_handler
 
+        from .confirmations import deliver_booking_confirmation, release_link_register
         from .models import OFFER_TOPIC
         from .notifications import deliver_offer_notice
+        from .services.confirmation import BOOKING_CONFIRMED_TOPIC
         from .tasks import register_effects
+        from .tokens import claim_link
 
         register_handler(OFFER_TOPIC, deliver_offer_notice)
+        register_handler(BOOKING_CONFIRMED_TOPIC, deliver_booking_confirmation)
+        # A standing booking's release link is its claim page, which offers the release until ``release_until``.
+        release_link_register(lambda offer, _appointment: claim_link(offer))
         register_effects()  # services name their after-commit effects; the tasks carry them out

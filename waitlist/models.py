@@ -88,7 +88,8 @@ class VacancyStatus(models.TextChoices):
 VACANCY_TRANSITIONS: dict[str, set[str]] = {
     VacancyStatus.OPEN: {VacancyStatus.REVIEW, VacancyStatus.FILLED, VacancyStatus.CLOSED},
     VacancyStatus.REVIEW: {VacancyStatus.OPEN, VacancyStatus.FILLED, VacancyStatus.CLOSED},
-    VacancyStatus.FILLED: set(),
+    # A patient's release of a standing-acceptance booking gives the slot back to the cascade.
+    VacancyStatus.FILLED: {VacancyStatus.OPEN},
     # Only the recovery command reopens a closed vacancy (waitlist_recover reopen-vacancy).
     VacancyStatus.CLOSED: {VacancyStatus.OPEN},
 }
@@ -423,6 +424,9 @@ class WaitlistEntry(models.Model):
             # The console's and the API's waiting list: keyset on (waiting_since, id) per clinic.
             models.Index(fields=["clinic", "waiting_since", "id"], name="wl_entry_waiting"),
         ]
+
+    # Not stored: promotion reads it with the entry's lock (``services.standing.STANDING_NOTICE_SQL``).
+    standing_min_notice: int | None
 
     def __str__(self) -> str:
         return self.ref

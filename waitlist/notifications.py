@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo
 
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy as _lazy
 
 from common.errors import DomainError
 from common.models import OutboxMessage
@@ -40,9 +41,9 @@ from scheduling.services.features import feature_enabled
 
 from .models import Offer, OfferStatus
 from .reachability import send_window
-from .services.offers import offer_notice_delivered
+from .services.offers import deadline_if_delivered, offer_notice_delivered
 from .services.policy import policy_current
-from .tokens import claim_link, optout_link
+from .tokens import claim_link, optout_link, standing_link
 
 logger = logging.getLogger("waitlist")
 LANGUAGES = ("en", "ko")
@@ -51,6 +52,23 @@ LANGUAGES = ("en", "ko")
 def local_datetime(value, tz_name: str) -> str:
     """``value`` in the clinic's zone, in the active language's DATETIME_FORMAT."""
     return formats.date_format(timezone.localtime(value, ZoneInfo(tz_name)), "DATETIME_FORMAT")
+
+
+#: City names of the clinics' zones, translated (the page says "Seoul time", not "Asia/Seoul").
+ZONE_CITIES = {
+    "Asia/Seoul": _lazy("Seoul"),
+    "Europe/Lisbon": _lazy("Lisbon"),
+    "Asia/Tokyo": _lazy("Tokyo"),
+    "Europe/London": _lazy("London"),
+    "America/New_York": _lazy("New York"),
+    "UTC": _lazy("UTC"),
+}
+
+
+def zone_label(tz_name: str) -> str:
+    """``Asia/Seoul`` → "Seoul time" (ko: "서울 시간"); an unlisted zone shows its city part."""
+    city = ZONE_CITIES.get(tz_name) or tz_name.rsplit("/", 1)[-1].replace("_", " ")
+    return _("%(city)s time") % {"city": city}
 
 
 def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]:
@@ -73,6 +91,13 @@ def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]
     return subject, body
 
 
+def standing_line(entry, language: str) -> str:
+    """The line of every waitlist notice that lets the patient choose automatic booking, or stop it."""
+    with translation.override(language if language in LANGUAGES else "en"):
+        return "\n" + _("To have times booked for you automatically, or to stop that, open:\n%(link)s\n") % {
+            "link": standing_link(entry)}
+
+
 def optout_line(link: str, language: str) -> str:
     """The line every notice ends with: how to stop these messages, without signing in."""
     with translation.override(language if language in LANGUAGES else "en"):
@@ -84,7 +109,7 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     now = timezone.now()
     offer_ref = (message.payload or {}).get("offer") or message.aggregate_ref
     offer = (
-        Offer.objects.select_related("clinic", "patient", "entry", "vacancy__treatment")
+        Offer.objects.select_related("clinic", "patient", "entry", "policy", "vacancy__treatment")
         .filter(ref=offer_ref, clinic__ref=message.clinic_ref)
         .first()
     )
@@ -103,8 +128,13 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
         recipient_ref=message.recipient_ref or patient.ref,
         now=now,
     )
+    # The notice states the deadline its delivery sets (the window counts from now).
+    offer.expires_at = deadline_if_delivered(offer, starts_at=offer.vacancy.starts_at, tz_name=clinic.timezone,
+                                             delivered_at=now)
     link = claim_link(offer)
     subject, body = offer_notice_text(offer, link, patient.language)
+    if offer.policy.standing_acceptance:
+        body += standing_line(offer.entry, patient.language)
     body += optout_line(optout_link(patient), patient.language)
     provider = provider_for(clinic.settings)
     # The contact is read here, at send time, and goes only to the provider (never to a log).

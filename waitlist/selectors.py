@@ -51,6 +51,11 @@ def entry_detail(*, clinic: Clinic, ref: str) -> WaitlistEntry:
     )
 
 
+def standing_current(*, entry: WaitlistEntry):
+    """The entry's newest standing-acceptance row (GRANTED or REVOKED), or None: never recorded."""
+    return entry.standing.order_by("-id").first()
+
+
 def _list_filters(queryset, *, clinic: Clinic, status=None, practitioner=None, treatment=None, day=None,
                   prefix: str = "", day_field: str = "starts_at"):
     """The console/API list filters, shared by vacancies, offers (through ``vacancy__``) and entries."""

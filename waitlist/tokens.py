@@ -75,3 +75,58 @@ def optout_token_read(token) -> str:
 
 def optout_link(patient) -> str:
     return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/optout/{optout_token_make(patient)}/"
+
+
+STANDING_SALT = "waitlist.standing"
+
+
+def standing_token_make(entry) -> str:
+    """The "book me automatically" page's token: signed, names one entry; lives as long as a claim horizon
+    allows a notice to be read late (``WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS``)."""
+    return signing.dumps({"s": entry.ref}, salt=STANDING_SALT, compress=False)
+
+
+def standing_token_read(token) -> str:
+    """The entry ref of a genuine, unexpired standing-acceptance token; TokenInvalid/TokenExpired otherwise."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        raise TokenInvalid()
+    max_age = int(getattr(settings, "WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS", 60)) * 86400
+    try:
+        data = signing.loads(token, salt=STANDING_SALT, max_age=max_age)
+    except signing.SignatureExpired as exc:
+        raise TokenExpired() from exc
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise TokenInvalid() from exc
+    if not isinstance(data, dict) or not isinstance(data.get("s"), str):
+        raise TokenInvalid()
+    return data["s"]
+
+
+def standing_link(entry) -> str:
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/standing/{standing_token_make(entry)}/"
+
+
+CALENDAR_SALT = "waitlist.calendar"
+
+
+def calendar_token_make(appointment) -> str:
+    """The calendar link's token: signed, names one appointment, no expiry (the route serves the file only
+    while the appointment is CONFIRMED and not over, so the link dies with the booking)."""
+    return signing.dumps({"a": appointment.ref}, salt=CALENDAR_SALT, compress=False)
+
+
+def calendar_token_read(token) -> str:
+    """The appointment ref of a genuine calendar token; TokenInvalid otherwise."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        raise TokenInvalid()
+    try:
+        data = signing.loads(token, salt=CALENDAR_SALT)
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise TokenInvalid() from exc
+    if not isinstance(data, dict) or not isinstance(data.get("a"), str):
+        raise TokenInvalid()
+    return data["a"]
+
+
+def calendar_link(appointment) -> str:
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/claim/{calendar_token_make(appointment)}.ics"

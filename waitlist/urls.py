@@ -18,6 +18,11 @@ urlpatterns = [
         name="waitlist-entry-priority",
     ),
     path(
+        C + "waitlist-entries/<str:ref>/standing-acceptance",
+        views.EntryStandingAcceptanceView.as_view(),
+        name="waitlist-entry-standing-acceptance",
+    ),
+    path(
         C + "waitlist-entries/<str:ref>/withdraw",
         views.EntryWithdrawView.as_view(),
         name="waitlist-entry-withdraw",
@@ -28,6 +33,7 @@ urlpatterns = [
     path(C + "offers/<str:ref>/claim", views.OfferClaimView.as_view(), name="offer-claim"),
     path(C + "offers/<str:ref>/decline", views.OfferDeclineView.as_view(), name="offer-decline"),
     path(C + "offers/<str:ref>/withdraw", views.OfferWithdrawView.as_view(), name="offer-withdraw"),
+    path(C + "offers/<str:ref>/release", views.OfferReleaseView.as_view(), name="offer-release"),
     path(C + "holds/<str:ref>/book", views.HoldBookView.as_view(), name="hold-book"),
     path(C + "vacancies/<str:ref>/close", views.VacancyCloseView.as_view(), name="vacancy-close"),
     path(C + "vacancies/<str:ref>/reopen", views.VacancyReopenView.as_view(), name="vacancy-reopen"),

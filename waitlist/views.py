@@ -1,10 +1,15 @@
 """The patient claim page (no login): ``/claim/<token>/``. Thin function views over the offer services.
 
-A bad or forged token is a 404, a genuine token for an offer that is no longer open (or an expired
-token) a 410: both render the same plain "no longer available" page, never a stack trace or
-anything about another patient. The token names one offer (and its entry); nothing in the request
-can point it at another. The page speaks the patient's stored language, else the browser's
-(``claim_language``), with a visible switch; times carry the clinic's city ("Seoul time").
+A bad or forged token is a plain 404 "no longer available" page, and so is a token past its max age
+(410): never a stack trace or anything about another patient. A genuine token whose offer is no
+longer open says what happened (``selectors_claim.claim_outcome``): "you declined this time", "this
+offer ended at …", "the clinic withdrew this offer", "your appointment is confirmed" (with its
+details and calendar file), with 410 for the ended ones. The token names one offer (and its entry);
+nothing in the request can point it at another. The page speaks the patient's stored language, else
+the browser's (``claim_language``), with a visible switch; times carry the clinic's city ("Seoul time").
+
+``/claim/<token>.ics`` serves a booking's calendar file (the link in SMS and webhook
+confirmations) while the appointment is CONFIRMED and not over; a bad token is a plain 404.
 """
 
 from __future__ import annotations
@@ -14,8 +19,6 @@ import logging
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone, translation
-from django.utils.translation import gettext
-from django.utils.translation import gettext_lazy as _lazy
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
@@ -23,12 +26,29 @@ from common.errors import Conflict, NotFound
 from common.services import new_correlation_id
 from scheduling.models import Appointment, AppointmentStatus
 
-from .models import DeclineReason, Offer, OfferStatus
-from .notifications import LANGUAGES, local_datetime
-from .services import offer_claim_and_book, offer_decline
-from .tokens import TokenExpired, TokenInvalid, claim_token_read
+from .calendar import FILENAME, MIME_TYPE
+from .confirmations import booking_facts, booking_ics, local_moment
+from .models import DeclineReason, Offer
+from .notifications import LANGUAGES, local_datetime, zone_label
+from .selectors_claim import ClaimOutcome, ClaimState, claim_outcome
+from .services import offer_claim_and_book, offer_decline, standing_release
+from .tokens import TokenExpired, TokenInvalid, calendar_link, calendar_token_read, claim_token_read, standing_link
 
 logger = logging.getLogger("waitlist")
+
+#: The page of each state (the open offer's own page is claim.html).
+STATE_TEMPLATES = {
+    ClaimState.HELD: "waitlist/claim_accepted.html",
+    ClaimState.BOOKED: "waitlist/claim_accepted.html",
+    ClaimState.DECLINED: "waitlist/claim_declined.html",
+    ClaimState.EXPIRED: "waitlist/claim_ended.html",
+    ClaimState.WITHDRAWN: "waitlist/claim_ended.html",
+    ClaimState.RELEASED: "waitlist/claim_ended.html",
+    ClaimState.BOOKING_CANCELLED: "waitlist/claim_ended.html",
+}
+#: Ended states answer 410 (the link can do nothing more); held and booked ones 200.
+ENDED_STATES = (ClaimState.DECLINED, ClaimState.EXPIRED, ClaimState.WITHDRAWN, ClaimState.BOOKING_CANCELLED,
+                ClaimState.RELEASED)
 
 
 def _gone(request: HttpRequest, status: int, language: str | None = None) -> HttpResponse:
@@ -38,23 +58,6 @@ def _gone(request: HttpRequest, status: int, language: str | None = None) -> Htt
             response["Content-Language"] = language
             return response
     return render(request, "waitlist/claim_gone.html", status=status)
-
-
-#: City names of the clinics' zones, translated (the page says "Seoul time", not "Asia/Seoul").
-ZONE_CITIES = {
-    "Asia/Seoul": _lazy("Seoul"),
-    "Europe/Lisbon": _lazy("Lisbon"),
-    "Asia/Tokyo": _lazy("Tokyo"),
-    "Europe/London": _lazy("London"),
-    "America/New_York": _lazy("New York"),
-    "UTC": _lazy("UTC"),
-}
-
-
-def zone_label(tz_name: str) -> str:
-    """``Asia/Seoul`` → "Seoul time" (ko: "서울 시간"); an unlisted zone shows its city part."""
-    city = ZONE_CITIES.get(tz_name) or tz_name.rsplit("/", 1)[-1].replace("_", " ")
-    return gettext("%(city)s time") % {"city": city}
 
 
 def claim_language(request: HttpRequest, offer: Offer) -> str:
@@ -92,17 +95,33 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
     return response
 
 
-def _render_accepted(request: HttpRequest, offer: Offer) -> HttpResponse:
-    """Say what is true: "confirmed" once the hold became a CONFIRMED appointment, else "held"."""
-    confirmed = Appointment.objects.filter(
-        source_hold__offer=offer, status=AppointmentStatus.CONFIRMED
-    ).exists()
-    return _render(request, offer, "waitlist/claim_accepted.html", confirmed=confirmed)
+def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, status: int | None = None
+                    ) -> HttpResponse:
+    """The page of a held, booked or ended offer: what happened, and when, in the clinic's zone. An offer
+    still open here is one a command just refused (a stale decision, a taken slot): no longer available."""
+    if outcome.is_open:
+        return _gone(request, 410, translation.get_language())
+    extra: dict = {"state": outcome.state, "on_list": outcome.on_list, "confirmed": False}
+    if outcome.ended_at is not None:
+        extra["ended_local"] = local_moment(outcome.ended_at, offer.clinic.timezone)
+    if outcome.state == ClaimState.BOOKED and outcome.appointment is not None:
+        extra.update(confirmed=True, booking=booking_facts(outcome.appointment),
+                     calendar_url=calendar_link(outcome.appointment))
+        if offer.standing and offer.release_until is not None and timezone.now() < offer.release_until:
+            extra.update(release_local=local_moment(offer.release_until, offer.clinic.timezone))
+    if outcome.on_list and offer.policy.standing_acceptance:
+        extra["standing_url"] = standing_link(offer.entry)
+    if status is None:
+        status = 410 if outcome.state in ENDED_STATES else 200
+    return _render(request, offer, STATE_TEMPLATES[ClaimState(outcome.state)], status=status, **extra)
 
 
-def _is_open(offer: Offer) -> bool:
-    now = timezone.now()
-    return offer.status == OfferStatus.OFFERED and now < offer.expires_at and now < offer.vacancy.starts_at
+def _load(offer_ref: str, entry_ref: str) -> Offer | None:
+    return (
+        Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment")
+        .filter(ref=offer_ref, entry__ref=entry_ref)
+        .first()
+    )
 
 
 @never_cache
@@ -114,59 +133,108 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
         return _gone(request, 404)
     except TokenExpired:
         return _gone(request, 410)
-    offer = (
-        Offer.objects.select_related("clinic", "patient", "policy", "vacancy__treatment")
-        .filter(ref=offer_ref, entry__ref=entry_ref)
-        .first()
-    )
+    offer = _load(offer_ref, entry_ref)
     if offer is None:
         return _gone(request, 404)
     language = claim_language(request, offer)
     with translation.override(language):
+        outcome = claim_outcome(offer)
         if request.method == "POST":
             action = request.POST.get("action")
             if action == "accept":
-                return _accept(request, offer)
+                return _accept(request, offer, outcome)
             if action == "decline":
-                return _decline(request, offer)
-            if not _is_open(offer):
-                return _gone(request, 410, language)
+                return _decline(request, offer, outcome)
+            if action == "release":
+                return _release(request, offer, outcome)
+            if not outcome.is_open:
+                return _render_outcome(request, offer, outcome)
             return _render(request, offer, "waitlist/claim.html", status=400)
-        if offer.status == OfferStatus.ACCEPTED:
-            return _render_accepted(request, offer)
-        if not _is_open(offer):
-            return _gone(request, 410, language)
+        if not outcome.is_open:
+            return _render_outcome(request, offer, outcome)
         return _render(request, offer, "waitlist/claim.html")
 
 
-def _accept(request: HttpRequest, offer: Offer) -> HttpResponse:
+def _again(request: HttpRequest, offer: Offer) -> HttpResponse:
+    """After a command changed (or refused to change) the offer: read it again and say what is true. A
+    decline (this one, or a double submit) is the answer to the patient's POST, so it is a 200."""
+    fresh = _load(offer.ref, offer.entry.ref)
+    if fresh is None:
+        return _gone(request, 404, translation.get_language())
+    outcome = claim_outcome(fresh)
+    return _render_outcome(request, fresh, outcome, status=200 if outcome.state == ClaimState.DECLINED else None)
+
+
+def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
     """Accept through ``offer_claim_and_book`` (claim, and book under ``ON_ACCEPT``). A double submit
-    shows the same page; a refused booking still says "held" (reconcile finishes it)."""
+    shows the same page; a refused booking still says "held" (reconcile finishes it); an offer that
+    has ended says how."""
+    if outcome.state not in (ClaimState.OPEN, ClaimState.HELD, ClaimState.BOOKED):
+        return _render_outcome(request, offer, outcome)
     try:
         offer_claim_and_book(offer=offer)
     except NotFound:
         return _gone(request, 404, translation.get_language())
     except Conflict as exc:
         logger.info("claim page: offer %s not claimed: %s", offer.ref, exc.code)
-        return _gone(request, 410, translation.get_language())
-    return _render_accepted(request, offer)
+    return _again(request, offer)
 
 
-def _decline(request: HttpRequest, offer: Offer) -> HttpResponse:
+def _decline(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
     """Decline with the reason picked on the page (a code; anything else reads as PATIENT_DECLINED)."""
+    if outcome.state == ClaimState.DECLINED:
+        return _again(request, offer)
+    if not outcome.is_open:
+        return _render_outcome(request, offer, outcome)
     reason = request.POST.get("reason", "")
-    if offer.status != OfferStatus.DECLINED:
-        try:
-            offer = offer_decline(
-                clinic=offer.clinic,
-                offer_ref=offer.ref,
-                patient=offer.patient,
-                reason=reason if reason in DeclineReason.values else "PATIENT_DECLINED",
-                correlation_id=new_correlation_id(),
-            )
-        except NotFound:
-            return _gone(request, 404, translation.get_language())
-        except Conflict as exc:
-            logger.info("claim page: offer %s not declined: %s", offer.ref, exc.code)
-            return _gone(request, 410, translation.get_language())
-    return _render(request, offer, "waitlist/claim_declined.html")
+    try:
+        offer_decline(
+            clinic=offer.clinic,
+            offer_ref=offer.ref,
+            patient=offer.patient,
+            reason=reason if reason in DeclineReason.values else "PATIENT_DECLINED",
+            correlation_id=new_correlation_id(),
+        )
+    except NotFound:
+        return _gone(request, 404, translation.get_language())
+    except Conflict as exc:
+        logger.info("claim page: offer %s not declined: %s", offer.ref, exc.code)
+    return _again(request, offer)
+
+
+def _release(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
+    """Release a booking made automatically (standing acceptance): the time goes back to the waiting list."""
+    if outcome.state != ClaimState.BOOKED or not offer.standing:
+        return _render_outcome(request, offer, outcome)
+    try:
+        standing_release(clinic=offer.clinic, offer_ref=offer.ref, patient=offer.patient,
+                         correlation_id=new_correlation_id())
+    except NotFound:
+        return _gone(request, 404, translation.get_language())
+    except Conflict as exc:
+        logger.info("claim page: offer %s not released: %s", offer.ref, exc.code)
+    fresh = _load(offer.ref, offer.entry.ref)
+    if fresh is None:
+        return _gone(request, 404, translation.get_language())
+    return _render_outcome(request, fresh, claim_outcome(fresh), status=200)
+
+
+@never_cache
+@require_http_methods(["GET", "HEAD"])
+def claim_calendar(request: HttpRequest, token: str) -> HttpResponse:
+    """The booking's ``.ics`` (RFC 5545) in the patient's language, while the booking stands."""
+    try:
+        appointment_ref = calendar_token_read(token)
+    except TokenInvalid:
+        return _gone(request, 404)
+    appointment = (Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment")
+                   .filter(ref=appointment_ref).first())
+    if appointment is None:
+        return _gone(request, 404)
+    language = appointment.patient.language if appointment.patient.language in LANGUAGES else "en"
+    if appointment.status != AppointmentStatus.CONFIRMED or timezone.now() >= appointment.ends_at:
+        return _gone(request, 410, language)
+    response = HttpResponse(booking_ics(appointment, language), content_type=f"{MIME_TYPE}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{FILENAME}"'
+    response["Content-Language"] = language
+    return response

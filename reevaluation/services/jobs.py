@@ -70,26 +70,7 @@ def record_revision(
     The head row is locked first, so two events for one scope serialize here.
     """
     now = timezone.now()
-    with connection.cursor() as cursor:
-        # Create the head if missing without racing: ON CONFLICT leaves the first writer's row.
-        cursor.execute(
-            "INSERT INTO reevaluation_reevaluationhead (tenant_group_id, clinic_id, fingerprint, revision,"
-            " assessment_ref, assessment_hash, event_id, version, updated_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, 1, now())"
-            " ON CONFLICT (clinic_id, tenant_group_id, fingerprint) DO NOTHING",
-            [
-                event.tenant_group_id,
-                event.clinic_id,
-                event.fingerprint,
-                event.profile_revision,
-                assessment_ref,
-                assessment_hash,
-                event.pk,
-            ],
-        )
-    head = ReevaluationHead.objects.select_for_update(no_key=True).get(
-        clinic_id=event.clinic_id, tenant_group_id=event.tenant_group_id, fingerprint=event.fingerprint
-    )
+    head = _head_locked(event, assessment_ref, assessment_hash)
     scope = {
         "clinic_id": event.clinic_id,
         "tenant_group_id": event.tenant_group_id,
@@ -121,11 +102,43 @@ def record_revision(
             finished_at=now,
             lease_owner="",
         )
+    job = _new_job(event, assessment_ref, assessment_hash, late=late, now=now)
+    if late:
+        InboxEvent.objects.filter(pk=event.pk).update(status=InboxStatus.LATE)
+    return job
 
+
+def _head_locked(event: InboxEvent, assessment_ref: str, assessment_hash: str) -> ReevaluationHead:
+    """The event's scope head, created if missing, locked (two events for one scope serialize here)."""
+    with connection.cursor() as cursor:
+        # Create the head if missing without racing: ON CONFLICT leaves the first writer's row.
+        cursor.execute(
+            "INSERT INTO reevaluation_reevaluationhead (tenant_group_id, clinic_id, fingerprint, revision,"
+            " assessment_ref, assessment_hash, event_id, version, updated_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, 1, now())"
+            " ON CONFLICT (clinic_id, tenant_group_id, fingerprint) DO NOTHING",
+            [
+                event.tenant_group_id,
+                event.clinic_id,
+                event.fingerprint,
+                event.profile_revision,
+                assessment_ref,
+                assessment_hash,
+                event.pk,
+            ],
+        )
+    return ReevaluationHead.objects.select_for_update(no_key=True).get(
+        clinic_id=event.clinic_id, tenant_group_id=event.tenant_group_id, fingerprint=event.fingerprint
+    )
+
+
+def _new_job(event: InboxEvent, assessment_ref: str, assessment_hash: str, *, late: bool,
+             now) -> ReevaluationJob:
+    """The revision's job: PENDING (STALE when late), its priority class from the scope's HELD/PROPOSED targets."""
     row = settings_for(event.clinic)
     held, proposed = scope_targets(event.clinic_id, event.fingerprint)
     priority_class = PriorityClass.HELD_PRESENT if held else PriorityClass.PROPOSED_ONLY
-    job = ReevaluationJob.objects.create(
+    return ReevaluationJob.objects.create(
         tenant_group_id=event.tenant_group_id,
         clinic_id=event.clinic_id,
         fingerprint=event.fingerprint,
@@ -145,9 +158,6 @@ def record_revision(
         created_at=now,
         finished_at=now if late else None,
     )
-    if late:
-        InboxEvent.objects.filter(pk=event.pk).update(status=InboxStatus.LATE)
-    return job
 
 
 def head_revision(job: ReevaluationJob) -> int | None:

@@ -198,18 +198,7 @@ def redrive_execute(
     reason = _check(reason, 1)
     now = timezone.now()
     with transaction.atomic():
-        preview = RedrivePreview.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=preview_ref).first()
-        if preview is None:
-            raise NotFound()
-        if preview.executed_at is not None:
-            raise Conflict("This preview was executed already.", code="PREVIEW_USED")
-        if preview.expires_at <= now:
-            raise Conflict("This preview has expired; preview again.", code="PREVIEW_EXPIRED")
-        if NON_TRANSIENT & set(preview.failure_classes) and not confirm_non_transient:
-            raise ValidationFailed(
-                "This preview includes CONTRACT or TRUST_PRIVACY failures.",
-                fields={"confirm_non_transient": ["Confirm that these failures were investigated."]},
-            )
+        preview = _executable_preview(clinic, preview_ref, now=now, confirm_non_transient=confirm_non_transient)
         previewed = dict(
             ReevaluationJob.objects.filter(pk__in=preview.job_ids).values_list("ref", "pk")
         )
@@ -228,33 +217,11 @@ def redrive_execute(
         for job in locked:
             if job.ref in exclude:
                 excluded.append({"job": job.ref, "state": job.state})
-                continue
-            if job.pk not in eligible_ids or job.state != JobState.FAILED:
+            elif job.pk not in eligible_ids or job.state != JobState.FAILED:
                 skipped.append({"job": job.ref, "state": job.state})
-                continue
-            child = ReevaluationJob.objects.create(
-                tenant_group_id=job.tenant_group_id,
-                clinic_id=job.clinic_id,
-                fingerprint=job.fingerprint,
-                revision=job.revision,
-                event_id=job.event_id,
-                assessment_ref=job.assessment_ref,
-                assessment_hash=job.assessment_hash,
-                material_change=job.material_change,
-                state=JobState.PENDING,
-                priority_class=job.priority_class,
-                priority=job.priority,
-                due_at=now + timedelta(minutes=due_minutes(row, job.priority_class)),
-                max_attempts=job.max_attempts,
-                cooldown_seconds=job.cooldown_seconds,
-                redrive_of=job,
-                lineage_root_id=job.lineage_root_id or job.pk,
-                redrive_reason=reason[:200],
-                held_targets=job.held_targets,
-                proposed_targets=job.proposed_targets,
-                created_at=now,
-            )
-            redriven.append({"job": job.ref, "redrive_job": child.ref, "target_revision": job.revision})
+            else:
+                child = _redrive_job(job, row, reason=reason, now=now)
+                redriven.append({"job": job.ref, "redrive_job": child.ref, "target_revision": job.revision})
         result = {
             "redriven": redriven,
             "skipped": skipped,
@@ -265,6 +232,49 @@ def redrive_execute(
         RedrivePreview.objects.filter(pk=preview.pk).update(executed_at=now, result=result)
         _audit(actor, "redrive_execute", clinic, preview, reason, idempotency_key, result)
     return ExecuteResult(redriven=redriven, skipped=skipped, excluded=excluded)
+
+
+def _executable_preview(clinic, preview_ref: str, *, now, confirm_non_transient: bool) -> RedrivePreview:
+    """The preview locked, refused when unknown, used, expired, or holding unconfirmed non-transient failures."""
+    preview = RedrivePreview.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=preview_ref).first()
+    if preview is None:
+        raise NotFound()
+    if preview.executed_at is not None:
+        raise Conflict("This preview was executed already.", code="PREVIEW_USED")
+    if preview.expires_at <= now:
+        raise Conflict("This preview has expired; preview again.", code="PREVIEW_EXPIRED")
+    if NON_TRANSIENT & set(preview.failure_classes) and not confirm_non_transient:
+        raise ValidationFailed(
+            "This preview includes CONTRACT or TRUST_PRIVACY failures.",
+            fields={"confirm_non_transient": ["Confirm that these failures were investigated."]},
+        )
+    return preview
+
+
+def _redrive_job(job: ReevaluationJob, row, *, reason: str, now) -> ReevaluationJob:
+    """A new PENDING job for the failed ``job``'s revision, linked to it (``redrive_of``, lineage)."""
+    return ReevaluationJob.objects.create(
+        tenant_group_id=job.tenant_group_id,
+        clinic_id=job.clinic_id,
+        fingerprint=job.fingerprint,
+        revision=job.revision,
+        event_id=job.event_id,
+        assessment_ref=job.assessment_ref,
+        assessment_hash=job.assessment_hash,
+        material_change=job.material_change,
+        state=JobState.PENDING,
+        priority_class=job.priority_class,
+        priority=job.priority,
+        due_at=now + timedelta(minutes=due_minutes(row, job.priority_class)),
+        max_attempts=job.max_attempts,
+        cooldown_seconds=job.cooldown_seconds,
+        redrive_of=job,
+        lineage_root_id=job.lineage_root_id or job.pk,
+        redrive_reason=reason[:200],
+        held_targets=job.held_targets,
+        proposed_targets=job.proposed_targets,
+        created_at=now,
+    )
 
 
 def _audit(actor, action: str, clinic, preview: RedrivePreview, reason: str, idempotency_key: str, result) -> None:

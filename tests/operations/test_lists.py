@@ -180,3 +180,17 @@ def test_overview_counts_attention_and_live_items_with_links(staff_web, world):
     assert counter("offers")[1] == "1" and counter("failed")[1] == "1"
     assert counter("open")[1] == str(
         world.clinic.vacancies.filter(status=VacancyStatus.OPEN).count())
+
+
+def test_the_offer_list_marks_a_booking_made_under_standing_acceptance(staff_web, world):
+    from tests.waitlist.loop_helpers import open_vacancy
+    from waitlist import services
+
+    entry = world.waiting()
+    services.standing_acceptance_record(clinic=world.clinic, entry_ref=entry.ref, state="GRANTED", source="API")
+    vacancy = open_vacancy(world, seoul(3, 10))
+    booked = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    ordinary = make_offer(world, starts_at=seoul(4, 10))
+    html = staff_web.get(list_url(world.clinic, "offers")).content.decode()
+    rows = dict(re.findall(r'<tr data-ref="([^"]+)"(.*?)</tr>', html, re.S))
+    assert "Auto-booked" in rows[booked.offer.ref] and "Auto-booked" not in rows[ordinary.ref]

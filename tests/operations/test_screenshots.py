@@ -2,7 +2,7 @@
 
 Skipped in the normal test run (it rewrites ``docs/screenshots/``). It loads the demo data
 (``seed_demo``) into the test database, adds a day's worth of waitlist activity, signs in as the demo
-ADMIN and photographs every console page, a panel, a bulk review summary and the claim page.
+ADMIN and photographs every console page, a panel, a bulk review summary and the claim page (open, booked, declined).
 docs/console.md links the results.
 """
 
@@ -74,6 +74,7 @@ def test_regenerate_console_screenshots(browser, live_server):
 
     from scheduling.demo import DEMO_USERS
     from scheduling.models import Clinic
+    from waitlist import services
     from waitlist.models import Offer, OfferStatus
     from waitlist.tokens import claim_token_make
 
@@ -121,5 +122,16 @@ def test_regenerate_console_screenshots(browser, live_server):
             claim_page = claim.new_page()
             claim_page.goto(f"/claim/{claim_token_make(claim_offer)}/?lang={language}")
             _shoot(claim_page, f"claim-{language}", width)
+            claim_page.goto(f"/claim/{claim_token_make(offer)}/?lang={language}")  # booked: what and where
+            _shoot(claim_page, f"claim-booked-{language}", width)
             claim.close()
-    assert len(list(OUT.glob("*.png"))) >= 2 * (len(pages) + 3)
+    # Last, since it changes the console's rows: the page of an offer the patient declined.
+    services.offer_decline(clinic=clinic, offer_ref=claim_offer.ref, reason="TIME_NOT_SUITABLE")
+    for width, viewport in WIDTHS.items():
+        for language in ("en", "ko"):
+            claim = browser.new_context(base_url=live_server.url, viewport=viewport)
+            claim_page = claim.new_page()
+            claim_page.goto(f"/claim/{claim_token_make(claim_offer)}/?lang={language}")
+            _shoot(claim_page, f"claim-declined-{language}", width)
+            claim.close()
+    assert len(list(OUT.glob("*.png"))) >= 2 * (len(pages) + 7)

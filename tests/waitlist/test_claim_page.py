@@ -114,8 +114,8 @@ def test_decline_and_a_double_decline(world):
     assert "You declined this time" in first.content.decode()
     offer.refresh_from_db()
     assert offer.status == OfferStatus.DECLINED and offer.entry.status == EntryStatus.WAITING
-    gone = client.get(claim_path(offer))
-    assert gone.status_code == 410 and "no longer available" in gone.content.decode()
+    later = client.get(claim_path(offer))  # coming back later: the link is spent, and says why
+    assert later.status_code == 410 and "You declined this time" in later.content.decode()
 
 
 def test_posts_without_csrf_are_refused_and_change_nothing(world):
@@ -154,13 +154,16 @@ def test_expired_offer_and_expired_token_are_gone(world, frozen_clock, settings)
     offer = make_offer(world, world.patient(language="ko"))
     frozen_clock.move_to(offer.expires_at)
     response = page_client().get(claim_path(offer))
-    assert response.status_code == 410 and "더 이상 이용할 수 없습니다" in response.content.decode()
+    assert response.status_code == 410 and "이 제안은 종료되었습니다" in response.content.decode()
     response = submit_without_page(claim_path(offer))
     assert response.status_code == 410
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.OFFERED  # an accept after the deadline claimed nothing
     Offer.objects.filter(pk=offer.pk).update(status=OfferStatus.OFFERED)
     settings.WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = 1
     frozen_clock.move_to(seoul(1, 9) + timedelta(minutes=2))
-    assert page_client().get(claim_path_at(offer, seoul(1, 9))).status_code == 410
+    too_old = page_client().get(claim_path_at(offer, seoul(1, 9)))
+    assert too_old.status_code == 410 and "no longer available" in too_old.content.decode()  # says nothing more
 
 
 def submit_without_page(path):

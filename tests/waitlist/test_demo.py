@@ -60,3 +60,19 @@ def test_the_demo_admin_reads_the_django_admin_and_changes_nothing(db):
     assert client.get("/admin/scheduling/patient/").status_code == 403  # contacts stay out of the admin
     entry.refresh_from_db()
     assert entry.status == "WAITING"
+
+
+def test_the_demo_clinics_tell_patients_their_address_and_phone(db):
+    from scheduling.selectors import clinic_contact
+
+    call_command("seed_demo", stdout=StringIO())
+    for ref in ("cl_demo_gangnam", "cl_demo_lisbon"):
+        address, phone = clinic_contact(Clinic.objects.get(ref=ref))
+        assert address and phone.startswith("+")
+    gangnam = Clinic.objects.get(ref="cl_demo_gangnam")
+    assert clinic_contact(gangnam)[0].endswith("Seoul 06133")
+    gangnam.settings = {**gangnam.settings, "contact": {"address": "changed by staff", "phone": "+82 2-000-0000"}}
+    gangnam.save(update_fields=["settings"])
+    call_command("seed_demo", stdout=StringIO())  # seeding again keeps what the clinic set
+    gangnam.refresh_from_db()
+    assert clinic_contact(gangnam) == ("changed by staff", "+82 2-000-0000")

@@ -7,6 +7,7 @@ import logging
 
 from django.core import serializers as django_serializers
 
+from common import outbox
 from common.models import AuditEntry, CommandReceipt, OutboxMessage
 from scheduling.models import Role
 from tests import factories as f
@@ -64,6 +65,8 @@ def test_a_full_flow_leaks_no_patient_data(world, staff_api, caplog, on_commit):
         for offer in Offer.objects.all():
             answers.append(staff_api.get(f"{base}/offers/{offer.ref}").content.decode())
 
+    outbox.outbox_deliver_due(worker="privacy")  # the notices go out too (console provider: it logs)
+    assert OutboxMessage.objects.filter(topic="waitlist.booking_confirmed").count() == 1  # the booking's
     assert OfferEvent.objects.count() >= 5 and OutboxMessage.objects.count() >= 2  # the flow ran
     assert "reason=MATCHED" in caplog.text and "reason=BOOKED" in caplog.text  # the logs were captured
     stored = [
@@ -90,3 +93,6 @@ def test_a_full_flow_leaks_no_patient_data(world, staff_api, caplog, on_commit):
         "template",
         "language",
     }
+    confirmation = OutboxMessage.objects.get(topic="waitlist.booking_confirmed").payload
+    assert set(confirmation) == {"offer", "appointment", "vacancy", "entry", "patient", "booked_at", "template",
+                                 "language"}

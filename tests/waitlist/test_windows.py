@@ -12,6 +12,7 @@ import pytest
 from common.errors import ValidationFailed
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import deliver, make_offer
+from tests.waitlist.test_delivery import smtp  # noqa: F401 - the SMTP sink fixture
 from waitlist import services
 from waitlist.models import OfferStatus, WaitlistPolicy
 from waitlist.windows import FIXED, LEAD_TIME, WindowRule, answer_deadline
@@ -102,3 +103,22 @@ def test_a_window_floor_above_its_ceiling_is_refused(world):
     with pytest.raises(ValidationFailed):
         services.policy_publish(clinic=world.clinic, answer_window_min_minutes=600, answer_window_max_minutes=60)
     assert services.policy_current(clinic=world.clinic).version == 1
+
+
+def test_a_notice_held_back_overnight_states_the_deadline_its_delivery_sets(world, frozen_clock, smtp):
+    from tests.waitlist.loop_helpers import mail_text
+    from tests.waitlist.test_delivery import email_clinic
+
+    email_clinic(world)
+    services.policy_publish(clinic=world.clinic, quiet_hours_start="21:00", quiet_hours_end="08:00",
+                            answer_window_min_minutes=120, answer_window_max_minutes=120)
+    frozen_clock.move_to(seoul(1, 20, 55))
+    offer = make_offer(world, world.patient(email="bora@patients.example", language="en"))
+    frozen_clock.move_to(seoul(1, 21, 1))
+    deliver()  # quiet hours: deferred
+    frozen_clock.move_to(seoul(2, 8))
+    deliver()
+    assert smtp.received.wait(5)
+    offer.refresh_from_db()
+    assert offer.expires_at == seoul(2, 10)  # two hours from the delivery at 08:00
+    assert "Dec. 2, 2030, 10 a.m." in mail_text(smtp.messages[0]["data"])

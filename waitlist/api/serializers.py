@@ -159,7 +159,27 @@ def offer_body(offer: Offer, tz: str) -> dict:
         "reason_code": offer.reason_code,
         "decline_reason": offer.decline_reason,
         "notified_at": iso_in_zone(offer.notified_at, tz) if offer.notified_at else None,
+        # Booked at once under the patient's standing acceptance; the patient may release it until then.
+        "standing": offer.standing,
+        "release_until": iso_in_zone(offer.release_until, tz) if offer.release_until else None,
     }
+
+
+class StandingAcceptanceInput(serializers.Serializer):
+    """A grant or revoke of an entry's standing acceptance, on the patient's word (API) or by staff (STAFF:
+    ``reason`` says how the patient agreed)."""
+
+    state = serializers.ChoiceField(choices=["GRANTED", "REVOKED"])
+    min_notice_minutes = serializers.IntegerField(required=False, default=0, min_value=0, max_value=7 * 24 * 60)
+    source = serializers.ChoiceField(choices=["API", "STAFF"], required=False, default="API")  # type: ignore[assignment]  # a body field named like Field.source
+    reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
+
+
+def standing_body(row, tz: str) -> dict | None:
+    if row is None:
+        return None
+    return {"ref": row.ref, "state": row.state, "min_notice_minutes": row.min_notice_minutes, "source": row.source,
+            "recorded_at": iso_in_zone(row.recorded_at, tz)}
 
 
 class RecoveryInput(serializers.Serializer):

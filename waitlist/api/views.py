@@ -27,8 +27,10 @@ from .serializers import (
     RecoveryInput,
     ReviewInput,
     ShadowPublishInput,
+    StandingAcceptanceInput,
     entry_body,
     offer_body,
+    standing_body,
     vacancy_body,
 )
 
@@ -93,9 +95,46 @@ class EntryCreateView(ClinicAPIView):
 
 
 class EntryDetailView(ClinicAPIView):
-    @extend_schema(responses=_ok("entry"))
+    @extend_schema(responses=_ok("entry, with standing_acceptance: {ref, state, min_notice_minutes, source, "
+                                 "recorded_at}|null"))
     def get(self, request, clinic, ref):
-        return Response(entry_body(selectors.entry_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
+        entry = selectors.entry_detail(clinic=self.clinic, ref=ref)
+        return Response({**entry_body(entry, self.clinic.timezone),
+                         "standing_acceptance": standing_body(selectors.standing_current(entry=entry),
+                                                              self.clinic.timezone)})
+
+
+class EntryStandingAcceptanceView(ClinicAPIView):
+    """(I) Grant or revoke "book me automatically" for an entry, on the patient's word (``source`` API) or by staff
+    with the patient's consent (``source`` STAFF, ``reason`` required). 409 ENTRY_NOT_OPEN."""
+
+    @extend_schema(request=StandingAcceptanceInput,
+                   responses=_ok("{entry, standing_acceptance: {ref, state, min_notice_minutes, source, recorded_at}}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(StandingAcceptanceInput)
+            row = services.standing_acceptance_record(
+                clinic=self.clinic, entry_ref=ref, state=data["state"], source=data["source"],
+                min_notice_minutes=data["min_notice_minutes"], actor=request.user, reason=data["reason"])
+            return 200, {"entry": ref, "standing_acceptance": standing_body(row, self.clinic.timezone)}
+
+        return self.command("standing_acceptance_record", execute)
+
+
+class OfferReleaseView(ClinicAPIView):
+    """(I) Release a standing-acceptance booking on the patient's word before its ``release_until``: the
+    appointment is cancelled and its slot reopened as a new vacancy (dispatched at once). 409 NOT_STANDING,
+    RELEASE_CLOSED."""
+
+    @extend_schema(request=ReasonInput, responses=_ok("{offer, status, vacancy}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReasonInput)
+            offer, vacancy = services.standing_release(clinic=self.clinic, offer_ref=ref, actor=request.user,
+                                                       reason=data["reason"])
+            return 200, {"offer": offer.ref, "status": offer.status, "vacancy": vacancy.ref if vacancy else None}
+
+        return self.command("standing_release", execute)
 
 
 class EntryPriorityView(ClinicAPIView):
@@ -149,7 +188,8 @@ class VacancyDispatchView(ClinicAPIView):
     @extend_schema(
         request=None,
         responses=_ok(
-            "{outcome, offer}; outcome OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, WAITING "
+            "{outcome, offer}; outcome OFFERED, BOOKED (standing acceptance: offered and booked at once), "
+            "ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, WAITING "
             "(nobody reachable now: quiet hours or contact caps), DISABLED, CLOSED"
         ),
     )

@@ -2,6 +2,7 @@
 
 from .accept import AcceptResult, offer_claim_and_book
 from .booking import offer_book
+from .confirmation import booking_confirmation_queue
 from .controls import waitlist_switch_set, waitlist_tenant_allow
 from .decisions import decision_record
 from .entries import entry_create, entry_set_priority, entry_withdraw
@@ -26,6 +27,7 @@ from .recovery import (
     vacancy_review_resolve,
 )
 from .shadow import shadow_discard, shadow_observe, shadow_promote, shadow_publish
+from .standing import standing_acceptance_record, standing_release
 from .vacancies import appointment_cancel_with_vacancy, vacancies_dispatch, vacancy_dispatch, vacancy_dispatch_by_id
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "DispatchResult",
     "ReviewResult",
     "appointment_cancel_with_vacancy",
+    "booking_confirmation_queue",
     "decision_record",
     "entry_create",
     "entry_set_priority",
@@ -56,6 +59,8 @@ __all__ = [
     "shadow_observe",
     "shadow_promote",
     "shadow_publish",
+    "standing_acceptance_record",
+    "standing_release",
     "vacancies_dispatch",
     "vacancy_close",
     "vacancy_dispatch",

@@ -16,10 +16,12 @@ from scheduling.services import hold_book
 from ..locks import lock_offer_chain
 from ..models import EntryStatus, Offer, OfferStatus, VacancyStatus
 from ._shared import actor_label, event_append
+from .confirmation import booking_confirmation_queue
 
 
 def offer_book(
-    *, clinic: Clinic, hold_ref: str, actor=None, now: datetime | None = None, correlation_id: str = ""
+    *, clinic: Clinic, hold_ref: str, actor=None, now: datetime | None = None, correlation_id: str = "",
+    release_until: datetime | None = None,
 ) -> tuple[Appointment, bool]:
     """Book the hold of an ACCEPTED offer: CONFIRMED appointment, entry BOOKED, vacancy FILLED.
 
@@ -50,14 +52,18 @@ def offer_book(
         appointment, created = hold_book(clinic=clinic, hold_ref=hold_ref)
         cas_update(entry, expected_status=EntryStatus.ACCEPTED, status=EntryStatus.BOOKED)
         cas_update(vacancy, expected_status=vacancy.status, status=VacancyStatus.FILLED)
+        correlation_id = correlation_id or new_correlation_id()
         event_append(
             offer=offer,
             from_status=OfferStatus.ACCEPTED,
             to_status=OfferStatus.ACCEPTED,
             reason_code="BOOKED",
             actor=actor_label(actor, "book"),
-            correlation_id=correlation_id or new_correlation_id(),
+            correlation_id=correlation_id,
             now=now,
             detail={"appointment": appointment.ref, "hold": hold.ref},
         )
+        if created:
+            booking_confirmation_queue(offer=offer, appointment=appointment, correlation_id=correlation_id, now=now,
+                                       release_until=release_until)
         return appointment, created

@@ -68,9 +68,7 @@ def decision_record(
             return decision
         reranked = entries_rerank(clinic=clinic, patient_id=patient.pk, priority_rank=priority_rank)
         if status == DecisionStatus.FRESH:
-            reviews = clinic.vacancies.filter(status=VacancyStatus.REVIEW, review_entry__patient=patient)
-            for vacancy_id in reviews.values_list("pk", flat=True):
-                queue_dispatch(vacancy_id)
+            _redispatch_reviews(clinic, patient)
         audit_record(
             actor=actor,
             action="waitlist.decision_record",
@@ -89,6 +87,13 @@ def decision_record(
             system_label="decision-feed",
         )
         return decision
+
+
+def _redispatch_reviews(clinic: Clinic, patient: Patient) -> None:
+    """A FRESH decision resolves every staff review over this patient: their vacancies are dispatched again."""
+    reviews = clinic.vacancies.filter(status=VacancyStatus.REVIEW, review_entry__patient=patient)
+    for vacancy_id in reviews.values_list("pk", flat=True):
+        queue_dispatch(vacancy_id)
 
 
 def entries_rerank(*, clinic: Clinic, patient_id: int, priority_rank: int) -> list[str]:

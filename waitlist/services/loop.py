@@ -106,8 +106,17 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
     now = now or timezone.now()
     limit = limit or int(getattr(settings, "WAITLIST_RECONCILE_BATCH", 50))
     correlation_id = new_correlation_id()
-    counts: dict[str, int] = {"expired": offers_expire_due(now=now, limit=limit)}
+    counts: dict = {"expired": offers_expire_due(now=now, limit=limit),
+                    "withdrawn_no_hold": _repair_offers_without_hold(now, limit, correlation_id)}
+    counts["booked"], counts["flagged_stuck"] = _finish_stuck_bookings(now, limit, correlation_id)
+    counts["dispatch"], next_cursor = _dispatch_missing_offers(now, limit, correlation_id)
+    job_record(JOB_RECONCILE, now=now, result=counts, cursor=next_cursor)
+    logger.info("reconcile correlation=%s %s", correlation_id, counts)
+    return counts
 
+
+def _repair_offers_without_hold(now: datetime, limit: int, correlation_id: str) -> int:
+    """Step 2: OFFERED offers whose hold is gone → WITHDRAWN (``NO_ACTIVE_HOLD``), cascade. Returns how many."""
     repaired = 0
     broken = offers_without_active_hold().filter(status=OfferStatus.OFFERED).select_related("clinic")
     for offer in broken.order_by("id")[:limit]:
@@ -117,8 +126,12 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
                 repaired += 1
         except DomainError as exc:
             logger.info("reconcile: offer %s not repaired: %s", offer.ref, exc.code)
-    counts["withdrawn_no_hold"] = repaired
+    return repaired
 
+
+def _finish_stuck_bookings(now: datetime, limit: int, correlation_id: str) -> tuple[int, int]:
+    """Step 3: booking commands that started and did not finish, finished once or flagged once
+    (``BOOKING_STUCK``). Returns (booked, flagged)."""
     booked = flagged = 0
     flagged_already = OfferEvent.objects.filter(offer=OuterRef("pk"), reason_code="BOOKING_STUCK")
     stuck = (
@@ -135,8 +148,12 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
                              reason_code="BOOKING_STUCK", actor="system:reconcile", correlation_id=correlation_id,
                              now=now, detail={"hold": offer.hold.ref, "code": exc.code})
             flagged += 1
-    counts["booked"], counts["flagged_stuck"] = booked, flagged
+    return booked, flagged
 
+
+def _dispatch_missing_offers(now: datetime, limit: int, correlation_id: str) -> tuple[dict[str, int], int]:
+    """Step 4: vacancies with no active offer that should have one, a bounded batch from the keyset cursor
+    (``JobRun.cursor``, wrapping around), each dispatched. Returns the outcomes counted and the next cursor."""
     cursor = JobRun.objects.filter(name=JOB_RECONCILE).values_list("cursor", flat=True).first() or 0
     has_active = Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)
     candidates = (
@@ -158,7 +175,4 @@ def reconcile_run(*, now: datetime | None = None, limit: int | None = None) -> d
     for _vacancy_id, result in vacancies_dispatch(vacancy_ids=[v.pk for v in batch], now=now,
                                                   correlation_id=correlation_id):
         outcomes[result.outcome] = outcomes.get(result.outcome, 0) + 1
-    counts["dispatch"] = outcomes  # type: ignore[assignment]
-    job_record(JOB_RECONCILE, now=now, result=counts, cursor=next_cursor)
-    logger.info("reconcile correlation=%s %s", correlation_id, counts)
-    return counts
+    return outcomes, next_cursor

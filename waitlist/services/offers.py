@@ -380,6 +380,13 @@ def offers_expire_due(*, now: datetime | None = None, limit: int = 100) -> int:
     return expired
 
 
+def deadline_if_delivered(offer: Offer, *, starts_at: datetime, tz_name: str, delivered_at: datetime) -> datetime:
+    """The offer's answer deadline once its notice is delivered at ``delivered_at``: the window counted from then,
+    never earlier than the deadline it has. The notice states it, and ``offer_notice_delivered`` records it."""
+    return max(offer.expires_at, answer_deadline(window_rule(offer.policy, tz_name), start=delivered_at,
+                                                 slot_starts_at=starts_at))
+
+
 def offer_notice_delivered(
     *, clinic: Clinic, offer_ref: str, delivered_at: datetime, correlation_id: str = ""
 ) -> Offer:
@@ -394,8 +401,8 @@ def offer_notice_delivered(
         offer = locks.offer
         if offer.status != OfferStatus.OFFERED or offer.notified_at is not None:
             return offer
-        window_end = answer_deadline(window_rule(offer.policy, clinic.timezone), start=delivered_at,
-                                     slot_starts_at=locks.vacancy.starts_at)
+        window_end = deadline_if_delivered(offer, starts_at=locks.vacancy.starts_at, tz_name=clinic.timezone,
+                                           delivered_at=delivered_at)
         changes: dict = {"notified_at": delivered_at}
         if window_end > offer.expires_at:
             changes["expires_at"] = window_end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import time
 
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
@@ -19,9 +20,15 @@ PUBLISHABLE_FIELDS = tuple(name for name in WaitlistPolicy.DIGEST_FIELDS if name
 
 
 def _legacy_settings(clinic: Clinic) -> dict:
-    """Quiet hours and the contact cap as clinics configured them before they were policy fields."""
+    """Quiet hours and the contact cap as clinics configured them before they were policy fields; a clinic
+    that names no quiet hours gets the new-clinic default (``WAITLIST_NEW_CLINIC_QUIET_HOURS``)."""
     values: dict = {}
-    quiet = (clinic.settings or {}).get("quiet_hours") or {}
+    configured = clinic.settings or {}
+    if "quiet_hours" in configured:
+        quiet = configured["quiet_hours"] or {}
+    else:
+        start, _, end = getattr(settings, "WAITLIST_NEW_CLINIC_QUIET_HOURS", "").partition("-")
+        quiet = {"start": start.strip(), "end": end.strip()}
     if quiet.get("start") and quiet.get("end") and quiet["start"] != quiet["end"]:
         values["quiet_hours_start"] = time.fromisoformat(quiet["start"])
         values["quiet_hours_end"] = time.fromisoformat(quiet["end"])

@@ -53,6 +53,7 @@ from ..windows import answer_deadline, window_rule
 from ._shared import event_append, event_logged, note_record, notes_entry_locked, queue_dispatch, slot_of
 from .policy import policy_current
 from .shadow import shadow_observe, shadow_preview
+from .standing import STANDING_NOTICE_SQL, release_deadline, standing_applies, standing_book
 
 logger = logging.getLogger("waitlist")
 
@@ -66,8 +67,9 @@ UNREACHABLE = "UNREACHABLE"
 
 @dataclass(frozen=True)
 class DispatchResult:
-    """``outcome``: OFFERED, ALREADY_OFFERED, NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING
-    (nobody reachable now: ``waiting`` says why and until when; reconcile dispatches again)."""
+    """``outcome``: OFFERED, BOOKED (a standing acceptance: offered and booked at once), ALREADY_OFFERED,
+    NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING (nobody reachable now: ``waiting`` says why and until
+    when; reconcile dispatches again)."""
 
     outcome: str
     offer: Offer | None = None
@@ -317,7 +319,7 @@ WITH locked AS MATERIALIZED (
     LIMIT 1
     FOR NO KEY UPDATE OF e{skip}
 )
-SELECT {entry}, e.pos, {patient}, {sends}, {checks}
+SELECT {entry}, e.pos, {standing}, {patient}, {sends}, {checks}
 FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
 """
 
@@ -326,6 +328,7 @@ def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
     return _LOCK_FIRST_FREE_SQL.format(
         skip="" if wait else " SKIP LOCKED",
         entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
+        standing=STANDING_NOTICE_SQL,
         patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),
         checks=matcher.checks_column() if checks else "NULL",
         sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
@@ -341,7 +344,8 @@ def _lock_first_free(
 ) -> tuple[WaitlistEntry | None, int, _Rechecks | None]:
     """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
     it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
-    for the notice: one statement however many racing dispatchers hold the head of the queue. Returns the
+    for the notice: one statement however many racing dispatchers hold the head of the queue. The entry carries
+    ``standing_min_notice`` (its standing acceptance's minimum notice; None: it has none). Returns the
     entry (None: none free), how many of ``run`` that used up, and, with ``recheck`` (the locked vacancy, the
     policy and now), read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
     its patient's recent sends (for the contact cap, ``common.notify.CAP_SENDS_SQL``).
@@ -361,7 +365,8 @@ def _lock_first_free(
         return None, len(run), None
     width = len(_ENTRY_FIELDS)
     entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
-    patient = row[width + 1:width + 1 + len(_PATIENT_FIELDS)]
+    entry.standing_min_notice = row[width + 1]
+    patient = row[width + 2:width + 2 + len(_PATIENT_FIELDS)]
     entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
     return entry, row[width], _Rechecks(row[-1], row[-2]) if checks else None
 
@@ -466,6 +471,17 @@ def _promotable_run(rest: list[matcher.Candidate], *, gated: bool, now) -> list[
     return run
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """What every step of one promotion under the fence reads: the policy it runs under and who runs it."""
+
+    policy: WaitlistPolicy
+    now: datetime
+    actor_label: str
+    correlation_id: str
+    staff_reviewed: bool
+
+
 def _promote(
     vacancy: Vacancy,
     run: list[tuple[matcher.Candidate, Decision | None]],
@@ -479,6 +495,7 @@ def _promote(
 ) -> tuple[DispatchResult | None, int]:
     """``promote`` for the first of ``run`` (candidates in order) that no other transaction holds: the result
     and how many of ``run`` it used up (those passed over as held, and the one tried)."""
+    attempt = _Attempt(policy, now, actor_label, correlation_id, staff_reviewed)
     used = 1
     try:
         with transaction.atomic():
@@ -501,86 +518,114 @@ def _promote(
             if entry is None:
                 return None, used
             candidate, decision = run[used - 1]
-            gated = policy.decision_gate == DecisionGate.REQUIRED
-            stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
-            if gated and not staff_reviewed and stale:
-                return DispatchResult(RESTART), used
-            reason = (
-                eligibility.first_failed(rechecks.checks) if rechecks is not None
-                else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
-            )
-            if reason is not None:
-                logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
-                return None, used
-            if not staff_reviewed:
-                # Checked once the entry is ours (not before): a racer that finds the entry locked or taken
-                # moves on without reading the patient's notices first.
-                unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
-                                           sent=rechecks.sent if rechecks is not None else None)
-                if unreachable is not None:
-                    note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason,
-                                until=unreachable.until, now=now, correlation_id=correlation_id)
-                    return DispatchResult(UNREACHABLE, waiting=unreachable), used
-            expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
-                                         slot_starts_at=locked.starts_at)
-            shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
-            try:
-                hold = scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
-                                             **slot_of(locked))
-            except PatientOverlap:
-                # The patient booked or was offered an overlapping time since the check above: next candidate.
-                logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
-                return None, used
-            except SlotOccupied:
-                # Someone booked the time directly: the exclusion constraint says the slot is gone.
-                cas_update(
-                    locked,
-                    expected_status=locked.status,
-                    status=VacancyStatus.CLOSED,
-                    close_reason="SLOT_TAKEN",
-                )
-                return DispatchResult("CLOSED"), used
-            shadow_observe(preview=shadow, correlation_id=correlation_id)
-            offer = Offer(
-                clinic_id=locked.clinic_id,
-                tenant_group_id=locked.tenant_group_id,
-                vacancy=locked,
-                entry=entry,
-                patient_id=entry.patient_id,
-                hold=hold,
-                expires_at=expires_at,
-                policy=policy,
-                policy_version=policy.version,
-                policy_digest=policy.digest(),
-                slot_fit=candidate.slot_fit,
-                correlation_id=correlation_id,
-                created_at=now,
-                **_offer_decision(decision, gated=gated, staff_reviewed=staff_reviewed, now=now,
-                                  expires_at=expires_at),
-            )
-            detail = {
-                "vacancy": locked.ref,
-                "entry": entry.ref,
-                "hold": hold.ref,
-                "slot_fit": candidate.slot_fit,
-                "policy_version": policy.version,
-                "policy_digest": offer.policy_digest,
-                "decision_ref": offer.decision_ref,
-                "decision_status": offer.decision_status,
-                "decision_expires_at": (
-                    offer.decision_expires_at.isoformat() if offer.decision_expires_at else None
-                ),
-                **({"staff_reviewed": True} if staff_reviewed else {}),
-            }
-            _offer_write(locked, offer, entry, candidate, detail, actor_label=actor_label,
-                         correlation_id=correlation_id, now=now)
-            return DispatchResult("OFFERED", offer), used
+            return _promote_locked(locked, entry, candidate, decision, rechecks, attempt), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
         active = _active_offer(vacancy.pk)
         if active is None:
             raise
         return DispatchResult("ALREADY_OFFERED", active), used
+
+
+def _promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None,
+                    rechecks: _Rechecks | None, a: _Attempt) -> DispatchResult | None:
+    """Under the fence and the entry's lock: re-validate the candidate, hold the slot, write the offer (and book it
+    at once on a standing acceptance). None: this candidate is no longer eligible (try the next one)."""
+    policy, now = a.policy, a.now
+    gated = policy.decision_gate == DecisionGate.REQUIRED
+    stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
+    if gated and not a.staff_reviewed and stale:
+        return DispatchResult(RESTART)
+    reason = (
+        eligibility.first_failed(rechecks.checks) if rechecks is not None
+        else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+    )
+    if reason is not None:
+        logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
+        return None
+    standing = not a.staff_reviewed and standing_applies(policy, entry.standing_min_notice,
+                                                         starts_at=locked.starts_at, now=now)
+    if not a.staff_reviewed and not standing:
+        # Checked once the entry is ours (not before): a racer that finds the entry locked or taken moves on
+        # without reading the patient's notices first. A standing booking needs no answer: its notice waits in
+        # the outbox for quiet hours and the daily cap like any other.
+        unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
+                                   sent=rechecks.sent if rechecks is not None else None)
+        if unreachable is not None:
+            note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason, until=unreachable.until,
+                        now=now, correlation_id=a.correlation_id)
+            return DispatchResult(UNREACHABLE, waiting=unreachable)
+    expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
+                                 slot_starts_at=locked.starts_at)
+    shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
+    hold, refused = _place_hold(locked, entry, expires_at)
+    if hold is None:
+        return refused
+    shadow_observe(preview=shadow, correlation_id=a.correlation_id)
+    offer = _new_offer(locked, entry, candidate, decision, hold, a, expires_at=expires_at, standing=standing,
+                       gated=gated)
+    _offer_write(locked, offer, entry, candidate, _offer_detail(offer, candidate, a), actor_label=a.actor_label,
+                 correlation_id=a.correlation_id, now=now, notice=not standing)
+    if standing:
+        standing_book(locked, offer, entry, actor=a.actor_label, correlation_id=a.correlation_id, now=now)
+        return DispatchResult("BOOKED", offer)
+    return DispatchResult("OFFERED", offer)
+
+
+def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime):
+    """``(hold, None)``, or ``(None, result)`` when the slot cannot be held for this patient: None (the patient
+    booked or was offered an overlapping time meanwhile: next candidate) or CLOSED (someone booked the time
+    directly: the exclusion constraint says the slot is gone, and the vacancy closes)."""
+    try:
+        return scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
+                                     **slot_of(locked)), None
+    except PatientOverlap:
+        logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
+        return None, None
+    except SlotOccupied:
+        cas_update(locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="SLOT_TAKEN")
+        return None, DispatchResult("CLOSED")
+
+
+def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None, hold,
+               a: _Attempt, *, expires_at: datetime, standing: bool, gated: bool) -> Offer:
+    """The offer row (not yet written): the policy version and digest it runs under and the decision it rests on."""
+    policy, now = a.policy, a.now
+    return Offer(
+        clinic_id=locked.clinic_id,
+        tenant_group_id=locked.tenant_group_id,
+        vacancy=locked,
+        entry=entry,
+        patient_id=entry.patient_id,
+        hold=hold,
+        expires_at=expires_at,
+        policy=policy,
+        policy_version=policy.version,
+        policy_digest=policy.digest(),
+        slot_fit=candidate.slot_fit,
+        correlation_id=a.correlation_id,
+        created_at=now,
+        standing=standing,
+        release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
+        **_offer_decision(decision, gated=gated, staff_reviewed=a.staff_reviewed, now=now, expires_at=expires_at),
+    )
+
+
+def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: _Attempt) -> dict:
+    """The MATCHED event's detail: refs, the policy version and digest, the decision (refs and codes only)."""
+    return {
+        "vacancy": offer.vacancy.ref,
+        "entry": offer.entry.ref,
+        "hold": offer.hold.ref,
+        "slot_fit": candidate.slot_fit,
+        "policy_version": a.policy.version,
+        "policy_digest": offer.policy_digest,
+        "decision_ref": offer.decision_ref,
+        "decision_status": offer.decision_status,
+        "decision_expires_at": offer.decision_expires_at.isoformat() if offer.decision_expires_at else None,
+        **({"staff_reviewed": True} if a.staff_reviewed else {}),
+        **({"standing": True} if offer.standing else {}),
+    }
 
 
 # A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state
@@ -609,13 +654,16 @@ SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FR
 
 
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
-                 *, actor_label: str, correlation_id: str, now: datetime) -> None:
+                 *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
     """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting),
-    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``)."""
+    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``). ``notice=False``: a
+    standing booking, whose notice is the booking's, not the offer's."""
     entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
     vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
     offer_sql, offer_params = insert_sql(offer)
-    notice_sql, notice_params = insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id))
+    notice_sql, notice_params = (
+        insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id)) if notice
+        else ("SELECT 1", []))
     event_correlation = correlation_id or offer.correlation_id
     params = [
         EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources,

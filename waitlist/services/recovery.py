@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import cast
 
 from django.db import transaction
 from django.utils import timezone
@@ -251,41 +252,16 @@ def vacancy_review_resolve(
     correlation_id = correlation_id or new_correlation_id()
     label = actor_label(actor, "review")
     with transaction.atomic():
-        vacancy = _locked(clinic, vacancy_ref)
-        if vacancy.status != VacancyStatus.REVIEW or vacancy.review_entry_id is None:
-            raise Conflict(f"The vacancy is {vacancy.status}, not in staff review.", code="VACANCY_NOT_IN_REVIEW")
-        if expected_version is not None and vacancy.version != expected_version:
-            raise VersionConflict("The vacancy was changed; reload it.")
-        if vacancy.starts_at <= now:
-            raise Conflict("The vacancy's time has started.", code="VACANCY_STARTED")
-        if Offer.objects.filter(vacancy=vacancy, status__in=ACTIVE_OFFER_STATUSES).exists():
-            raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
+        vacancy = _reviewable(clinic, vacancy_ref, expected_version=expected_version, now=now)
         policy = policy_current(clinic=clinic)
-        entry = lock_entry(vacancy.review_entry_id)  # after the vacancy: the fixed lock order
-        reviewed = get_decision_provider().decisions_for(clinic=clinic, patient_ids=[entry.patient_id]).get(
-            entry.patient_id
-        )
-        reviewed_status = reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE
-        evidence = {
-            "resolution": resolution,
-            "entry": entry.ref,
-            "reviewed_decision_ref": reviewed.decision_ref if reviewed else "",
-            "reviewed_decision_status": reviewed_status,
-            "policy_version": policy.version,
-        }
+        entry = lock_entry(cast(int, vacancy.review_entry_id))  # after the vacancy: the fixed lock order
+        reviewed, evidence = _review_evidence(clinic, entry, policy, resolution=resolution, now=now)
         if resolution == "PROMOTE":
             result = _review_promote(vacancy, entry, reviewed, policy, now=now, label=label,
                                      correlation_id=correlation_id)
         else:
-            # Resolve the review first (REVIEW → OPEN, version + 1), record the skip so no later dispatch
-            # of this vacancy offers the entry again, then dispatch past it.
-            cas_update(vacancy, expected_status=VacancyStatus.REVIEW, status=VacancyStatus.OPEN, review_entry=None)
-            VacancySkip.objects.get_or_create(
-                clinic_id=vacancy.clinic_id, vacancy=vacancy, entry=entry,
-                defaults={"actor": label, "correlation_id": correlation_id},
-            )
-            result = _review_skip(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
-        offer = result.offer if result.outcome == "OFFERED" else None
+            result = _review_skip_past(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
+        offer = result.offer if result.outcome in ("OFFERED", "BOOKED") else None
         if offer is not None:
             event_append(offer=offer, from_status=offer.status, to_status=offer.status, reason_code="STAFF_REVIEWED",
                          actor=label, correlation_id=correlation_id, now=now, detail=evidence)
@@ -295,6 +271,46 @@ def vacancy_review_resolve(
                       **evidence, outcome=result.outcome, offer=offer.ref if offer else None)
         return ReviewResult(vacancy=vacancy, resolution=resolution, outcome=result.outcome,
                             reviewed_entry=entry.ref, offer=offer)
+
+
+def _reviewable(clinic: Clinic, vacancy_ref: str, *, expected_version: int | None, now: datetime) -> Vacancy:
+    """The vacancy locked, refused unless it waits in staff review, unchanged, not started, with no offer out."""
+    vacancy = _locked(clinic, vacancy_ref)
+    if vacancy.status != VacancyStatus.REVIEW or vacancy.review_entry_id is None:
+        raise Conflict(f"The vacancy is {vacancy.status}, not in staff review.", code="VACANCY_NOT_IN_REVIEW")
+    if expected_version is not None and vacancy.version != expected_version:
+        raise VersionConflict("The vacancy was changed; reload it.")
+    if vacancy.starts_at <= now:
+        raise Conflict("The vacancy's time has started.", code="VACANCY_STARTED")
+    if Offer.objects.filter(vacancy=vacancy, status__in=ACTIVE_OFFER_STATUSES).exists():
+        raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
+    return vacancy
+
+
+def _review_evidence(clinic: Clinic, entry, policy, *, resolution: str, now: datetime) -> tuple[Decision | None, dict]:
+    """The decision staff reviewed (as the provider has it now) and what the event and audit row record of it."""
+    reviewed = get_decision_provider().decisions_for(clinic=clinic, patient_ids=[entry.patient_id]).get(
+        entry.patient_id
+    )
+    reviewed_status = reviewed.effective_status(now) if reviewed else DecisionStatus.UNAVAILABLE
+    return reviewed, {
+        "resolution": resolution,
+        "entry": entry.ref,
+        "reviewed_decision_ref": reviewed.decision_ref if reviewed else "",
+        "reviewed_decision_status": reviewed_status,
+        "policy_version": policy.version,
+    }
+
+
+def _review_skip_past(vacancy: Vacancy, entry, policy, *, now: datetime, label: str, correlation_id: str):
+    """SKIP: resolve the review first (REVIEW → OPEN, version + 1), record the skip so no later dispatch of this
+    vacancy offers the entry again, then dispatch past it."""
+    cas_update(vacancy, expected_status=VacancyStatus.REVIEW, status=VacancyStatus.OPEN, review_entry=None)
+    VacancySkip.objects.get_or_create(
+        clinic_id=vacancy.clinic_id, vacancy=vacancy, entry=entry,
+        defaults={"actor": label, "correlation_id": correlation_id},
+    )
+    return _review_skip(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
 
 
 def _review_promote(

@@ -1,0 +1,86 @@
+"""What the claim page tells a patient about their offer: still open, held, booked, or how and when it ended."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db.models import TextChoices
+from django.utils import timezone
+
+from scheduling.models import Appointment, AppointmentStatus
+
+from .models import EntryStatus, Offer, OfferEvent, OfferStatus
+
+
+class ClaimState(TextChoices):
+    OPEN = "OPEN"  # OFFERED and answerable
+    HELD = "HELD"  # ACCEPTED, not (yet) booked
+    BOOKED = "BOOKED"  # a CONFIRMED appointment came from it
+    BOOKING_CANCELLED = "BOOKING_CANCELLED"  # booked, and the appointment was cancelled since
+    DECLINED = "DECLINED"
+    EXPIRED = "EXPIRED"  # no answer in time (or the accepted hold ran out unbooked)
+    WITHDRAWN = "WITHDRAWN"  # the clinic took it back
+    RELEASED = "RELEASED"  # booked automatically (standing acceptance), then released by the patient
+
+
+#: The entry statuses in which the patient is still on the waiting list.
+ON_LIST = (EntryStatus.WAITING, EntryStatus.OFFERED, EntryStatus.ACCEPTED)
+
+
+@dataclass(frozen=True)
+class ClaimOutcome:
+    state: str
+    ended_at: datetime | None = None  # when it was declined, ended or withdrawn
+    appointment: Appointment | None = None  # BOOKED / BOOKING_CANCELLED
+    on_list: bool = False  # the entry is still waiting (an ended offer)
+
+    @property
+    def is_open(self) -> bool:
+        return self.state == ClaimState.OPEN
+
+
+def _event_at(offer: Offer) -> datetime | None:
+    return (OfferEvent.objects.filter(offer=offer, to_status=offer.status).order_by("-id")
+            .values_list("created_at", flat=True).first())
+
+
+def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
+    """The offer's state as the patient sees it. ``offer`` carries its vacancy (the page's row).
+
+    An OFFERED offer past its answer window (or its slot's start), or an unbooked ACCEPTED one past its
+    hold's expiry, has ended even before the expiry job has run: it ended at that deadline. An expiry
+    is dated by its deadline (the hold's for an accepted hold that ran out); a decline and a withdrawal
+    by their event.
+    """
+    now = now or timezone.now()
+    if offer.status == OfferStatus.OFFERED:
+        deadline = min(offer.expires_at, offer.vacancy.starts_at)
+        if now < deadline:
+            return ClaimOutcome(ClaimState.OPEN)
+        return ClaimOutcome(ClaimState.EXPIRED, ended_at=deadline, on_list=offer.entry.status in ON_LIST)
+    if offer.status == OfferStatus.ACCEPTED:
+        appointment = (Appointment.objects.select_related("clinic", "practitioner", "treatment")
+                       .filter(source_hold__offer=offer).first())
+        if appointment is None:
+            if now >= offer.hold.expires_at:  # ran out unbooked; the expiry job makes it HOLD_EXPIRED
+                return ClaimOutcome(ClaimState.EXPIRED, ended_at=offer.hold.expires_at,
+                                    on_list=offer.entry.status in ON_LIST)
+            return ClaimOutcome(ClaimState.HELD)
+        if appointment.status == AppointmentStatus.CONFIRMED:
+            return ClaimOutcome(ClaimState.BOOKED, appointment=appointment)
+        return ClaimOutcome(ClaimState.BOOKING_CANCELLED, ended_at=appointment.updated_at, appointment=appointment)
+    on_list = offer.entry.status in ON_LIST
+    if offer.status == OfferStatus.EXPIRED:
+        if offer.reason_code == "HOLD_EXPIRED":
+            ended_at = offer.hold.expires_at
+        else:
+            ended_at = min(offer.expires_at, offer.vacancy.starts_at)
+        return ClaimOutcome(ClaimState.EXPIRED, ended_at=ended_at, on_list=on_list)
+    if offer.status == OfferStatus.DECLINED:
+        state = ClaimState.DECLINED
+    elif offer.reason_code == "STANDING_RELEASED":
+        state = ClaimState.RELEASED
+    else:
+        state = ClaimState.WITHDRAWN
+    return ClaimOutcome(state, ended_at=_event_at(offer) or offer.updated_at, on_list=on_list)
