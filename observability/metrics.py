@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from common.degrade import REDIS_ERRORS, cache_dependency
 from reevaluation import selectors as reevaluation_selectors
 from reevaluation.models import DrainState, JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import Clinic
@@ -98,6 +99,18 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "waitlist_dispatch_slots_held": ("Dispatch slots held now, across the deployment.", ()),
     "waitlist_dispatch_slot_waiters": ("Dispatches waiting for a slot now (steadily above 0: slots saturated).", ()),
     "reevaluation_drain_state": ("1 for the clinic's current drain state, 0 for the others.", (*C, "state")),
+}
+
+#: The background components and dependencies, measured live at every scrape (never from the cache, whose
+#: Redis may be the thing that is down). Ages are absent while a component never showed life.
+SERVICE_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "service_broker_up": ("1 when this web process reaches the Celery broker, 0 when not.", ()),
+    "service_cache_up": ("1 when the Redis cache answers, 0 when not (domain gauges are then computed uncached).", ()),
+    "service_beat_heartbeat_age_seconds": ("Seconds since beat last ticked (its own heartbeat in PostgreSQL).", ()),
+    "service_beat_last_send_age_seconds": ("Seconds since beat last handed a task to the broker.", ()),
+    "service_beat_send_failing": ("1 when beat's latest send to the broker failed, 0 otherwise.", ()),
+    "service_workers_alive": ("Celery workers whose heartbeat is within COMPONENT_STALE_SECONDS.", ()),
+    "service_worker_heartbeat_age_seconds": ("Seconds since the most recent heartbeat of any worker.", ()),
 }
 
 
@@ -203,24 +216,65 @@ def domain_samples(scope: Scope, now: datetime | None = None) -> dict[str, list[
     return samples
 
 
-def cached_domain_samples(scope: Scope) -> dict:
+def cached_domain_samples(scope: Scope) -> tuple[dict, bool | None]:
+    """(samples, whether the cache answered: None when caching is off). With Redis down the samples are
+    computed every scrape: monitoring must keep seeing during the outage it reports."""
     seconds = int(getattr(settings, "METRICS_CACHE_SECONDS", 10))
     if seconds <= 0:
-        return domain_samples(scope)
+        return domain_samples(scope), None
     key = f"metrics:domain:{scope.tenant_group}"
-    samples = cache.get(key)
+    try:
+        samples = cache.get(key)
+    except REDIS_ERRORS as exc:
+        cache_dependency.failed(exc)
+        return domain_samples(scope), False
     if samples is None:
         samples = domain_samples(scope)
-        cache.set(key, samples, seconds)
+        try:
+            cache.set(key, samples, seconds)
+        except REDIS_ERRORS as exc:
+            cache_dependency.failed(exc)
+            return samples, False
+    cache_dependency.ok()
+    return samples, True
+
+
+def _cache_answers() -> bool:
+    try:
+        cache.get("metrics:probe")
+    except REDIS_ERRORS as exc:
+        cache_dependency.failed(exc)
+        return False
+    return True
+
+
+def service_samples(cache_up: bool | None) -> dict[str, list[tuple[tuple, float]]]:
+    """The background components' gauges (observability.components) and the two Redis dependencies."""
+    from . import components, health
+
+    samples: dict[str, list[tuple[tuple, float]]] = {name: [] for name in SERVICE_GAUGES}
+
+    def add(name: str, value) -> None:
+        if value is not None:
+            samples[name].append(((), float(value)))
+
+    add("service_broker_up", 1 if health.check_broker() == "ok" else 0)
+    add("service_cache_up", 1 if (cache_up if cache_up is not None else _cache_answers()) else 0)
+    beat, workers = components.beat(), components.workers()
+    add("service_beat_heartbeat_age_seconds", beat.age_seconds)
+    add("service_beat_last_send_age_seconds", beat.send_age_seconds)
+    add("service_beat_send_failing", 1 if beat.state == "cannot_send" else 0)
+    add("service_workers_alive", workers.alive or 0)
+    add("service_worker_heartbeat_age_seconds", workers.age_seconds)
     return samples
 
 
 class _DomainCollector:
-    def __init__(self, samples: dict):
-        self.samples = samples
+    def __init__(self, samples: dict, catalogue: dict = GAUGES):
+        self.samples, self.catalogue = samples, catalogue
 
     def collect(self):
-        for name, (doc, labels) in GAUGES.items():
+        for name, (doc, labels) in self.catalogue.items():
             family = GaugeMetricFamily(name, doc, labels=list(labels))
             for values, value in self.samples.get(name, []):
                 family.add_metric(list(values), value)
@@ -236,5 +290,7 @@ def exposition(scope: Scope) -> bytes:
     else:
         requests = _process_registry
     domain = CollectorRegistry(auto_describe=False)
-    domain.register(_DomainCollector(cached_domain_samples(scope)))
+    samples, cache_up = cached_domain_samples(scope)
+    domain.register(_DomainCollector(samples))
+    domain.register(_DomainCollector(service_samples(cache_up), SERVICE_GAUGES))
     return generate_latest(requests) + generate_latest(domain)

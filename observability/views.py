@@ -13,15 +13,19 @@ from . import health, metrics
 @never_cache
 @require_GET
 def healthz(request):
-    """The process is up and serving: no dependency is touched."""
+    """Liveness: the process is up and answering. No dependency is touched, so an outage of the
+    database or Redis never gets a healthy process restarted."""
     return JsonResponse({"status": "ok"})
 
 
 @never_cache
 @require_GET
 def readyz(request):
-    ready, checks = health.readiness()
-    return JsonResponse({"status": "ok" if ready else "fail", "checks": checks}, status=200 if ready else 503)
+    """200 when this process can serve (database, migrations); beat, workers and broker are reported
+    in ``background`` whatever their state, and never make it 503."""
+    ready, checks, background = health.readiness()
+    body = {"status": "ok" if ready else "fail", "checks": checks, "background": background}
+    return JsonResponse(body, status=200 if ready else 503)
 
 
 @never_cache

@@ -28,10 +28,12 @@ class DrainState(models.TextChoices):
 
 
 class DrainCause(models.TextChoices):
-    """Why a clinic is not ACTIVE: an ADMIN's switch, or the automatic stop on repeated quarantine."""
+    """Why a clinic is not ACTIVE: an ADMIN's switch, the automatic stop on repeated quarantine, or the
+    immediate stop on one privacy-boundary case from a trusted, correctly signed source."""
 
     ADMIN = "ADMIN"
     QUARANTINE_REPEATED = "QUARANTINE_REPEATED"
+    PRIVACY_BOUNDARY = "PRIVACY_BOUNDARY"
 
 
 DRAIN_TRANSITIONS: dict[str, set[str]] = {

@@ -8,7 +8,8 @@ Staff see the same changes, with this row's delivery state, on the console (``se
 
 Outcomes: no applied change (dry run, kept holds, needs-staff proposals) → ``DeliverySkipped
 ("NO_PATIENT_CHANGE")``; job or patient gone → ``DeliverySkipped``; provider failure → retried.
-The notice names the clinic, treatment and times in the clinic's zone: never the assessment.
+The notice names the clinic, treatment and times in the clinic's zone: never the assessment. It ends, like
+every notice, with the patient's opt-out link (``waitlist.notifications.optout_line``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from common.notify import send_patient_notice
 from common.outbox import DeliverySkipped
 from scheduling.models import Appointment
 from scheduling.services.consent import consent_granted, provider_channels
+from waitlist.notifications import optout_line
 from waitlist.reachability import send_window
 from waitlist.services.policy import policy_current
+from waitlist.tokens import optout_link
 
 from .models import CHANGE_OUTCOMES, Outcome, ReevaluationJob
 
@@ -86,6 +89,7 @@ def deliver_job_completed(message: OutboxMessage) -> str:
     with translation.override(patient.language if patient.language in LANGUAGES else "en"):
         subject = _("Your appointment at %(clinic)s changed") % {"clinic": clinic.name}
         body = "\n".join(change_lines(changes, appointments, clinic.timezone)) + "\n"
+    body += optout_line(optout_link(patient), patient.language)  # every notice carries the opt-out link
     window = send_window(policy_current(clinic=clinic), clinic)
     return send_patient_notice(message=message, clinic=clinic, patient=patient, window=window,
                                subject=subject, body=body, now=timezone.now())

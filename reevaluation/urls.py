@@ -11,4 +11,5 @@ urlpatterns = [
         name="reevaluation-event-intake",
     ),
     path("ops/profile-reevaluation", views.ProfileReevaluationOpsView.as_view(), name="reevaluation-ops"),
+    path("ops/profile-reevaluation/drain", views.ReevaluationDrainView.as_view(), name="reevaluation-drain"),
 ]

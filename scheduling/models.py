@@ -11,6 +11,7 @@ from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Lower
 from guardian.models import GroupObjectPermissionBase, UserObjectPermissionBase
 
 from common.models import AppendOnlyQuerySet
@@ -123,6 +124,14 @@ class Patient(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["clinic", "crm_fingerprint"], name="patient_clinic_fingerprint")]
+        # One patient per person in a clinic: the same contact or CRM fingerprint twice would let one person
+        # hold two places on the waitlist (and dodge the weekly cap). Emails compare case-insensitively.
+        constraints = [
+            models.UniqueConstraint(Lower("email"), "clinic", name="patient_one_per_email", condition=~Q(email="")),
+            models.UniqueConstraint(fields=["clinic", "phone"], name="patient_one_per_phone", condition=~Q(phone="")),
+            models.UniqueConstraint(fields=["clinic", "crm_fingerprint"], name="patient_one_per_crm_fingerprint",
+                                    condition=~Q(crm_fingerprint="")),
+        ]
 
     def __str__(self) -> str:
         return self.ref
@@ -365,6 +374,9 @@ class ConsentSource(models.TextChoices):
     STAFF = "STAFF"  # a console or shell operator
     OPT_OUT_LINK = "OPT_OUT_LINK"  # the patient, through the link in a notice (no sign-in)
     IMPORT = "IMPORT"  # seed data or a bulk import
+    # The patient's own new consent (a signed form, a recorded call), entered by staff with a reference to
+    # that evidence: the only way back over the patient's own opt-out.
+    PATIENT_CONSENT = "PATIENT_CONSENT"
 
 
 class ContactConsent(models.Model):
@@ -380,6 +392,10 @@ class ContactConsent(models.Model):
     source = models.CharField(max_length=16, choices=ConsentSource.choices)
     actor = models.CharField(max_length=150, help_text="username, or 'patient' / 'system:<job>'")
     recorded_at = models.DateTimeField()
+    evidence = models.CharField(
+        max_length=200, blank=True, default="",
+        help_text="PATIENT_CONSENT: a reference to the patient's new consent (form or call id), never its content",
+    )
 
     objects = AppendOnlyQuerySet.as_manager()
 

@@ -139,6 +139,9 @@ def user_is_admin(user, clinic: Clinic) -> bool:
 COMMAND_ROLES: dict[str, Role] = {
     # waitlist recovery (flow 9)
     "offer_withdraw": Role.ADMIN,  # the patient may be about to accept it
+    # Declining on the patient's behalf ends their chance as surely as a withdrawal (and suppresses them for
+    # the policy's hours): ADMIN only. The patient's own claim page declines with the patient as owner.
+    "offer_decline": Role.ADMIN,
     "vacancy_close": Role.ADMIN,
     "vacancy_reopen": Role.ADMIN,
     "vacancy_redispatch": Role.STAFF,

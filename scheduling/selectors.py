@@ -21,7 +21,7 @@ def appointment_detail(*, clinic: Clinic, ref: str) -> Appointment:
 def consent_view(*, patient: Patient, limit: int = 50) -> dict:
     """Consent as staff see it: the current state per channel and the newest changes (no contact data)."""
     history = (ContactConsent.objects.filter(patient=patient).order_by("-id")
-               .values("ref", "channel", "state", "source", "actor", "recorded_at")[:limit])
+               .values("ref", "channel", "state", "source", "actor", "recorded_at", "evidence")[:limit])
     return {
         "patient": patient.ref,
         "current": consent_current(patient.pk),
@@ -32,7 +32,7 @@ def consent_view(*, patient: Patient, limit: int = 50) -> dict:
 def consent_recent(*, clinic: Clinic, limit: int = 20) -> list[dict]:
     """The clinic's newest consent changes by patient ref (states and sources; never contact data)."""
     return list(ContactConsent.objects.filter(clinic=clinic).order_by("-id")
-                .values("patient__ref", "channel", "state", "source", "actor", "recorded_at")[:limit])
+                .values("patient__ref", "channel", "state", "source", "actor", "recorded_at", "evidence")[:limit])
 def appointment_page(
     *, clinic: Clinic, limit: int, after: str = "", status: str | None = None, day: date | None = None
 ) -> KeysetPage:

@@ -12,9 +12,11 @@ import hashlib
 import json
 
 from django.conf import settings
+from django.contrib.postgres.constraints import ExclusionConstraint
+from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Q, Value
+from django.db.models import F, Func, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
@@ -35,8 +37,9 @@ ENTRY_TRANSITIONS: dict[str, set[str]] = {
     # Back to WAITING when the offer is declined, expires or is withdrawn by staff.
     EntryStatus.OFFERED: {EntryStatus.ACCEPTED, EntryStatus.WAITING, EntryStatus.WITHDRAWN},
     EntryStatus.ACCEPTED: {EntryStatus.BOOKED, EntryStatus.WAITING, EntryStatus.WITHDRAWN},
-    # Back to WAITING only when the patient releases a standing-acceptance booking.
-    EntryStatus.BOOKED: {EntryStatus.WAITING},
+    # Out of BOOKED only when the patient releases a standing-acceptance booking (WITHDRAWN when another live
+    # entry of theirs already waits for the same treatment and time).
+    EntryStatus.BOOKED: {EntryStatus.WAITING, EntryStatus.WITHDRAWN},
     EntryStatus.WITHDRAWN: set(),
 }
 
@@ -348,6 +351,17 @@ class BookingReliabilityDecision(models.Model):
         return self.decision_ref
 
 
+#: Entry states that hold the patient's place for a window (``wl_entry_one_live_per_window``).
+LIVE_ENTRY_STATUSES = (EntryStatus.WAITING, EntryStatus.OFFERED, EntryStatus.ACCEPTED)
+
+
+class EntryWindow(Func):
+    """``tstzrange(earliest, latest, '[)')``: the entry's window as a range, for the exclusion constraint."""
+
+    function = "TSTZRANGE"
+    output_field = DateTimeRangeField()
+
+
 class WaitlistEntry(models.Model):
     """A patient waiting for a slot of ``treatment`` (with ``practitioner``, or any if empty).
 
@@ -407,6 +421,18 @@ class WaitlistEntry(models.Model):
         verbose_name_plural = "waitlist entries"
         constraints = [
             models.CheckConstraint(condition=Q(latest__gt=F("earliest")), name="wl_entry_window_positive"),
+            # One live entry per patient, treatment and overlapping window: a second one would dodge the weekly
+            # cap and double the patient's chances. ACCEPTED counts: it returns to WAITING when its hold lapses.
+            ExclusionConstraint(
+                name="wl_entry_one_live_per_window",
+                expressions=[
+                    ("clinic", RangeOperators.EQUAL),
+                    ("patient", RangeOperators.EQUAL),
+                    ("treatment", RangeOperators.EQUAL),
+                    (EntryWindow("earliest", "latest", Value("[)")), RangeOperators.OVERLAPS),
+                ],
+                condition=Q(status__in=LIVE_ENTRY_STATUSES),
+            ),
         ]
         indexes = [
             # The matcher's index: equality on (clinic, treatment, practitioner_key) selects one

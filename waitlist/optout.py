@@ -2,7 +2,8 @@
 
 GET shows the patient's current state and one button; POST records REVOKED on every channel (source
 OPT_OUT_LINK) through ``scheduling``'s consent service: a new history row, nothing deleted. A link prefetcher
-(GET) never opts anyone out. A bad token is a plain 404 page. The page speaks the patient's language and shows
+(GET) never opts anyone out. A bad token is a plain 404 page, an expired one (older than
+``WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS``) 410. The page speaks the patient's language and shows
 no contact data.
 """
 
@@ -18,7 +19,7 @@ from scheduling.models import ConsentSource, ConsentState, ContactChannel, Patie
 from scheduling.services.consent import consent_current, consent_record
 
 from .notifications import LANGUAGES
-from .tokens import TokenInvalid, optout_token_read
+from .tokens import TokenExpired, TokenInvalid, optout_token_read
 
 
 def _render(request: HttpRequest, patient: Patient, status: int = 200) -> HttpResponse:
@@ -37,6 +38,8 @@ def optout_page(request: HttpRequest, token: str) -> HttpResponse:
         patient_ref = optout_token_read(token)
     except TokenInvalid:
         return render(request, "waitlist/optout_invalid.html", status=404)
+    except TokenExpired:  # the newest notice carries a fresh link; the clinic can change it too
+        return render(request, "waitlist/optout_invalid.html", status=410)
     patient = Patient.objects.select_related("clinic").filter(ref=patient_ref).first()
     if patient is None:
         return render(request, "waitlist/optout_invalid.html", status=404)

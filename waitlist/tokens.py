@@ -56,16 +56,25 @@ OPTOUT_SALT = "waitlist.optout"
 
 
 def optout_token_make(patient) -> str:
-    """The opt-out link's token: signed, names one patient, never expires (a notice may be read late)."""
+    """The opt-out link's token: signed (timestamped), names one patient, does one thing (opt out: its own
+    salt), and expires after ``WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS``. Every notice mints a fresh one, so a
+    patient always holds a working link; rotating ``DJANGO_SECRET_KEY`` (old key in SECRET_KEY_FALLBACKS
+    until the horizon passes) retires all of them."""
     return signing.dumps({"p": patient.ref}, salt=OPTOUT_SALT, compress=False)
 
 
+def optout_max_age_seconds() -> int:
+    return int(getattr(settings, "WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS", 90)) * 24 * 60 * 60
+
+
 def optout_token_read(token) -> str:
-    """The patient ref of a genuine opt-out token; TokenInvalid otherwise."""
+    """The patient ref of a genuine, unexpired opt-out token; TokenInvalid or TokenExpired otherwise."""
     if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
         raise TokenInvalid()
     try:
-        data = signing.loads(token, salt=OPTOUT_SALT)
+        data = signing.loads(token, salt=OPTOUT_SALT, max_age=optout_max_age_seconds())
+    except signing.SignatureExpired as exc:
+        raise TokenExpired() from exc
     except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
         raise TokenInvalid() from exc
     if not isinstance(data, dict) or not isinstance(data.get("p"), str):

@@ -11,6 +11,14 @@ class SnapshotQuery(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=20)
 
 
+class DrainInput(serializers.Serializer):
+    """An ADMIN's drain change; ``state: ACTIVE`` resumes a clinic stopped by an ADMIN or automatically."""
+
+    clinic = serializers.CharField(max_length=40)
+    state = serializers.ChoiceField(choices=["ACTIVE", "DRAINING", "DRAINED"])
+    reason = serializers.CharField(max_length=500)
+
+
 class RedriveInput(serializers.Serializer):
     """``actor`` is not a field: the actor is the authenticated user, whatever the body says."""
 

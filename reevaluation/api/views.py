@@ -17,8 +17,8 @@ from scheduling.models import Role
 from scheduling.scoping import command_role
 
 from .. import selectors
-from ..services import event_intake, event_intake_oversized, redrive_execute, redrive_preview
-from .serializers import RedriveInput, SnapshotQuery
+from ..services import drain_set, event_intake, event_intake_oversized, redrive_execute, redrive_preview
+from .serializers import DrainInput, RedriveInput, SnapshotQuery
 
 
 class _RawParser(BaseParser):
@@ -126,3 +126,31 @@ class ProfileReevaluationOpsView(ClinicAPIView):
             return 200, result.as_body()
 
         return self.command("reevaluation_redrive", execute)
+
+
+class ReevaluationDrainView(ClinicAPIView):
+    """POST (I), ADMIN with the operate grant: set the clinic's drain state (the console's Drain form). Resuming
+    (``ACTIVE``) is how a clinic stopped by a privacy-boundary case or by repeated quarantine gets its consumer
+    back; audited as ``reevaluation.drain_set``. 409 ``DRAIN_UNCHANGED``, ``DRAIN_TRANSITION_INVALID``,
+    ``DRAIN_LEASES_ACTIVE``."""
+
+    required_role = command_role("drain_set")
+
+    def clinic_ref(self, request, kwargs) -> str | None:
+        clinic_ref = request.data.get("clinic") if isinstance(request.data, dict) else None
+        if not isinstance(clinic_ref, str) or not clinic_ref:
+            raise ValidationFailed("The request is not valid.", fields={"clinic": ["A clinic ref is required."]})
+        return clinic_ref
+
+    @extend_schema(request=DrainInput,
+                   responses={200: OpenApiResponse(description="{clinic, drain_state, drain_cause}")})
+    def post(self, request):
+        clinic, key = self.clinic, request.headers.get("Idempotency-Key") or ""
+
+        def execute(_receipt):
+            data = _validated(DrainInput, request.data)
+            row = drain_set(clinic=clinic, state=data["state"], actor=request.user, reason=data["reason"],
+                            idempotency_key=key)
+            return 200, {"clinic": clinic.ref, "drain_state": row.drain_state, "drain_cause": row.drain_cause or None}
+
+        return self.command("drain_set", execute)

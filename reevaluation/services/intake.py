@@ -39,7 +39,7 @@ from ..models import (
     QuarantineTally,
 )
 from .jobs import record_revision
-from .modes import quarantine_watch
+from .modes import privacy_stop, quarantine_watch
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +243,8 @@ def _validate(body: bytes, key_id: str = "", key: HmacKey | None = None) -> tupl
     # data crossing the boundary: a privacy incident, not a schema nit.
     if set(data) - EVENT_FIELDS:
         tg, clinic = _scope(data)
-        raise _Refused(QuarantineReason.PRIVACY_BOUNDARY, event_id=event_id, tenant_group=tg, clinic=clinic)
+        raise _Refused(QuarantineReason.PRIVACY_BOUNDARY, event_id=event_id, tenant_group=tg, clinic=clinic,
+                       key_id=key_id)
     try:
         occurred = parse_datetime(data["occurredAt"]) if isinstance(data.get("occurredAt"), str) else None
     except ValueError:  # well-formed but impossible, e.g. month 13
@@ -322,11 +323,31 @@ def _quarantine(body: bytes, refused: _Refused, source: str, *, size: int | None
             )
             if case.clinic_id is not None:
                 quarantine_watch(case.clinic_id)  # repeated quarantine drains the clinic (issue 13 part 2)
+        trusted = bool(attribution.get("key_id")) and QUARANTINE_CATEGORY[refused.reason] != QuarantineCategory.TRUST
+        if refused.reason == QuarantineReason.PRIVACY_BOUNDARY and trusted:
+            # Signed by a key we hold: one case stops the consumer (the clinic's; without one, every clinic the
+            # key is bound to), stored or not (issue 26 part 5).
+            for clinic_id in _privacy_targets(attribution):
+                privacy_stop(clinic_id, case_ref=case.ref if case else "", key_id=attribution["key_id"])
     if case is not None:
         logger.warning("reevaluation event quarantined reason=%s case=%s", case.reason_code, case.ref)
     elif count == settings.REEVALUATION_QUARANTINE_STORE_PER_MINUTE + 1:
         logger.warning("reevaluation quarantine rate reached for %s; storing a sample this minute", source)
     return case
+
+
+def _privacy_targets(attribution: dict) -> list[int]:
+    """The consumers a trusted privacy-boundary event stops: its clinic, or, when it names none we know,
+    every clinic of the tenant groups its key is bound to (an unbound key with no clinic stops nothing:
+    the case and its alert remain)."""
+    clinic = attribution.get("clinic")
+    if clinic is not None:
+        return [clinic.pk]
+    key = hmac_keys().get(attribution.get("key_id", ""))
+    if key is None or not key.tenant_groups:
+        return []
+    clinics = Clinic.objects.filter(tenant_group__ref__in=key.tenant_groups).order_by("pk")
+    return list(clinics.values_list("pk", flat=True))
 
 
 #: The one answer to every trust failure: no hint whether the key id, signature, issuer, audience

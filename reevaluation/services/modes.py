@@ -232,6 +232,42 @@ def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
     return True
 
 
+def privacy_stop(clinic_id: int, *, case_ref: str = "", key_id: str = "", source: str = "EVENT") -> bool:
+    """Stop the clinic's consumer at once: raw patient data crossed the boundary from a source we trust
+    (a correctly signed event, or the CRM's own assessment API). One case is an incident, not noise, so
+    no threshold applies (TRUST failures from unknown senders keep ``quarantine_watch``'s threshold and
+    never come here). ACTIVE → DRAINING/DRAINED, cause PRIVACY_BOUNDARY, an audit row and a warning;
+    only an ADMIN's ``drain_set(ACTIVE)`` (console or API) resumes it. Call it in the transaction that
+    records the case. True when this call stopped the clinic."""
+    from scheduling.models import Clinic
+
+    row = ClinicReevaluationSettings.objects.select_for_update(no_key=True).filter(clinic_id=clinic_id).first()
+    if row is None:
+        row = settings_for(Clinic.objects.get(pk=clinic_id), lock=True)
+    detail = {"latest_case": case_ref, "latest_reason_code": "PRIVACY_BOUNDARY", "key_id": key_id[:40],
+              "source": source}
+    if row.drain_state != DrainState.ACTIVE:
+        if row.drain_cause != DrainCause.PRIVACY_BOUNDARY:
+            # Already stopped for another reason: the privacy incident becomes the cause to clear.
+            cas_update(row, drain_cause=DrainCause.PRIVACY_BOUNDARY, drain_detail=detail)
+        return False
+    running = ReevaluationJob.objects.filter(clinic_id=clinic_id, state=JobState.RUNNING).exists()
+    target = DrainState.DRAINING if running else DrainState.DRAINED
+    _drain_move(row, target, _drain_cause(row, target, DrainCause.PRIVACY_BOUNDARY, detail))
+    audit_record(
+        actor=None,
+        action="reevaluation.privacy_stop",
+        clinic=row.clinic,
+        reason=f"PRIVACY_BOUNDARY from a trusted source ({source}), case {case_ref or 'not stored'}",
+        correlation_id=new_correlation_id(),
+        result={"to": target, **detail},
+        system_label="reevaluation",
+    )
+    logger.warning("reevaluation clinic stopped at once clinic_id=%s cause=%s case=%s", clinic_id,
+                   DrainCause.PRIVACY_BOUNDARY, case_ref)
+    return True
+
+
 def drain_refresh() -> int:
     """Beat: a DRAINING clinic with no RUNNING job becomes DRAINED. Returns how many moved."""
     running = ReevaluationJob.objects.filter(state=JobState.RUNNING)
@@ -292,6 +328,7 @@ __all__ = [
     "drain_refresh",
     "drain_set",
     "due_minutes",
+    "privacy_stop",
     "due_override_set",
     "mode_moves",
     "mode_set",

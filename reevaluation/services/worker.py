@@ -41,13 +41,14 @@ from ..models import (
     MutationMode,
     Outcome,
     QuarantineCase,
+    QuarantineReason,
     ReevaluationHead,
     ReevaluationJob,
     ReevaluationOutcome,
 )
 from .dispatch import Claim, dispatch_round
 from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
-from .modes import quarantine_watch, settings_for
+from .modes import privacy_stop, quarantine_watch, settings_for
 
 logger = logging.getLogger(__name__)
 
@@ -264,7 +265,7 @@ def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
             lease_expires_at=None,
             finished_at=timezone.now(),
         )
-        QuarantineCase.objects.create(
+        case = QuarantineCase.objects.create(
             reason_code=error.code,
             category=QUARANTINE_CATEGORY[error.code],
             evidence_digest=error.evidence_digest,
@@ -278,6 +279,9 @@ def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
         )
         _count_failure(job.clinic_id)
         quarantine_watch(job.clinic_id)  # repeated quarantine drains the clinic
+        if error.code == QuarantineReason.PRIVACY_BOUNDARY:
+            # The CRM's own authenticated API sent raw profile data: stop the clinic's consumer at once.
+            privacy_stop(job.clinic_id, case_ref=case.ref, source="ASSESSMENT")
     logger.warning("reevaluation job=%s quarantined code=%s", job.ref, error.code)
     return JobState.FAILED
 

@@ -10,6 +10,7 @@ from common.timefmt import iso_in_zone
 from ..models import (
     Appointment,
     AppointmentStatus,
+    ConsentSource,
     ConsentState,
     ContactChannel,
     Language,
@@ -37,6 +38,15 @@ class ConsentInput(serializers.Serializer):
     channels = serializers.ListField(child=serializers.ChoiceField(choices=ContactChannel.choices), min_length=1,
                                      max_length=2)
     state = serializers.ChoiceField(choices=ConsentState.choices)
+    # The metaclass moves declared fields off the class, so this does not shadow Field.source at run time.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=[(ConsentSource.API, "API"), (ConsentSource.PATIENT_CONSENT, "PATIENT_CONSENT")],
+        default=ConsentSource.API, required=False,
+        help_text="PATIENT_CONSENT: the patient's own new consent, the only way to grant a channel they opted out "
+                  "of; needs state GRANTED and evidence",
+    )
+    evidence = serializers.CharField(max_length=200, required=False, allow_blank=True, default="",
+                                     help_text="a reference to the patient's new consent (form or call record id)")
 
 
 class AppointmentCreateInput(serializers.Serializer):

@@ -98,7 +98,8 @@ class AppointmentDetailView(ClinicAPIView):
 
 class PatientConsentView(ClinicAPIView):
     """A patient's contact consent: the current state per channel and the newest history rows (states, sources and
-    times only, never contact data). POST records a change (source API, actor = the caller)."""
+    times only, never contact data). POST records a change (source API, actor = the caller); a channel the patient
+    opted out of themselves is granted again only as PATIENT_CONSENT with evidence (else 409 CONSENT_OPTED_OUT)."""
 
     @extend_schema(responses={200: OpenApiResponse(description="{patient, current, history}")})
     def get(self, request, clinic, ref):
@@ -110,7 +111,8 @@ class PatientConsentView(ClinicAPIView):
             patient = scoped_get(Patient, self.clinic, ref)
             data = self.validated(ConsentInput)
             services.consent_record(patient=patient, channels=data["channels"], state=data["state"],
-                                    source=ConsentSource.API, actor_label=request.user.get_username())
+                                    source=data.get("source") or ConsentSource.API, evidence=data.get("evidence", ""),
+                                    actor_label=request.user.get_username())
             return 200, selectors.consent_view(patient=patient)
 
         return self.command("consent_record", execute)

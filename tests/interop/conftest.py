@@ -1,1 +1,5 @@
-from tests.support.waitlist_fixtures import frozen_clock, no_broker  # noqa: F401 - modules opt in (usefixtures)
+from tests.support.waitlist_fixtures import (  # noqa: F401 - modules opt in (usefixtures)
+    frozen_clock,
+    no_broker,
+    queued_dispatches,
+)

@@ -1,23 +1,22 @@
 """FHIR R4 read view: valid Slot/Appointment resources (validated by fhir.resources), the status
-mapping, clinic scoping (404 out of scope), keyset paging, and no patient identity beyond a ref."""
+mapping, clinic scoping (404 out of scope, as an OperationOutcome), keyset paging, and no patient identity
+beyond a ref."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from fhir.resources.R4B.appointment import Appointment as FhirAppointment
-from fhir.resources.R4B.bundle import Bundle
 from fhir.resources.R4B.slot import Slot as FhirSlot
 
 from interop.fhir import fhir_id
 from scheduling.models import AppointmentStatus
 from scheduling.services import appointment_book
 from tests.conftest import assert_no_pii, seoul, token_client
+from tests.interop.fhir_helpers import entries, links, outcome, validated
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from tests.worlds import waitlist_world
 
-WINDOW = {"start": seoul(2, 0).isoformat(), "end": seoul(9, 0).isoformat()}
+WINDOW = {"start": [f"ge{seoul(2, 0).isoformat()}", f"lt{seoul(9, 0).isoformat()}"]}
 
 
 pytestmark = pytest.mark.usefixtures("frozen_clock", "no_broker")
@@ -44,12 +43,7 @@ def get(client, clinic, path, **params):
     return client.get(f"/api/v1/clinics/{clinic.ref}/fhir/{path}", params)
 
 
-def resources(response, model):
-    assert response.status_code == 200, response.content
-    assert response["Content-Type"] == "application/fhir+json"
-    bundle = Bundle.model_validate_json(response.content)
-    assert bundle.type == "searchset"
-    return [model.model_validate(entry.resource.model_dump()) for entry in bundle.entry or []]
+resources = entries
 
 
 def test_slots_are_valid_fhir_with_free_tentative_and_busy(schedule):
@@ -77,7 +71,7 @@ def test_appointments_map_proposed_pending_booked_cancelled(schedule):
 def test_an_appointment_names_the_patient_only_by_an_opaque_reference(schedule):
     world, _, _, held, *_ = schedule
     response = get(token_client(world.staff), world.clinic, f"Appointment/{fhir_id(held.ref)}")
-    appointment = FhirAppointment.model_validate_json(response.content)
+    appointment = validated(response)
     patient = next(p for p in appointment.participant if p.actor.reference.startswith("Patient/"))
     assert patient.actor.reference == f"Patient/{fhir_id(held.patient.ref)}"
     assert patient.actor.display is None
@@ -95,16 +89,17 @@ def test_search_bodies_carry_no_patient_data(schedule):
 def test_a_slot_reads_by_id(schedule):
     world, _, free, *_ = schedule
     response = get(token_client(world.staff), world.clinic, f"Slot/{fhir_id(free.ref)}")
-    assert FhirSlot.model_validate_json(response.content).status == "free"
+    assert validated(response).status == "free"
 
 
 def test_another_clinics_resources_are_404_like_missing_ones(schedule, db):
     world, _, _, held, *_ = schedule
     other = waitlist_world()
     client = token_client(other.staff)
-    assert get(client, other.clinic, f"Appointment/{fhir_id(held.ref)}").status_code == 404
-    assert get(client, other.clinic, "Appointment/apt.missing").status_code == 404
-    assert get(client, world.clinic, "Slot", **WINDOW).status_code == 404  # a clinic outside the caller's scope
+    foreign = outcome(get(client, other.clinic, f"Appointment/{fhir_id(held.ref)}"), 404, "not-found")
+    missing = outcome(get(client, other.clinic, "Appointment/apt.missing"), 404, "not-found")
+    assert foreign.model_dump() == missing.model_dump()
+    outcome(get(client, world.clinic, "Slot", **WINDOW), 404, "not-found")  # a clinic outside the caller's scope
 
 
 def test_paging_with_next_links_visits_every_slot_once(schedule):
@@ -116,17 +111,20 @@ def test_paging_with_next_links_visits_every_slot_once(schedule):
     for _ in range(10):
         response = client.get(url, params)
         seen += [s.id for s in resources(response, FhirSlot)]
-        links = {link["relation"]: link["url"] for link in json.loads(response.content).get("link", [])}
-        if "next" not in links:
+        found = links(response)
+        if "next" not in found:
             break
-        url, params = links["next"].replace("http://testserver", ""), None
+        url, params = found["next"].replace("http://testserver", ""), None
     assert seen == everything and len(seen) == 4
 
 
-@pytest.mark.parametrize("params", [{"start": "tomorrow"}, {"start": "2030-12-01T00:00:00"}, {"_count": "0"},
-                                    {"start": "2030-12-01T00:00:00+00:00", "end": "2031-02-01T00:00:00+00:00"}])
-def test_bad_search_parameters_are_a_typed_400(schedule, params):
+@pytest.mark.parametrize("params", [
+    {"start": "tomorrow"}, {"start": "2030-12-01T00:00:00"}, {"_count": "0"}, {"_count": "201"},
+    {"start": "ge9999-12-31T23:59:59-05:00"}, {"start": "9999-12-31T23:59:59-05:00"}, {"start": "lt9999-12-31"},
+    {"start": "0001-01-01T00:00:00+09:00"}, {"start": "2030-13"}, {"start": "2030-02-30"},
+    {"_lastUpdated": "gt9999-12-31T23:59:59.999999-14:00"}, {"status": "maybe"}, {"schedule": "Patient/x"},
+    {"_after": "not-a-cursor"},
+])
+def test_bad_search_parameters_are_a_400_operation_outcome(schedule, params):
     world = schedule[0]
-    response = get(token_client(world.staff), world.clinic, "Slot", **params)
-    assert response.status_code == 400
-    assert json.loads(response.content)["code"] == "VALIDATION_ERROR"
+    outcome(get(token_client(world.staff), world.clinic, "Slot", **params), 400, "invalid")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,11 +13,13 @@ from django.conf import settings
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from observability import components
+
 ROOT = Path(settings.BASE_DIR)
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 RUNBOOK = ROOT / "docs" / "runbook.md"
 #: Identifiers in an expression that are metric names of this service (not functions, labels or keywords).
-METRIC = re.compile(r"\b((?:waitlist|reevaluation|http)_[a-z0-9_]+)\b")
+METRIC = re.compile(r"\b((?:waitlist|reevaluation|http|service)_[a-z0-9_]+)\b")
 
 
 def rules() -> list[dict]:
@@ -38,6 +42,8 @@ def exported(db, settings) -> set[str]:
     """Every sample name a real scrape returns (histograms expose _bucket/_count/_sum)."""
     settings.METRICS_SCRAPE_TOKENS = ["*:alerts-test-token"]
     settings.METRICS_CACHE_SECONDS = 0
+    components.beat_seen("beat@alerts", sent=True)  # ages are absent until beat and a worker showed life
+    components.worker_seen("worker@alerts")
     client = Client()
     client.get("/healthz")  # one observed request so the latency histogram has samples
     body = client.get("/metrics", HTTP_AUTHORIZATION="Bearer alerts-test-token").content.decode()
@@ -69,5 +75,11 @@ def test_the_seeded_alert_topics_are_all_covered():
     alerts = {rule["alert"] for rule in rules()}
     for needed in ("ReevaluationBacklogPastDue", "ReevaluationLeaseRenewalFailures", "ReevaluationRepeatedQuarantine",
                    "WaitlistOutboxDeadLetters", "WaitlistDecisionFeedStale", "WaitlistExhaustedVacanciesRising",
-                   "BeatNotRunning"):
+                   "BeatNotRunning", "BeatCannotSend", "WorkersDown", "BrokerDown", "RedisCacheDown"):
         assert needed in alerts
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool (Debian package prometheus) not installed")
+def test_promtool_accepts_the_rules():
+    done = subprocess.run(["promtool", "check", "rules", str(ALERTS)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -183,3 +183,54 @@ def test_dispatch_slot_gauges_show_slots_held_and_dispatches_waiting(settings):
         waiter.join(timeout=30)
         assert done.wait(timeout=30)
     assert gauges()["waitlist_dispatch_slots_held"] == 0
+
+
+@pytest.fixture
+def redis_down(settings):
+    from common.degrade import cache_dependency
+
+    settings.CACHES = {"default": {**settings.CACHES["default"], "LOCATION": "redis://127.0.0.1:1/0"}}
+    cache_dependency.down = False
+    yield
+    cache_dependency.down = False
+
+
+def _value(exported: dict, name: str) -> float:
+    (sample,) = exported[name].samples
+    return sample.value
+
+
+@pytest.mark.django_db
+def test_metrics_answer_with_redis_down_and_report_the_outage(settings, redis_down):
+    with_token_for(settings)
+    settings.METRICS_CACHE_SECONDS = 10  # the cache is consulted, and it is the thing that is down
+    settings.CELERY_BROKER_URL = "redis://127.0.0.1:1/0"
+    waitlist_world()
+    response = scrape(GLOBAL_TOKEN)
+    assert response.status_code == 200
+    exported = families(response)
+    assert _value(exported, "service_cache_up") == 0
+    assert _value(exported, "service_broker_up") == 0
+    assert "waitlist_offers_active" in exported and exported["waitlist_offers_active"].samples
+
+
+@pytest.mark.django_db
+def test_metrics_report_beat_and_worker_ages(tokens):
+    from datetime import timedelta
+
+    import time_machine
+    from django.utils import timezone
+
+    from observability import components
+
+    with_token_for(tokens)
+    with time_machine.travel(timezone.now() - timedelta(seconds=400), tick=False):
+        components.beat_seen("beat@test", sent=True)
+        components.worker_seen("w@test")
+    components.beat_seen("beat@test", sent=False)
+    exported = families(scrape(GLOBAL_TOKEN))
+    assert _value(exported, "service_beat_heartbeat_age_seconds") < 5
+    assert 395 <= _value(exported, "service_beat_last_send_age_seconds") <= 405
+    assert _value(exported, "service_beat_send_failing") == 1
+    assert _value(exported, "service_workers_alive") == 0
+    assert 395 <= _value(exported, "service_worker_heartbeat_age_seconds") <= 405

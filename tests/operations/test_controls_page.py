@@ -77,6 +77,11 @@ def test_the_page_lists_consent_changes_as_states_without_contact_data(clinic, s
     assert_no_pii(html, [patient])
 
 
+def test_the_page_says_only_the_patients_new_consent_reverses_their_opt_out(clinic, staff_web):
+    html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
+    assert 'data-testid="consent-rule"' in html and "PATIENT_CONSENT" in html and "CONSENT_OPTED_OUT" in html
+
+
 # --- the shadow policy: ADMIN promotes it to ENFORCE or discards it --------------------------------
 
 

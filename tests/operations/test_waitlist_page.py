@@ -327,7 +327,7 @@ def test_decision_freshness_is_one_query_whatever_the_waiting_patients(world, dj
     fresh, expired, renewed, unavailable, missing = (world.patient() for _ in range(5))
     for patient in (fresh, expired, renewed, unavailable, missing):
         world.waiting(patient, fresh=False)
-    world.waiting(fresh, fresh=False)  # a second entry: still one patient
+    world.waiting(fresh, fresh=False, earliest=seoul(10, 0), latest=seoul(17, 0))  # a second entry: still one patient
     decide(fresh, DecisionStatus.FRESH, expires_at=later)
     decide(expired, DecisionStatus.FRESH, expires_at=later, ref="expired-old")
     decide(expired, DecisionStatus.FRESH, expires_at=earlier, ref="expired-new")  # newest wins, and it has expired

@@ -35,9 +35,13 @@ def threshold(settings):
 
 
 def quarantined_event(world, i: int) -> None:
-    """An event with a field beyond the minimum payload: PRIVACY_BOUNDARY, attributed to the clinic."""
+    """An event id used again with another body: EVENT_ID_REUSED, attributed to the clinic. (A privacy-boundary
+    case from a signed source stops the clinic at once: tests/reevaluation/test_privacy_stop.py.)"""
+    event_id = f"reuse-{world.clinic.pk}-{i}-{uuid.uuid4().hex}"
+    fp = rf.fingerprint(f"q-{world.clinic.pk}-{i}-{uuid.uuid4().hex}")
+    post_event(world, fp, 1, eventId=event_id)
     with pytest.raises(DomainError):
-        post_event(world, rf.fingerprint(f"q-{world.clinic.pk}-{i}-{uuid.uuid4().hex}"), 1, score=0.5)
+        post_event(world, fp, 2, eventId=event_id)
 
 
 def row(clinic) -> ClinicReevaluationSettings:
@@ -52,7 +56,7 @@ def test_quarantine_repeated_beyond_the_threshold_drains_the_clinic(world):
     assert settings_row.drain_state == DrainState.DRAINED  # nothing was running
     assert settings_row.drain_cause == "QUARANTINE_REPEATED"
     assert settings_row.drain_detail["quarantine_count"] == 3
-    assert settings_row.drain_detail["latest_reason_code"] == "PRIVACY_BOUNDARY"
+    assert settings_row.drain_detail["latest_reason_code"] == "EVENT_ID_REUSED"
     audit = AuditEntry.objects.get(action="reevaluation.auto_drain")
     assert audit.actor_id is None and audit.result["to"] == "DRAINED"
     post_event(world, world.fp, 1)

@@ -80,6 +80,21 @@ def test_a_job_completed_row_tells_the_patient_what_changed(changed, caplog):
     assert_no_pii(caplog.text, [changed.patient])
 
 
+def test_the_what_changed_notice_carries_a_working_opt_out_link(changed):
+    import re
+
+    from django.test import Client
+
+    from scheduling.services.consent import consent_current
+
+    outbox_deliver_due(worker="test")
+    [sent] = mail.outbox
+    link = re.search(r"https?://[^\s]+(/optout/[^/\s]+/)", sent.body)
+    assert link, sent.body
+    assert Client().post(link.group(1)).status_code == 200
+    assert set(consent_current(changed.patient.pk).values()) == {"REVOKED"}
+
+
 def test_staff_see_what_changed_with_the_notice_state(changed):
     outbox_deliver_due(worker="test")
     rows = selectors.recent_changes(clinic=changed.clinic)

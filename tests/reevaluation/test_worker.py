@@ -434,3 +434,26 @@ def test_stale_settings_copy_is_a_version_conflict(world, admin):
     with pytest.raises(VersionConflict):
         cas_update(stale, mutation_mode="APPLY_PROPOSED")
     assert ClinicReevaluationSettings.objects.get(clinic=world.clinic).mutation_mode == "DRY_RUN"
+
+
+def test_an_assessment_with_raw_profile_data_stops_the_clinic_at_once(scene, crm):
+    """The CRM's authenticated assessment API is a trusted source: one PRIVACY_BOUNDARY case drains the clinic."""
+    from reevaluation.models import DrainState
+
+    rf.enable(scene.clinic, "APPLY_PROPOSED_AND_HELD")
+    crm.mode = "privacy"
+    post_event(scene, scene.fp, 1, crm, constraints=scene.constraints)
+    assert run_round() == [JobState.FAILED]
+    row = ClinicReevaluationSettings.objects.get(clinic=scene.clinic)
+    assert (row.drain_state, row.drain_cause) == (DrainState.DRAINED, "PRIVACY_BOUNDARY")
+    assert row.drain_detail["source"] == "ASSESSMENT"
+
+
+def test_an_untrustworthy_hash_keeps_the_clinic_running(scene, crm):
+    from reevaluation.models import DrainState
+
+    rf.enable(scene.clinic, "APPLY_PROPOSED_AND_HELD")
+    crm.mode = "tamper"
+    post_event(scene, scene.fp, 1, crm, constraints=scene.constraints)
+    assert run_round() == [JobState.FAILED]
+    assert ClinicReevaluationSettings.objects.get(clinic=scene.clinic).drain_state == DrainState.ACTIVE

@@ -139,7 +139,7 @@ class Driver:
     def decline(self):
         ref = self._take_offer()
         if ref is not None:
-            self.call("POST", f"clinics/{self.clinic}/offers/{ref}/decline", {"reason": "soak"})
+            self.call("POST", f"clinics/{self.clinic}/offers/{ref}/decline", {"reason": "soak"}, role="ADMIN")
 
     def expire(self):
         from django.utils import timezone

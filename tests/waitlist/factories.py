@@ -51,3 +51,27 @@ def integration_client(clinic):
     client = token_client(user)
     client.user = user
     return client
+
+
+def lift_entry_window_guard() -> None:
+    """Drop ``wl_entry_one_live_per_window`` for fixtures that reuse a few patients for many overlapping entries
+    (bench-shaped data, generated eligibility cases), as bench/db.py does for its read benchmarks. Inside a
+    test's transaction the drop rolls back with it; a transactional test restores it with
+    ``restore_entry_window_guard``."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE waitlist_waitlistentry DROP CONSTRAINT IF EXISTS wl_entry_one_live_per_window")
+
+
+def restore_entry_window_guard() -> None:
+    """Empty the entries (the flush after a transactional test would) and add the constraint back."""
+    from django.db import connection
+
+    from waitlist.models import WaitlistEntry
+
+    (constraint,) = [c for c in WaitlistEntry._meta.constraints if c.name == "wl_entry_one_live_per_window"]
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE waitlist_waitlistentry CASCADE")
+    with connection.schema_editor() as editor:
+        editor.add_constraint(WaitlistEntry, constraint)

@@ -128,11 +128,35 @@ def test_claim_double_submit_without_a_key_gets_the_same_body(staff_api, base, o
 
 
 def test_decline_and_withdraw_over_http(world, staff_api, admin_api, base, offer):
-    declined = post(staff_api, f"{base}/offers/{offer.ref}/decline", {}, key="d1")
+    declined = post(admin_api, f"{base}/offers/{offer.ref}/decline", {}, key="d1")
     assert declined.status_code == 200 and declined.json()["status"] == "DECLINED"
     again = post(admin_api, f"{base}/offers/{offer.ref}/withdraw", {"reason": "x"})
     assert again.status_code == 409 and again.json()["code"] == "OFFER_NOT_WITHDRAWABLE"
     assert post(admin_api, f"{base}/offers/{offer.ref}/withdraw", {}).status_code == 400  # reason required
+
+
+def test_staff_decline_on_the_patients_behalf_is_403_and_changes_nothing(world, staff_api, base, offer):
+    response = post(staff_api, f"{base}/offers/{offer.ref}/decline", {"reason": "patient called"}, key="d1")
+    assert response.status_code == 403 and response.json()["code"] == "PERMISSION_DENIED"
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.OFFERED and offer.entry.status == EntryStatus.OFFERED
+
+
+def test_an_admin_decline_on_the_patients_behalf_is_audited(world, admin_api, base, offer):
+    from common.models import AuditEntry
+
+    answer = post(admin_api, f"{base}/offers/{offer.ref}/decline", {"reason": "patient called"}, key="d1")
+    assert answer.status_code == 200
+    row = AuditEntry.objects.get(action="waitlist.offer_decline")
+    assert row.target_ref == offer.ref and row.reason == "patient called"
+
+
+def test_the_decline_service_refuses_a_staff_actor_whatever_the_front_end(world, offer):
+    from common.errors import PermissionDenied
+    from waitlist import services
+
+    with pytest.raises(PermissionDenied):
+        services.offer_decline(clinic=world.clinic, offer_ref=offer.ref, actor=world.staff, reason="x")
 
 
 def test_book_needs_an_accepted_hold(world, staff_api, base, offer):

@@ -153,3 +153,61 @@ def test_another_tenants_patient_consent_is_404_like_a_missing_one(world, other_
     response = client.post(base + f"{foreign.ref}/consent", {"channels": ["SMS"], "state": "REVOKED"}, format="json")
     assert response.status_code == 404
     assert consent_current(foreign.pk)["SMS"] == "GRANTED"
+
+
+def test_an_opt_out_link_older_than_its_horizon_is_410_and_opts_nobody_out(world, settings, frozen_clock):
+    from datetime import timedelta
+
+    settings.WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS = 90
+    patient = world.patient()
+    path = _optout_path(patient)
+    frozen_clock.shift(timedelta(days=91))
+    assert page_client().get(path).status_code == 410
+    assert Client().post(path).status_code == 410
+    assert consent_current(patient.pk) == {"EMAIL": "GRANTED", "SMS": "GRANTED"}
+
+
+def _opt_out_by_link(patient) -> None:
+    consent_record(patient=patient, channels=ContactChannel.values, state=ConsentState.REVOKED,
+                   source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
+
+
+def _grant(world, patient, body: dict):
+    return token_client(world.staff).post(f"/api/v1/clinics/{world.clinic.ref}/patients/{patient.ref}/consent",
+                                          body, format="json", HTTP_IDEMPOTENCY_KEY=str(sorted(body.items())))
+
+
+def test_staff_cannot_grant_again_over_the_patients_own_opt_out(world):
+    patient = world.patient()
+    _opt_out_by_link(patient)
+    response = _grant(world, patient, {"channels": ["EMAIL", "SMS"], "state": "GRANTED"})
+    assert response.status_code == 409 and response.json()["code"] == "CONSENT_OPTED_OUT"
+    assert sorted(response.json()["fields"]["channels"]) == ["EMAIL", "SMS"]
+    assert consent_current(patient.pk) == {"EMAIL": "REVOKED", "SMS": "REVOKED"}
+
+
+def test_the_patients_new_consent_with_evidence_grants_again_and_is_recorded_as_such(world):
+    patient = world.patient()
+    _opt_out_by_link(patient)
+    response = _grant(world, patient, {"channels": ["EMAIL"], "state": "GRANTED", "source": "PATIENT_CONSENT",
+                                       "evidence": "signed form F-2031"})
+    assert response.status_code == 200, response.content
+    assert consent_current(patient.pk) == {"EMAIL": "GRANTED", "SMS": "REVOKED"}
+    row = ContactConsent.objects.filter(patient=patient).latest("id")
+    assert (row.source, row.evidence, row.actor) == ("PATIENT_CONSENT", "signed form F-2031", world.staff.username)
+    assert response.json()["history"][0]["evidence"] == "signed form F-2031"
+
+
+def test_the_patients_new_consent_needs_evidence(world):
+    patient = world.patient()
+    _opt_out_by_link(patient)
+    response = _grant(world, patient, {"channels": ["SMS"], "state": "GRANTED", "source": "PATIENT_CONSENT"})
+    assert response.status_code == 400 and "evidence" in response.json()["fields"]
+    assert consent_current(patient.pk)["SMS"] == "REVOKED"
+
+
+def test_a_staff_revocation_can_still_be_undone_by_staff(world):
+    patient = world.patient()
+    _revoke(patient, [ContactChannel.SMS])
+    assert _grant(world, patient, {"channels": ["SMS"], "state": "GRANTED"}).status_code == 200
+    assert consent_current(patient.pk)["SMS"] == "GRANTED"

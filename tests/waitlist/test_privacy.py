@@ -45,7 +45,7 @@ def test_a_full_flow_leaks_no_patient_data(world, staff_api, caplog, on_commit):
         first, second = Offer.objects.order_by("pk")
         answers.append(
             post(
-                staff_api, f"{base}/offers/{first.ref}/decline", {"reason": "busy"}, key="d"
+                admin_api, f"{base}/offers/{first.ref}/decline", {"reason": "busy"}, key="d"
             ).content.decode()
         )
         cascade = Offer.objects.filter(vacancy=first.vacancy).exclude(pk=first.pk).first()

@@ -17,9 +17,14 @@ from waitlist.models import DispatchNote, OfferEvent, OfferStatus
 
 
 def test_the_api_decline_reason_is_stored_and_shown(world, staff_api):
+    from scheduling.models import Role
+    from tests import factories as f
+    from tests.conftest import token_client
+
     offer = make_offer(world)
     base = f"/api/v1/clinics/{world.clinic.ref}/offers/{offer.ref}"
-    response = staff_api.post(f"{base}/decline", {"reason": "TIME_NOT_SUITABLE"}, format="json")
+    admin_api = token_client(f.user_with_role(world.clinic, Role.ADMIN))  # a decline on the patient's behalf
+    response = admin_api.post(f"{base}/decline", {"reason": "TIME_NOT_SUITABLE"}, format="json")
     assert response.status_code == 200 and response.json()["decline_reason"] == "TIME_NOT_SUITABLE"
     shown = staff_api.get(base).json()
     assert (shown["status"], shown["decline_reason"]) == ("DECLINED", "TIME_NOT_SUITABLE")

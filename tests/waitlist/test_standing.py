@@ -239,3 +239,13 @@ def test_the_declined_page_offers_to_book_automatically_next_time(world):
     offer = make_offer(world, world.patient(language="en"))
     page = submit(page_client(), claim_path(offer), "decline").content.decode()
     assert 'data-testid="standing-link"' in page and "/standing/" in page
+
+
+def test_a_release_while_the_patient_waits_again_on_another_entry_ends_the_released_one(world):
+    entry = world.waiting()
+    _vacancy, offer = booked(world, entry)
+    again = world.waiting(entry.patient, earliest=entry.earliest, latest=entry.latest)
+    services.standing_release(clinic=world.clinic, offer_ref=offer.ref, patient=entry.patient)
+    entry.refresh_from_db()
+    again.refresh_from_db()
+    assert entry.status == EntryStatus.WITHDRAWN and again.status == EntryStatus.WAITING

@@ -250,10 +250,16 @@ def _close_offer_command(view: ClinicAPIView, ref: str, *, command: str, service
 
 
 class OfferDeclineView(ClinicAPIView):
+    """ADMIN: a decline on the patient's behalf (the patient declines on the claim page); STAFF get 403
+    PERMISSION_DENIED and nothing changes."""
+
+    required_role = command_role("offer_decline")
+
     @extend_schema(request=OptionalReasonInput, responses=_ok("{status, version, reason_code, decline_reason}"))
     def post(self, request, clinic, ref):
         return _close_offer_command(
-            self, ref, command="offer_decline", service=services.offer_decline, input_class=OptionalReasonInput
+            self, ref, command="offer_decline", service=services.offer_decline, input_class=OptionalReasonInput,
+            idempotency_key=_idempotency_key(request),
         )
 
 

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from common.cas import cas_update
-from common.errors import Conflict, PermissionDenied, ValidationFailed, VersionConflict
+from common.errors import (
+    Conflict,
+    EntryDuplicate,
+    PermissionDenied,
+    ValidationFailed,
+    VersionConflict,
+    constraint_violated,
+)
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
 from scheduling.scoping import scoped_get, user_is_admin
 
 from ..locks import lock_entry, lock_offer_chain
-from ..models import ACTIVE_OFFER_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
+from ..models import ACTIVE_OFFER_STATUSES, LIVE_ENTRY_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
 from ._shared import actor_label, command_audit
 from .promotion import close_offer
 
@@ -36,6 +43,9 @@ def entry_create(
     """Put a patient on the waitlist (WAITING) for a slot inside [earliest, latest].
 
     A non-zero ``priority_rank`` is a staff priority edit: ADMIN only (checked by the API) and audited.
+    A second live entry (WAITING, OFFERED or ACCEPTED) of the patient for the treatment whose window overlaps
+    is refused, not merged (``EntryDuplicate``, 409 ``ENTRY_DUPLICATE``): the exclusion constraint
+    ``wl_entry_one_live_per_window`` decides, so two racing requests cannot both get in.
     """
     wrong = [
         name
@@ -47,21 +57,38 @@ def entry_create(
     if latest <= earliest:
         raise ValidationFailed(fields={"latest": ["Must be after earliest."]})
     with transaction.atomic():
-        entry = WaitlistEntry.objects.create(
-            clinic=clinic,
-            tenant_group_id=clinic.tenant_group_id,
-            patient=patient,
-            treatment=treatment,
-            practitioner=practitioner,
-            resource_kind=resource_kind,
-            earliest=earliest,
-            latest=latest,
-            priority_rank=priority_rank,
-            waiting_since=now or timezone.now(),
-        )
+        try:
+            with transaction.atomic():
+                entry = WaitlistEntry.objects.create(
+                    clinic=clinic,
+                    tenant_group_id=clinic.tenant_group_id,
+                    patient=patient,
+                    treatment=treatment,
+                    practitioner=practitioner,
+                    resource_kind=resource_kind,
+                    earliest=earliest,
+                    latest=latest,
+                    priority_rank=priority_rank,
+                    waiting_since=now or timezone.now(),
+                )
+        except IntegrityError as exc:
+            if constraint_violated(exc) != "wl_entry_one_live_per_window":
+                raise
+            raise _duplicate(clinic, patient, treatment, earliest, latest) from None
         if priority_rank:
             _priority_audit(entry, actor=actor, previous=0, reason="set at creation", idempotency_key=idempotency_key)
         return entry
+
+
+def _duplicate(clinic: Clinic, patient: Patient, treatment: Treatment, earliest: datetime,
+               latest: datetime) -> EntryDuplicate:
+    existing = (WaitlistEntry.objects.filter(clinic=clinic, patient=patient, treatment=treatment,
+                                             status__in=LIVE_ENTRY_STATUSES, earliest__lt=latest, latest__gt=earliest)
+                .values_list("ref", flat=True).first())
+    return EntryDuplicate(
+        "The patient already waits for this treatment in an overlapping window; change or withdraw that entry.",
+        fields={"existing": [existing or ""]},
+    )
 
 
 def _priority_audit(entry: WaitlistEntry, *, actor, previous: int, reason: str, idempotency_key: str,

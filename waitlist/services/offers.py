@@ -19,6 +19,7 @@ from common.refs import new_ref
 from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
+from scheduling.scoping import require_command_role
 from scheduling.services import hold_extend
 
 from ..decisions import Decision, decision_from_json, get_decision_provider
@@ -265,13 +266,20 @@ def offer_decline(
     patient: Patient | None = None,
     now: datetime | None = None,
     correlation_id: str = "",
+    idempotency_key: str = "",
 ) -> Offer:
     """OFFERED → DECLINED: release the hold, suppress the entry for the policy's hours, cascade.
 
     ``reason`` (a code or a short note, at most 200 characters) is stored on the offer
     (``decline_reason``) and in the event. Declining a DECLINED offer again is a no-op.
+    The patient (``patient``, from their claim page) may decline their own offer; a signed-in ``actor``
+    declines on the patient's behalf, which is an ADMIN command (``COMMAND_ROLES``), audited.
     """
     now = now or timezone.now()
+    on_behalf = patient is None and getattr(actor, "is_authenticated", False)
+    if on_behalf:
+        require_command_role(actor, clinic, "offer_decline")
+    correlation_id = correlation_id or new_correlation_id()
     with transaction.atomic():
         locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
         _owner_check(locks, patient)
@@ -285,7 +293,7 @@ def offer_decline(
         if expected_version is not None and offer.version != expected_version:
             raise VersionConflict("The offer was changed; reload it.")
         policy = policy_current(clinic=clinic)
-        return close_offer(
+        offer = close_offer(
             locks,
             to_status=OfferStatus.DECLINED,
             reason_code="DECLINED",
@@ -297,6 +305,10 @@ def offer_decline(
             detail={"decline_reason": (reason or "")[:200]},
             decline_reason=(reason or "")[:200],
         )
+        if on_behalf:
+            command_audit(offer, action="offer_decline", actor=actor, clinic=clinic, reason=reason or "DECLINED",
+                          correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="decline")
+        return offer
 
 
 # The send window held the notice back (``common.notify`` deferral codes); a provider failure is not one.

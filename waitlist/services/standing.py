@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from common.cas import cas_update
@@ -206,9 +206,17 @@ def _entry_waits_again(locks: OfferLocks, *, now: datetime) -> None:
     """BOOKED → WAITING, held back (as after a decline) from offers like the released one."""
     policy = policy_current(clinic=locks.vacancy.clinic)
     similar = policy.decline_suppression_scope == SuppressionScope.SIMILAR
-    cas_update(
-        locks.entry, expected_status=EntryStatus.BOOKED, status=EntryStatus.WAITING,
-        suppressed_until=now + timedelta(hours=policy.decline_suppression_hours),
-        suppressed_practitioner_id=locks.vacancy.practitioner_id if similar else None,
-        suppressed_like_start=locks.vacancy.starts_at if similar else None,
-    )
+    try:
+        with transaction.atomic():
+            cas_update(
+                locks.entry, expected_status=EntryStatus.BOOKED, status=EntryStatus.WAITING,
+                suppressed_until=now + timedelta(hours=policy.decline_suppression_hours),
+                suppressed_practitioner_id=locks.vacancy.practitioner_id if similar else None,
+                suppressed_like_start=locks.vacancy.starts_at if similar else None,
+            )
+    except IntegrityError:
+        # The patient joined the list again meanwhile for the same treatment and time (one live entry per
+        # patient, treatment and window: ``wl_entry_one_live_per_window``): that entry waits; this one ends.
+        locks.entry.refresh_from_db()
+        cas_update(locks.entry, expected_status=EntryStatus.BOOKED, status=EntryStatus.WITHDRAWN,
+                   withdraw_reason="STANDING_RELEASED: another entry of the patient waits")

@@ -1,0 +1,256 @@
+"""Outbound: R4 rest-hook Subscriptions (docs/fhir.md "Subscriptions").
+
+Changes are captured by PostgreSQL triggers (``ResourceChange``, written in the changing transaction by
+whatever service changed the row), fanned out by a beat task to the matching subscriptions as outbox
+messages (so delivery is after commit, leased, retried with back-off and DEAD after the outbox's bound),
+and POSTed, signed, by the outbox handler. A subscriber that keeps failing moves its subscription to
+``error``; delivery runs in the outbox worker, never inside dispatch or a claim.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import secrets
+from urllib.parse import urlsplit
+from zoneinfo import ZoneInfo
+
+import requests
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.http import QueryDict
+from fhir.resources.R4B.subscription import Subscription as FhirSubscription
+
+from common.errors import NotFound, Unprocessable
+from common.outbox import DeliveryFailed, DeliverySkipped
+from common.services import audit_record, outbox_enqueue
+from scheduling.models import Appointment, Clinic
+from waitlist.models import Vacancy
+
+from .. import fhir
+from .. import search as s
+from ..models import ResourceChange, SentState, Subscription, SubscriptionStatus
+
+logger = logging.getLogger(__name__)
+
+TOPIC = "fhir.subscription"
+FHIR_JSON = "application/fhir+json"
+SECRET_EXTENSION = "urn:clinic-waitlist:subscription-signing-secret"
+RESERVED_HEADERS = {"content-type", "content-length", "host", "x-signature", "x-subscription", "x-notification"}
+_HEADER = re.compile(r"^[A-Za-z0-9-]{1,64}:[ \t]*[\x20-\x7e]{0,500}$")
+
+
+def error_after() -> int:
+    """Consecutive failed POSTs after which a subscription is set to ``error`` (and no longer sent)."""
+    return getattr(settings, "FHIR_SUBSCRIPTION_ERROR_AFTER", 3)
+
+
+# --- criteria ---
+
+def _handlers(resource_type: str, slot_status: str = "free") -> dict[str, s.Handler]:
+    return fhir.APPOINTMENT_HANDLERS if resource_type == "Appointment" else fhir.slot_handlers(slot_status)
+
+
+def _criteria(criteria: str) -> tuple[str, QueryDict]:
+    resource_type, _, query = criteria.partition("?")
+    if resource_type not in ("Appointment", "Slot"):
+        raise Unprocessable("criteria must search Appointment or Slot.", fields={"criteria": ["resource type"]})
+    return resource_type, QueryDict(query)
+
+
+def _matches(queryset, subscription: Subscription, zone: ZoneInfo, slot_status: str = "free") -> bool:
+    resource_type, params = _criteria(subscription.criteria)
+    parsed = s.parse(params, _handlers(resource_type, slot_status), zone=zone, strict=True)
+    return queryset.filter(parsed.where).exists()
+
+
+# --- the resource ---
+
+def to_fhir(subscription: Subscription, *, with_secret: bool = False) -> FhirSubscription:
+    channel: dict = {"type": "rest-hook", "endpoint": subscription.endpoint}
+    if subscription.payload:
+        channel["payload"] = subscription.payload
+    if subscription.headers:
+        channel["header"] = list(subscription.headers)
+    data: dict = {
+        "id": fhir.fhir_id(subscription.ref),
+        "meta": {"versionId": str(subscription.version),
+                 "lastUpdated": subscription.updated_at.isoformat()},
+        "status": subscription.status,
+        "reason": subscription.reason or "EHR integration",
+        "criteria": subscription.criteria,
+        "channel": channel,
+    }
+    if subscription.error:
+        data["error"] = subscription.error
+    if with_secret:
+        data["extension"] = [{"url": SECRET_EXTENSION, "valueString": subscription.secret}]
+    return FhirSubscription(**data)
+
+
+def subscription_create(*, clinic: Clinic, owner, resource: FhirSubscription) -> Subscription:
+    """Validate the R4 Subscription (rest-hook, criteria we can evaluate, an http(s) endpoint) and activate it.
+    Audited."""
+    channel = resource.channel
+    if channel is None or channel.type != "rest-hook":
+        raise Unprocessable("Only the rest-hook channel is supported.", fields={"channel.type": ["not supported"]})
+    endpoint = channel.endpoint or ""
+    if urlsplit(endpoint).scheme not in ("http", "https") or not urlsplit(endpoint).netloc or len(endpoint) > 500:
+        raise Unprocessable("channel.endpoint must be an http(s) URL.", fields={"channel.endpoint": ["invalid"]})
+    if channel.payload not in (None, FHIR_JSON, "application/json"):
+        raise Unprocessable("channel.payload is application/fhir+json or absent.",
+                            fields={"channel.payload": ["not supported"]})
+    headers = list(channel.header or [])
+    if len(headers) > 10 or any(not _HEADER.match(h) or h.split(":")[0].strip().lower() in RESERVED_HEADERS
+                                for h in headers):
+        raise Unprocessable("channel.header: at most 10 'Name: value' lines, none of ours.",
+                            fields={"channel.header": ["invalid"]})
+    criteria = resource.criteria or ""
+    if len(criteria) > 500:
+        raise Unprocessable("criteria is at most 500 characters.", fields={"criteria": ["length"]})
+    resource_type, params = _criteria(criteria)
+    s.parse(params, _handlers(resource_type), zone=ZoneInfo(clinic.timezone), strict=True)
+    with transaction.atomic():
+        subscription = Subscription.objects.create(
+            clinic=clinic, owner=owner, resource_type=resource_type, criteria=criteria,
+            reason=(resource.reason or "")[:200], endpoint=endpoint, headers=headers,
+            payload=FHIR_JSON if channel.payload else "", secret=secrets.token_hex(32),
+            status=SubscriptionStatus.ACTIVE)
+        audit_record(actor=owner, action="fhir_subscription_create", clinic=clinic, target_ref=subscription.ref,
+                     result={"criteria": criteria})
+    return subscription
+
+
+def subscription_get(*, clinic: Clinic, resource_id: str) -> Subscription:
+    found = Subscription.objects.filter(clinic=clinic, ref=fhir.ref_of(resource_id)).first()
+    if found is None:
+        raise NotFound()
+    return found
+
+
+def subscription_delete(*, clinic: Clinic, actor, resource_id: str) -> None:
+    with transaction.atomic():
+        subscription = subscription_get(clinic=clinic, resource_id=resource_id)
+        SentState.objects.filter(subscription=subscription).delete()
+        subscription.delete()
+        audit_record(actor=actor, action="fhir_subscription_delete", clinic=clinic,
+                     target_ref=fhir.ref_of(resource_id))
+
+
+# --- fan-out: captured changes → outbox messages ---
+
+def _current(clinic: Clinic, kind: str, row_id: int):
+    """(resource, signature, queryset of the row, slot status) as the FHIR view shows it now, or None."""
+    if kind == "appointment":
+        row = fhir.appointment_rows(clinic).filter(pk=row_id).first()
+        if row is None:
+            return None
+        resource = fhir.appointments([row], clinic)[0]
+        signature = f"{row['status']}|{row['starts_at'].isoformat()}|{row['practitioner__ref']}"
+        return resource, signature, Appointment.objects.filter(pk=row_id), "free"
+    row = fhir.vacancy_rows(clinic).filter(pk=row_id).first()
+    if row is None:
+        return None
+    resource, status = fhir.vacancy_slot(clinic, row)
+    return resource, status, Vacancy.objects.filter(pk=row_id), status
+
+
+def _changed(subscription: Subscription, resource_id: str, signature: str) -> bool:
+    """Record ``signature`` as told; False when the subscriber was already told exactly this."""
+    try:
+        with transaction.atomic():
+            state, created = SentState.objects.get_or_create(
+                subscription=subscription, resource_id=resource_id, defaults={"signature": signature})
+    except IntegrityError:
+        created = False
+    if created:
+        return True
+    state = SentState.objects.select_for_update(no_key=True).get(subscription=subscription, resource_id=resource_id)
+    if state.signature == signature:
+        return False
+    SentState.objects.filter(pk=state.pk).update(signature=signature)
+    return True
+
+
+def subscriptions_fanout(*, limit: int = 500) -> int:
+    """One bounded round: take captured changes (SKIP LOCKED, so rounds may overlap), enqueue one outbox
+    message per matching subscription whose subscriber has not been told this state yet, drop the changes.
+    Returns the messages enqueued. Changes committed after the round are taken by the next one."""
+    enqueued = 0
+    with transaction.atomic():
+        changes = list(ResourceChange.objects.select_for_update(skip_locked=True, no_key=True).order_by("id")
+                       .values_list("id", "clinic_id", "kind", "row_id")[:limit])
+        if not changes:
+            return 0
+        subscriptions: dict[int, list[Subscription]] = {}
+        for subscription in Subscription.objects.filter(
+                clinic_id__in={c[1] for c in changes}, status=SubscriptionStatus.ACTIVE).select_related(
+                "clinic__tenant_group").order_by("pk"):
+            subscriptions.setdefault(subscription.clinic_id, []).append(subscription)
+        for clinic_id, kind, row_id in dict.fromkeys((c[1], c[2], c[3]) for c in changes):
+            wanted = [sub for sub in subscriptions.get(clinic_id, [])
+                      if sub.resource_type == ("Appointment" if kind == "appointment" else "Slot")]
+            if not wanted:
+                continue
+            clinic = wanted[0].clinic
+            current = _current(clinic, kind, row_id)
+            if current is None:
+                continue
+            resource, signature, queryset, slot_status = current
+            zone = ZoneInfo(clinic.timezone)
+            for subscription in wanted:
+                if not _matches(queryset, subscription, zone, slot_status):
+                    continue
+                if not _changed(subscription, f"{resource.get_resource_type()}/{resource.id}", signature):
+                    continue
+                outbox_enqueue(topic=TOPIC, tenant_group_ref=clinic.tenant_group.ref, clinic_ref=clinic.ref,
+                               aggregate_ref=subscription.ref, channel="rest-hook",
+                               payload={"subscription": subscription.ref,
+                                        "resource": json.loads(resource.model_dump_json(exclude_none=True))})
+                enqueued += 1
+        ResourceChange.objects.filter(id__in=[c[0] for c in changes]).delete()
+    return enqueued
+
+
+# --- delivery (the outbox handler) ---
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def _failed(subscription: Subscription, code: str) -> None:
+    Subscription.objects.filter(pk=subscription.pk, status=SubscriptionStatus.ACTIVE).update(
+        consecutive_failures=F("consecutive_failures") + 1, version=F("version") + 1)
+    erred = Subscription.objects.filter(pk=subscription.pk, status=SubscriptionStatus.ACTIVE,
+                                        consecutive_failures__gte=error_after()).update(
+        status=SubscriptionStatus.ERROR, error=f"The endpoint kept failing ({code}).", version=F("version") + 1)
+    if erred:
+        logger.warning("fhir subscription %s set to error after %s failures code=%s", subscription.ref,
+                       error_after(), code)
+
+
+def deliver_notification(message) -> str:
+    """POST the resource to the subscriber, signed (``X-Signature: sha256=<HMAC of the body>``)."""
+    subscription = Subscription.objects.filter(ref=message.payload.get("subscription", "")).first()
+    if subscription is None or subscription.status != SubscriptionStatus.ACTIVE:
+        raise DeliverySkipped("SUBSCRIPTION_INACTIVE")
+    body = json.dumps(message.payload["resource"]).encode() if subscription.payload else b""
+    headers = {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in subscription.headers)}
+    headers.update({"Content-Type": FHIR_JSON, "X-Signature": sign(subscription.secret, body),
+                    "X-Subscription": fhir.fhir_id(subscription.ref), "X-Notification": message.ref})
+    try:
+        response = requests.post(subscription.endpoint, data=body, headers=headers, allow_redirects=False,
+                                 timeout=getattr(settings, "FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", 5))
+    except requests.RequestException:
+        _failed(subscription, "CONNECT_ERROR")
+        raise DeliveryFailed("CONNECT_ERROR") from None
+    if not 200 <= response.status_code < 300:
+        _failed(subscription, f"HTTP_{response.status_code}")
+        raise DeliveryFailed(f"HTTP_{response.status_code}")
+    if subscription.consecutive_failures:
+        Subscription.objects.filter(pk=subscription.pk).update(consecutive_failures=0)
+    return "rest-hook"
