@@ -38,6 +38,7 @@ class PolicySpec:
     decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read
     use_priority: bool = True  # False: every entry rank 0 (the peer has no priority)
     use_practitioner: bool = True  # False: entries take any practitioner (the peer ignores preferences)
+    standing_acceptance: bool = True  # the policy field; False: nobody is booked automatically (the peer has none)
     extra: dict = field(default_factory=dict)  # further policy fields, or a modelled policy's own knobs
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
     shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
@@ -120,7 +121,9 @@ def policy_fields(spec: PolicySpec, month: Month) -> dict:
         "contact_cap_per_day": spec.contact_cap_per_day or None,
         "decision_gate": spec.decision_gate,
         "confirmation": "ON_ACCEPT",  # the claim page's accept books at once (the peer's rule too)
+        "standing_acceptance": spec.standing_acceptance,
     }
+    values = {k: v for k, v in values.items() if k in PUBLISHABLE_FIELDS or k != "standing_acceptance"}
     values.update({k: v for k, v in spec.extra.items() if k in PUBLISHABLE_FIELDS})
     return values
 
@@ -193,6 +196,13 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
     )
     world.entry_refs[entry.key] = row.ref
     world.entry_ids[entry.key] = row.pk
+    notice = world.month.standing_notice(entry.key)
+    if notice is not None and world.spec.standing_acceptance:
+        # The patient ticks "book me automatically" when they join (the API's word for them).
+        from waitlist.services import standing_acceptance_record
+
+        standing_acceptance_record(clinic=world.clinic, entry_ref=row.ref, state="GRANTED", source="API",
+                                   min_notice_minutes=notice, reason="joined with automatic booking", now=now)
 
 
 def eligible_vacancies(world: World, entry_key: str, vacancy_refs: list[str], now: datetime) -> list[str]:
@@ -255,14 +265,30 @@ def cancel(world: World, booking: Booking, now: datetime) -> str | None:
 
 
 def dispatch(world: World, vacancy_ref: str, now: datetime) -> tuple[str, int | None]:
-    """(outcome or refusal code, the offered entry's id when an offer was made)."""
+    """(outcome or refusal code, the offered entry's id when an offer was made: OFFERED, or BOOKED under the
+    entry's standing acceptance)."""
     from waitlist.services import vacancy_dispatch
 
     try:
         result = vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy_ref, now=now)
     except DomainError as exc:
         return exc.code, None
-    return result.outcome, result.offer.entry_id if result.outcome == "OFFERED" and result.offer else None
+    made = result.outcome in ("OFFERED", "BOOKED") and result.offer
+    return result.outcome, result.offer.entry_id if made else None
+
+
+def release(world: World, offer_ref: str, now: datetime) -> tuple[str, str | None]:
+    """The patient follows the booking notice's release link: (RELEASED and the reopened vacancy's ref, or the
+    refusal code and None). The product reopens the same vacancy; the engine dispatches it (the cascade)."""
+    from waitlist.models import Offer
+    from waitlist.services import standing_release
+
+    offer = Offer.objects.get(clinic=world.clinic, ref=offer_ref)
+    try:
+        _, vacancy = standing_release(clinic=world.clinic, offer_ref=offer_ref, patient=offer.patient, now=now)
+    except DomainError as exc:
+        return exc.code, None
+    return "RELEASED", vacancy.ref
 
 
 def review(world: World, vacancy_ref: str, now: datetime) -> str:
@@ -352,7 +378,8 @@ def offers_since(world: World, last_id: int) -> list:
     from waitlist.models import Offer
 
     return list(Offer.objects.filter(clinic=world.clinic, id__gt=last_id).order_by("id")
-                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at", "created_at"))
+                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at", "created_at",
+                        "standing", "release_until"))
 
 
 def offer_states(world: World, refs: list[str]) -> dict[str, str]:
@@ -361,12 +388,17 @@ def offer_states(world: World, refs: list[str]) -> dict[str, str]:
     return dict(Offer.objects.filter(clinic=world.clinic, ref__in=refs).values_list("ref", "status"))
 
 
-def notices(refs: list[str]) -> dict[str, tuple]:
-    """offer ref → (status, sent_at, next_attempt_at) of its ``waitlist.offer_made`` message."""
+def notices(refs: list[str], standing: list[str] | None = None) -> dict[str, tuple]:
+    """offer ref → (status, sent_at, next_attempt_at) of its ``waitlist.offer_made`` message, and for the
+    ``standing`` offers (booked at once) of their ``waitlist.booking_confirmed`` message instead."""
     from common.models import OutboxMessage
 
     rows = OutboxMessage.objects.filter(topic="waitlist.offer_made", aggregate_ref__in=refs)
-    return {r.aggregate_ref: (r.status, r.sent_at, r.next_attempt_at) for r in rows}
+    found = {r.aggregate_ref: (r.status, r.sent_at, r.next_attempt_at) for r in rows}
+    if standing:
+        booked = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", payload__offer__in=standing)
+        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at) for r in booked}
+    return found
 
 
 def open_vacancies_without_offer(world: World, now: datetime) -> list[tuple[str, str]]:
@@ -387,23 +419,31 @@ def export(world: World) -> dict:
 
     entry_keys = {ref: key for key, ref in world.entry_refs.items()}
     booking_keys = {f"appointment:{ref}": key for key, ref in world.appointment_refs.items()}
-    booked_at = dict(OfferEvent.objects.filter(clinic=world.clinic, reason_code="BOOKED")
+    # The booking that stands: the BOOKED event of the vacancy's offer still ACCEPTED (a released standing
+    # booking's offer is WITHDRAWN, and its vacancy counts only if the cascade refilled it).
+    booked_at = dict(OfferEvent.objects.filter(clinic=world.clinic, reason_code="BOOKED", offer__status="ACCEPTED")
                      .values_list("offer__vacancy_id", "created_at"))
     vacancies = []
     for v in Vacancy.objects.filter(clinic=world.clinic).order_by("id"):
         vacancies.append({"key": booking_keys[v.vacancy_key], "opened_at": v.created_at, "starts_at": v.starts_at,
-                          "filled_at": booked_at.get(v.pk), "status": v.status,
+                          "filled_at": booked_at.get(v.pk) if v.status == "FILLED" else None, "status": v.status,
                           "exhausted": v.exhausted_at is not None and v.status != "FILLED"})
     sent = dict(OutboxMessage.objects.filter(clinic_ref=world.clinic.ref, topic="waitlist.offer_made",
                                              sent_at__isnull=False).values_list("aggregate_ref", "sent_at"))
+    # A standing booking's one notice is its booking confirmation (no offer notice is sent for it).
+    sent |= {payload["offer"]: at for payload, at in OutboxMessage.objects.filter(
+        clinic_ref=world.clinic.ref, topic="waitlist.booking_confirmed", sent_at__isnull=False,
+        payload__has_key="release_until").values_list("payload", "sent_at")}
     closed = dict(OfferEvent.objects.filter(clinic=world.clinic).exclude(to_status__in=["OFFERED", "ACCEPTED"])
                   .values_list("offer_id", "created_at"))
     offers = []
     for o in Offer.objects.filter(clinic=world.clinic).select_related("vacancy", "entry").order_by("id"):
         offers.append({"vacancy": booking_keys[o.vacancy.vacancy_key], "entry": entry_keys[o.entry.ref],
                        "at": o.created_at, "notified_at": sent.get(o.ref), "status": o.status,
-                       "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED"})
-    messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "OFFER"} for o in offers if o["notified_at"]]
+                       "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED",
+                       "standing": o.standing})
+    messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "BOOKING" if o["standing"] else "OFFER"}
+                for o in offers if o["notified_at"]]
     notes = DispatchNote.objects.filter(clinic=world.clinic, entry__isnull=False)
     run = {"vacancies": vacancies, "offers": offers, "messages": messages,
            "dispatch_notes": dict(notes.values_list("reason_code").annotate(n=Sum("times")).order_by())}

@@ -33,7 +33,8 @@ from .models import next_send_time
 # without thousands of idle NO_CANDIDATE passes, and without a copy of the product's rules.
 RECONCILE_EVERY = timedelta(hours=24)
 # Events after which offers can close (→ cascade) or be made.
-CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review"}
+CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review",
+                  "release"}
 # Events after which an offer can have closed (the others only dispatch: they make offers, never close one).
 CLOSES_OFFERS = {"expire", "reply", "opt_out", "reconcile", "review"}
 ACTIVE = ("OFFERED", "ACCEPTED")
@@ -66,6 +67,9 @@ class Replay:
         self.redispatched: set[tuple[str, datetime]] = set()  # (vacancy ref, waiting_until) scheduled once
         self.pending: dict[tuple[str, str], datetime] = {}  # (status, vacancy ref) → its pending review/redispatch
         self.world: World | None = None
+        # Standing bookings (dispatch answered BOOKED): offer ref → {entry, vacancy, release_until, case, ...}.
+        self.standing: dict[str, dict] = {}
+        self.releases_refused: Counter = Counter()
 
     def at(self, when: datetime, kind: str, *args) -> None:
         heapq.heappush(self.queue, (when, next(self.seq), kind, args))
@@ -115,6 +119,7 @@ class Replay:
             started, statements = time.perf_counter(), self.statements
             self._wind_down(clock)
             log = adapter.export(self.world)
+            log["standing"] = [{k: v for k, v in s.items() if k != "release_until"} for s in self.standing.values()]
             self.cost["wind_down_export"] = [1, time.perf_counter() - started, self.statements - statements]
             return log
 
@@ -122,7 +127,7 @@ class Replay:
 
     def _dispatch(self, now, vacancy_ref):
         result = adapter.dispatch(self.world, vacancy_ref, now)
-        self.offered |= result[0] == "OFFERED"
+        self.offered |= result[0] in ("OFFERED", "BOOKED")
         self.waits |= result[0] in ("WAITING", "STAFF_REVIEW")
         return result
 
@@ -167,6 +172,25 @@ class Replay:
             return
         if not any(self.offers[ref]["vacancy"] == vacancy_ref for ref in self.active):
             self._dispatch(now, vacancy_ref)
+
+    def _on_release(self, now, offer_ref):
+        """The patient releases a standing booking from its notice: the product reopens the same vacancy and
+        would queue its dispatch after commit (dropped here: ``no_task_queue``), so it is dispatched now (the
+        cascade); the entry waits again, a candidate for other slots now and for this kind once its
+        suppression ends."""
+        outcome, vacancy_ref = adapter.release(self.world, offer_ref, now)
+        if outcome != "RELEASED":
+            self.releases_refused[outcome] += 1
+            self.standing[offer_ref]["case"] = "KEPT_RELEASE_REFUSED"
+            return
+        offer = self.offers[offer_ref]
+        self.standing[offer_ref]["released_at"] = now
+        self.booked.discard(offer["entry"])
+        self._dispatch(now, vacancy_ref)
+        self.at(now, "wake", self.month.by_key[self.entry_keys[offer["entry"]]])
+        until = adapter.entry_suppressed_until(self.world, self.entry_keys[offer["entry"]])
+        if until is not None and until > now:
+            self._wake_later(until, offer_ref)
 
     def _on_review(self, now, vacancy_ref):
         self._handled(("REVIEW", vacancy_ref), now)
@@ -240,8 +264,17 @@ class Replay:
                 self.offers[row["ref"]] = {"id": row["id"], "vacancy": row["vacancy__ref"], "entry": row["entry__ref"],
                                            "vacancy_key": row["vacancy__vacancy_key"], "expires": row["expires_at"]}
                 self.asked[row["vacancy__ref"]].add(row["entry__ref"])
-                self.active.add(row["ref"])
                 self.awaiting_notice.add(row["ref"])
+                if row["standing"]:
+                    # Booked at once on the patient's standing word: nothing to answer or expire; the booking
+                    # notice (its one message) decides whether they release it.
+                    self.booked.add(row["entry__ref"])
+                    self.standing[row["ref"]] = {
+                        "entry": self.entry_keys[row["entry__ref"]],
+                        "vacancy": self.booking_of[row["vacancy__vacancy_key"]].key,
+                        "release_until": row["release_until"], "case": "UNREAD", "released_at": None}
+                    continue
+                self.active.add(row["ref"])
                 self.once(row["expires_at"], "expire")
                 if self.world.weekly_cap:
                     # A week after each offer the product's weekly count drops by one: a candidate again then
@@ -276,12 +309,15 @@ class Replay:
         if not self.awaiting_notice:
             return
         entry_keys = self.entry_keys
-        found = adapter.notices(list(self.awaiting_notice))
-        sent = [ref for ref, (_, sent_at, _) in found.items() if sent_at is not None]
+        found = adapter.notices(list(self.awaiting_notice), [r for r in self.awaiting_notice if r in self.standing])
+        sent = [ref for ref, (_, sent_at, _) in found.items() if sent_at is not None and ref not in self.standing]
         windows = adapter.offer_windows(self.world, sent) if sent else {}
         for ref in sorted(found, key=lambda r: self.offers[r]["id"]):  # offer order: reproducible
             status, sent_at, next_at = found[ref]
-            if sent_at is not None:
+            if sent_at is not None and ref in self.standing:
+                self.awaiting_notice.discard(ref)
+                self._booking_read(ref, sent_at)
+            elif sent_at is not None:
                 self.awaiting_notice.discard(ref)
                 offer = self.offers[ref]
                 booking = self.booking_of[offer["vacancy_key"]]
@@ -296,6 +332,23 @@ class Replay:
                 self.once(next_at, "deliver")
             elif status in ("SENT", "DEAD"):
                 self.awaiting_notice.discard(ref)  # skipped (offer closed first) or failed: never seen
+
+    def _booking_read(self, offer_ref: str, sent_at: datetime) -> None:
+        """A standing booking's notice was delivered. The patient acts on it when they would have answered an
+        offer of that slot (``Month.answer_at``; SILENT never reads it): one who would have declined releases it
+        then if that is before its ``release_until``; everyone else keeps it (the no-show draw is the metrics')."""
+        booking = self.standing[offer_ref]
+        reply = self.month.reply(booking["entry"], self.month.bookings_by_key[booking["vacancy"]])
+        if reply.kind == "NONE":
+            return  # UNREAD
+        acts_at = self.month.answer_at(sent_at, reply)
+        if reply.kind == "ACCEPT":
+            booking["case"] = "ACCEPTED"
+        elif booking["release_until"] is not None and acts_at < booking["release_until"]:
+            booking["case"] = "RELEASED"
+            self.at(acts_at, "release", offer_ref)
+        else:
+            booking["case"] = "LATE_DECLINE"
 
     def _cascade(self, now: datetime) -> bool:
         """Closed offers' vacancies are dispatched again now (the product's on-commit cascade), in

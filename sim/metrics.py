@@ -63,7 +63,10 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     first_week = [o for o in offers if o["at"] < month.start + timedelta(days=7)]
     from .policies import MODELLED_RULES
 
-    reachable = ceiling(month, MODELLED_RULES)  # ours' rules for every policy: a property of the month
+    # Ours' rules for every policy: a property of the month. ``reachable`` is the matching (each patient fills at
+    # most one slot); ``reachable_any`` the looser per-vacancy count (one patient may count for several).
+    reachable, reachable_any = ceiling(month, MODELLED_RULES)
+    standing = standing_figures(month, log, filled)
     return {
         "cancellations": len(month.cancellations),
         "fillable_cancellations": len(fillable),
@@ -83,6 +86,10 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         # Fillable cancellations some waiting, eligible patient would have accepted in time (see ``ceiling``).
         "ceiling": reachable,
         "fill_of_ceiling": ratio(len(filled), reachable),
+        "ceiling_any": reachable_any,
+        "fill_of_ceiling_any": ratio(len(filled), reachable_any),
+        **standing,
+        "filled_attended_rate": ratio(standing["filled_attended"], len(fillable)),
         "offers_never_seen": sum(1 for o in offers if o["notified_at"] is None),
         "messages": len(messages),
         "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95),
@@ -98,16 +105,53 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     }
 
 
+def standing_figures(month: Month, log: dict, filled: list[dict]) -> dict:
+    """Standing bookings, releases, refills after a release, and the bookings that did not end in a visit.
+
+    Every booking that stands at the end is drawn for a no-show (``Month.no_show``, one draw per patient and slot):
+    ACCEPTED when the patient would have accepted the offer (a booking by reply, or a standing one they read
+    and keep), UNREAD for a standing booking never read, LATE_DECLINE for one they would have declined but read
+    after its release deadline (or whose release was refused)."""
+    standing = {(s["entry"], s["vacancy"]): s for s in log.get("standing", [])}
+    bookings = month.bookings_by_key
+    missed = missed_standing = 0
+    cases: Counter = Counter()
+    for o in log["offers"]:
+        if not o["booked"]:
+            continue
+        s = standing.get((o["entry"], o["vacancy"]))
+        case = "ACCEPTED" if s is None else {"RELEASED": "LATE_DECLINE", "KEPT_RELEASE_REFUSED": "LATE_DECLINE"}.get(
+            s["case"], s["case"])
+        if s is not None:
+            cases[case] += 1
+        if month.no_show(o["entry"], bookings[o["vacancy"]], case):
+            missed += 1
+            missed_standing += s is not None
+    released = {s["vacancy"] for s in standing.values() if s.get("released_at") is not None}
+    refilled = sum(1 for v in filled if v["key"] in released)
+    return {"standing_bookings": len(standing), "standing_releases": sum(1 for s in standing.values()
+                                                                         if s.get("released_at") is not None),
+            "standing_refilled": refilled, "standing_kept": dict(sorted(cases.items())),
+            "standing_missed": missed_standing, "missed": missed, "filled_attended": len(filled) - missed}
+
+
 _CEILINGS: dict = {}
 
 
-def ceiling(month: Month, rules: PolicySpec) -> int:
-    """How many fillable cancellations some waiting, eligible patient would have accepted in time: asked
-    when the vacancy opened (at the cancellation, or at the end of quiet hours when it fell inside them;
-    only if it opened at least ``min_lead_minutes`` before the slot, the product's rule), their reply to
-    that slot is ACCEPT and it arrives (read and sent awake, ``Month.answer_at``) before the slot's start
-    minus the window's margin. Patients on the list then, not opted out, fitting window and practitioner.
-    Each vacancy on its own: a patient who would take two slots counts for both (an upper bound)."""
+def ceiling(month: Month, rules: PolicySpec) -> tuple[int, int]:
+    """How many fillable cancellations eligible patients could have filled: (the maximum matching, the looser
+    per-vacancy count).
+
+    An edge joins a fillable vacancy (opened at least ``min_lead_minutes`` before the slot, the product's rule)
+    and a patient on the list before the slot (on it when the vacancy opened, or joining later), not opted out,
+    fitting window and practitioner, who would have taken it in time: asked as soon as both were there (or at
+    the end of quiet hours when that fell inside them), their reply to that slot is ACCEPT and arrives (read and
+    sent awake, ``Month.answer_at``) before the slot's start minus the window's margin (or the answer window's
+    end, if later); or, under a policy with
+    standing acceptance, they opted in and the slot's lead then meets their minimum notice. Each patient fills
+    at most one slot, so the ceiling is the maximum bipartite matching; the per-vacancy count (a vacancy with
+    any edge) lets one
+    patient count for several and is an upper bound of it."""
     from .models import next_send_time
     from .windows import Window
 
@@ -117,22 +161,47 @@ def ceiling(month: Month, rules: PolicySpec) -> int:
     window = Window(rules, month.params)
     lead = timedelta(minutes=rules.min_lead_minutes)
     minutes = timedelta(minutes=month.params.slot_minutes)
-    count = 0
+    edges: dict[str, list[str]] = {}
     for b in month.cancellations:
         if b.starts_at - b.cancel_at < max(lead, USEFUL_LEAD):
             continue
-        asked = next_send_time(b.cancel_at, month) if rules.quiet_hours else b.cancel_at
-        latest = b.starts_at - window.margin
+        edges[b.key] = []
         for e in month.entries:
-            if (e.arrives_at > asked or (e.opt_out_at is not None and e.opt_out_at <= asked)
+            # Asked the moment both the vacancy and the patient are there (a later arrival can still fill it).
+            joined = max(b.cancel_at, e.arrives_at)
+            asked = next_send_time(joined, month) if rules.quiet_hours else joined
+            if (joined >= b.starts_at or (e.opt_out_at is not None and e.opt_out_at <= asked)
                     or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes)):
                 continue
             reply = month.reply(e.key, b)
-            if reply.kind == "ACCEPT" and month.answer_at(asked, reply) < latest:
-                count += 1
-                break
-    _CEILINGS[key] = count
-    return count
+            notice = month.standing_notice(e.key) if rules.standing_acceptance else None
+            # In time: before the slot's start minus the margin, or the answer window's end if later (the window
+            # is never shorter than its minimum, even when that crosses the margin).
+            latest = max(b.starts_at - window.margin, window.deadline(asked, b.starts_at))
+            if ((reply.kind == "ACCEPT" and month.answer_at(asked, reply) <= latest)
+                    or (notice is not None and b.starts_at - joined >= timedelta(minutes=notice))):
+                edges[b.key].append(e.key)
+    result = (max_matching(edges), sum(1 for patients in edges.values() if patients))
+    _CEILINGS[key] = result
+    return result
+
+
+def max_matching(edges: dict[str, list[str]]) -> int:
+    """The size of a maximum bipartite matching (augmenting paths, Kuhn): each vacancy to one patient and each
+    patient to one vacancy."""
+    owner: dict[str, str] = {}
+
+    def augment(vacancy: str, seen: set[str]) -> bool:
+        for patient in edges[vacancy]:
+            if patient in seen:
+                continue
+            seen.add(patient)
+            if patient not in owner or augment(owner[patient], seen):
+                owner[patient] = vacancy
+                return True
+        return False
+
+    return sum(1 for vacancy in edges if augment(vacancy, set()))
 
 
 def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]) -> dict:

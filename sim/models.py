@@ -172,4 +172,4 @@ def rules_stated(model: Modelled) -> dict:
     return {"answer_window": model.window.values, "quiet_hours": True, "one_open_offer_per_patient": True,
             "min_lead_minutes": int(model.lead.total_seconds() // 60), "weekly_offer_cap": None,
             "decline_suppression": None, "contact_cap_per_day": None, "decision_gate": "NOT_USED",
-            "batch_size": model.size or "all eligible"}
+            "batch_size": model.size or "all eligible", "standing_acceptance": False}

@@ -27,23 +27,28 @@ OURS_FIXED_WINDOW = PolicySpec("ours_fixed_window", "Ours, fixed 20-minute windo
 OURS_OLD_LIMITS = PolicySpec("ours_old_limits", "Ours, old contact limits (a decline holds back all offers)",
                              hold_minutes=20, min_lead_minutes=180, months_share=0.5,
                              extra={"decline_suppression_scope": "ALL"})
+# ... and standing acceptance off: nobody is booked automatically, every patient is asked (the policy field
+# ``standing_acceptance``; the simulated patients who would opt in are asked like the others).
+OURS_NO_STANDING = PolicySpec("ours_no_standing", "Ours, no standing acceptance", hold_minutes=20,
+                              min_lead_minutes=180, months_share=0.5, standing_acceptance=False)
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
 # Its window stays the peer's fixed 20 minutes (to the slot's start, no margin) and it has no standing acceptance.
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
-                  use_priority=False, use_practitioner=False,
-                  extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0, "standing_acceptance": False})
+                  use_priority=False, use_practitioner=False, standing_acceptance=False,
+                  extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0})
 # The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
-# per patient: they differ from ours only in how many patients they ask at once.
-BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast")
+# per patient, and no standing acceptance (they model asking, not automatic booking: every patient is asked).
+BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast",
+                       standing_acceptance=False)
 BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, modelled="batch",
-                    extra={"batch_size": 3})
+                    extra={"batch_size": 3}, standing_acceptance=False)
 MODELLED_RULES = OURS
 
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
-POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, FIFO, BROADCAST, BATCH3]
+POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, FIFO, BROADCAST, BATCH3]
 ALL_POLICIES = [*POLICIES, OURS_NO_CAPS, OURS_GATE_NOT_USED]
 
 

@@ -12,7 +12,7 @@ from sim.adapter import policy_fields
 from sim.engine import replay, staff_time
 from sim.generator import SCALES, Reply, generate, reply_for
 from sim.models import next_send_time, run_modelled
-from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED
+from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED, OURS_NO_STANDING
 
 TINY = dataclasses.replace(SCALES["tiny"], days=2)
 
@@ -105,6 +105,7 @@ def test_modelled_policies_are_deterministic_and_never_notify_in_quiet_hours(spe
 @pytest.mark.django_db
 @pytest.mark.parametrize("spec", [OURS, FIFO], ids=lambda s: s.name)
 def test_replay_drives_the_real_services_and_measures_them(spec):
+    from common.models import OutboxMessage
     from sim.adapter import enable_waitlist
     from waitlist.models import Offer, Vacancy, WaitlistPolicy
 
@@ -121,7 +122,12 @@ def test_replay_drives_the_real_services_and_measures_them(spec):
     assert result["offers"] == offers.count() > 0
     assert result["filled"] == vacancies.filter(status="FILLED").count()
     # Notices went through the real delivery: each sent one started its offer's answer window.
-    assert result["offers"] - result["offers_never_seen"] == offers.filter(notified_at__isnull=False).count()
+    # A standing booking's one notice is its booking confirmation (the offer itself is never notified).
+    booking_notices = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", sent_at__isnull=False,
+                                                   payload__offer__in=list(offers.filter(standing=True)
+                                                                           .values_list("ref", flat=True)))
+    assert result["offers"] - result["offers_never_seen"] == (offers.filter(notified_at__isnull=False).count()
+                                                             + booking_notices.count())
     policy = WaitlistPolicy.objects.filter(clinic__name=f"Sim clinic test-{spec.name}").latest("version")
     assert (policy.quiet_hours_start is not None) == spec.quiet_hours
     if spec.quiet_hours:
@@ -297,3 +303,70 @@ def test_the_engine_takes_each_offers_expiry_from_the_product_after_delivery():
                   .values_list("ref", "expires_at"))
     assert stored
     assert {ref: engine.offers[ref]["expires"] for ref in stored} == stored
+
+
+def test_the_standing_opt_in_and_its_notice_are_the_patients_own_draw():
+    month = generate(3, SCALES["default"])
+    notices = [month.standing_notice(e.key) for e in month.entries]
+    assert notices == [generate(3, SCALES["default"]).standing_notice(e.key) for e in month.entries]
+    assert {n for n in notices if n is not None} <= set(month.params.standing_notice_minutes)
+    assert 0 < sum(n is not None for n in notices) < len(notices)
+    none = generate(3, dataclasses.replace(SCALES["default"], standing_share=0.0))
+    assert all(none.standing_notice(e.key) is None for e in none.entries)
+    assert none.fingerprint() == month.fingerprint()  # the opt-in moves none of the month's other facts
+
+
+def test_a_late_decline_never_shows_and_the_other_no_shows_are_the_same_draw_for_every_policy():
+    month = generate(3, SCALES["default"])
+    slot, entries = month.cancellations[0], month.entries
+    assert all(month.no_show(e.key, slot, "LATE_DECLINE") for e in entries)
+    draws = [month.no_show(e.key, slot, "ACCEPTED") for e in entries]
+    assert draws == [generate(3, SCALES["default"]).no_show(e.key, slot, "ACCEPTED") for e in entries]
+    assert 0 < sum(draws) < len(draws)
+
+
+def test_the_ceiling_matches_each_patient_to_one_slot():
+    assert metrics.max_matching({"v1": ["p1"], "v2": ["p1"], "v3": ["p1", "p2"]}) == 2
+    assert metrics.max_matching({"v1": ["p1", "p2"], "v2": ["p1"]}) == 2  # augmenting: p2 takes v1, p1 v2
+    month = generate(3, SCALES["default"])
+    result = metrics.compute(month, BROADCAST, run_modelled(month, BROADCAST)[0])
+    assert 0 < result["ceiling"] <= result["ceiling_any"] <= result["fillable_cancellations"]
+
+
+def test_fifo_the_modelled_policies_and_the_feature_off_run_get_no_standing_acceptance():
+    month = generate(1, SCALES["tiny"])
+    assert policy_fields(OURS, month)["standing_acceptance"] is True
+    assert policy_fields(FIFO, month)["standing_acceptance"] is False
+    assert policy_fields(OURS_NO_STANDING, month)["standing_acceptance"] is False
+    assert not BROADCAST.standing_acceptance and not BATCH3.standing_acceptance
+
+
+@pytest.mark.django_db
+def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_at_once(monkeypatch):
+    from sim import adapter
+    from sim.adapter import enable_waitlist
+    from waitlist.models import Offer, OfferEvent, Vacancy
+
+    enable_waitlist()
+    # Everyone opts in at once (no minimum notice) and declines most slots: bookings, then releases.
+    params = dataclasses.replace(SCALES["tiny"], standing_share=1.0, standing_notice_weights=(1.0, 0.0, 0.0),
+                                 accept_share=0.1, fast_share=0.9, slow_share=0.1)
+    month = generate(11, params)
+    dispatched, dispatch = set(), adapter.dispatch
+
+    def recorded(world, vacancy_ref, now):
+        dispatched.add((vacancy_ref, now))
+        return dispatch(world, vacancy_ref, now)
+
+    monkeypatch.setattr(adapter, "dispatch", recorded)
+    log, _ = replay(month, OURS, "test-standing")
+    result = metrics.compute(month, OURS, log)
+    clinic = "Sim clinic test-standing"
+    assert result["standing_bookings"] == Offer.objects.filter(vacancy__clinic__name=clinic, standing=True).count() > 0
+    released = [s for s in log["standing"] if s["released_at"] is not None]
+    assert result["standing_releases"] == len(released) > 0
+    assert result["filled"] == Vacancy.objects.filter(clinic__name=clinic, status="FILLED").count()
+    # Each released vacancy was dispatched again at the release (the cascade the product queues after commit).
+    for event in OfferEvent.objects.filter(offer__vacancy__clinic__name=clinic, reason_code="STANDING_RELEASED"):
+        assert (event.offer.vacancy.ref, event.created_at) in dispatched
+    assert result["filled_attended"] == result["filled"] - result["missed"]
