@@ -265,6 +265,10 @@ class Replay:
                                            "vacancy_key": row["vacancy__vacancy_key"], "expires": row["expires_at"]}
                 self.asked[row["vacancy__ref"]].add(row["entry__ref"])
                 self.awaiting_notice.add(row["ref"])
+                if self.world.weekly_cap:
+                    # A week after each offer the product's weekly count drops by one: a candidate again then
+                    # if the cap held them back (the wake asks the product's eligibility, which decides).
+                    self._wake_later(row["created_at"] + timedelta(days=7), row["ref"])
                 if row["standing"]:
                     # Booked at once on the patient's standing word: nothing to answer or expire; the booking
                     # notice (its one message) decides whether they release it.
@@ -276,10 +280,6 @@ class Replay:
                     continue
                 self.active.add(row["ref"])
                 self.once(row["expires_at"], "expire")
-                if self.world.weekly_cap:
-                    # A week after each offer the product's weekly count drops by one: a candidate again then
-                    # if the cap held them back (the wake asks the product's eligibility, which decides).
-                    self._wake_later(row["created_at"] + timedelta(days=7), row["ref"])
             if new:
                 adapter.deliver(now)
             self._notices()

@@ -51,8 +51,10 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     fillable = [b for b in month.cancellations if b.starts_at - b.cancel_at >= USEFUL_LEAD]
     filled = [v for v in vacancies if v["filled_at"] is not None]
     fill_minutes = [(v["filled_at"] - v["opened_at"]).total_seconds() / 60 for v in filled]
-    accepted = [o for o in offers if o["booked"]]
-    booked_by_entry = {o["entry"]: bookings[o["vacancy"]].starts_at for o in accepted}
+    booked_by_entry = {o["entry"]: bookings[o["vacancy"]].starts_at for o in offers if o["booked"]}
+    # Acceptance is over the offers that asked (a standing booking asks nothing: booked at once).
+    asked = [o for o in offers if not o.get("standing")]
+    accepted = [o for o in asked if o["booked"]]
 
     per_week: Counter = Counter()
     for m in messages:
@@ -60,7 +62,7 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     weekly = list(per_week.values())
 
     sooner = {key: (month.by_key[key].current_at - at).total_seconds() / 86400 for key, at in booked_by_entry.items()}
-    first_week = [o for o in offers if o["at"] < month.start + timedelta(days=7)]
+    first_week = [o for o in asked if o["at"] < month.start + timedelta(days=7)]
     from .policies import MODELLED_RULES
 
     # Ours' rules for every policy: a property of the month. ``reachable`` is the matching (each patient fills at
@@ -77,8 +79,9 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "time_to_fill_minutes": {"p50": quantile(fill_minutes, 0.5), "p90": quantile(fill_minutes, 0.9)},
         "offers": len(offers),
         "offers_per_vacancy": ratio(len(offers), len(vacancies)),
+        "asked_offers": len(asked),
         "accepted": len(accepted),
-        "acceptance_per_offer": ratio(len(accepted), len(offers)),
+        "acceptance_per_offer": ratio(len(accepted), len(asked)),
         "offers_first_week": len(first_week),
         "accepted_first_week": sum(1 for o in first_week if o["booked"]),
         # On the month's first week (the list still fresh: the published 8–11% per offer are list-wide).
