@@ -75,8 +75,8 @@ fuzz: $(STAMP)
 SOAK_MINUTES ?= 30
 soak: $(STAMP)
 	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m tests.support.soak
-# Backfill simulation (not part of `make test`): SIM_SCALE=default (one clinic month: one practitioner, 28 days,
-# 3 seeds; SIM_WORKERS processes, default 2, longest runs first) or full (three clinics of five practitioners,
+# Backfill simulation (not part of `make test`): SIM_SCALE=default (twelve clinic months: one practitioner, 28 days,
+# 12 seeds; SIM_WORKERS processes, default 2, longest runs first) or full (three clinics of five practitioners,
 # 5 seeds); SIM_SEED sets the first seed. Needs PostgreSQL (SIM_DATABASE_URL, default clinic_waitlist_sim: a
 # template migrated when the migrations change, copied for each run); rewrites sim/results/*.json and
 # docs/simulation.md. See docs/simulation.md.

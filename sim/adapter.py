@@ -18,6 +18,10 @@ from common.errors import DomainError
 
 from .generator import Booking, Entry, Month
 
+# What ``matcher.ineligibility`` answers for an entry the product may offer the vacancy now. Any reason
+# (a cap, a suppression, consent, an overlap) means a dispatch for it now would find nobody new.
+PASSED_OVER = {None}
+
 
 @dataclass(frozen=True)
 class PolicySpec:
@@ -34,9 +38,11 @@ class PolicySpec:
     decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read
     use_priority: bool = True  # False: every entry rank 0 (the peer has no priority)
     use_practitioner: bool = True  # False: entries take any practitioner (the peer ignores preferences)
+    standing_acceptance: bool = True  # the policy field; False: nobody is booked automatically (the peer has none)
     extra: dict = field(default_factory=dict)  # further policy fields, or a modelled policy's own knobs
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
     shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
+    months_share: float = 1.0  # the share of the scale's months it runs on (the first ones): feature-off runs
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -53,6 +59,8 @@ class World:
     entry_refs: dict = field(default_factory=dict)  # entry key → entry ref
     entry_ids: dict = field(default_factory=dict)  # entry key → entry id
     appointment_refs: dict = field(default_factory=dict)  # booking key → appointment ref
+    policy: object = None  # the published WaitlistPolicy row (it does not change during a run)
+    weekly_cap: bool = False  # whether that row caps offers per week (the engine wakes capped entries)
 
 
 @contextmanager
@@ -113,7 +121,9 @@ def policy_fields(spec: PolicySpec, month: Month) -> dict:
         "contact_cap_per_day": spec.contact_cap_per_day or None,
         "decision_gate": spec.decision_gate,
         "confirmation": "ON_ACCEPT",  # the claim page's accept books at once (the peer's rule too)
+        "standing_acceptance": spec.standing_acceptance,
     }
+    values = {k: v for k, v in values.items() if k in PUBLISHABLE_FIELDS or k != "standing_acceptance"}
     values.update({k: v for k, v in spec.extra.items() if k in PUBLISHABLE_FIELDS})
     return values
 
@@ -138,7 +148,8 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
                            for i in range(p.practitioners)]
     world.treatment = Treatment.objects.create(clinic=world.clinic, name="Consultation",
                                                duration_minutes=p.slot_minutes)
-    policy_publish(clinic=world.clinic, **policy_fields(spec, month))
+    world.policy = policy_publish(clinic=world.clinic, **policy_fields(spec, month))
+    world.weekly_cap = getattr(world.policy, "weekly_offer_cap", None) is not None
     if spec.shadow:
         from waitlist.services import shadow_publish
 
@@ -165,6 +176,14 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
     return world
 
 
+def policy_rules(world: World) -> dict:
+    """The published policy's fields, as the run really ran under them (its result file states them)."""
+    from waitlist.services.policy import PUBLISHABLE_FIELDS
+
+    return {name: (str(v) if isinstance(v, time) else v)
+            for name in PUBLISHABLE_FIELDS for v in [getattr(world.policy, name)]}
+
+
 def entry_add(world: World, entry: Entry, now: datetime) -> None:
     from waitlist.services import entry_create
 
@@ -177,6 +196,46 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
     )
     world.entry_refs[entry.key] = row.ref
     world.entry_ids[entry.key] = row.pk
+    notice = world.month.standing_notice(entry.key)
+    if notice is not None and world.spec.standing_acceptance:
+        # The patient ticks "book me automatically" when they join (the API's word for them).
+        from waitlist.services import standing_acceptance_record
+
+        standing_acceptance_record(clinic=world.clinic, entry_ref=row.ref, state="GRANTED", source="API",
+                                   min_notice_minutes=notice, reason="joined with automatic booking", now=now)
+
+
+def eligible_vacancies(world: World, entry_key: str, vacancy_refs: list[str], now: datetime) -> list[str]:
+    """Which of these vacancies the entry may be offered now by the product's own hard eligibility
+    (``matcher.ineligibility``: status, window, suppression, weekly cap, consent, overlap…), read-only."""
+    from waitlist.matcher import ineligibility
+    from waitlist.models import Vacancy, WaitlistEntry
+
+    if not vacancy_refs:
+        return []
+    entry = WaitlistEntry.objects.filter(pk=world.entry_ids[entry_key], status="WAITING").first()
+    if entry is None:
+        return []
+    vacancies = {v.ref: v for v in Vacancy.objects.filter(clinic=world.clinic, ref__in=vacancy_refs)
+                 .select_related("clinic", "resource")}
+    return [ref for ref in vacancy_refs if ref in vacancies
+            and ineligibility(entry=entry, vacancy=vacancies[ref], policy=world.policy, now=now) in PASSED_OVER]
+
+
+def entry_suppressed_until(world: World, entry_key: str) -> datetime | None:
+    """The entry row's ``suppressed_until`` (after a decline), where the product has it."""
+    from waitlist.models import WaitlistEntry
+
+    row = WaitlistEntry.objects.filter(pk=world.entry_ids[entry_key]).values("suppressed_until").first()
+    return row["suppressed_until"] if row else None
+
+
+def offer_windows(world: World, refs: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
+    """offer ref → (notified_at, expires_at) as the product stored them (delivery moves expires_at)."""
+    from waitlist.models import Offer
+
+    return {ref: (notified, expires) for ref, notified, expires in Offer.objects.filter(
+        clinic=world.clinic, ref__in=refs).values_list("ref", "notified_at", "expires_at")}
 
 
 def entry_waiting(world: World, entry_key: str) -> bool:
@@ -206,14 +265,30 @@ def cancel(world: World, booking: Booking, now: datetime) -> str | None:
 
 
 def dispatch(world: World, vacancy_ref: str, now: datetime) -> tuple[str, int | None]:
-    """(outcome or refusal code, the offered entry's id when an offer was made)."""
+    """(outcome or refusal code, the offered entry's id when an offer was made: OFFERED, or BOOKED under the
+    entry's standing acceptance)."""
     from waitlist.services import vacancy_dispatch
 
     try:
         result = vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy_ref, now=now)
     except DomainError as exc:
         return exc.code, None
-    return result.outcome, result.offer.entry_id if result.outcome == "OFFERED" and result.offer else None
+    made = result.outcome in ("OFFERED", "BOOKED") and result.offer
+    return result.outcome, result.offer.entry_id if made else None
+
+
+def release(world: World, offer_ref: str, now: datetime) -> tuple[str, str | None]:
+    """The patient follows the booking notice's release link: (RELEASED and the reopened vacancy's ref, or the
+    refusal code and None). The product reopens the same vacancy; the engine dispatches it (the cascade)."""
+    from waitlist.models import Offer
+    from waitlist.services import standing_release
+
+    offer = Offer.objects.get(clinic=world.clinic, ref=offer_ref)
+    try:
+        _, vacancy = standing_release(clinic=world.clinic, offer_ref=offer_ref, patient=offer.patient, now=now)
+    except DomainError as exc:
+        return exc.code, None
+    return "RELEASED", vacancy.ref
 
 
 def review(world: World, vacancy_ref: str, now: datetime) -> str:
@@ -303,7 +378,8 @@ def offers_since(world: World, last_id: int) -> list:
     from waitlist.models import Offer
 
     return list(Offer.objects.filter(clinic=world.clinic, id__gt=last_id).order_by("id")
-                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at"))
+                .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at", "created_at",
+                        "standing", "release_until"))
 
 
 def offer_states(world: World, refs: list[str]) -> dict[str, str]:
@@ -312,12 +388,17 @@ def offer_states(world: World, refs: list[str]) -> dict[str, str]:
     return dict(Offer.objects.filter(clinic=world.clinic, ref__in=refs).values_list("ref", "status"))
 
 
-def notices(refs: list[str]) -> dict[str, tuple]:
-    """offer ref → (status, sent_at, next_attempt_at) of its ``waitlist.offer_made`` message."""
+def notices(refs: list[str], standing: list[str] | None = None) -> dict[str, tuple]:
+    """offer ref → (status, sent_at, next_attempt_at) of its ``waitlist.offer_made`` message, and for the
+    ``standing`` offers (booked at once) of their ``waitlist.booking_confirmed`` message instead."""
     from common.models import OutboxMessage
 
     rows = OutboxMessage.objects.filter(topic="waitlist.offer_made", aggregate_ref__in=refs)
-    return {r.aggregate_ref: (r.status, r.sent_at, r.next_attempt_at) for r in rows}
+    found = {r.aggregate_ref: (r.status, r.sent_at, r.next_attempt_at) for r in rows}
+    if standing:
+        booked = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", payload__offer__in=standing)
+        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at) for r in booked}
+    return found
 
 
 def open_vacancies_without_offer(world: World, now: datetime) -> list[tuple[str, str]]:
@@ -338,23 +419,31 @@ def export(world: World) -> dict:
 
     entry_keys = {ref: key for key, ref in world.entry_refs.items()}
     booking_keys = {f"appointment:{ref}": key for key, ref in world.appointment_refs.items()}
-    booked_at = dict(OfferEvent.objects.filter(clinic=world.clinic, reason_code="BOOKED")
+    # The booking that stands: the BOOKED event of the vacancy's offer still ACCEPTED (a released standing
+    # booking's offer is WITHDRAWN, and its vacancy counts only if the cascade refilled it).
+    booked_at = dict(OfferEvent.objects.filter(clinic=world.clinic, reason_code="BOOKED", offer__status="ACCEPTED")
                      .values_list("offer__vacancy_id", "created_at"))
     vacancies = []
     for v in Vacancy.objects.filter(clinic=world.clinic).order_by("id"):
         vacancies.append({"key": booking_keys[v.vacancy_key], "opened_at": v.created_at, "starts_at": v.starts_at,
-                          "filled_at": booked_at.get(v.pk), "status": v.status,
+                          "filled_at": booked_at.get(v.pk) if v.status == "FILLED" else None, "status": v.status,
                           "exhausted": v.exhausted_at is not None and v.status != "FILLED"})
     sent = dict(OutboxMessage.objects.filter(clinic_ref=world.clinic.ref, topic="waitlist.offer_made",
                                              sent_at__isnull=False).values_list("aggregate_ref", "sent_at"))
+    # A standing booking's one notice is its booking confirmation (no offer notice is sent for it).
+    sent |= {payload["offer"]: at for payload, at in OutboxMessage.objects.filter(
+        clinic_ref=world.clinic.ref, topic="waitlist.booking_confirmed", sent_at__isnull=False,
+        payload__has_key="release_until").values_list("payload", "sent_at")}
     closed = dict(OfferEvent.objects.filter(clinic=world.clinic).exclude(to_status__in=["OFFERED", "ACCEPTED"])
                   .values_list("offer_id", "created_at"))
     offers = []
     for o in Offer.objects.filter(clinic=world.clinic).select_related("vacancy", "entry").order_by("id"):
         offers.append({"vacancy": booking_keys[o.vacancy.vacancy_key], "entry": entry_keys[o.entry.ref],
                        "at": o.created_at, "notified_at": sent.get(o.ref), "status": o.status,
-                       "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED"})
-    messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "OFFER"} for o in offers if o["notified_at"]]
+                       "closed_at": closed.get(o.pk), "booked": o.entry.status == "BOOKED" and o.status == "ACCEPTED",
+                       "standing": o.standing})
+    messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "BOOKING" if o["standing"] else "OFFER"}
+                for o in offers if o["notified_at"]]
     notes = DispatchNote.objects.filter(clinic=world.clinic, entry__isnull=False)
     run = {"vacancies": vacancies, "offers": offers, "messages": messages,
            "dispatch_notes": dict(notes.values_list("reason_code").annotate(n=Sum("times")).order_by())}

@@ -1,8 +1,9 @@
 """Replays a generated month through the real waitlist services with a controlled clock.
 
 A discrete-event loop: cancellations, waitlist arrivals and opt-outs from the month; offer expiries
-at each offer's ``expires_at``; the outbox worker right after each offer and again when a deferred
-notice falls due; each patient's reply at (notice sent + their reply delay); reconcile hourly. The
+at each offer's ``expires_at`` as the product stored it (read back after the notice's delivery moved
+it: the engine computes no window); the outbox worker right after each offer and again when a deferred
+notice falls due; each patient's reply at (notice read + their reply delay); reconcile daily. The
 process clock travels to each event (time-machine, no ticking), and every command also gets
 ``now=``. Nothing sleeps.
 """
@@ -24,13 +25,16 @@ from .metrics import in_quiet_hours
 from .models import next_send_time
 
 # The product reconciles every minute. Its step that changes outcomes is re-dispatching open vacancies
-# that gained a candidate; a candidate appears only when an entry arrives, its decline suppression ends
-# or its weekly cap rolls over. The engine dispatches exactly then ("wake": the open vacancies without
-# an offer that the entry fits; any other would answer NO_CANDIDATE again) and runs the whole
-# reconcile_run once a day. Same outcomes, without thousands of idle NO_CANDIDATE passes.
+# that gained a candidate; a candidate can appear only when an entry arrives, an offer of theirs closes,
+# or at a time the product's rows name (the entry's ``suppressed_until``, a week after each of its offers
+# under a weekly cap). The engine wakes the entry exactly then ("wake": the open vacancies without an
+# offer that the entry fits and that the product's ``matcher.ineligibility`` lets it be offered; any
+# other would answer NO_CANDIDATE again) and runs the whole reconcile_run once a day. Same outcomes,
+# without thousands of idle NO_CANDIDATE passes, and without a copy of the product's rules.
 RECONCILE_EVERY = timedelta(hours=24)
 # Events after which offers can close (→ cascade) or be made.
-CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review"}
+CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review",
+                  "release"}
 # Events after which an offer can have closed (the others only dispatch: they make offers, never close one).
 CLOSES_OFFERS = {"expire", "reply", "opt_out", "reconcile", "review"}
 ACTIVE = ("OFFERED", "ACCEPTED")
@@ -45,7 +49,6 @@ class Replay:
         self.active: set[str] = set()
         self.asked: dict[str, set[str]] = defaultdict(set)  # vacancy ref → entry refs it was offered to
         self.booked: set[str] = set()  # entry refs booked through an accepted offer
-        self.suppressed_until: dict[str, datetime] = {}  # entry ref → end of its decline suppression
         self.closing = False  # the current event can have closed offers (read their states)
         # Since the last read: a command made an offer (a dispatch answered OFFERED; staff review and reconcile
         # can), or made a vacancy wait (WAITING, STAFF_REVIEW; review and reconcile again). Offers come only
@@ -58,12 +61,15 @@ class Replay:
         self.replies_late = 0
         self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0, 0])  # event kind → [events, seconds, statements]
         self.statements = 0  # SQL statements sent so far (a cost that does not depend on the machine's load)
-        self.recent_offers: dict[str, list[datetime]] = defaultdict(list)  # entry ref → its offer times
+        self.woken: set[tuple[str, datetime]] = set()  # (entry key, when) of wakes scheduled for a product time
         self.reviews: Counter = Counter()  # staff review outcomes
         self.wakes: dict[tuple[str, datetime], datetime] = {}  # (entry key, when) of quiet-hour wakes
         self.redispatched: set[tuple[str, datetime]] = set()  # (vacancy ref, waiting_until) scheduled once
         self.pending: dict[tuple[str, str], datetime] = {}  # (status, vacancy ref) → its pending review/redispatch
         self.world: World | None = None
+        # Standing bookings (dispatch answered BOOKED): offer ref → {entry, vacancy, release_until, case, ...}.
+        self.standing: dict[str, dict] = {}
+        self.releases_refused: Counter = Counter()
 
     def at(self, when: datetime, kind: str, *args) -> None:
         heapq.heappush(self.queue, (when, next(self.seq), kind, args))
@@ -113,6 +119,7 @@ class Replay:
             started, statements = time.perf_counter(), self.statements
             self._wind_down(clock)
             log = adapter.export(self.world)
+            log["standing"] = [{k: v for k, v in s.items() if k != "release_until"} for s in self.standing.values()]
             self.cost["wind_down_export"] = [1, time.perf_counter() - started, self.statements - statements]
             return log
 
@@ -120,7 +127,7 @@ class Replay:
 
     def _dispatch(self, now, vacancy_ref):
         result = adapter.dispatch(self.world, vacancy_ref, now)
-        self.offered |= result[0] == "OFFERED"
+        self.offered |= result[0] in ("OFFERED", "BOOKED")
         self.waits |= result[0] in ("WAITING", "STAFF_REVIEW")
         return result
 
@@ -140,8 +147,8 @@ class Replay:
                 self.at(when, "wake", entry)
             return
         entry_ref = self.world.entry_refs.get(entry.key)
-        if entry_ref is None or entry_ref in self.booked or self._held_back(entry_ref, now):
-            return  # its own wake comes when the cap or the suppression ends
+        if entry_ref is None or entry_ref in self.booked:
+            return
         minutes = timedelta(minutes=self.month.params.slot_minutes)
         due = []
         for ref, key in adapter.open_vacancies_without_offer(self.world, now):
@@ -149,17 +156,12 @@ class Replay:
             if entry_ref not in self.asked[ref] and fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
                                                          ignore_practitioner=not self.spec.use_practitioner):
                 due.append(ref)
-        if due and adapter.entry_waiting(self.world, entry.key):  # not offered, booked or withdrawn now
-            for ref in due:
-                if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
-                    break  # offered this entry: no longer a candidate for the others
-
-    def _held_back(self, entry_ref: str, now: datetime) -> bool:
-        """Whether the entry is at its weekly cap or suppressed after a decline (the matcher skips it)."""
-        cap = self.spec.weekly_offer_cap
-        if cap and sum(1 for t in self.recent_offers[entry_ref] if t > now - timedelta(days=7)) >= cap:
-            return True
-        return self.suppressed_until.get(entry_ref, now) > now
+        # The product's own eligibility (its cap, suppression and every other rule, one read-only query per
+        # vacancy) decides which of them this entry may be offered now; only those are dispatched. Where it
+        # may not, its wake comes at a time the product's rows name (``_wake_at_product_times``).
+        for ref in adapter.eligible_vacancies(self.world, entry.key, due, now):
+            if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
+                break  # offered this entry: no longer a candidate for the others
 
     def _on_redispatch(self, now, vacancy_ref):
         """A vacancy that waited (quiet hours, contact caps) at the moment it may go on: dispatched as
@@ -170,6 +172,25 @@ class Replay:
             return
         if not any(self.offers[ref]["vacancy"] == vacancy_ref for ref in self.active):
             self._dispatch(now, vacancy_ref)
+
+    def _on_release(self, now, offer_ref):
+        """The patient releases a standing booking from its notice: the product reopens the same vacancy and
+        would queue its dispatch after commit (dropped here: ``no_task_queue``), so it is dispatched now (the
+        cascade); the entry waits again, a candidate for other slots now and for this kind once its
+        suppression ends."""
+        outcome, vacancy_ref = adapter.release(self.world, offer_ref, now)
+        if outcome != "RELEASED":
+            self.releases_refused[outcome] += 1
+            self.standing[offer_ref]["case"] = "KEPT_RELEASE_REFUSED"
+            return
+        offer = self.offers[offer_ref]
+        self.standing[offer_ref]["released_at"] = now
+        self.booked.discard(offer["entry"])
+        self._dispatch(now, vacancy_ref)
+        self.at(now, "wake", self.month.by_key[self.entry_keys[offer["entry"]]])
+        until = adapter.entry_suppressed_until(self.world, self.entry_keys[offer["entry"]])
+        if until is not None and until > now:
+            self._wake_later(until, offer_ref)
 
     def _on_review(self, now, vacancy_ref):
         self._handled(("REVIEW", vacancy_ref), now)
@@ -209,17 +230,19 @@ class Replay:
         if outcome == "BOOKED":
             self.active.discard(offer_ref)  # a booked offer stays ACCEPTED: nothing more to follow
             self.booked.add(self.offers[offer_ref]["entry"])
-        elif outcome == "DECLINED" and self.spec.decline_suppression_hours:
-            # Suppression ends: a candidate again (without suppression the cascade already saw them).
-            until = now + timedelta(hours=self.spec.decline_suppression_hours)
-            self.suppressed_until[self.offers[offer_ref]["entry"]] = until
-            self._wake_later(until, offer_ref)
+        elif outcome == "DECLINED":
+            # A candidate again when the product's suppression ends (the entry row says when, if at all).
+            until = adapter.entry_suppressed_until(self.world, self.entry_keys[self.offers[offer_ref]["entry"]])
+            if until is not None and until > now:
+                self._wake_later(until, offer_ref)
         elif outcome not in ("BOOKED", "DECLINED"):
             self.replies_late += 1
 
     def _wake_later(self, when: datetime, offer_ref: str) -> None:
+        """A wake for the offer's entry at a time a product row names, once per (entry, time)."""
         entry_key = self.entry_keys[self.offers[offer_ref]["entry"]]
-        if when < self.month.end:
+        if when < self.month.end and (entry_key, when) not in self.woken:
+            self.woken.add((entry_key, when))
             self.at(when, "wake", self.month.by_key[entry_key])
 
     # --- bookkeeping after every event ------------------------------------------------------------
@@ -241,14 +264,22 @@ class Replay:
                 self.offers[row["ref"]] = {"id": row["id"], "vacancy": row["vacancy__ref"], "entry": row["entry__ref"],
                                            "vacancy_key": row["vacancy__vacancy_key"], "expires": row["expires_at"]}
                 self.asked[row["vacancy__ref"]].add(row["entry__ref"])
-                self.active.add(row["ref"])
                 self.awaiting_notice.add(row["ref"])
+                if self.world.weekly_cap:
+                    # A week after each offer the product's weekly count drops by one: a candidate again then
+                    # if the cap held them back (the wake asks the product's eligibility, which decides).
+                    self._wake_later(row["created_at"] + timedelta(days=7), row["ref"])
+                if row["standing"]:
+                    # Booked at once on the patient's standing word: nothing to answer or expire; the booking
+                    # notice (its one message) decides whether they release it.
+                    self.booked.add(row["entry__ref"])
+                    self.standing[row["ref"]] = {
+                        "entry": self.entry_keys[row["entry__ref"]],
+                        "vacancy": self.booking_of[row["vacancy__vacancy_key"]].key,
+                        "release_until": row["release_until"], "case": "UNREAD", "released_at": None}
+                    continue
+                self.active.add(row["ref"])
                 self.once(row["expires_at"], "expire")
-                times = self.recent_offers[row["entry__ref"]]
-                times[:] = [t for t in times if t > now - timedelta(days=7)] + [now]
-                if self.spec.weekly_offer_cap and len(times) >= self.spec.weekly_offer_cap:
-                    # At the cap: a candidate again when the oldest of these offers leaves the 7 days.
-                    self._wake_later(times[-self.spec.weekly_offer_cap] + timedelta(days=7), row["ref"])
             if new:
                 adapter.deliver(now)
             self._notices()
@@ -278,23 +309,46 @@ class Replay:
         if not self.awaiting_notice:
             return
         entry_keys = self.entry_keys
-        found = adapter.notices(list(self.awaiting_notice))
+        found = adapter.notices(list(self.awaiting_notice), [r for r in self.awaiting_notice if r in self.standing])
+        sent = [ref for ref, (_, sent_at, _) in found.items() if sent_at is not None and ref not in self.standing]
+        windows = adapter.offer_windows(self.world, sent) if sent else {}
         for ref in sorted(found, key=lambda r: self.offers[r]["id"]):  # offer order: reproducible
             status, sent_at, next_at = found[ref]
-            if sent_at is not None:
+            if sent_at is not None and ref in self.standing:
+                self.awaiting_notice.discard(ref)
+                self._booking_read(ref, sent_at)
+            elif sent_at is not None:
                 self.awaiting_notice.discard(ref)
                 offer = self.offers[ref]
                 booking = self.booking_of[offer["vacancy_key"]]
-                # The answer window counts from delivery (offer_notice_delivered moved expires_at there).
-                offer["expires"] = min(sent_at + timedelta(minutes=self.spec.hold_minutes), booking.starts_at)
+                # The product moved the offer's expires_at when the notice was delivered: read it, never
+                # recompute it (the window rule is the product's).
+                notified_at, offer["expires"] = windows[ref]
                 self.once(offer["expires"], "expire")
                 reply = self.month.reply(entry_keys[offer["entry"]], booking)
                 if reply.kind != "NONE":
-                    self.at(self.month.answer_at(sent_at, reply), "reply", ref, reply.kind)
+                    self.at(self.month.answer_at(notified_at or sent_at, reply), "reply", ref, reply.kind)
             elif status == "PENDING" and next_at is not None:
                 self.once(next_at, "deliver")
             elif status in ("SENT", "DEAD"):
                 self.awaiting_notice.discard(ref)  # skipped (offer closed first) or failed: never seen
+
+    def _booking_read(self, offer_ref: str, sent_at: datetime) -> None:
+        """A standing booking's notice was delivered. The patient acts on it when they would have answered an
+        offer of that slot (``Month.answer_at``; SILENT never reads it): one who would have declined releases it
+        then if that is before its ``release_until``; everyone else keeps it (the no-show draw is the metrics')."""
+        booking = self.standing[offer_ref]
+        reply = self.month.reply(booking["entry"], self.month.bookings_by_key[booking["vacancy"]])
+        if reply.kind == "NONE":
+            return  # UNREAD
+        acts_at = self.month.answer_at(sent_at, reply)
+        if reply.kind == "ACCEPT":
+            booking["case"] = "ACCEPTED"
+        elif booking["release_until"] is not None and acts_at < booking["release_until"]:
+            booking["case"] = "RELEASED"
+            self.at(acts_at, "release", offer_ref)
+        else:
+            booking["case"] = "LATE_DECLINE"
 
     def _cascade(self, now: datetime) -> bool:
         """Closed offers' vacancies are dispatched again now (the product's on-commit cascade), in
@@ -360,4 +414,4 @@ def replay(month: Month, spec: PolicySpec, run_label: str) -> tuple[dict, dict]:
     cost = {kind: {"events": n, "seconds": round(sec, 2), "statements": q}
             for kind, (n, sec, q) in sorted(r.cost.items())}
     return log, {"replies_after_close": r.replies_late, "staff_reviews": dict(r.reviews), "engine_cost": cost,
-                 "statements": r.statements}
+                 "statements": r.statements, "rules": adapter.policy_rules(r.world)}

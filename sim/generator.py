@@ -73,6 +73,20 @@ class Params:
     # (the product's default action), and staff resolve it this long after it opened, during clinic hours.
     decision_unavailable_share: float = 0.1
     staff_review_minutes: float = 60.0
+    # Standing acceptance ("book me automatically", issue #22 part 2): dispatch books such a patient at once and
+    # sends a booking notice with a release link. Assumption (no published figure): this share of entries opt in
+    # when they join, with the minimum notice drawn from these (minutes, weights; assumption: at once, 3 h, a day).
+    standing_share: float = 0.3
+    standing_notice_minutes: tuple[int, ...] = (0, 180, 1440)
+    standing_notice_weights: tuple[float, ...] = (0.4, 0.4, 0.2)
+    # A kept booking that does not end in a visit (a no-show), by what the patient would have answered the offer:
+    # Fast Pass (JMIR 2024): 18% of accepted offers did not end in a visit (5,399 visits of 6,603 accepts), applied
+    # to every booking the patient would have accepted (by reply or standing alike); a standing booking never read
+    # (SILENT): Dantas et al. 2018's average no-show, 23%; one they would have declined but read only after its
+    # release deadline: they do not come (assumption: 1.0).
+    no_show_accepted: float = 0.18
+    no_show_unread: float = 0.23
+    no_show_late_decline: float = 1.0
     quiet_start: str = "21:00"
     quiet_end: str = "08:00"
     contact_cap_per_day: int = 3
@@ -130,6 +144,7 @@ class Month:
 
     def index(self) -> Month:
         self.by_key = {e.key: e for e in self.entries}
+        self.bookings_by_key = {b.key: b for b in self.bookings}
         return self
 
     def fingerprint(self) -> str:
@@ -153,6 +168,23 @@ class Month:
             return Reply("DECLINE", reply.delay)
         return reply
 
+    def standing_notice(self, entry_key: str) -> int | None:
+        """The minimum notice (minutes) the entry's patient asks for when they opt in to automatic booking at
+        joining, or None when they do not (their own draw: the month's other facts do not move with it)."""
+        p = self.params
+        rng = _rng(self.seed, self.clinic_label, "standing", self.by_key[entry_key].patient)
+        if rng.random() >= p.standing_share:
+            return None
+        return rng.choices(p.standing_notice_minutes, weights=p.standing_notice_weights)[0]
+
+    def no_show(self, entry_key: str, booking: Booking, case: str) -> bool:
+        """Whether a kept booking of ``booking``'s slot ends without a visit; ``case`` is ACCEPTED (they would have
+        accepted), UNREAD (a standing booking never read) or LATE_DECLINE (read after its release deadline). One
+        draw per (seed, patient, slot): every policy meets the same no-shows."""
+        p = self.params
+        share = {"ACCEPTED": p.no_show_accepted, "UNREAD": p.no_show_unread,
+                 "LATE_DECLINE": p.no_show_late_decline}[case]
+        return _rng(self.seed, "no_show", self.by_key[entry_key].patient, booking.key).random() < share
 
     def answer_at(self, sent_at: datetime, reply: Reply) -> datetime:
         """When a reply to a notice sent at ``sent_at`` comes: its delay after the patient reads the

@@ -51,8 +51,10 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     fillable = [b for b in month.cancellations if b.starts_at - b.cancel_at >= USEFUL_LEAD]
     filled = [v for v in vacancies if v["filled_at"] is not None]
     fill_minutes = [(v["filled_at"] - v["opened_at"]).total_seconds() / 60 for v in filled]
-    accepted = [o for o in offers if o["booked"]]
-    booked_by_entry = {o["entry"]: bookings[o["vacancy"]].starts_at for o in accepted}
+    booked_by_entry = {o["entry"]: bookings[o["vacancy"]].starts_at for o in offers if o["booked"]}
+    # Acceptance is over the offers that asked (a standing booking asks nothing: booked at once).
+    asked = [o for o in offers if not o.get("standing")]
+    accepted = [o for o in asked if o["booked"]]
 
     per_week: Counter = Counter()
     for m in messages:
@@ -60,6 +62,13 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     weekly = list(per_week.values())
 
     sooner = {key: (month.by_key[key].current_at - at).total_seconds() / 86400 for key, at in booked_by_entry.items()}
+    first_week = [o for o in asked if o["at"] < month.start + timedelta(days=7)]
+    from .policies import MODELLED_RULES
+
+    # Ours' rules for every policy: a property of the month. ``reachable`` is the matching (each patient fills at
+    # most one slot); ``reachable_any`` the looser per-vacancy count (one patient may count for several).
+    reachable, reachable_any = ceiling(month, MODELLED_RULES)
+    standing = standing_figures(month, log, filled)
     return {
         "cancellations": len(month.cancellations),
         "fillable_cancellations": len(fillable),
@@ -70,10 +79,25 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "time_to_fill_minutes": {"p50": quantile(fill_minutes, 0.5), "p90": quantile(fill_minutes, 0.9)},
         "offers": len(offers),
         "offers_per_vacancy": ratio(len(offers), len(vacancies)),
-        "acceptance_per_offer": ratio(len(accepted), len(offers)),
+        "asked_offers": len(asked),
+        "accepted": len(accepted),
+        "acceptance_per_offer": ratio(len(accepted), len(asked)),
+        "offers_first_week": len(first_week),
+        "accepted_first_week": sum(1 for o in first_week if o["booked"]),
+        # On the month's first week (the list still fresh: the published 8–11% per offer are list-wide).
+        "acceptance_per_offer_first_week": ratio(sum(1 for o in first_week if o["booked"]), len(first_week)),
+        # Fillable cancellations some waiting, eligible patient would have accepted in time (see ``ceiling``).
+        "ceiling": reachable,
+        "fill_of_ceiling": ratio(len(filled), reachable),
+        "ceiling_any": reachable_any,
+        "fill_of_ceiling_any": ratio(len(filled), reachable_any),
+        **standing,
+        "filled_attended_rate": ratio(standing["filled_attended"], len(fillable)),
         "offers_never_seen": sum(1 for o in offers if o["notified_at"] is None),
         "messages": len(messages),
-        "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95)},
+        "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95),
+                                      # messages in a week → patient-weeks (pooled over runs by sim/report.py)
+                                      "histogram": {str(k): n for k, n in sorted(Counter(weekly).items())}},
         "quiet_hour_notices": sum(1 for m in messages if in_quiet_hours(m["at"], month)),
         "days_sooner": {"total": round(sum(sooner.values()), 1), "p50": quantile(list(sooner.values()), 0.5)},
         "exhausted_vacancies": sum(1 for v in vacancies if v["exhausted"]),
@@ -82,6 +106,105 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "dispatch_notes": dict(sorted(log.get("dispatch_notes", {}).items())),
         **({"shadow": log["shadow"]} if "shadow" in log else {}),
     }
+
+
+def standing_figures(month: Month, log: dict, filled: list[dict]) -> dict:
+    """Standing bookings, releases, refills after a release, and the bookings that did not end in a visit.
+
+    Every booking that stands at the end is drawn for a no-show (``Month.no_show``, one draw per patient and slot):
+    ACCEPTED when the patient would have accepted the offer (a booking by reply, or a standing one they read
+    and keep), UNREAD for a standing booking never read, LATE_DECLINE for one they would have declined but read
+    after its release deadline (or whose release was refused)."""
+    standing = {(s["entry"], s["vacancy"]): s for s in log.get("standing", [])}
+    bookings = month.bookings_by_key
+    missed = missed_standing = 0
+    cases: Counter = Counter()
+    for o in log["offers"]:
+        if not o["booked"]:
+            continue
+        s = standing.get((o["entry"], o["vacancy"]))
+        case = "ACCEPTED" if s is None else {"RELEASED": "LATE_DECLINE", "KEPT_RELEASE_REFUSED": "LATE_DECLINE"}.get(
+            s["case"], s["case"])
+        if s is not None:
+            cases[case] += 1
+        if month.no_show(o["entry"], bookings[o["vacancy"]], case):
+            missed += 1
+            missed_standing += s is not None
+    released = {s["vacancy"] for s in standing.values() if s.get("released_at") is not None}
+    refilled = sum(1 for v in filled if v["key"] in released)
+    return {"standing_bookings": len(standing), "standing_releases": sum(1 for s in standing.values()
+                                                                         if s.get("released_at") is not None),
+            "standing_refilled": refilled, "standing_kept": dict(sorted(cases.items())),
+            "standing_missed": missed_standing, "missed": missed, "filled_attended": len(filled) - missed}
+
+
+_CEILINGS: dict = {}
+
+
+def ceiling(month: Month, rules: PolicySpec) -> tuple[int, int]:
+    """How many fillable cancellations eligible patients could have filled: (the maximum matching, the looser
+    per-vacancy count).
+
+    An edge joins a fillable vacancy (opened at least ``min_lead_minutes`` before the slot, the product's rule)
+    and a patient on the list before the slot (on it when the vacancy opened, or joining later), not opted out,
+    fitting window and practitioner, who would have taken it in time: asked as soon as both were there (or at
+    the end of quiet hours when that fell inside them), their reply to that slot is ACCEPT and arrives (read and
+    sent awake, ``Month.answer_at``) before the slot's start minus the window's margin (or the answer window's
+    end, if later); or, under a policy with
+    standing acceptance, they opted in and the slot's lead then meets their minimum notice. Each patient fills
+    at most one slot, so the ceiling is the maximum bipartite matching; the per-vacancy count (a vacancy with
+    any edge) lets one
+    patient count for several and is an upper bound of it."""
+    from .models import next_send_time
+    from .windows import Window
+
+    key = (month.seed, month.clinic_label, month.params, rules.name)
+    if key in _CEILINGS:
+        return _CEILINGS[key]
+    window = Window(rules, month.params)
+    lead = timedelta(minutes=rules.min_lead_minutes)
+    minutes = timedelta(minutes=month.params.slot_minutes)
+    edges: dict[str, list[str]] = {}
+    for b in month.cancellations:
+        if b.starts_at - b.cancel_at < max(lead, USEFUL_LEAD):
+            continue
+        edges[b.key] = []
+        for e in month.entries:
+            # Asked the moment both the vacancy and the patient are there (a later arrival can still fill it).
+            joined = max(b.cancel_at, e.arrives_at)
+            asked = next_send_time(joined, month) if rules.quiet_hours else joined
+            if (joined >= b.starts_at or (e.opt_out_at is not None and e.opt_out_at <= asked)
+                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes)):
+                continue
+            reply = month.reply(e.key, b)
+            notice = month.standing_notice(e.key) if rules.standing_acceptance else None
+            # In time: before the slot's start minus the margin, or the answer window's end if later (the window
+            # is never shorter than its minimum, even when that crosses the margin).
+            latest = max(b.starts_at - window.margin, window.deadline(asked, b.starts_at))
+            if ((reply.kind == "ACCEPT" and month.answer_at(asked, reply) <= latest)
+                    or (notice is not None and b.starts_at - joined >= timedelta(minutes=notice))):
+                edges[b.key].append(e.key)
+    result = (max_matching(edges), sum(1 for patients in edges.values() if patients))
+    _CEILINGS[key] = result
+    return result
+
+
+def max_matching(edges: dict[str, list[str]]) -> int:
+    """The size of a maximum bipartite matching (augmenting paths, Kuhn): each vacancy to one patient and each
+    patient to one vacancy."""
+    owner: dict[str, str] = {}
+
+    def augment(vacancy: str, seen: set[str]) -> bool:
+        for patient in edges[vacancy]:
+            if patient in seen:
+                continue
+            seen.add(patient)
+            if patient not in owner or augment(owner[patient], seen):
+                owner[patient] = vacancy
+                return True
+        return False
+
+    return sum(1 for vacancy in edges if augment(vacancy, set()))
 
 
 def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]) -> dict:
@@ -97,7 +220,7 @@ def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]
         for name, keys in sorted(members.items()):
             gained = [sooner.get(k, 0.0) for k in keys]
             booked = sum(1 for k in keys if k in sooner)
-            out[str(name)] = {"patients": len(keys), "booked_share": ratio(booked, len(keys)),
+            out[str(name)] = {"patients": len(keys), "booked": booked, "booked_share": ratio(booked, len(keys)),
                               "days_sooner_per_patient": round(statistics.fmean(gained), 2)}
         return out
 
@@ -107,6 +230,7 @@ def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]
     return {
         "by_band": group(lambda e: e.band),
         "by_wait_quartile": group(lambda e: f"Q{quartile[e.key]}"),
+        "by_responsiveness": group(lambda e: e.responsiveness),
         "passovers": {"total": sum(per_candidate), "candidates": len(per_candidate),
                       "per_candidate_mean": ratio(sum(per_candidate), len(per_candidate)),
                       "per_candidate_max": max(per_candidate, default=0), "reasons": dict(reasons)},

@@ -16,15 +16,54 @@ OURS_GATE_NOT_USED = PolicySpec("ours_gate_not_used", "Ours, decision_gate NOT_U
 # decline); quiet hours, the daily contact cap, the priority order and the gate stay: what the defaults cost.
 OURS_NO_CAPS = PolicySpec("ours_no_caps", "Ours, no weekly cap or decline suppression", hold_minutes=20,
                           min_lead_minutes=180, weekly_offer_cap=None, decline_suppression_hours=0)
+# Features off, one at a time (each runs only where the product has its field: ``run.available``):
+# the answer window fixed at 20 minutes to the slot's start, as before LEAD_TIME (no margin) ...
+# Feature-off runs take the first half of the months (the time budget); each is paired with ours on those.
+OURS_FIXED_WINDOW = PolicySpec("ours_fixed_window", "Ours, fixed 20-minute window", hold_minutes=20,
+                               min_lead_minutes=180, months_share=0.5,
+                               extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0})
+# ... and the old contact limits: a decline holds back every offer for 72 h, not only similar ones (the
+# cap's restart after an accept has no switch; a simulated accept books, so it does not matter here).
+OURS_OLD_LIMITS = PolicySpec("ours_old_limits", "Ours, old contact limits (a decline holds back all offers)",
+                             hold_minutes=20, min_lead_minutes=180, months_share=0.5,
+                             extra={"decline_suppression_scope": "ALL"})
+# ... and standing acceptance off: nobody is booked automatically, every patient is asked (the policy field
+# ``standing_acceptance``; the simulated patients who would opt in are asked like the others).
+OURS_NO_STANDING = PolicySpec("ours_no_standing", "Ours, no standing acceptance", hold_minutes=20,
+                              min_lead_minutes=180, months_share=0.5, standing_acceptance=False)
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
+# Its window stays the peer's fixed 20 minutes (to the slot's start, no margin) and it has no standing acceptance.
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
-                  use_priority=False, use_practitioner=False)
-BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast")
-BATCH3 = PolicySpec("batch3", "Batches of 3, 7-min hold (modelled)", hold_minutes=7, min_lead_minutes=180,
-                    modelled="batch", extra={"batch_size": 3})
+                  use_priority=False, use_practitioner=False, standing_acceptance=False,
+                  extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0})
+# The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
+# per patient, and no standing acceptance (they model asking, not automatic booking: every patient is asked).
+BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast",
+                       standing_acceptance=False)
+BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, modelled="batch",
+                    extra={"batch_size": 3}, standing_acceptance=False)
+MODELLED_RULES = OURS
 
-POLICIES = [OURS, OURS_GATE_NOT_USED, OURS_NO_CAPS, FIFO, BROADCAST, BATCH3]
+# Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
+POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, FIFO, BROADCAST, BATCH3]
+ALL_POLICIES = [*POLICIES, OURS_NO_CAPS, OURS_GATE_NOT_USED]
+
+
+def sweep_specs() -> list[PolicySpec]:
+    """LEAD_TIME settings around the product's defaults (25%, 20–480 min, 60 min margin), one axis at a time:
+    ``python -m sim.run --sweep`` runs them on the first months and docs/simulation.md shows them beside ours."""
+    variants = [(10, 480, 60), (50, 480, 60), (25, 240, 60), (25, 720, 60), (25, 480, 30)]
+    return [PolicySpec(f"sweep_p{p}_max{m}_margin{g}", f"LEAD_TIME {p}%, max {m // 60} h, margin {g} min",
+                       hold_minutes=20, min_lead_minutes=180,
+                       extra={"answer_window": "LEAD_TIME", "answer_window_percent": p,
+                              "answer_window_max_minutes": m, "answer_window_margin_minutes": g})
+            for p, m, g in variants]
+
+
+# A month of ours is replayed with this candidate in SHADOW beside it (docs/simulation.md "Shadow policy"):
+# the contact limits off, so the page shows whom the limits change.
+DEFAULT_SHADOW = {"weekly_offer_cap": None, "decline_suppression_hours": 0}
 

@@ -20,10 +20,22 @@ from pathlib import Path
 
 from . import db
 from .generator import SCALES, generate
-from .policies import POLICIES
+from .policies import ALL_POLICIES, DEFAULT_SHADOW, MODELLED_RULES, POLICIES, sweep_specs
 
 CLINICS = {"tiny": 1, "default": 1, "full": 3}
-SEEDS = {"tiny": 3, "default": 3, "full": 5}
+# Twelve one-practitioner months at the default scale: about 470 fillable cancellations pooled (issue #22
+# asks for at least 400) in twelve independent clusters for the month bootstrap (sim/report.py).
+SEEDS = {"tiny": 3, "default": 12, "full": 5}
+
+
+def available(spec) -> bool:
+    """Whether the product can run ``spec``: every policy field its ``extra`` sets exists (a feature-off run
+    of a feature the product does not have yet is left out)."""
+    if spec.modelled:
+        return True
+    from waitlist.services.policy import PUBLISHABLE_FIELDS
+
+    return all(k in PUBLISHABLE_FIELDS for k in spec.extra)
 
 
 def log(message: str) -> None:
@@ -40,10 +52,11 @@ def expected_cost(spec) -> int:
     return 2 if spec.weekly_offer_cap is None else 1
 
 
-def jobs(scale: str, seeds: list[int]) -> list[tuple[str, int, int]]:
+def jobs(scale: str, seeds: list[int], specs=None) -> list[tuple[str, int, int]]:
     """(policy, seed, clinic) of every real run, longest expected first (then in policy order)."""
-    real = [p for p in POLICIES if not p.modelled]
-    todo = [(p.name, seed, clinic) for p in real for seed in seeds for clinic in range(CLINICS[scale])]
+    real = [p for p in (POLICIES if specs is None else specs) if not p.modelled and available(p)]
+    todo = [(p.name, seed, clinic) for p in real for seed in seeds[: max(1, round(len(seeds) * p.months_share))]
+            for clinic in range(CLINICS[scale])]
     costs = {p.name: expected_cost(p) for p in real}
     return sorted(todo, key=lambda job: -costs[job[0]])  # stable: policy, seed, clinic order otherwise
 
@@ -51,12 +64,12 @@ def jobs(scale: str, seeds: list[int]) -> list[tuple[str, int, int]]:
 _STATE: dict = {}
 
 
-def _init_worker(scale: str, shadow: dict) -> None:
+def _init_worker(scale: str, shadow: dict, shadow_seed: int) -> None:
     db.configure_environment()
     import django
 
     django.setup()
-    _STATE.update(scale=scale, shadow=shadow)
+    _STATE.update(scale=scale, shadow=shadow, shadow_seed=shadow_seed)
 
 
 def _job(args) -> dict:
@@ -65,8 +78,8 @@ def _job(args) -> dict:
     from . import adapter, metrics
     from .engine import replay
 
-    spec = next(p for p in POLICIES if p.name == name)
-    if _STATE["shadow"] and name == "ours":
+    spec = next(p for p in [*ALL_POLICIES, *sweep_specs()] if p.name == name)
+    if _STATE["shadow"] and name == "ours" and seed == _STATE["shadow_seed"] and clinic == 0:
         spec = dataclasses.replace(spec, shadow=_STATE["shadow"])
     month = generate(seed, SCALES[_STATE["scale"]], clinic)
     url = db.run_url(f"r{index}")
@@ -100,14 +113,14 @@ def _modelled(scale: str, seeds: list[int], specs) -> list[dict]:
     for spec in specs:
         for seed in seeds:
             for month in months(scale, seed):
-                run_log, counters = run_modelled(month, spec)
+                run_log, counters = run_modelled(month, spec, MODELLED_RULES)
                 out.append({"policy": spec.name, "seed": seed, "clinic": month.clinic_label,
                             "metrics": metrics.compute(month, spec, run_log) | counters, "seconds": 0})
     return out
 
 
 def run(scale: str, seeds: list[int], workers: int, shadow: dict | None = None,
-        rebuild_template: bool = False) -> list[dict]:
+        rebuild_template: bool = False, specs=None) -> list[dict]:
     """The real runs in a pool of ``workers`` processes, longest first, each taking the next run when it
     finishes one; the workers start (Django set-up) while this process checks or migrates the template,
     and the modelled policies run here while the pool works. Results in policy, seed, clinic order."""
@@ -117,17 +130,18 @@ def run(scale: str, seeds: list[int], workers: int, shadow: dict | None = None,
     django.setup()
     db.use_database(db.sim_url())  # the settings read .env, which may name it
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers, initializer=_init_worker, initargs=(scale, shadow or {})) as pool:
+    with ctx.Pool(workers, initializer=_init_worker, initargs=(scale, shadow or {}, seeds[0])) as pool:
         started = time.perf_counter()
         migrated = db.prepare_template(rebuild=rebuild_template)
         log(f"template {db.db_name(db.sim_url())} {'migrated' if migrated else 'reused (migrations unchanged)'} "
             f"in {time.perf_counter() - started:.1f} s")
-        pending = pool.imap_unordered(_job, list(enumerate(jobs(scale, seeds))), chunksize=1)
-        results = _modelled(scale, seeds, [p for p in POLICIES if p.modelled])
+        specs = POLICIES if specs is None else specs
+        pending = pool.imap_unordered(_job, list(enumerate(jobs(scale, seeds, specs))), chunksize=1)
+        results = _modelled(scale, seeds, [p for p in specs if p.modelled])
         for result in pending:
             db.drop_run_database(result.pop("database"))
             results.append(result)
-    order = [p.name for p in POLICIES]
+    order = [p.name for p in specs]
     return sorted(results, key=lambda r: (order.index(r["policy"]), r["seed"], r["clinic"]))
 
 
@@ -140,18 +154,30 @@ def cpu_seconds() -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim.run")
     parser.add_argument("--scale", default=os.environ.get("SIM_SCALE", "default"), choices=sorted(SCALES))
-    parser.add_argument("--seeds", type=int, default=None, help="how many seeds (default 3; full 5)")
+    parser.add_argument("--seeds", type=int, default=None, help="how many seeds (default 12; full 5)")
     parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "2")))
     parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--doc-only", action="store_true", help="only regenerate docs/simulation.md")
     parser.add_argument("--rebuild-template", action="store_true",
                         help="migrate the template database again even if the migrations did not change")
-    parser.add_argument("--shadow", type=json.loads, default=None, metavar="JSON",
-                        help='observe a candidate policy in SHADOW beside ours, e.g. \'{"weekly_offer_cap": 1}\'')
+    parser.add_argument("--shadow", type=json.loads, default=DEFAULT_SHADOW, metavar="JSON",
+                        help="a candidate policy observed in SHADOW beside ours on the first seed's month, e.g. "
+                             '\'{"weekly_offer_cap": 1}\' (default: the contact limits off; \'{}\': none)')
+    parser.add_argument("--sweep", action="store_true",
+                        help="run the LEAD_TIME settings of policies.sweep_specs on the first --seeds months (default "
+                             "4) into <results>/sweep/ instead of the policies (the page shows them beside ours)")
     args = parser.parse_args(argv)
     from . import report
 
-    if not args.doc_only:
+    if args.sweep:
+        first = int(os.environ.get("SIM_SEED", "1"))
+        seeds = [first + i for i in range(args.seeds or 4)]
+        started = time.perf_counter()
+        log(f"sweep: scale {args.scale}, seeds {seeds}, {args.workers} workers")
+        results = run(args.scale, seeds, args.workers, {}, args.rebuild_template, specs=sweep_specs())
+        report.write_results(results, Path(args.results) / "sweep", scale=args.scale, seeds=seeds,
+                             seconds=time.perf_counter() - started, cpu_seconds=cpu_seconds(), specs=sweep_specs())
+    elif not args.doc_only:
         first = int(os.environ.get("SIM_SEED", "1"))
         seeds = [first + i for i in range(args.seeds or SEEDS[args.scale])]
         started = time.perf_counter()

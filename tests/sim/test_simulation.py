@@ -12,7 +12,7 @@ from sim.adapter import policy_fields
 from sim.engine import replay, staff_time
 from sim.generator import SCALES, Reply, generate, reply_for
 from sim.models import next_send_time, run_modelled
-from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED
+from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED, OURS_NO_STANDING
 
 TINY = dataclasses.replace(SCALES["tiny"], days=2)
 
@@ -105,6 +105,7 @@ def test_modelled_policies_are_deterministic_and_never_notify_in_quiet_hours(spe
 @pytest.mark.django_db
 @pytest.mark.parametrize("spec", [OURS, FIFO], ids=lambda s: s.name)
 def test_replay_drives_the_real_services_and_measures_them(spec):
+    from common.models import OutboxMessage
     from sim.adapter import enable_waitlist
     from waitlist.models import Offer, Vacancy, WaitlistPolicy
 
@@ -121,7 +122,12 @@ def test_replay_drives_the_real_services_and_measures_them(spec):
     assert result["offers"] == offers.count() > 0
     assert result["filled"] == vacancies.filter(status="FILLED").count()
     # Notices went through the real delivery: each sent one started its offer's answer window.
-    assert result["offers"] - result["offers_never_seen"] == offers.filter(notified_at__isnull=False).count()
+    # A standing booking's one notice is its booking confirmation (the offer itself is never notified).
+    booking_notices = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", sent_at__isnull=False,
+                                                   payload__offer__in=list(offers.filter(standing=True)
+                                                                           .values_list("ref", flat=True)))
+    assert result["offers"] - result["offers_never_seen"] == (offers.filter(notified_at__isnull=False).count()
+                                                             + booking_notices.count())
     policy = WaitlistPolicy.objects.filter(clinic__name=f"Sim clinic test-{spec.name}").latest("version")
     assert (policy.quiet_hours_start is not None) == spec.quiet_hours
     if spec.quiet_hours:
@@ -169,14 +175,16 @@ def test_an_opt_out_revokes_consent_and_the_matcher_passes_the_patient_over():
 
 def test_real_runs_are_queued_longest_first_each_once():
     from sim.policies import POLICIES
-    from sim.run import expected_cost, jobs
+    from sim.run import available, expected_cost, jobs
 
     queue = jobs("full", [1, 2])
-    real = {p.name: p for p in POLICIES if not p.modelled}
-    assert sorted(queue) == sorted({(name, seed, clinic) for name in real for seed in (1, 2) for clinic in range(3)})
+    real = {p.name: p for p in POLICIES if not p.modelled and available(p)}
+    expected = {(name, seed, clinic) for name, spec in real.items()
+                for seed in (1, 2)[: max(1, round(2 * spec.months_share))] for clinic in range(3)}
+    assert sorted(queue) == sorted(expected)  # feature-off runs on the first half of the months
     costs = [expected_cost(real[name]) for name, _, _ in queue]
     assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
-    assert {name for name, _, _ in queue[: len(queue) // 2]} == {"ours_no_caps", "fifo"}  # no weekly cap
+    assert {name for name, _, _ in queue[: costs.count(2)]} == {"fifo"}  # no weekly cap: the longest
 
 
 @pytest.mark.parametrize("name,marker", [("clinic_waitlist", "sim"), ("cw_sim_1", "sim"),
@@ -187,3 +195,178 @@ def test_scratch_databases_refuse_a_name_without_their_marker(name, marker):
     with pytest.raises(SystemExit):
         scratchdb.check_name(name, marker)
     scratchdb.check_name(f"clinic_waitlist_{marker}_r1", marker)  # a run's copy of the template is fine
+
+
+@pytest.mark.parametrize("spec", [BROADCAST, BATCH3], ids=lambda s: s.name)
+def test_modelled_offers_close_by_ours_answer_deadline(spec):
+    from sim.policies import MODELLED_RULES
+    from sim.windows import Window
+
+    month = generate(2, SCALES["default"])
+    log, counters = run_modelled(month, spec, MODELLED_RULES)
+    window = Window(MODELLED_RULES, month.params)
+    starts = {b.key: b.starts_at for b in month.bookings}
+    assert log["offers"]
+    for offer in log["offers"]:
+        assert offer["closed_at"] <= window.deadline(offer["notified_at"], starts[offer["vacancy"]])
+    assert counters["rules"]["answer_window"] == window.values
+
+
+@pytest.mark.parametrize("spec", [BROADCAST, BATCH3], ids=lambda s: s.name)
+def test_modelled_policies_give_a_patient_one_open_offer_at_a_time(spec):
+    from sim.policies import MODELLED_RULES
+
+    month = generate(2, SCALES["default"])
+    log, _ = run_modelled(month, spec, MODELLED_RULES)
+    by_entry: dict = {}
+    for offer in log["offers"]:
+        by_entry.setdefault(offer["entry"], []).append((offer["at"], offer["closed_at"]))
+    for spans in by_entry.values():
+        spans.sort()
+        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+
+
+def test_modelled_replies_after_the_window_are_counted_not_booked():
+    from sim.policies import MODELLED_RULES
+
+    month = generate(2, SCALES["default"])
+    log, counters = run_modelled(month, BATCH3, MODELLED_RULES)
+    assert counters["replies_after_close"] > 0
+    assert all(o["closed_at"] >= o["at"] for o in log["offers"] if o["booked"])
+
+
+def test_the_ceiling_is_a_share_of_the_fillable_cancellations_the_same_for_every_policy():
+    month = generate(3, SCALES["default"])
+    results = [metrics.compute(month, spec, run_modelled(month, spec)[0]) for spec in (BROADCAST, BATCH3)]
+    assert results[0]["ceiling"] == results[1]["ceiling"]
+    assert 0 < results[0]["ceiling"] <= results[0]["fillable_cancellations"]
+
+
+def test_fairness_reports_the_share_booked_by_responsiveness():
+    month = generate(3, SCALES["default"])
+    result = metrics.compute(month, BROADCAST, run_modelled(month, BROADCAST)[0])
+    groups = result["fairness"]["by_responsiveness"]
+    assert set(groups) == {"FAST", "SLOW", "SILENT"}
+    assert sum(g["patients"] for g in groups.values()) == len(month.entries)
+    assert groups["SILENT"]["booked"] == 0  # a silent patient never answers
+
+
+def _result(policy: str, runs: list[tuple[int, int, int]]) -> dict:
+    return {"policy": policy, "label": policy, "modelled": False,
+            "runs": [{"seed": seed, "clinic": "c", "metrics": {"filled": filled, "fillable_cancellations": fillable}}
+                     for seed, filled, fillable in runs]}
+
+
+def test_pooled_fill_is_filled_over_fillable_summed_over_months():
+    from sim.report import pooled_stats
+
+    stats = pooled_stats([_result("fifo", [(1, 1, 10), (2, 9, 30)]), _result("ours", [(1, 5, 10), (2, 15, 30)])])
+    assert stats["fifo"]["fill"]["value"] == pytest.approx(10 / 40)
+    assert stats["ours"]["diff_fill"]["value"] == pytest.approx(20 / 40 - 10 / 40)
+
+
+def test_a_policy_paired_with_an_identical_one_differs_by_zero_in_every_draw():
+    from sim.report import pooled_stats
+
+    months = [(seed, seed % 4, 10 + seed) for seed in range(1, 13)]
+    stats = pooled_stats([_result("fifo", months), _result("ours", months)])
+    assert stats["ours"]["diff_fill"]["interval"] == (0, 0)
+    low, high = stats["ours"]["fill"]["interval"]
+    assert low < stats["ours"]["fill"]["value"] < high
+
+
+def test_every_sweep_setting_and_feature_off_run_is_a_policy_the_product_can_publish():
+    from sim.policies import OURS_FIXED_WINDOW, OURS_OLD_LIMITS, sweep_specs
+    from sim.run import available
+
+    assert all(available(spec) for spec in [*sweep_specs(), OURS_FIXED_WINDOW, OURS_OLD_LIMITS, FIFO])
+
+
+def test_fifo_keeps_the_peers_fixed_window_to_the_slot():
+    month = generate(1, SCALES["tiny"])
+    fields = policy_fields(FIFO, month)
+    assert (fields["answer_window"], fields["hold_minutes"], fields["answer_window_margin_minutes"]) == ("FIXED", 20, 0)
+    assert fields["min_lead_minutes"] == 180 and fields["confirmation"] == "ON_ACCEPT"
+
+
+@pytest.mark.django_db
+def test_the_engine_takes_each_offers_expiry_from_the_product_after_delivery():
+    from sim.adapter import enable_waitlist
+    from sim.engine import Replay
+    from waitlist.models import Offer
+
+    enable_waitlist()
+    month = generate(11, TINY)
+    engine = Replay(month, OURS, "test-expiry")
+    engine.run()
+    stored = dict(Offer.objects.filter(clinic__name="Sim clinic test-expiry", notified_at__isnull=False)
+                  .values_list("ref", "expires_at"))
+    assert stored
+    assert {ref: engine.offers[ref]["expires"] for ref in stored} == stored
+
+
+def test_the_standing_opt_in_and_its_notice_are_the_patients_own_draw():
+    month = generate(3, SCALES["default"])
+    notices = [month.standing_notice(e.key) for e in month.entries]
+    assert notices == [generate(3, SCALES["default"]).standing_notice(e.key) for e in month.entries]
+    assert {n for n in notices if n is not None} <= set(month.params.standing_notice_minutes)
+    assert 0 < sum(n is not None for n in notices) < len(notices)
+    none = generate(3, dataclasses.replace(SCALES["default"], standing_share=0.0))
+    assert all(none.standing_notice(e.key) is None for e in none.entries)
+    assert none.fingerprint() == month.fingerprint()  # the opt-in moves none of the month's other facts
+
+
+def test_a_late_decline_never_shows_and_the_other_no_shows_are_the_same_draw_for_every_policy():
+    month = generate(3, SCALES["default"])
+    slot, entries = month.cancellations[0], month.entries
+    assert all(month.no_show(e.key, slot, "LATE_DECLINE") for e in entries)
+    draws = [month.no_show(e.key, slot, "ACCEPTED") for e in entries]
+    assert draws == [generate(3, SCALES["default"]).no_show(e.key, slot, "ACCEPTED") for e in entries]
+    assert 0 < sum(draws) < len(draws)
+
+
+def test_the_ceiling_matches_each_patient_to_one_slot():
+    assert metrics.max_matching({"v1": ["p1"], "v2": ["p1"], "v3": ["p1", "p2"]}) == 2
+    assert metrics.max_matching({"v1": ["p1", "p2"], "v2": ["p1"]}) == 2  # augmenting: p2 takes v1, p1 v2
+    month = generate(3, SCALES["default"])
+    result = metrics.compute(month, BROADCAST, run_modelled(month, BROADCAST)[0])
+    assert 0 < result["ceiling"] <= result["ceiling_any"] <= result["fillable_cancellations"]
+
+
+def test_fifo_the_modelled_policies_and_the_feature_off_run_get_no_standing_acceptance():
+    month = generate(1, SCALES["tiny"])
+    assert policy_fields(OURS, month)["standing_acceptance"] is True
+    assert policy_fields(FIFO, month)["standing_acceptance"] is False
+    assert policy_fields(OURS_NO_STANDING, month)["standing_acceptance"] is False
+    assert not BROADCAST.standing_acceptance and not BATCH3.standing_acceptance
+
+
+@pytest.mark.django_db
+def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_at_once(monkeypatch):
+    from sim import adapter
+    from sim.adapter import enable_waitlist
+    from waitlist.models import Offer, OfferEvent, Vacancy
+
+    enable_waitlist()
+    # Everyone opts in at once (no minimum notice) and declines most slots: bookings, then releases.
+    params = dataclasses.replace(SCALES["tiny"], standing_share=1.0, standing_notice_weights=(1.0, 0.0, 0.0),
+                                 accept_share=0.1, fast_share=0.9, slow_share=0.1)
+    month = generate(11, params)
+    dispatched, dispatch = set(), adapter.dispatch
+
+    def recorded(world, vacancy_ref, now):
+        dispatched.add((vacancy_ref, now))
+        return dispatch(world, vacancy_ref, now)
+
+    monkeypatch.setattr(adapter, "dispatch", recorded)
+    log, _ = replay(month, OURS, "test-standing")
+    result = metrics.compute(month, OURS, log)
+    clinic = "Sim clinic test-standing"
+    assert result["standing_bookings"] == Offer.objects.filter(vacancy__clinic__name=clinic, standing=True).count() > 0
+    released = [s for s in log["standing"] if s["released_at"] is not None]
+    assert result["standing_releases"] == len(released) > 0
+    assert result["filled"] == Vacancy.objects.filter(clinic__name=clinic, status="FILLED").count()
+    # Each released vacancy was dispatched again at the release (the cascade the product queues after commit).
+    for event in OfferEvent.objects.filter(offer__vacancy__clinic__name=clinic, reason_code="STANDING_RELEASED"):
+        assert (event.offer.vacancy.ref, event.created_at) in dispatched
+    assert result["filled_attended"] == result["filled"] - result["missed"]
