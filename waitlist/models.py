@@ -44,6 +44,10 @@ ENTRY_TRANSITIONS: dict[str, set[str]] = {
 }
 
 
+#: The entry statuses in which the patient is still on the waiting list.
+OPEN_ENTRY_STATUSES = (EntryStatus.WAITING, EntryStatus.OFFERED, EntryStatus.ACCEPTED)
+
+
 class OfferStatus(models.TextChoices):
     OFFERED = "OFFERED"
     ACCEPTED = "ACCEPTED"

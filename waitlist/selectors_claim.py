@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from scheduling.models import Appointment, AppointmentStatus
 
-from .models import EntryStatus, Offer, OfferEvent, OfferStatus
+from .models import OPEN_ENTRY_STATUSES, Offer, OfferEvent, OfferStatus
 
 
 class ClaimState(TextChoices):
@@ -24,16 +24,13 @@ class ClaimState(TextChoices):
     RELEASED = "RELEASED"  # booked automatically (standing acceptance), then released by the patient
 
 
-#: The entry statuses in which the patient is still on the waiting list.
-ON_LIST = (EntryStatus.WAITING, EntryStatus.OFFERED, EntryStatus.ACCEPTED)
-
-
 @dataclass(frozen=True)
 class ClaimOutcome:
     state: str
     ended_at: datetime | None = None  # when it was declined, ended or withdrawn
     appointment: Appointment | None = None  # BOOKED / BOOKING_CANCELLED
     on_list: bool = False  # the entry is still waiting (an ended offer)
+    release_until: datetime | None = None  # BOOKED automatically (standing acceptance) and releasable until then
 
     @property
     def is_open(self) -> bool:
@@ -58,19 +55,21 @@ def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
         deadline = min(offer.expires_at, offer.vacancy.starts_at)
         if now < deadline:
             return ClaimOutcome(ClaimState.OPEN)
-        return ClaimOutcome(ClaimState.EXPIRED, ended_at=deadline, on_list=offer.entry.status in ON_LIST)
+        return ClaimOutcome(ClaimState.EXPIRED, ended_at=deadline, on_list=offer.entry.status in OPEN_ENTRY_STATUSES)
     if offer.status == OfferStatus.ACCEPTED:
         appointment = (Appointment.objects.select_related("clinic", "practitioner", "treatment")
                        .filter(source_hold__offer=offer).first())
         if appointment is None:
             if now >= offer.hold.expires_at:  # ran out unbooked; the expiry job makes it HOLD_EXPIRED
                 return ClaimOutcome(ClaimState.EXPIRED, ended_at=offer.hold.expires_at,
-                                    on_list=offer.entry.status in ON_LIST)
+                                    on_list=offer.entry.status in OPEN_ENTRY_STATUSES)
             return ClaimOutcome(ClaimState.HELD)
         if appointment.status == AppointmentStatus.CONFIRMED:
-            return ClaimOutcome(ClaimState.BOOKED, appointment=appointment)
+            releasable = offer.standing and offer.release_until is not None and now < offer.release_until
+            return ClaimOutcome(ClaimState.BOOKED, appointment=appointment,
+                                release_until=offer.release_until if releasable else None)
         return ClaimOutcome(ClaimState.BOOKING_CANCELLED, ended_at=appointment.updated_at, appointment=appointment)
-    on_list = offer.entry.status in ON_LIST
+    on_list = offer.entry.status in OPEN_ENTRY_STATUSES
     if offer.status == OfferStatus.EXPIRED:
         if offer.reason_code == "HOLD_EXPIRED":
             ended_at = offer.hold.expires_at

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods
 
 from common.errors import DomainError
 
-from .models import StandingAcceptanceSource, StandingAcceptanceState, WaitlistEntry
+from .models import OPEN_ENTRY_STATUSES, StandingAcceptanceSource, StandingAcceptanceState, WaitlistEntry
 from .notifications import LANGUAGES
 from .selectors import standing_current
 from .services import standing_acceptance_record
@@ -37,7 +37,7 @@ def _render(request: HttpRequest, entry: WaitlistEntry, *, error: str = "", stat
     granted = current is not None and current.state == StandingAcceptanceState.GRANTED
     context = {"clinic_name": entry.clinic.name, "treatment": entry.treatment.name, "granted": granted,
                "min_notice": current.min_notice_minutes if granted else 0, "choices": NOTICE_CHOICES,
-               "open": entry.status in ("WAITING", "OFFERED", "ACCEPTED"), "error": error}
+               "open": entry.status in OPEN_ENTRY_STATUSES, "error": error}
     response = render(request, "waitlist/standing.html", context, status=status)
     response["Content-Language"] = translation.get_language()
     return response

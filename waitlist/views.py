@@ -107,8 +107,8 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
     if outcome.state == ClaimState.BOOKED and outcome.appointment is not None:
         extra.update(confirmed=True, booking=booking_facts(outcome.appointment),
                      calendar_url=calendar_link(outcome.appointment))
-        if offer.standing and offer.release_until is not None and timezone.now() < offer.release_until:
-            extra.update(release_local=local_moment(offer.release_until, offer.clinic.timezone))
+        if outcome.release_until is not None:
+            extra.update(release_local=local_moment(outcome.release_until, offer.clinic.timezone))
     if outcome.on_list and offer.policy.standing_acceptance:
         extra["standing_url"] = standing_link(offer.entry)
     if status is None:

@@ -14,15 +14,13 @@ from scheduling.models import Clinic, Patient
 
 from ..models import (
     FEED_DECISION_STATUSES,
+    OPEN_ENTRY_STATUSES,
     BookingReliabilityDecision,
     DecisionStatus,
-    EntryStatus,
     VacancyStatus,
     WaitlistEntry,
 )
 from ._shared import queue_dispatch
-
-OPEN_ENTRY_STATUSES = (EntryStatus.WAITING, EntryStatus.OFFERED, EntryStatus.ACCEPTED)
 
 
 def decision_record(

@@ -23,6 +23,7 @@ from scheduling.models import Clinic, HoldStatus, Patient
 
 from ..locks import OfferLocks, lock_offer_chain
 from ..models import (
+    OPEN_ENTRY_STATUSES,
     EntryStatus,
     Offer,
     OfferStatus,
@@ -41,14 +42,12 @@ from .policy import policy_current
 
 #: The longest minimum notice a patient may ask for (a week: longer would rarely book anything).
 MAX_MIN_NOTICE_MINUTES = 7 * 24 * 60
-#: Entries that may take a standing acceptance: still on the list.
-OPEN_ENTRY_STATUSES = (EntryStatus.WAITING, EntryStatus.OFFERED, EntryStatus.ACCEPTED)
 
 #: The newest standing-acceptance row of the entry ``e``, as the minimum notice when GRANTED (else NULL): a
 #: column of promotion's entry-locking statement, so dispatch reads it with the lock in no extra statement.
 STANDING_NOTICE_SQL = (
-    "(SELECT CASE WHEN s.state = 'GRANTED' THEN s.min_notice_minutes END FROM waitlist_standingacceptance s"
-    " WHERE s.entry_id = e.id ORDER BY s.id DESC LIMIT 1)"
+    f"(SELECT CASE WHEN s.state = '{StandingAcceptanceState.GRANTED.value}' THEN s.min_notice_minutes END"
+    " FROM waitlist_standingacceptance s WHERE s.entry_id = e.id ORDER BY s.id DESC LIMIT 1)"
 )
 
 
