@@ -322,6 +322,8 @@ WAITLIST_NEW_CLINIC_QUIET_HOURS = env.str("WAITLIST_NEW_CLINIC_QUIET_HOURS", def
 WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES = env.int("WAITLIST_CLAIM_TOKEN_MAX_AGE_MINUTES", default=24 * 60)
 # Opt-out links expire (every notice carries a fresh one): a leaked link stops working after this.
 WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS = env.int("WAITLIST_OPTOUT_TOKEN_MAX_AGE_DAYS", default=90)
+# The "book me automatically" page's link (in every waitlist notice) lives this long.
+WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS = env.int("WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS", default=60)
 WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
 WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)
 WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=30)

@@ -99,7 +99,7 @@ def standing_token_read(token) -> str:
     """The entry ref of a genuine, unexpired standing-acceptance token; TokenInvalid/TokenExpired otherwise."""
     if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
         raise TokenInvalid()
-    max_age = int(getattr(settings, "WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS", 60)) * 86400
+    max_age = int(settings.WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS) * 86400
     try:
         data = signing.loads(token, salt=STANDING_SALT, max_age=max_age)
     except signing.SignatureExpired as exc:
