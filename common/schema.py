@@ -17,6 +17,8 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiRespo
 from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS, AllowAny
 
+from .api import ClinicAPIView  # the (I) commands' base (self.command)
+
 #: First module part of a view → its tag. Ops reads and commands are tagged ``operations`` too.
 APP_TAGS = {
     "config": "discovery",
@@ -245,7 +247,7 @@ SUCCESS_BODIES = {
 class ClinicRefFieldExtension(OpenApiSerializerFieldExtension):
     """A body ref inside the request's clinic: a string (missing or foreign is 400 on that field)."""
 
-    target_class = "scheduling.api.base.ClinicRefField"
+    target_class = "common.api.fields.ClinicRefField"
 
     def map_serializer_field(self, auto_schema, direction):
         return {"type": "string", "minLength": 1, "maxLength": 40, "pattern": REF_PATTERN,
@@ -304,8 +306,6 @@ class AppAutoSchema(AutoSchema):
         key = self._key()
         if key in IDEMPOTENT_EXTRA:
             return True
-        from scheduling.api.base import ClinicAPIView  # the (I) commands' base (self.command)
-
         return self.method == "POST" and isinstance(self.view, ClinicAPIView) and key not in NOT_IDEMPOTENT
 
     def get_override_parameters(self):

@@ -132,6 +132,10 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 
+# The clinic gate of ``common.api.ClinicAPIView`` (the ground floor imports no app; clinics and grants are
+# scheduling's): ``gate(user, clinic_ref, *, role, operate)``, 404 outside the user's scope, 403 for too low a role.
+CLINIC_SCOPE_GATE = "scheduling.scoping.clinic_for_user"
+
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "common.auth.CachedTokenAuthentication",

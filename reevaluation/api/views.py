@@ -8,11 +8,10 @@ from rest_framework.permissions import AllowAny
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import field_errors
+from common.api import ClinicAPIView, field_errors
 from common.clientaddr import client_address
 from common.errors import ValidationFailed
 from common.middleware import body_too_large, declared_length
-from scheduling.api.base import ClinicAPIView
 from scheduling.models import Role
 from scheduling.scoping import command_role
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from common.api import ClinicRefField
 from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 
@@ -19,7 +20,6 @@ from ..models import (
     Resource,
     Treatment,
 )
-from .base import ClinicRefField
 
 
 class PatientCreateInput(serializers.Serializer):

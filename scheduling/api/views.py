@@ -8,10 +8,11 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from common.api import ClinicAPIView, list_parameters, page_body
+
 from .. import selectors, services
 from ..models import AppointmentStatus, ConsentSource, Patient, Practitioner, Resource, Treatment
 from ..scoping import clinics_for_user, scoped_get
-from .base import ClinicAPIView, list_parameters, page_body
 from .serializers import (
     AppointmentCreateInput,
     ConsentInput,

@@ -9,7 +9,7 @@ from rest_framework import serializers
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.response import Response
 
-from scheduling.api.base import ClinicAPIView
+from common.api import ClinicAPIView
 from scheduling.models import Role
 from scheduling.scoping import command_role
 

@@ -8,9 +8,9 @@ from zoneinfo import ZoneInfo
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from common.api import ClinicRefField
 from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
-from scheduling.api.base import ClinicRefField
 from scheduling.models import Patient, Practitioner, Treatment
 
 from ..models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry

@@ -6,10 +6,9 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import field_errors
+from common.api import ClinicAPIView, field_errors, list_parameters, page_body
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
-from scheduling.api.base import ClinicAPIView, list_parameters, page_body
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_grant, command_role
 from scheduling.services.roles import DECISION_FEED_PERMISSION

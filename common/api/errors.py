@@ -1,17 +1,15 @@
-"""API plumbing shared by every app: the error format and idempotent command responses."""
+"""The error format of every API answer: DRF's exceptions and ``common.errors`` as ``{"code", "detail", "fields"?}``."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, HttpResponse
+from django.http import Http404
 from rest_framework import exceptions as drf
 from rest_framework.response import Response
 
-from .errors import DomainError
-from .idempotency import request_digest, run_idempotent, validate_key
+from ..errors import DomainError
 
 logger = logging.getLogger(__name__)
 
@@ -68,25 +66,3 @@ def _flatten(value):
     if isinstance(value, list | tuple):
         return [_flatten(v) for v in value]
     return str(value)
-
-
-def idempotent_response(
-    request,
-    *,
-    scope: str,
-    command: str,
-    execute: Callable[[str | None], tuple[int, dict]],
-    refusals_write_nothing: bool = False,
-) -> HttpResponse:
-    """Run a command under the request's Idempotency-Key and answer with the stored bytes
-    (``refusals_write_nothing``: see ``run_idempotent``)."""
-    key = validate_key(request.headers.get("Idempotency-Key"))
-    digest = request_digest(request.method, request.path, request.data)
-    stored = run_idempotent(
-        scope=scope, key=key, command=command, digest=digest, execute=execute,
-        refusals_write_nothing=refusals_write_nothing,
-    )
-    response = HttpResponse(stored.body, status=stored.status_code, content_type="application/json")
-    if stored.replayed:
-        response["Idempotent-Replayed"] = "true"
-    return response
