@@ -18,16 +18,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from . import contention, db
+from . import db
 from .claims_layers import LAYERS, post_claim, profile_claims
 from .harness import ROOT, Result, fmt_stat, log, scale, stat
+from .offers import OFFER_WORLDS, make_offers
 
 HOST = "127.0.0.1"
 GUNICORN_CONFIG = "bench/gunicorn_claims.py"
 WRK_THREADS = 2
 REPLAY_EVERY = 10
 PROBE_CLAIMS = 20  # claimed in process before the HTTP run, one at a time
-OFFER_WORLDS = 4  # clinics (one dispatcher process each) the offers are made in
 
 
 def _pgbench_db() -> str:
@@ -35,40 +35,10 @@ def _pgbench_db() -> str:
     return f"{db.db_name(db.bench_url())}_pgbench"
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind((HOST, 0))
         return s.getsockname()[1]
-
-
-def make_offers(label: str, n: int, worlds: int = OFFER_WORLDS) -> tuple[list, list[tuple[str, str]]]:
-    """``n`` OFFERED offers made by ``vacancy_dispatch``, split over ``worlds`` clinics with one dispatcher
-    process each (separate clinics have separate queues, so the dispatchers do not convoy on one entry)."""
-    import multiprocessing as mp
-
-    from django.db import connections
-
-    from waitlist.models import Offer
-
-    built = [contention.build(f"{label}-{i}", n // worlds) for i in range(worlds)]
-    connections.close_all()
-    ctx = mp.get_context("fork")
-    go, out = ctx.Event(), ctx.Queue()
-    procs = [
-        ctx.Process(target=contention._dispatcher, args=(clinic.pk, refs, i, go, out))
-        for i, (clinic, refs) in enumerate(built)
-    ]
-    for p in procs:
-        p.start()
-    go.set()
-    contention.collect(out, procs, timeout=1800)
-    for p in procs:
-        p.join()
-    clinics = [clinic for clinic, _refs in built]
-    offers = list(
-        Offer.objects.filter(clinic__in=clinics, status="OFFERED").values_list("clinic__ref", "ref").order_by("id")
-    )
-    return clinics, offers
 
 
 def start_gunicorn(port: int, *, app: str = "config.wsgi:application", env_over: dict[str, str] | None = None
@@ -382,7 +352,7 @@ def run() -> Result:
         probe = probe_claims(offers[:PROBE_CLAIMS], token)
         layers = profile_claims(offers[PROBE_CLAIMS : 2 * PROBE_CLAIMS], token)
         offers = offers[2 * PROBE_CLAIMS :]
-        port = _free_port()
+        port = free_port()
         from django.db import connections
 
         connections.close_all()

@@ -5,7 +5,7 @@
 
 Each configuration is ``name:VAR=value,VAR=value`` (environment of the gunicorn process; the special
 ``APP=`` picks the WSGI application, ``config.wsgi:application`` by default). The offers are made once
-(``bench.claims.make_offers``, through ``vacancy_dispatch``), then every round runs each configuration
+(``bench.offers.make_offers``, through ``vacancy_dispatch``), then every round runs each configuration
 in turn for the same seconds over its own slice of offers (the same wrk script, concurrency and
 replays as the benchmark), and one pgbench run per round for reference. Reported per configuration:
 claims/s, p50/p99, errors, whether its offers ran out, and the CPU seconds of the gunicorn processes
@@ -82,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     from scheduling.models import Role
     from scheduling.services import clinic_grant_role
 
-    from .claims import _free_port, make_offers, pgbench_init, pgbench_run, run_wrk, stop, warm_up
+    from .claims import free_port, pgbench_init, pgbench_run, run_wrk, stop, warm_up
     from .harness import log
+    from .offers import make_offers
 
     label = f"cmp{int(time.time())}"
     if args.reuse:
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             chunk = offers[cursor : cursor + per_run]
             cursor += per_run
             token = fresh_token(cursor)
-            port = _free_port()
+            port = free_port()
             server = _start(port, dict(env_over))
             try:
                 warm_up(port, token)

@@ -198,7 +198,7 @@ def main() -> None:
     from scheduling.models import Role
     from scheduling.services import clinic_grant_role
 
-    from .claims import make_offers
+    from .offers import make_offers
 
     clinics, offers = make_offers("layers", n)
     user, token = db.staff_user(clinics[0], "bench-layers")

@@ -61,7 +61,7 @@ def build(label: str, vacancies: int):
     return clinic, ids
 
 
-def _dispatcher(clinic_id: int, ids: list[int], seed: int, go, out, warm_id: int | None = None, ready=None) -> None:
+def dispatcher(clinic_id: int, ids: list[int], seed: int, go, out, warm_id: int | None = None, ready=None) -> None:
     """The production dispatcher loop (``vacancies_dispatch``, as reconcile runs it) over every vacancy, in
     this process's own random order: it claims each vacancy it dispatches (SKIP LOCKED), so racing
     processes take different vacancies instead of all trying every one.
@@ -107,7 +107,7 @@ def race(clinic, refs: list[int], processes: int, *, warm_ids: list[int], split:
     ready, go, out = ctx.Queue(), ctx.Event(), ctx.Queue()
     connections.close_all()
     procs = [
-        ctx.Process(target=_dispatcher, args=(clinic.pk, refs[i::processes] if split else refs, i, go, out),
+        ctx.Process(target=dispatcher, args=(clinic.pk, refs[i::processes] if split else refs, i, go, out),
                     kwargs={"warm_id": warm_ids[i], "ready": ready})
         for i in range(processes)
     ]
@@ -167,8 +167,8 @@ def collect(queue, procs: list, *, timeout: float) -> list:
 
 
 def check_invariants(clinic, vacancies: int) -> dict:
-    """The shared checker (common/invariants.py) plus this scenario's own goal: every vacancy offered once."""
-    from common.invariants import check
+    """The shared checker (observability/invariants.py) plus this scenario's own goal: every vacancy offered once."""
+    from observability.invariants import check
 
     exactly_one = db.sql(
         """SELECT count(*) FROM (SELECT v.id FROM waitlist_vacancy v JOIN waitlist_offer o ON o.vacancy_id = v.id

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.db import DatabaseError
+from django.utils.module_loading import import_string
 
 DEV_SECRET_KEY = "dev-only-insecure-key"
 DEMO_WEBHOOK_SECRET = "demo-webhook-secret"
@@ -39,16 +39,15 @@ def _settings_findings() -> list[str]:
     return found
 
 
-def _demo_users_present() -> bool:
-    from django.contrib.auth import get_user_model
-
-    from scheduling.demo import DEMO_USERS
-
-    try:
-        users = list(get_user_model().objects.filter(username__in=list(DEMO_USERS)))
-    except DatabaseError:  # not migrated yet: no users at all
-        return False
-    return any(user.check_password(DEMO_USERS[user.username][0]) for user in users)
+def _data_findings() -> list[str]:
+    """What each app's data check (``settings.PRODUCTION_DATA_CHECKS``: dotted paths of ``() -> str | None``)
+    finds unsafe, e.g. ``scheduling.checks.demo_users_finding``."""
+    found = []
+    for path in getattr(settings, "PRODUCTION_DATA_CHECKS", ()):
+        finding = import_string(path)()
+        if finding:
+            found.append(finding)
+    return found
 
 
 def production_findings(*, include_database: bool = True) -> list[str]:
@@ -56,8 +55,8 @@ def production_findings(*, include_database: bool = True) -> list[str]:
     if not getattr(settings, "PRODUCTION", False):
         return []
     found = _settings_findings()
-    if include_database and _demo_users_present():
-        found.append("demo users (staff/admin/outsider with the demo passwords) are present")
+    if include_database:
+        found += _data_findings()
     return found
 
 

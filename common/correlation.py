@@ -13,14 +13,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-_current: ContextVar[str] = ContextVar("correlation_id", default="")
+#: The correlation id of the work running now (bound per request by the middleware, per task by the worker).
+correlation_var: ContextVar[str] = ContextVar("correlation_id", default="")
 
 #: What we accept from a caller's ``X-Correlation-ID``: short and boring (it lands in logs and rows).
 VALID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 
 
 def current_correlation_id() -> str:
-    return _current.get()
+    return correlation_var.get()
 
 
 def fresh_correlation_id() -> str:
@@ -36,8 +37,8 @@ def clean(value) -> str:
 def bound(correlation_id: str) -> Iterator[str]:
     """Run a block under ``correlation_id`` (a fresh one if empty); restores the previous id after."""
     correlation_id = correlation_id or fresh_correlation_id()
-    token = _current.set(correlation_id)
+    token = correlation_var.set(correlation_id)
     try:
         yield correlation_id
     finally:
-        _current.reset(token)
+        correlation_var.reset(token)

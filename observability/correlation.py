@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from celery.signals import before_task_publish, task_postrun, task_prerun
 
-from common.correlation import _current, clean, current_correlation_id, fresh_correlation_id
+from common.correlation import clean, correlation_var, current_correlation_id, fresh_correlation_id
 
 HEADER = "X-Correlation-ID"
 #: The Celery message header (protocol 2 puts custom headers on ``task.request``; not "correlation_id",
@@ -23,11 +23,11 @@ class CorrelationIdMiddleware:
 
     def __call__(self, request):
         correlation_id = clean(request.headers.get(HEADER)) or fresh_correlation_id()
-        token = _current.set(correlation_id)
+        token = correlation_var.set(correlation_id)
         try:
             response = self.get_response(request)
         finally:
-            _current.reset(token)
+            correlation_var.reset(token)
         response[HEADER] = correlation_id
         return response
 
@@ -43,13 +43,13 @@ _tokens: dict[str, object] = {}
 
 def bind_task(task_id=None, task=None, **_kwargs) -> None:
     incoming = clean(getattr(task.request, TASK_HEADER, "") if task is not None else "")
-    _tokens[task_id] = _current.set(incoming or fresh_correlation_id())
+    _tokens[task_id] = correlation_var.set(incoming or fresh_correlation_id())
 
 
 def unbind_task(task_id=None, **_kwargs) -> None:
     token = _tokens.pop(task_id, None)
     if token is not None:
-        _current.reset(token)
+        correlation_var.reset(token)
 
 
 def connect_celery_signals() -> None:

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import connection
 from rest_framework.authtoken.models import Token
 
-from common.invariants import check
+from observability.invariants import check
 from scheduling.models import Appointment, AppointmentStatus, Role
 from tests import factories as f
 from tests.conftest import seoul

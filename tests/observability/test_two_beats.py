@@ -10,10 +10,10 @@ import pytest
 import time_machine
 from django.conf import settings
 
-from common.invariants import check
 from common.models import OutboxAttempt, OutboxMessage, OutboxStatus
 from common.outbox import outbox_deliver_due
 from config.celery import app
+from observability.invariants import check
 from reevaluation import tasks as reevaluation_tasks
 from reevaluation.models import JobState, ReevaluationJob
 from tests.conftest import race, seoul

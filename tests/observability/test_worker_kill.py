@@ -29,10 +29,10 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from common.invariants import check
 from common.models import OutboxMessage
+from observability.invariants import check
 from observability.models import Heartbeat, ProcessRole
-from tests.support.faults import _admin_dsn, kill_connection
+from tests.support.faults import admin_dsn, kill_connection
 from tests.support.processes import wait_until
 from tests.waitlist.loop_helpers import open_vacancy
 from tests.worlds import waitlist_world
@@ -112,7 +112,7 @@ def scene(monkeypatch):
 
 @contextmanager
 def vacancy_locked(vacancy_id: int):
-    with psycopg.connect(_admin_dsn()) as holder:
+    with psycopg.connect(admin_dsn()) as holder:
         holder.execute("SELECT 1 FROM waitlist_vacancy WHERE id = %s FOR UPDATE", [vacancy_id])
         try:
             yield holder
@@ -139,7 +139,7 @@ def test_a_pool_process_killed_mid_dispatch_has_its_task_run_again_at_once(scene
     world, entry, vacancy, prefix = scene
     queue = f"kill-{uuid.uuid4().hex[:8]}"
     env = _env(prefix, visibility=600)  # the visibility timeout cannot be what brings it back
-    with psycopg.connect(_admin_dsn(), autocommit=True) as admin, worker(env, queue, "a") as main:
+    with psycopg.connect(admin_dsn(), autocommit=True) as admin, worker(env, queue, "a") as main:
         with vacancy_locked(vacancy.pk):
             _send(env, queue, vacancy.pk)
             wait_until(lambda: _lock_waiters(admin), "the dispatch to wait on the vacancy lock", 90)
@@ -159,7 +159,7 @@ def test_a_worker_killed_mid_dispatch_has_its_task_restored_to_the_restarted_wor
     world, entry, vacancy, prefix = scene
     queue = f"kill-{uuid.uuid4().hex[:8]}"
     env = _env(prefix, visibility=3)
-    with psycopg.connect(_admin_dsn(), autocommit=True) as admin:
+    with psycopg.connect(admin_dsn(), autocommit=True) as admin:
         with vacancy_locked(vacancy.pk), worker(env, queue, "b") as doomed:
             _send(env, queue, vacancy.pk)
             wait_until(lambda: _lock_waiters(admin), "the dispatch to wait on the vacancy lock", 90)

@@ -16,8 +16,8 @@ import time_machine
 from django.db import connection
 from django.utils import timezone
 
-from common.invariants import check
 from common.models import OutboxMessage
+from observability.invariants import check
 from reevaluation.models import JobState, ReevaluationJob, ReevaluationOutcome
 from reevaluation.services import dispatch_round, rescue_expired_leases, wake_retries
 from reevaluation.services import worker as worker_module

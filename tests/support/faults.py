@@ -10,7 +10,7 @@ import psycopg
 from django.db import connection
 
 
-def _admin_dsn() -> str:
+def admin_dsn() -> str:
     s = connection.settings_dict
     return psycopg.conninfo.make_conninfo(
         host=s.get("HOST") or "127.0.0.1", port=s.get("PORT") or 5432, user=s.get("USER") or "postgres",
@@ -26,7 +26,7 @@ def backend_pid() -> int:
 
 def kill_connection(pid: int) -> None:
     """Terminate one backend of the test database from a separate connection."""
-    with psycopg.connect(_admin_dsn(), autocommit=True) as admin:
+    with psycopg.connect(admin_dsn(), autocommit=True) as admin:
         row = admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid = %s AND datname = current_database()",
             [pid],

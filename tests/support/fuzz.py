@@ -41,10 +41,10 @@ class FuzzResult:
 def seed_world() -> dict:
     """The demo tenant (clinics, users, patients, appointments, waitlist); needs Django set up."""
     from scheduling.demo import seed_scheduling
-    from scheduling.management.commands.seed_demo import _app_hooks
+    from scheduling.management.commands.seed_demo import app_hooks
 
     world = seed_scheduling()
-    for hook in _app_hooks():
+    for hook in app_hooks():
         hook(world)
     return {
         "clinic": world["clinics"][0].ref,

@@ -4,7 +4,7 @@ A scratch database, a private Redis and gunicorn (which also serves the CRM stub
 driver mixes HTTP commands with STAFF and ADMIN tokens (patients, decisions, waitlist entries,
 bookings, cancellations, dispatch, claim + book, decline, signed CRM events, redrive preview and
 execute) with the background loop run in-process (offer expiry, reconcile, reevaluation dispatch and
-worker, outbox delivery). Every minute, and at the end, ``common.invariants.check()`` runs. The run
+worker, outbox delivery). Every minute, and at the end, ``observability.invariants.check()`` runs. The run
 fails (exit 1) on any 5xx, any unexpected exception, or any invariant violation. CI runs 2 minutes.
 """
 
@@ -230,7 +230,7 @@ def main() -> int:
 
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
         django.setup()
-        from common.invariants import check
+        from observability.invariants import check
         from scheduling.models import Clinic
 
         world = seed_world()

@@ -9,9 +9,9 @@ import time_machine
 from django.db import DatabaseError, InterfaceError
 
 from common import notify
-from common.invariants import check
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from common.tasks import deliver_outbox
+from observability.invariants import check
 from scheduling.models import CapacityHold
 from tests.conftest import seoul
 from tests.support.faults import backend_pid, kill_connection, reconnect

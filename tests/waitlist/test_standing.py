@@ -202,7 +202,7 @@ def test_racing_releases_and_dispatches_reopen_the_vacancy_once_with_one_offer()
     active = Offer.objects.filter(vacancy=vacancy, status__in=["OFFERED", "ACCEPTED"])
     assert active.count() == 1 and active.get().entry_id != entry.pk
     assert outcomes.count("OFFERED") == 1
-    from common.invariants import check
+    from observability.invariants import check
 
     assert check().ok
 

@@ -19,7 +19,7 @@ class Command(BaseCommand):
             # Demo users with published passwords and tokens are exactly what production refuses.
             raise CommandError("seed_demo is for development only (DJANGO_ENV=production).")
         world = seed_scheduling()
-        for hook in _app_hooks():
+        for hook in app_hooks():
             hook(world)
         self.stdout.write(self.style.SUCCESS("Demo data ready (development only: these sign-ins are public)."))
         for username, (password, description) in DEMO_USERS.items():
@@ -28,7 +28,7 @@ class Command(BaseCommand):
             self.stdout.write(f"  API token for {label}: {token}")
 
 
-def _app_hooks():
+def app_hooks():
     """Each app seeds its own demo rows (waitlist entries, reevaluation settings) through its services."""
     hooks = []
     for module in ("waitlist.demo", "reevaluation.demo"):

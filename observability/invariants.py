@@ -12,11 +12,10 @@ from typing import Any
 
 from django.db import connection
 
+from common.models import AuditEntry, OutboxAttempt, OutboxMessage
 from reevaluation.models import JobState, ReevaluationJob
 from scheduling.models import Appointment, CapacityAllocation, CapacityHold
 from waitlist.models import Offer, OfferEvent, Vacancy, WaitlistEntry
-
-from .models import AuditEntry, OutboxAttempt, OutboxMessage
 
 _T = {
     "offer": Offer._meta.db_table,

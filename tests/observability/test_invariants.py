@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import time_machine
 
-from common.invariants import check
+from observability.invariants import check
 from scheduling.models import CapacityAllocation, CapacityHold, HoldStatus
 from tests.conftest import seoul
 from tests.waitlist.factories import NOW

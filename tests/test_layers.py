@@ -1,0 +1,136 @@
+"""The import layers, read from the source (issue 23 part 3): no test imports the code to learn this.
+
+- The ground floor (``common``) imports no app: every module of every app may stand on it, so an import
+  the other way is a circle waiting to happen. Apps that ``common`` must call are named by settings
+  (``CLINIC_SCOPE_GATE``, ``PRODUCTION_DATA_CHECKS``), as DRF names its classes.
+- No module imports another module's private (``_underscored``) names: a private name may change without
+  notice, so a reader elsewhere is a dependency nobody can see.
+- The benchmark modules import each other one way only (``bench.claims`` and ``bench.claims_layers`` used
+  to import each other).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+#: Top-level packages and modules of this project (everything else is the standard library or a dependency).
+APPS = {"scheduling", "waitlist", "reevaluation", "operations", "interop", "observability"}
+PROJECT = APPS | {"common", "config", "devserver", "bench", "sim", "tests", "manage"}
+
+#: Private names read across modules that this change leaves to the helpers editing those files in the same
+#: renovation (issue 23): each entry is (file, private name). Remove an entry when its import is fixed.
+KNOWN_PRIVATE_READS = {
+    ("waitlist/trends.py", "_metrics_window_days"),  # waitlist/selectors.py is being split by reader
+}
+
+
+def _modules(*tops: str) -> list[Path]:
+    files = []
+    for top in tops:
+        path = ROOT / top
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files += [p for p in path.rglob("*.py") if "migrations" not in p.parts]
+    return sorted(files)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imported(path: Path) -> list[tuple[int, str, list[str]]]:
+    return _imports_in(path.read_text(), _module_name(path), is_package=path.name == "__init__.py")
+
+
+def _imports_in(source: str, module: str, *, is_package: bool = False) -> list[tuple[int, str, list[str]]]:
+    """(line, absolute module, imported names) of every import in ``source``, relative ones resolved;
+    imports inside functions count too."""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, node.module] if node.module else base)
+            found.append((node.lineno, target, [alias.name for alias in node.names]))
+    return found
+
+
+def _upward(imports: list[tuple[int, str, list[str]]]) -> list[tuple[int, str]]:
+    return [(line, module) for line, module, _names in imports if module.split(".")[0] in PROJECT - {"common"}]
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_common_imports_no_app():
+    upward = [f"{path.relative_to(ROOT)}:{line} imports {module}"
+              for path in _modules("common") for line, module in _upward(_imported(path))]
+    assert upward == []
+
+
+def test_the_layer_check_sees_relative_and_local_imports():
+    planted = "from ..scheduling.models import Clinic\n\ndef f():\n    import waitlist.selectors\n"
+    assert sorted(_upward(_imports_in(planted, "common.fake"))) == [(1, "scheduling.models"), (4, "waitlist.selectors")]
+    assert _upward(_imports_in("from .errors import NotFound\nfrom . import api\n", "common.fake")) == []
+
+
+def _private_reads(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, private name) read from another project module: ``from m import _x`` anywhere, and
+    ``m._x`` on an imported project module outside tests (tests may reach into internals to set them up)."""
+    reads = []
+    own = _module_name(path)
+    imported_modules: dict[str, str] = {}
+    for line, module, names in _imported(path):
+        if module.split(".")[0] not in PROJECT or module == own:
+            continue
+        for name in names:
+            if _private(name):
+                reads.append((line, module, name))
+            else:
+                imported_modules[name] = f"{module}.{name}"
+        if not names:
+            imported_modules[module.split(".")[0]] = module
+    if path.relative_to(ROOT).parts[0] != "tests":
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Attribute) and _private(node.attr) and node.attr != "_meta"
+                    and isinstance(node.value, ast.Name) and node.value.id in imported_modules):
+                reads.append((node.lineno, imported_modules[node.value.id], node.attr))
+    return reads
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = [
+        f"{path.relative_to(ROOT)}:{line} reads {module}.{name}"
+        for path in _modules(*sorted(PROJECT - {"manage"}), "manage.py")
+        for line, module, name in _private_reads(path)
+        if (str(path.relative_to(ROOT)), name) not in KNOWN_PRIVATE_READS
+    ]
+    assert found == []
+
+
+def test_the_benchmarks_import_each_other_one_way():
+    graph = {
+        _module_name(path): {module for _line, module, _names in _imported(path) if module.startswith("bench.")}
+        for path in _modules("bench")
+    }
+
+    def cycle_from(start: str, node: str, seen: tuple[str, ...]) -> tuple[str, ...] | None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                return (*seen, nxt)
+            if nxt not in seen:
+                if found := cycle_from(start, nxt, (*seen, nxt)):
+                    return found
+        return None
+
+    cycles = {cycle for start in graph if (cycle := cycle_from(start, start, (start,)))}
+    assert cycles == set()
