@@ -29,8 +29,11 @@ install: $(STAMP)
 run: $(STAMP)
 	HOST=$(HOST) PORT=$(PORT) $(PY) -m config.launcher
 
+# FASTPATHS=off (`make test FASTPATHS=off` or `FASTPATHS=off make test`): the suite with every fast path off
+# (common/fastpath/README.md); CI runs it both ways.
+FASTPATHS ?= on
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+	FASTPATHS=$(FASTPATHS) $(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # ruff on everything; mypy (django-stubs, djangorestframework-stubs) on the five apps, configured in pyproject.toml.
 lint: $(STAMP)

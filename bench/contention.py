@@ -321,7 +321,7 @@ def run() -> Result:
         f"the start line (connected, one dispatch of a separate warm-up clinic done), as a Celery worker that has "
         f"run before is; 32 cold starts were being measured as contention (a new backend plans every statement "
         f"for the first time; ×0.51 → ×0.66 with nothing else changed); (2) **dispatch slots** "
-        f"(`common/semaphore.py`): at most `WAITLIST_DISPATCH_CONCURRENCY` background dispatches run at once "
+        f"(`common/fastpath/slots.py`): at most `WAITLIST_DISPATCH_CONCURRENCY` background dispatches run at once "
         f"across the deployment, each holding one of that many PostgreSQL session advisory locks; the others "
         f"sleep in PostgreSQL's lock queue (no CPU) until a slot frees. A dispatcher loop keeps its slot for a "
         f"turn of {vacancies_turn()} s, not per vacancy (handing a slot over costs a few round trips and "

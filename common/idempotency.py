@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from django.db import connection, transaction
 
 from .errors import DomainError, IdempotencyKeyReused, ValidationFailed
+from .fastpath import prepared_cursor
 from .models import CommandReceipt
-from .prepared import prepared_cursor
 from .refs import new_ref
 
 _PRINTABLE = set(string.printable) - set("\t\n\r\x0b\x0c")

@@ -406,7 +406,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
     # The restore sweep's mutex outlives a worker killed while holding it by this long at most.
     "unacked_mutex_expire": 30,
 }
-# Middleware a token-authenticated /api/ request skips (common/apihandler.py, config/wsgi.py): it has
+# Middleware a token-authenticated /api/ request skips (common/fastpath/lean_api.py, config/wsgi.py): it has
 # no session, no CSRF cookie, no messages, no HTMX and no HTML to put a CSP on.
 API_LEAN_SKIPPED_MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -469,6 +469,10 @@ if LOG_FORMAT == "json":
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # Behind PgBouncer in transaction pooling mode a server-side cursor cannot outlive its transaction.
 DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = env.bool("DATABASE_POOLER_TRANSACTION_MODE", default=False)
+# The fast paths (common/fastpath/README.md: compiled-once querysets, server-side prepared statements, dispatch
+# slots, the lean API middleware chain). FASTPATHS=off takes the ORM's and Django's own roads everywhere: the
+# same answers, slower; the suite passes both ways (CI runs both).
+FASTPATHS = env.bool("FASTPATHS", default=True)
 # Several deployments (or the scale-out test) sharing one Redis keep their queues apart by a key prefix.
 if env("CELERY_BROKER_KEY_PREFIX", default=""):
     CELERY_BROKER_TRANSPORT_OPTIONS = {

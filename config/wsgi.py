@@ -2,7 +2,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
-from common.apihandler import get_split_wsgi_application  # noqa: E402
+from common.fastpath import wsgi_application  # noqa: E402
 
-# Token-authenticated /api/ requests skip the browser-only middleware (common/apihandler.py).
-application = get_split_wsgi_application()
+# Token-authenticated /api/ requests skip the browser-only middleware (common/fastpath/lean_api.py).
+application = wsgi_application()

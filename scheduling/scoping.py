@@ -11,7 +11,7 @@ from django.db.models import Model, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from common.errors import NotFound, PermissionDenied
-from common.prepared import PreparedQuery
+from common.fastpath import PreparedQuery
 
 from .models import (
     OPERATE_PERMISSION,

@@ -247,3 +247,11 @@ def pytest_collection_modifyitems(session, config, items):
         return rank.get(str(item.path).removeprefix(root), len(LONGEST_FILES))
 
     items.sort(key=key)  # stable: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def fastpaths_on_where_marked(request, settings):
+    """A test marked ``fastpaths`` checks a fast path itself (prepared plans, slots): it runs with the fast
+    paths on also when the suite runs with them off (``make test FASTPATHS=off``)."""
+    if request.node.get_closest_marker("fastpaths"):
+        settings.FASTPATHS = True

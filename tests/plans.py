@@ -1,4 +1,4 @@
-"""Plans of a statement as ``common.prepared.prepared_cursor`` runs it: a server-side prepared statement, for
+"""Plans of a statement as ``common.fastpath.prepared_cursor`` runs it: a server-side prepared statement, for
 which PostgreSQL may switch to a generic plan (no parameter values) after five executions (PG15 has no
 ``EXPLAIN (GENERIC_PLAN)``: the statement is prepared and run, then ``EXPLAIN EXECUTE``\\d)."""
 
@@ -11,7 +11,7 @@ from django.db import connection
 from psycopg._queries import PostgresQuery  # the placeholder conversion psycopg applies when it prepares
 from psycopg.adapt import Transformer
 
-from common.prepared import prepared_cursor
+from common.fastpath import prepared_cursor
 
 
 def prepared_plans(sql: str, params: Any, *, runs: int = 6, analyze: bool = False) -> dict[str, Any]:

@@ -5,6 +5,8 @@
   (``CLINIC_SCOPE_GATE``, ``PRODUCTION_DATA_CHECKS``), as DRF names its classes.
 - No module imports another module's private (``_underscored``) names: a private name may change without
   notice, so a reader elsewhere is a dependency nobody can see.
+- The fast paths are reached through ``common.fastpath`` alone: outside that package (and the tests that pin
+  its internals) nothing imports its modules.
 - The benchmark modules import each other one way only (``bench.claims`` and ``bench.claims_layers`` used
   to import each other).
 """
@@ -81,6 +83,17 @@ def test_the_layer_check_sees_relative_and_local_imports():
     planted = "from ..scheduling.models import Clinic\n\ndef f():\n    import waitlist.selectors\n"
     assert sorted(_upward(_imports_in(planted, "common.fake"))) == [(1, "scheduling.models"), (4, "waitlist.selectors")]
     assert _upward(_imports_in("from .errors import NotFound\nfrom . import api\n", "common.fake")) == []
+
+
+def test_the_fast_paths_are_reached_through_their_package_only():
+    inside = [
+        f"{path.relative_to(ROOT)}:{line} imports {module}"
+        for path in _modules(*sorted(PROJECT - {"tests", "manage"}))
+        if "fastpath" not in path.relative_to(ROOT).parts
+        for line, module, _names in _imported(path)
+        if module.startswith("common.fastpath.")
+    ]
+    assert inside == []
 
 
 def _private_reads(path: Path) -> list[tuple[int, str, str]]:

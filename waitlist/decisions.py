@@ -23,7 +23,7 @@ from django.db import connection
 from django.db.models import JSONField, Subquery
 from django.db.models.functions import JSONObject
 
-from common.prepared import prepared_cursor
+from common.fastpath import prepared_cursor
 
 from .models import BookingReliabilityDecision, DecisionStatus
 

@@ -13,7 +13,7 @@ from typing import Any, Literal, overload
 from django.db.models import QuerySet
 
 from common.errors import NotFound
-from common.prepared import PreparedQuery
+from common.fastpath import PreparedQuery
 from scheduling.models import CapacityHold, Clinic
 
 from .models import Offer, Vacancy, WaitlistEntry

@@ -24,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 
 from django.db import connection
 
-from common.prepared import prepared_cursor
+from common.fastpath import prepared_cursor
 from scheduling.services.consent import provider_channels
 
 from . import eligibility

@@ -9,8 +9,7 @@ from django.db import connection, transaction
 
 from common.cas import cas_update, check_transition
 from common.errors import Conflict, NotFound
-from common.prepared import prepared_cursor
-from common.sql import insert_sql, saved
+from common.fastpath import insert_sql, prepared_cursor, saved
 
 from ..models import (
     HOLD_TRANSITIONS,

@@ -155,6 +155,7 @@ def test_scrape_query_count_does_not_grow_with_the_number_of_rows(tokens):
     assert len(small.captured_queries) <= 25
 
 
+@pytest.mark.fastpaths
 @pytest.mark.django_db(transaction=True)
 def test_dispatch_slot_gauges_show_slots_held_and_dispatches_waiting(settings):
     """One slot, held by one connection and waited for by another: the operator sees saturation."""

@@ -1,4 +1,4 @@
-"""Holding and watching ``common.semaphore`` slots from tests, on real connections."""
+"""Holding and watching ``common.fastpath.Semaphore`` slots from tests, on real connections."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import threading
 
 from django.db import connection
 
-from common.semaphore import Semaphore
+from common.fastpath import Semaphore
 
 
 def slot_held_elsewhere(semaphore: Semaphore):

@@ -1,4 +1,4 @@
-"""Issue 15: token-authenticated /api/ requests take a lean middleware chain (common/apihandler.py).
+"""Issue 15: token-authenticated /api/ requests take a lean middleware chain (common/fastpath/lean_api.py).
 
 Driven through the real WSGI application (``SplitWSGIHandler``, what gunicorn serves), not the test
 client (which builds its own handler with the full chain): a claim and its replay, the headers an API
@@ -12,7 +12,7 @@ import json
 import pytest
 from django.test import RequestFactory
 
-from common.apihandler import SplitWSGIHandler, is_lean_request, lean_middleware
+from common.fastpath.lean_api import SplitWSGIHandler, is_lean_request, lean_middleware
 from tests.conftest import token_client
 from waitlist.models import OfferStatus
 

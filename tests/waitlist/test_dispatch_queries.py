@@ -159,9 +159,10 @@ def test_entries_held_by_racers_are_passed_over_in_one_lock_statement(world):
     assert sorted(notes.values_list("entry_id", flat=True)) == sorted(e.pk for e in busy)
 
 
+@pytest.mark.fastpaths
 def test_the_loops_fixed_statements_run_prepared_once_per_connection(world):
     """Issue 15: planning dispatch's statements cost more than running them, so the fixed-text ones run as
-    server-side prepared statements (``common.prepared``): parsed once per connection, and planned once when
+    server-side prepared statements (``common.fastpath``): parsed once per connection, and planned once when
     PostgreSQL's generic plan is as good. Seven offers in one loop: each statement is one prepared statement
     of this connection (psycopg prepares one per parameter types: a NULL parameter, e.g. the first claim's nothing
     to release, is a second one), run for every offer."""
@@ -196,6 +197,7 @@ def one_slot(settings):
     settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 30
 
 
+@pytest.mark.fastpaths
 def test_a_dispatch_task_waits_for_a_free_slot(world, one_slot):
     (vacancy,) = _vacancies(world, 1)
     _got, release, done = slot_held_elsewhere(vacancy_commands.DISPATCH_SLOTS)
@@ -225,6 +227,7 @@ def test_a_dispatch_that_gets_no_slot_in_time_still_offers(world, one_slot, sett
         assert done.wait(timeout=30)
 
 
+@pytest.mark.fastpaths
 def test_a_loop_lets_a_waiting_task_go_first_at_the_end_of_its_turn(world, one_slot, monkeypatch):
     monkeypatch.setattr(vacancy_commands, "DISPATCH_TURN_SECONDS", 0)  # every vacancy is a turn
     first, second, other = _vacancies(world, 3)

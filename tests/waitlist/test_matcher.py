@@ -330,6 +330,7 @@ def test_explain_reads_the_index_in_order_on_bench_shaped_data(world, bench_shap
         _assert_ordered_index_scan(plan.split("SubPlan")[0], plan)
 
 
+@pytest.mark.fastpaths
 @pytest.mark.django_db(transaction=True)
 def test_prepared_page_plans_read_the_index_in_order_on_bench_shaped_data(world, bench_shaped_rows):
     """Issue 15: the matcher's statements run as server-side prepared statements (``prepared_cursor``), and

@@ -13,8 +13,8 @@ from psycopg.types.json import Jsonb
 
 from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
+from common.fastpath import PreparedQuery, prepared_cursor
 from common.models import OutboxMessage, OutboxStatus
-from common.prepared import PreparedQuery, prepared_cursor
 from common.refs import new_ref
 from common.services import new_correlation_id
 from common.timefmt import iso_in_zone

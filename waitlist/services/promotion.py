@@ -20,11 +20,10 @@ from psycopg.types.json import Jsonb
 
 from common.cas import cas_conflict, cas_update, transition_sources
 from common.errors import PatientOverlap, SlotOccupied
+from common.fastpath import PreparedQuery, insert_sql, prepared_cursor, saved
 from common.models import OutboxMessage
 from common.notify import CAP_SENDS_SQL, contact_cap_params
-from common.prepared import PreparedQuery, prepared_cursor
 from common.services import audit_record, outbox_message
-from common.sql import insert_sql, saved
 from scheduling import services as scheduling
 from scheduling.models import Patient
 

@@ -13,8 +13,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from common.errors import DomainError, NotFound
-from common.prepared import prepared_cursor
-from common.semaphore import Semaphore
+from common.fastpath import Semaphore, prepared_cursor
 from common.services import new_correlation_id
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic

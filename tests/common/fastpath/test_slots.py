@@ -1,4 +1,4 @@
-"""``common.semaphore``: N session advisory locks bound a kind of work across processes; a slot is only ever an
+"""``common.fastpath.Semaphore``: N session advisory locks bound a kind of work across processes; a slot is only ever an
 optimisation (a caller that gets none in time works without one). Real connections, one per thread."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from common.semaphore import Semaphore
+from common.fastpath import Semaphore
 from tests.support.slots import queued_for_a_slot, slot_held_elsewhere
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,7 +8,8 @@ cores) do the same work with the rest asleep in the lock queue, costing nothing 
 
 Session locks outlive the transaction that takes them and end with the connection (a crashed holder frees its
 slot). Behind a transaction-mode pooler (``DATABASE_POOLER_TRANSACTION_MODE``) a session lock would stay with a
-server connection another client then uses, so there slots are off.
+server connection another client then uses, so there slots are off, as they are with the fast paths off
+(``FASTPATHS=off``): every caller then works without a slot.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 from django.db import DatabaseError, connection, transaction
 
 from .prepared import behind_transaction_pooler, prepared_cursor
+from .switch import enabled
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +62,7 @@ class Semaphore:
         A waiter queues for one slot, chosen at random, not for whichever frees first: with every slot taken,
         each has its queue, and a slow holder delays only its own."""
         size = self.size()
-        if size <= 0 or behind_transaction_pooler(connection):
+        if size <= 0 or not enabled() or behind_transaction_pooler(connection):
             return None
         start = random.randrange(size)
         with prepared_cursor(connection) as cursor:

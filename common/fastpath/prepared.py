@@ -19,11 +19,13 @@ import functools
 import itertools
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model, QuerySet
 from django.db.models.query import get_related_populators  # type: ignore[attr-defined]
+
+from .switch import enabled
 
 _sentinel_ids = itertools.count(1)
 M = TypeVar("M", bound=Model)
@@ -51,10 +53,11 @@ def prepared_cursor(connection):
     Django's cursors bind parameters on the client, so PostgreSQL parses and plans every statement
     again; the claim's lock statement (five tables, two subqueries) costs more to plan than to run.
     Behind a transaction-mode pooler (``DATABASE_POOLER_TRANSACTION_MODE``) a prepared statement may
-    not find its server connection again, so there this is Django's ordinary cursor. It is Django's
-    cursor wrapper either way: execute wrappers and query logging see every statement.
+    not find its server connection again, so there this is Django's ordinary cursor, as it is with the
+    fast paths off (``FASTPATHS=off``). It is Django's cursor wrapper either way: execute wrappers and
+    query logging see every statement.
     """
-    if connection.vendor != "postgresql" or behind_transaction_pooler(connection):
+    if not enabled() or connection.vendor != "postgresql" or behind_transaction_pooler(connection):
         return connection.cursor()
     connection.close_if_health_check_failed()
     connection.ensure_connection()
@@ -124,7 +127,11 @@ class PreparedQuery(Generic[M]):
     ``kinds``: per argument, ``int`` (a primary key: a sentinel integer is passed to ``build``) or
     ``str`` (a ref or other text)."""
 
+    #: Every instance made (module constants): the internals tests replay each one against the ORM.
+    instances: ClassVar[list[PreparedQuery]] = []
+
     def __init__(self, build: Callable[..., QuerySet[M]], *kinds: type, using: str = DEFAULT_DB_ALIAS) -> None:
+        PreparedQuery.instances.append(self)
         self.build = build
         self.kinds = kinds
         self.using = using
@@ -142,6 +149,10 @@ class PreparedQuery(Generic[M]):
         return compiled
 
     def first(self, *values: Any, key: Hashable = None) -> M | None:
+        if not enabled():
+            # The ORM's own road: the same statement, compiled for this call (all its rows fetched, as
+            # below, so a locking statement locks the same rows).
+            return next(iter(self.build(*values).using(self.using)), None)
         compiled = self._get(key)
         params = [
             p if slot is None else (type(p)(values[slot]) if isinstance(p, int) else values[slot])

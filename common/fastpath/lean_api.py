@@ -19,6 +19,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.handlers.wsgi import WSGIHandler
 
+from .switch import enabled
+
 API_PREFIX = "/api/"
 
 
@@ -60,8 +62,9 @@ class SplitWSGIHandler(WSGIHandler):
         return super().__call__(environ, start_response)
 
 
-def get_split_wsgi_application() -> SplitWSGIHandler:
+def get_split_wsgi_application() -> WSGIHandler:
+    """``config.wsgi.application``: the split handler, or Django's own with the fast paths off."""
     import django
 
     django.setup(set_prefix=False)
-    return SplitWSGIHandler()
+    return SplitWSGIHandler() if enabled() else WSGIHandler()

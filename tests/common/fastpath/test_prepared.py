@@ -8,7 +8,7 @@ from django.db.models import Value
 from django.db.models.expressions import RawSQL
 from django.test.utils import CaptureQueriesContext
 
-from common.prepared import PreparedQuery
+from common.fastpath import PreparedQuery
 from scheduling.models import Clinic
 
 

@@ -1,0 +1,146 @@
+"""Pins of the Django and psycopg internals the fast paths rely on (common/fastpath/README.md).
+
+Each test names one internal; a Django or psycopg upgrade that renames, removes or reshapes it fails
+here, by name, before it fails somewhere in a claim. Fix the fast path (or turn it off with
+``FASTPATHS=off``) and update the pin together.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import psycopg
+import pytest
+from django.core.handlers.base import BaseHandler
+from django.db import connection, connections
+from django.db.models import Model, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.sql import InsertQuery
+from django.test.utils import CaptureQueriesContext
+
+from common.fastpath import PreparedQuery, insert_sql, prepared_cursor, saved
+from scheduling.models import Clinic, TenantGroup
+
+#: The modules whose ``PreparedQuery`` constants run in production (imported so each registers).
+PREPARED_IN = ("scheduling.scoping", "waitlist.services.promotion", "waitlist.services.offers")
+
+
+def _params(fn) -> list[str]:
+    return list(inspect.signature(fn).parameters)
+
+
+# --- PreparedQuery: the ORM's compiler and ModelIterable's row handling -------------------------------
+
+
+def test_django_get_related_populators_takes_klass_info_select_db():
+    from django.db.models.query import get_related_populators  # type: ignore[attr-defined]
+
+    assert _params(get_related_populators) == ["klass_info", "select", "db"]
+
+
+def test_django_compiler_exposes_select_klass_info_annotations_and_converters_after_as_sql(clinic):
+    query = Clinic.objects.select_related("tenant_group").annotate(label=Value("x")).filter(ref=clinic.ref)
+    compiler = query.query.get_compiler(using="default")
+    sql, params = compiler.as_sql()
+    assert isinstance(sql, str) and list(params)[-1] == clinic.ref
+    assert compiler.klass_info["model"] is Clinic
+    start, end = compiler.klass_info["select_fields"][0], compiler.klass_info["select_fields"][-1] + 1
+    assert [f[0].target.attname for f in compiler.select[start:end]][:1] == ["id"]
+    assert "label" in compiler.annotation_col_map and isinstance(compiler.col_count, int)
+    assert _params(compiler.get_converters) == ["expressions"]
+    assert _params(compiler.apply_converters) == ["rows", "converters"]
+
+
+def test_django_model_from_db_takes_db_field_names_values():
+    assert _params(Model.from_db.__func__) == ["cls", "db", "field_names", "values"]
+
+
+@pytest.mark.parametrize("module", PREPARED_IN)
+def test_every_prepared_query_replays_the_orms_own_statement(module, db):
+    importlib.import_module(module)
+    mine = [pq for pq in PreparedQuery.instances if pq.build.__module__ == module]
+    assert mine, f"{module} defines no PreparedQuery any more: drop it from PREPARED_IN"
+    for prepared in mine:
+        compiled = prepared._get("pin")
+        values = [-(10**15) if kind is int else "pin" for kind in prepared.kinds]
+        sql, params = prepared.build(*values).query.sql_with_params()
+        assert compiled.sql == sql and len(compiled.params) == len(params)
+
+
+def test_a_replayed_row_is_the_orms_instance(clinic):
+    def build(clinic_id, ref):
+        return (Clinic.objects.select_related("tenant_group")
+                .annotate(doubled=RawSQL("%s::bigint * 2", [clinic_id])).filter(ref=ref).order_by("pk")[:1])
+
+    got = PreparedQuery(build, int, str).first(clinic.pk, clinic.ref)
+    expected = build(clinic.pk, clinic.ref)[0]
+    assert got is not None and got.pk == expected.pk and got.doubled == expected.doubled == clinic.pk * 2
+    assert {k: v for k, v in vars(got).items() if k not in ("_state", "_prefetched_objects_cache")} == {
+        k: v for k, v in vars(expected).items() if k not in ("_state", "_prefetched_objects_cache")}
+    assert got.tenant_group == expected.tenant_group and got._state.db == "default" and not got._state.adding
+
+
+# --- prepared_cursor: Django's PostgreSQL cursor classes and psycopg's prepared-statement path ----------
+
+
+def test_django_postgresql_has_a_server_binding_cursor_on_psycopg_cursor():
+    from django.db.backends.postgresql.base import ServerBindingCursor  # type: ignore[attr-defined]
+
+    assert issubclass(ServerBindingCursor, psycopg.Cursor)
+
+
+def test_django_connection_has_prepare_cursor_wrap_errors_and_health_check(db):
+    wrapper = type(connections["default"])
+    assert _params(wrapper._prepare_cursor) == ["self", "cursor"]
+    assert _params(wrapper.close_if_health_check_failed) == ["self"]
+    assert hasattr(connections["default"], "wrap_database_errors")
+
+
+def test_django_turns_psycopg_automatic_preparing_off(db):
+    connection.ensure_connection()
+    threshold = connection.connection.prepare_threshold
+    assert threshold is None or threshold >= 2**31  # None from Django, or prepared_cursor's "never automatically"
+
+
+def test_psycopg_execute_takes_prepare_and_send_query_prepared_keeps_its_signature():
+    assert "prepare" in _params(psycopg.Cursor.execute)
+    assert _params(psycopg.Cursor._send_query_prepared) == ["self", "name", "pgq", "binary"]
+
+
+def test_a_prepared_statement_is_logged_with_its_values_and_planned_once(clinic):
+    sql = "SELECT ref FROM scheduling_clinic WHERE id = %s AND 'pin-prepared' <> ''"
+    with CaptureQueriesContext(connection) as logged:
+        for _ in range(2):
+            with prepared_cursor(connection) as cursor:
+                cursor.execute(sql, [clinic.pk])
+                assert cursor.fetchone() == (clinic.ref,)
+    # Django's query log (``last_executed_query``) reads psycopg's ``_query``, which prepared_cursor keeps.
+    assert [q["sql"] for q in logged] == [sql.replace("%s", "$1")] * 2
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s", ["%pin-prepared%"])
+        assert cursor.fetchone()[0] == 1
+
+
+# --- insert_sql / saved: the ORM's INSERT compiler and model state ------------------------------------
+
+
+def test_django_insert_query_compiles_the_orms_insert(db):
+    assert _params(InsertQuery.insert_values)[:3] == ["self", "fields", "objs"]
+    assert all(hasattr(f, "generated") for f in TenantGroup._meta.local_concrete_fields)
+    group = TenantGroup(name="pinned")
+    sql, params = insert_sql(group)
+    assert sql.startswith('INSERT INTO "scheduling_tenantgroup"') and group.ref in params
+    with connection.cursor() as cursor:
+        cursor.execute(sql + " RETURNING id", params)
+        saved(group, cursor.fetchone()[0])
+    assert group._state.adding is False and group._state.db == "default"
+    assert TenantGroup.objects.get(pk=group.pk).ref == group.ref
+
+
+# --- the lean API chain: Django's handler builds its chain from settings.MIDDLEWARE ---------------------
+
+
+def test_django_load_middleware_reads_settings_middleware():
+    assert _params(BaseHandler.load_middleware) == ["self", "is_async"]
+    assert "settings.MIDDLEWARE" in inspect.getsource(BaseHandler.load_middleware)
