@@ -27,7 +27,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 run: $(STAMP)
-	HOST=$(HOST) PORT=$(PORT) $(PY) -m config.launcher
+	HOST=$(HOST) PORT=$(PORT) $(PY) -m devtools.launcher
 
 # FASTPATHS=off (`make test FASTPATHS=off` or `FASTPATHS=off make test`): the suite with every fast path off
 # (common/fastpath/README.md); CI runs it both ways.

@@ -9,12 +9,12 @@ to PostgreSQL).
 
 from __future__ import annotations
 
-import scratchdb
+from devtools import scratchdb
 
 # Re-exported: the bench modules call them as ``db.…``.
-from scratchdb import admin_dsn as admin_dsn
-from scratchdb import db_name as db_name
-from scratchdb import url_with_db as url_with_db
+from devtools.scratchdb import admin_dsn as admin_dsn
+from devtools.scratchdb import db_name as db_name
+from devtools.scratchdb import url_with_db as url_with_db
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/clinic_waitlist_bench"
 

@@ -14,8 +14,8 @@ import os
 import sys
 from pathlib import Path
 
-import scratchdb
-from scratchdb import admin_dsn, db_name, url_with_db
+from devtools import scratchdb
+from devtools.scratchdb import admin_dsn, db_name, url_with_db
 
 DEFAULT_URL = "postgres://postgres@127.0.0.1:5432/clinic_waitlist_sim"
 MARKER = "sim"

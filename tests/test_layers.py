@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 #: Top-level packages and modules of this project (everything else is the standard library or a dependency).
 APPS = {"scheduling", "waitlist", "reevaluation", "operations", "interop", "observability"}
-PROJECT = APPS | {"common", "config", "devserver", "bench", "sim", "tests", "manage"}
+PROJECT = APPS | {"common", "config", "devtools", "bench", "sim", "tests", "manage"}
 
 #: Private names read across modules that this change leaves to the helpers editing those files in the same
 #: renovation (issue 23): each entry is (file, private name). Remove an entry when its import is fixed.

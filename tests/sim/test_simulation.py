@@ -190,7 +190,7 @@ def test_real_runs_are_queued_longest_first_each_once():
 @pytest.mark.parametrize("name,marker", [("clinic_waitlist", "sim"), ("cw_sim_1", "sim"),
                                          ("clinic_waitlist_bench", "sim"), ("clinic_waitlist_sim", "bench")])
 def test_scratch_databases_refuse_a_name_without_their_marker(name, marker):
-    import scratchdb
+    from devtools import scratchdb
 
     with pytest.raises(SystemExit):
         scratchdb.check_name(name, marker)

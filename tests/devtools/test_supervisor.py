@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from config.launcher import Supervisor
+from devtools.launcher import Supervisor
 
 
 class FakeProcess:
@@ -103,7 +103,7 @@ def test_the_embedded_redis_killed_is_restarted_on_the_same_socket_and_said_once
     the other children were told to look, and the launcher said one exit line and one restart line."""
     import shutil
 
-    from config.launcher import embedded_redis, redis_answers, wait_for
+    from devtools.launcher import embedded_redis, redis_answers, wait_for
 
     spawn, socket = embedded_redis(tmp_path)
     lines: list[str] = []

@@ -20,7 +20,7 @@ def database_url(variable: str, default: str) -> str:
 
     import environ
 
-    environ.Env.read_env(Path(__file__).resolve().parent / ".env", overwrite=False)
+    environ.Env.read_env(Path(__file__).resolve().parent.parent / ".env", overwrite=False)
     return os.environ.get(variable, default)
 
 

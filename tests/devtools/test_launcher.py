@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from config.gunicorn_logging import is_console_poll
-from config.launcher import ready_banner, sign_in_lines
+from devtools.launcher import ready_banner, sign_in_lines
 
 SEED_OUTPUT = "Demo data ready.\n  staff     / pw   STAFF at Gangnam\n  API token for staff: abc123\n"
 
@@ -30,7 +30,7 @@ def test_console_polls_are_not_access_logged_but_commands_are():
 
 
 def test_run_env_carries_the_public_base_url_so_printed_claim_links_use_the_running_port():
-    from config.launcher import run_env_text
+    from devtools.launcher import run_env_text
 
     env = {"DATABASE_URL": "postgres://x", "PUBLIC_BASE_URL": "http://127.0.0.1:8765", "OTHER": "no"}
     text = run_env_text(env, "127.0.0.1", "8765")

@@ -1,0 +1,3 @@
+"""Development tools, not part of the product (not installed): ``launcher`` (``make run``'s process
+supervisor: embedded PostgreSQL and Redis, web, worker and beat, restarted when they exit) and
+``scratchdb`` (throwaway databases for ``make bench`` and ``make simulate``)."""
