@@ -35,6 +35,7 @@ from ..models import (
     OfferStatus,
     SuppressionScope,
     WaitlistEntry,
+    offer_withdrawable,
 )
 from ..windows import answer_deadline, window_rule
 from ._shared import actor_label, command_audit, event_append, event_logged
@@ -480,7 +481,7 @@ def offer_withdraw(*, clinic: Clinic, offer_ref: str, actor, reason: str, expect
         offer = locks.offer
         if offer.status == OfferStatus.WITHDRAWN:
             return offer
-        if offer.status not in ACTIVE_OFFER_STATUSES or locks.hold.status == HoldStatus.CONSUMED:
+        if not offer_withdrawable(offer.status, locks.hold.status):
             raise Conflict(
                 f"The offer is {offer.status} and cannot be withdrawn.", code="OFFER_NOT_WITHDRAWABLE"
             )
