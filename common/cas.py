@@ -52,6 +52,16 @@ def transition_sources(
     return allowed
 
 
+def sql_states(states: str | Iterable[str]) -> str:
+    """``states`` as the literals of an SQL ``IN (…)`` list, for a hand-written statement's fixed text (so it
+    can stay one prepared statement). Only for the tables' own ``TextChoices`` values, never for input."""
+    states = [states] if isinstance(states, str) else list(states)
+    for state in states:
+        if not str(state).replace("_", "").isalnum():
+            raise ValueError(f"not a state: {state!r}")
+    return ", ".join(f"'{state}'" for state in states)
+
+
 def _status_filter(model, changes: dict, expected_status) -> dict:
     """The status filter for a write: the table's sources when the status changes, else the expected ones."""
     machine = state_machine(model)

@@ -45,12 +45,25 @@ class OutboxStatus(models.TextChoices):
     DEAD = "DEAD"
 
 
+OUTBOX_TRANSITIONS: dict[str, set[str]] = {
+    OutboxStatus.PENDING: {OutboxStatus.LEASED},
+    # A lease ends sent, dead, or back to PENDING (a failed attempt with retries left, a deferral, an expired
+    # lease reclaimed); an expired lease may also be leased again directly (a stay: new owner, new attempt).
+    OutboxStatus.LEASED: {OutboxStatus.SENT, OutboxStatus.DEAD, OutboxStatus.PENDING},
+    OutboxStatus.SENT: set(),
+    OutboxStatus.DEAD: set(),
+}
+
+
 class OutboxMessage(models.Model):
     """A side effect written in the same transaction as the state change that causes it.
 
     Payloads carry refs, states, reason codes and correlation ids only: never names or contacts
     (a delivery worker resolves contacts at send time). Delivery leases rows with SKIP LOCKED.
     """
+
+    #: The moves ``common.outbox`` (the delivery loop, the one writer of a message's status) makes.
+    STATE_MACHINE = ("status", OUTBOX_TRANSITIONS)
 
     ref = RefField(prefix="obx")
     topic = models.CharField(max_length=80)

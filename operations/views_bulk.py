@@ -36,7 +36,7 @@ def _row(clinic: Clinic, request: HttpRequest, ref: str, data: dict) -> dict:
             "correlation_id": body.get("correlation_id"), "replayed": outcome.replayed}
 
 
-@clinic_view(methods=("POST",))
+@clinic_view(command="vacancy_review_resolve", methods=("POST",))
 def waitlist_review_bulk(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """STAFF: summary first (no change), then on confirm one review per selected vacancy."""
     form = BulkReviewForm(request.POST)

@@ -14,8 +14,8 @@ from typing import Any
 from django.http import HttpResponse
 from django.shortcuts import render
 
-from scheduling.models import Clinic, Role
-from scheduling.scoping import command_role
+from scheduling.models import Clinic
+from scheduling.scoping import may_run
 from waitlist import services
 from waitlist.forms import policy_changes
 from waitlist.selectors_controls import consent_changes, controls_snapshot
@@ -30,19 +30,28 @@ from .selectors import shadow_decision
 PAGE = "operations/controls.html"
 
 
-def _context(clinic: Clinic, **forms) -> dict:
+#: The commands of the page, whose forms show only to a user who may run them (``may_run``).
+PAGE_COMMANDS = ("waitlist_switch_set", "waitlist_tenant_allow", "policy_change", "shadow_promote", "shadow_discard")
+
+
+def _context(user, clinic: Clinic, **forms) -> dict:
     snapshot = controls_snapshot(clinic=clinic)
     shadow = shadow_decision(clinic=clinic, policy_fields=snapshot["policy_body"]["fields"])
-    context: dict[str, Any] = {"controls": snapshot, "shadow": shadow}
-    if clinic.user_role == Role.ADMIN and shadow and shadow["decidable"]:
-        context["promote_form"] = forms.get("promote_form") or ShadowPromoteForm()
-        context["discard_form"] = forms.get("discard_form") or ShadowDiscardForm()
-    if clinic.user_role == Role.ADMIN:
-        switch = snapshot["switch"]
+    may = {command: may_run(user, clinic, command) for command in PAGE_COMMANDS}
+    context: dict[str, Any] = {"controls": snapshot, "shadow": shadow, "may": may, "may_change": any(may.values())}
+    if shadow and shadow["decidable"]:
+        if may["shadow_promote"]:
+            context["promote_form"] = forms.get("promote_form") or ShadowPromoteForm()
+        if may["shadow_discard"]:
+            context["discard_form"] = forms.get("discard_form") or ShadowDiscardForm()
+    switch = snapshot["switch"]
+    if may["waitlist_switch_set"]:
         context["switch_form"] = forms.get("switch_form") or SwitchForm(
             initial={"state": "off" if switch["clinic_switch"] is False else "on"})
+    if may["waitlist_tenant_allow"]:
         context["allowlist_form"] = forms.get("allowlist_form") or AllowlistForm(
             initial={"state": "on" if switch["tenant_allowed"] else "off"})
+    if may["policy_change"]:
         context["policy_form"] = forms.get("policy_form") or policy_edit_form(snapshot["policy"])
     return context
 
@@ -58,7 +67,7 @@ def _panel(request: HtmxHttpRequest, clinic: Clinic, context: dict) -> HttpRespo
 
 @clinic_view()
 def controls_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
-    context = {**_context(clinic), "consent_changes": consent_changes(clinic=clinic)}
+    context = {**_context(request.user, clinic), "consent_changes": consent_changes(clinic=clinic)}
     return render_clinic_page(request, PAGE, clinic, "controls", context)
 
 
@@ -66,12 +75,12 @@ def _submit(request: HtmxHttpRequest, clinic: Clinic, form: ReasonConfirmForm, f
             execute: Callable[[dict], str], target: str = "") -> HttpResponse:
     """Validate, run once per idempotency key, answer with the refreshed panel and a toast."""
     if not form.is_valid():
-        return _panel(request, clinic, _context(clinic, **{form_name: form}))
+        return _panel(request, clinic, _context(request.user, clinic, **{form_name: form}))
     data = form.cleaned_data
     parts = [target, *sorted((k, str(v)) for k, v in data.items() if k not in ("confirm", "idempotency_key"))]
     outcome = run_command(request, clinic, command=command, key=data["idempotency_key"], parts=parts,
                           execute=lambda: {"message": execute(data)})
-    response = _panel(request, clinic, _context(clinic))
+    response = _panel(request, clinic, _context(request.user, clinic))
     if outcome.ok:
         return with_toast(response, outcome.body["message"], level="success")
     return with_toast(response, outcome.message, level="error")
@@ -81,7 +90,7 @@ def _rollout_view(command: str, form_class: type[ReasonConfirmForm], form_name: 
     """The console view of one rollout switch (``waitlist_switch_set`` or ``waitlist_tenant_allow``)."""
     service = getattr(services, command)
 
-    @clinic_view(command_role(command), methods=("POST",))
+    @clinic_view(command=command, methods=("POST",))
     def view(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
         def execute(data: dict) -> str:
             state = service(clinic=clinic, actor=request.user, reason=data["reason"],
@@ -101,7 +110,7 @@ controls_allowlist = _rollout_view("waitlist_tenant_allow", AllowlistForm, "allo
                                    "allowed")
 
 
-@clinic_view(command_role("policy_change"), methods=("POST",))
+@clinic_view(command="policy_change", methods=("POST",))
 def controls_policy(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     current = services.policy_current(clinic=clinic)
     form = policy_edit_form(current, data=request.POST)
@@ -120,7 +129,7 @@ def _shadow_view(decision: str, form_class: type[ReasonConfirmForm]):
     """ADMIN: promote the observed shadow policy (a new enforced version) or discard it; audited by the service."""
     command = f"shadow_{decision}"
 
-    @clinic_view(command_role(command), methods=("POST",))
+    @clinic_view(command=command, methods=("POST",))
     def view(request: HtmxHttpRequest, clinic: Clinic, shadow_ref: str) -> HttpResponse:
         def execute(data: dict) -> str:
             kwargs = {"clinic": clinic, "shadow_ref": shadow_ref, "actor": request.user, "reason": data["reason"]}

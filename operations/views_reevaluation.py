@@ -19,8 +19,8 @@ from django.shortcuts import render
 from common.errors import NotFound
 from reevaluation import selectors
 from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
-from scheduling.models import Clinic, Role
-from scheduling.scoping import command_role
+from scheduling.models import Clinic
+from scheduling.scoping import may_run
 
 from .commands import refused, run_command
 from .decorators import clinic_view
@@ -59,20 +59,16 @@ def _page(rows: list[dict], size: int, key: str) -> Page:
     return Page(shown, shown[-1][key] if len(rows) > size and shown else None)
 
 
-def _is_admin(clinic: Clinic) -> bool:
-    return clinic.user_role == Role.ADMIN
-
-
-def _switch_forms(clinic: Clinic, switches: dict, *, mode_form=None, drain_form=None) -> dict:
-    """The ADMIN's forms: each starts on the current value and offers only the services' allowed moves."""
-    if not _is_admin(clinic):
-        return {}
-    return {
-        "mode_form": mode_form
-        or ModeSetForm(current=switches["mutation_mode"], moves=switches["mode_moves"]),
-        "drain_form": drain_form
-        or DrainSetForm(current=switches["drain_state"], moves=switches["drain_moves"]),
-    }
+def _switch_forms(user, clinic: Clinic, switches: dict, *, mode_form=None, drain_form=None) -> dict:
+    """The forms of the switches ``user`` may set (``may_run``): each starts on the current value and offers only
+    the services' allowed moves."""
+    forms = {}
+    if may_run(user, clinic, "mode_set"):
+        forms["mode_form"] = mode_form or ModeSetForm(current=switches["mutation_mode"], moves=switches["mode_moves"])
+    if may_run(user, clinic, "drain_set"):
+        forms["drain_form"] = drain_form or DrainSetForm(current=switches["drain_state"],
+                                                         moves=switches["drain_moves"])
+    return forms
 
 
 @clinic_view()
@@ -122,7 +118,7 @@ def reevaluation_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
         "changes": selectors.recent_changes(clinic=clinic),
         "switches": switches,
         "preview_form": RedrivePreviewForm(),
-        **_switch_forms(clinic, switches),
+        **_switch_forms(request.user, clinic, switches),
     }
     return render_clinic_page(request, PAGE, clinic, "reevaluation", context)
 
@@ -134,7 +130,7 @@ def reevaluation_job(request: HtmxHttpRequest, clinic: Clinic, job_ref: str) -> 
                          lambda: {"job": selectors.job_panel(clinic=clinic, job_ref=job_ref)})
 
 
-@clinic_view(command_role("redrive_preview"), methods=("POST",))
+@clinic_view(command="redrive_preview", methods=("POST",))
 def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """PREVIEW (STAFF and ADMIN): the exact jobs an EXECUTE would redrive, frozen under a preview ref."""
     form = RedrivePreviewForm(request.POST)
@@ -163,7 +159,8 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
         return refused(request, outcome)
     preview = outcome.body
     execute_form = None
-    if _is_admin(clinic) and preview["count"]:
+    may_execute = may_run(request.user, clinic, "redrive_execute")
+    if may_execute and preview["count"]:
         execute_form = RedriveExecuteForm(
             initial={"preview": preview["preview"], "reason": preview["reason"]},
             targets=preview["targets"],
@@ -176,6 +173,7 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
             "clinic": clinic,
             "preview": preview,
             "execute_form": execute_form,
+            "may_execute": may_execute,
             "replayed": outcome.replayed,
             # A fresh key for the preview form (out of band): the next PREVIEW, say of another
             # failure class, is a new request; a double submit in flight still replays this one.
@@ -185,7 +183,7 @@ def reevaluation_preview(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     return with_toast(response, f"Preview: {preview['count']} job(s) would be redriven.")
 
 
-@clinic_view(command_role("redrive_execute"), methods=("POST",))
+@clinic_view(command="redrive_execute", methods=("POST",))
 def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """EXECUTE one preview, less the jobs the ADMIN left out (ADMIN only; STAFF get 403 from the
     decorator and nothing runs)."""
@@ -224,7 +222,7 @@ def reevaluation_execute(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 
 def _switch_response(request: HttpRequest, clinic: Clinic, partial: str, **forms) -> HttpResponse:
     switches = selectors.clinic_switches(clinic=clinic)
-    context = {"clinic": clinic, "switches": switches, **_switch_forms(clinic, switches, **forms)}
+    context = {"clinic": clinic, "switches": switches, **_switch_forms(request.user, clinic, switches, **forms)}
     return render(request, f"{PAGE}#{partial}", context)
 
 
@@ -272,13 +270,13 @@ SWITCHES = {
 }
 
 
-@clinic_view(command_role("mode_set"), methods=("POST",))
+@clinic_view(command="mode_set", methods=("POST",))
 def reevaluation_mode(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's mutation mode through ``mode_set`` (which writes the audit row)."""
     return _switch(request, clinic, "mode_set")
 
 
-@clinic_view(command_role("drain_set"), methods=("POST",))
+@clinic_view(command="drain_set", methods=("POST",))
 def reevaluation_drain(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's drain state through ``drain_set`` (which writes the audit row)."""
     return _switch(request, clinic, "drain_set")

@@ -24,8 +24,8 @@ from django.urls import reverse
 
 from common.errors import NotFound
 from common.services import new_correlation_id
-from scheduling.models import Clinic, Role
-from scheduling.scoping import command_role
+from scheduling.models import Clinic
+from scheduling.scoping import may_run
 from waitlist import selectors, services
 
 from .commands import refused, run_command
@@ -78,10 +78,6 @@ def queue_page_size() -> int:
     return int(getattr(settings, "CONSOLE_WAITLIST_PAGE_SIZE", 20))
 
 
-def may_run(clinic: Clinic, command: str) -> bool:
-    return clinic.user_role == Role.ADMIN or command_role(COMMANDS[command]) == Role.STAFF
-
-
 #: Each command's route and the URL argument its target ref fills.
 COMMAND_URLS = {
     "withdraw": ("console:waitlist-withdraw", "offer_ref"),
@@ -96,20 +92,20 @@ def _command_url(clinic: Clinic, name: str, target: str) -> str:
     return reverse(url_name, kwargs={"clinic_ref": clinic.ref, arg: target})
 
 
-def _visible(clinic: Clinic, commands: list[dict]) -> list[dict]:
+def _visible(user, clinic: Clinic, commands: list[dict]) -> list[dict]:
     """The commands this user may run, labelled; STAFF never see a control they may not use."""
     return [
         {**c, "label": COMMAND_LABELS[c["name"]], "url": _command_url(clinic, c["name"], c["target"]),
          "tone": command_tone(c["name"]), "effect": command_effect(c["name"], c["target"])}
         for c in commands
-        if may_run(clinic, c["name"])
+        if may_run(user, clinic, COMMANDS[c["name"]])
     ]
 
 
-def _rows(clinic: Clinic, queue: dict) -> dict:
+def _rows(user, clinic: Clinic, queue: dict) -> dict:
     rows = selectors.ops_queue_evidence(clinic=clinic, items=queue["items"])
     for row in rows:
-        row["commands"] = _visible(clinic, row["commands"])
+        row["commands"] = _visible(user, clinic, row["commands"])
     return {"rows": rows, "next_cursor": queue["next"]}
 
 
@@ -123,19 +119,19 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     target = request.htmx.target if request.htmx else None
     if request.htmx and (after or target == "wl-queue-rows"):
         queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after or None)
-        return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": _rows(clinic, queue)})
+        return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": _rows(request.user, clinic, queue)})
     if target == "wl-readiness":  # the poll: readiness and metrics (the queue refreshes on its own)
         snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=1)
         return render(request, f"{PAGE}#readiness", {"clinic": clinic, "snapshot": snapshot})
     snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=size)
     queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
-    context = {"snapshot": snapshot, "queue": _rows(clinic, queue),
+    context = {"snapshot": snapshot, "queue": _rows(request.user, clinic, queue),
                "soon": selectors.open_vacancies_soon(clinic=clinic)}
     return render_clinic_page(request, PAGE, clinic, "waitlist", context)
 
 
-def _panel_context(clinic: Clinic, panel: dict, forms: dict | None = None) -> dict:
-    commands = _visible(clinic, panel["commands"])
+def _panel_context(user, clinic: Clinic, panel: dict, forms: dict | None = None) -> dict:
+    commands = _visible(user, clinic, panel["commands"])
     for command in commands:
         name = command["name"]
         command["form"] = (forms or {}).get(name) or (
@@ -143,7 +139,7 @@ def _panel_context(clinic: Clinic, panel: dict, forms: dict | None = None) -> di
         )
     return {"clinic": clinic, "panel": panel, "commands": commands,
             "withdraw_hidden": any(c["name"] == "withdraw" for c in panel["commands"]) and not may_run(
-                clinic, "withdraw")}
+                user, clinic, COMMANDS["withdraw"])}
 
 
 @clinic_view()
@@ -151,7 +147,7 @@ def waitlist_vacancy(request: HtmxHttpRequest, clinic: Clinic, vacancy_ref: str)
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
     # ``?command=withdraw``: the queue's command button opens that command's disclosure at once.
     return render_detail(request, PANEL, clinic, "waitlist", lambda: {**_panel_context(
-        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
+        request.user, clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
         "open_command": request.GET.get("command", "")})
 
 
@@ -188,7 +184,8 @@ def _command(
         panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
     except NotFound:
         return console_error(request, 404)
-    context = {**_panel_context(clinic, panel), "done": command, "result": body, "replayed": outcome.replayed}
+    context = {**_panel_context(request.user, clinic, panel), "done": command, "result": body,
+               "replayed": outcome.replayed}
     response = render(request, f"{PANEL}#detail", context)
     response["HX-Retarget"] = "#wl-detail"
     response["HX-Reswap"] = "innerHTML"
@@ -203,7 +200,7 @@ def _command_view(name: str, call: Callable[..., dict], doc: str):
     ``call(clinic, target, actor, data, correlation_id)`` runs the service and shapes the answer.
     """
 
-    @clinic_view(command_role(COMMANDS[name]), methods=("POST",))
+    @clinic_view(command=COMMANDS[name], methods=("POST",))
     def view(request: HttpRequest, clinic: Clinic, **kwargs) -> HttpResponse:
         target = kwargs[COMMAND_URLS[name][1]]
         form = WaitlistReviewForm(request.POST) if name == "review" else WaitlistCommandForm(

@@ -130,8 +130,19 @@ class InboxStatus(models.TextChoices):
     DUPLICATE_REVISION = "DUPLICATE_REVISION"
 
 
+INBOX_TRANSITIONS: dict[str, set[str]] = {
+    # Intake accepts the event; job creation may then find it late or a repeat of a revision already seen.
+    InboxStatus.ACCEPTED: {InboxStatus.LATE, InboxStatus.DUPLICATE_REVISION},
+    InboxStatus.LATE: set(),
+    InboxStatus.DUPLICATE_REVISION: set(),
+}
+
+
 class InboxEvent(models.Model):
     """An accepted (authentic, well-formed, in-scope) event; ``event_id`` is processed once."""
+
+    #: The moves ``reevaluation.services`` makes (no ``version``: the row is written once more at most).
+    STATE_MACHINE = ("status", INBOX_TRANSITIONS)
 
     ref = RefField(prefix="rev")
     event_id = models.CharField(max_length=100)

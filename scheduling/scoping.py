@@ -101,6 +101,7 @@ def clinic_for_user(user, clinic_ref: str | None, *, role: Role = Role.STAFF, op
     if clinic is None or not (is_admin or ROLE_PERMISSIONS[Role.STAFF] in codenames):
         raise NotFound()
     clinic.user_role = Role.ADMIN if is_admin else Role.STAFF
+    clinic.role_user_id = user.pk  # whose role ``user_role`` is (``may_run`` trusts it for this user only)
     clinic.user_can_operate = is_admin and OPERATE_PERMISSION in codenames
     if role == Role.ADMIN and clinic.user_role != Role.ADMIN:
         raise PermissionDenied("This action needs the ADMIN role in this clinic.")
@@ -147,6 +148,20 @@ COMMAND_ROLES: dict[str, Role] = {
     "vacancy_redispatch": Role.STAFF,
     "hold_retry_booking": Role.STAFF,
     "vacancy_review_resolve": Role.STAFF,
+    # waitlist entries and standing acceptance (the API's commands; a priority is the matcher's order: ADMIN)
+    "entry_create": Role.STAFF,
+    "entry_set_priority": Role.ADMIN,
+    "entry_withdraw": Role.STAFF,
+    "standing_acceptance_record": Role.STAFF,  # on the patient's word, or by staff with their consent (audited)
+    "standing_release": Role.STAFF,
+    "offer_claim": Role.STAFF,
+    "hold_book": Role.STAFF,
+    "vacancy_dispatch": Role.STAFF,
+    # scheduling (the API's commands)
+    "patient_create": Role.STAFF,
+    "consent_record": Role.STAFF,
+    "appointment_book": Role.STAFF,
+    "appointment_cancel": Role.STAFF,
     # waitlist controls and policy
     "waitlist_switch_set": Role.ADMIN,
     "waitlist_tenant_allow": Role.ADMIN,
@@ -168,20 +183,35 @@ def command_role(command: str) -> Role:
     return COMMAND_ROLES[command]
 
 
-def require_admin(actor, clinic: Clinic) -> None:
-    """Out of scope is the 404 of a missing clinic; in scope below ADMIN is a 403."""
-    if not clinics_for_user(actor).filter(pk=clinic.pk).exists():
-        raise NotFound()
-    if not user_is_admin(actor, clinic):
-        raise PermissionDenied("This action needs the ADMIN role in this clinic.")
+def _role_in(user, clinic: Clinic) -> Role | None:
+    """The highest role ``user`` holds in ``clinic`` (None: none, or anonymous). A clinic resolved for this user
+    by ``clinic_for_user`` carries it already (no query)."""
+    if not getattr(user, "is_authenticated", False):
+        return None
+    if getattr(clinic, "role_user_id", None) == user.pk:
+        return Role(clinic.user_role)
+    if user_is_admin(user, clinic):
+        return Role.ADMIN
+    return Role.STAFF if clinics_for_user(user).filter(pk=clinic.pk).exists() else None
+
+
+def may_run(user, clinic: Clinic, command: str) -> bool:
+    """Whether ``user`` holds the role ``command`` needs in ``clinic`` (``COMMAND_ROLES``; a KeyError for an
+    unregistered command). The one check behind the API's and the console's roles, the buttons the console
+    shows, the management commands and the services that check for themselves. (An ADMIN command's operate
+    grant and recent sign-in are the front end's gates on top: ``clinic_for_user(operate=…)``, ``reauth``.)"""
+    needed = command_role(command)
+    role = _role_in(user, clinic)
+    return role is not None and (role == Role.ADMIN or needed == Role.STAFF)
 
 
 def require_command_role(actor, clinic: Clinic, command: str) -> None:
-    """A service's own check, so no front end can forget it (an anonymous or None actor is a 404)."""
-    if command_role(command) == Role.ADMIN:
-        require_admin(actor, clinic)
-    elif not clinics_for_user(actor).filter(pk=clinic.pk).exists():
+    """A service's own check, so no front end can forget it: out of scope (or an anonymous or None actor) is the
+    404 of a missing clinic; in scope with too low a role is a 403."""
+    if _role_in(actor, clinic) is None:
         raise NotFound()
+    if not may_run(actor, clinic, command):
+        raise PermissionDenied("This action needs the ADMIN role in this clinic.")
 
 
 def scoped_get(source: type[M] | QuerySet[M], clinic: Clinic, ref, **filters) -> M:

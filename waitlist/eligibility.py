@@ -158,18 +158,34 @@ def first_failed(results) -> str | None:
     return None
 
 
+def vacancy_columns(alias: str) -> dict[str, str]:
+    """The placeholders that are plain columns of a vacancy row ``alias``, as SQL."""
+    return {
+        "clinic": f"{alias}.clinic_id",
+        "tenant": f"{alias}.tenant_group_id",
+        "treatment": f"{alias}.treatment_id",
+        "practitioner": f"{alias}.practitioner_id",
+        "starts_at": f"{alias}.starts_at",
+        "ends_at": f"{alias}.ends_at",
+        "excluded_patient": f"{alias}.excluded_patient_id",
+        "vacancy": f"{alias}.id",
+    }
+
+
+def rules_sql(codes: tuple[str, ...], binding: Binding) -> tuple[str, list]:
+    """The rules named by ``codes`` (in ``RULES`` order) as one conjunction: a reader that needs only some of them
+    (the fairness reads: whether an entry fits a slot on its stored facts)."""
+    unknown = set(codes) - {rule.code for rule in RULES}
+    if unknown:
+        raise KeyError(f"no such rule: {sorted(unknown)}")
+    return render("\n    AND ".join(f"({rule.sql})" for rule in RULES if rule.code in codes), binding)
+
+
 def vacancy_row_binding(*, now, week_ago, channels: list[str], non_barring: list[str]) -> Binding:
     """Bind the vacancy's facts to the columns of the outer ``waitlist_vacancy`` row (the console's review
     evidence: many vacancies in one query); the weekly cap is the clinic's current policy version's."""
     columns = {
-        "clinic": "waitlist_vacancy.clinic_id",
-        "tenant": "waitlist_vacancy.tenant_group_id",
-        "treatment": "waitlist_vacancy.treatment_id",
-        "practitioner": "waitlist_vacancy.practitioner_id",
-        "starts_at": "waitlist_vacancy.starts_at",
-        "ends_at": "waitlist_vacancy.ends_at",
-        "excluded_patient": "waitlist_vacancy.excluded_patient_id",
-        "vacancy": "waitlist_vacancy.id",
+        **vacancy_columns("waitlist_vacancy"),
         "resource_kind": "(SELECT r.kind FROM scheduling_resource r WHERE r.id = waitlist_vacancy.resource_id)",
         "tz": "(SELECT c.timezone FROM scheduling_clinic c WHERE c.id = waitlist_vacancy.clinic_id)",
         "cap": "(SELECT p.weekly_offer_cap FROM waitlist_waitlistpolicy p"

@@ -27,10 +27,23 @@ from typing import Any
 from django.db import connection
 from django.utils import timezone
 
+from common.cas import sql_states
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic, Patient
 
-from .models import Offer, OfferEvent, Vacancy, VacancySkip, WaitlistEntry, WaitlistPolicy
+from . import eligibility
+from .models import (
+    ACTIVE_OFFER_STATUSES,
+    OPEN_ENTRY_STATUSES,
+    EntryStatus,
+    Offer,
+    OfferEvent,
+    OfferStatus,
+    Vacancy,
+    VacancySkip,
+    WaitlistEntry,
+    WaitlistPolicy,
+)
 
 TABLES = {
     "entry": WaitlistEntry._meta.db_table,
@@ -42,11 +55,21 @@ TABLES = {
     "patient": Patient._meta.db_table,
 }
 
-# An entry fits a vacancy: the matcher's hard eligibility on the stored facts.
-FITS = """y.clinic_id = v.clinic_id AND y.treatment_id = v.treatment_id
-    AND (y.practitioner_id IS NULL OR y.practitioner_id = v.practitioner_id)
-    AND y.earliest <= v.starts_at AND v.ends_at <= y.latest
-    AND y.patient_id IS DISTINCT FROM v.excluded_patient_id"""
+#: Whether an entry ``e`` fits a vacancy ``v``'s slot on the stored facts: the matcher's own hard-eligibility rules
+#: (``eligibility.RULES``) that do not depend on the moment of matching (scope, treatment, practitioner, window,
+#: not the cancelling patient); what changes with time (status, suppression, consent, earlier offers, the cap) is
+#: judged by each read as of its own moment.
+FIT_RULES = ("SCOPE", "TREATMENT", "PRACTITIONER", "WINDOW", "CANCELLING_PATIENT")
+FITS = eligibility.rules_sql(FIT_RULES, lambda name: (eligibility.vacancy_columns("v")[name], []))[0]
+
+#: The states the statements name, from the models (``{open_entry}`` etc. in the templates).
+STATES = {
+    "open_entry": sql_states(OPEN_ENTRY_STATUSES),
+    "active_offer": sql_states(ACTIVE_OFFER_STATUSES),
+    "closed_entry": sql_states((EntryStatus.BOOKED, EntryStatus.WITHDRAWN)),
+    "declined": sql_states(OfferStatus.DECLINED),
+    "waiting": sql_states(EntryStatus.WAITING),
+}
 
 WAIT_REDUCTION_SQL = """
 WITH booked AS (
@@ -56,9 +79,9 @@ WITH booked AS (
     JOIN {vacancy} v ON v.id = o.vacancy_id
     WHERE o.clinic_id = %(clinic)s AND ev.created_at >= %(since)s
 ), pop AS (
-    SELECT y.id, y.priority_rank, y.waiting_since, y.latest, b.starts_at, b.booked_at
-    FROM {entry} y LEFT JOIN booked b ON b.entry_id = y.id
-    WHERE y.clinic_id = %(clinic)s AND (b.entry_id IS NOT NULL OR y.status IN ('WAITING', 'OFFERED', 'ACCEPTED'))
+    SELECT e.id, e.priority_rank, e.waiting_since, e.latest, b.starts_at, b.booked_at
+    FROM {entry} e LEFT JOIN booked b ON b.entry_id = e.id
+    WHERE e.clinic_id = %(clinic)s AND (b.entry_id IS NOT NULL OR e.status IN ({open_entry}))
 ), q AS (
     SELECT priority_rank, booked_at, ntile(4) OVER (ORDER BY waiting_since, id) AS quartile,
            EXTRACT(EPOCH FROM COALESCE(booked_at, %(now)s) - waiting_since) / 86400 AS waited_days,
@@ -79,16 +102,16 @@ FROM q GROUP BY quartile
 
 PASSOVER_SQL = """
 SELECT reason, COUNT(*), COUNT(DISTINCT passed) FROM (
-    SELECT y.id AS passed, CASE
-        WHEN y.priority_rank < x.priority_rank THEN 'PRIORITY'
-        WHEN o.slot_fit = 1 AND y.practitioner_id IS NULL THEN 'SLOT_FIT'
-        WHEN EXISTS (SELECT 1 FROM {skip} s WHERE s.vacancy_id = v.id AND s.entry_id = y.id) THEN 'STAFF_SKIPPED'
-        WHEN EXISTS (SELECT 1 FROM {offer} d WHERE d.entry_id = y.id AND d.status = 'DECLINED'
+    SELECT e.id AS passed, CASE
+        WHEN e.priority_rank < x.priority_rank THEN 'PRIORITY'
+        WHEN o.slot_fit = 1 AND e.practitioner_id IS NULL THEN 'SLOT_FIT'
+        WHEN EXISTS (SELECT 1 FROM {skip} s WHERE s.vacancy_id = v.id AND s.entry_id = e.id) THEN 'STAFF_SKIPPED'
+        WHEN EXISTS (SELECT 1 FROM {offer} d WHERE d.entry_id = e.id AND d.status IN ({declined})
                      AND d.updated_at <= o.created_at
                      AND d.updated_at > o.created_at - make_interval(hours => p.decline_suppression_hours))
             THEN 'DECLINE_SUPPRESSION'
         WHEN p.weekly_offer_cap IS NOT NULL AND (
-            SELECT COUNT(*) FROM {offer} c WHERE c.clinic_id = o.clinic_id AND c.patient_id = y.patient_id
+            SELECT COUNT(*) FROM {offer} c WHERE c.clinic_id = o.clinic_id AND c.patient_id = e.patient_id
             AND c.created_at > o.created_at - interval '7 days' AND c.created_at < o.created_at
         ) >= p.weekly_offer_cap THEN 'WEEKLY_CAP'
         ELSE 'OTHER' END AS reason
@@ -96,27 +119,27 @@ SELECT reason, COUNT(*), COUNT(DISTINCT passed) FROM (
     JOIN {entry} x ON x.id = o.entry_id
     JOIN {vacancy} v ON v.id = o.vacancy_id
     JOIN {policy} p ON p.id = o.policy_id
-    JOIN {entry} y ON {fits}
-        AND y.id <> x.id AND y.resource_kind = x.resource_kind
-        AND y.waiting_since < x.waiting_since AND y.created_at <= o.created_at
-        AND NOT (y.status IN ('BOOKED', 'WITHDRAWN') AND y.updated_at <= o.created_at)
+    JOIN {entry} e ON {fits}
+        AND e.id <> x.id AND e.resource_kind = x.resource_kind
+        AND e.waiting_since < x.waiting_since AND e.created_at <= o.created_at
+        AND NOT (e.status IN ({closed_entry}) AND e.updated_at <= o.created_at)
     WHERE o.clinic_id = %(clinic)s AND o.created_at >= %(since)s
-      AND NOT EXISTS (SELECT 1 FROM {offer} a WHERE a.vacancy_id = v.id AND a.entry_id = y.id
+      AND NOT EXISTS (SELECT 1 FROM {offer} a WHERE a.vacancy_id = v.id AND a.entry_id = e.id
                       AND a.created_at < o.created_at)
-      AND NOT EXISTS (SELECT 1 FROM {offer} b WHERE b.entry_id = y.id AND b.created_at <= o.created_at
-                      AND (b.status IN ('OFFERED', 'ACCEPTED') OR b.updated_at > o.created_at))
+      AND NOT EXISTS (SELECT 1 FROM {offer} b WHERE b.entry_id = e.id AND b.created_at <= o.created_at
+                      AND (b.status IN ({active_offer}) OR b.updated_at > o.created_at))
 ) t GROUP BY reason
 """
 
 FORGOTTEN_SQL = """
-SELECT y.ref, pt.ref, y.waiting_since, y.priority_rank,
+SELECT e.ref, pt.ref, e.waiting_since, e.priority_rank,
        (SELECT COUNT(*) FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s
-        AND v.created_at >= y.created_at) AS eligible
-FROM {entry} y JOIN {patient} pt ON pt.id = y.patient_id
-WHERE y.clinic_id = %(clinic)s AND y.status = 'WAITING'
-  AND NOT EXISTS (SELECT 1 FROM {offer} o WHERE o.entry_id = y.id AND o.created_at >= %(since)s)
-  AND EXISTS (SELECT 1 FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s AND v.created_at >= y.created_at)
-ORDER BY y.waiting_since, y.id
+        AND v.created_at >= e.created_at) AS eligible
+FROM {entry} e JOIN {patient} pt ON pt.id = e.patient_id
+WHERE e.clinic_id = %(clinic)s AND e.status IN ({waiting})
+  AND NOT EXISTS (SELECT 1 FROM {offer} o WHERE o.entry_id = e.id AND o.created_at >= %(since)s)
+  AND EXISTS (SELECT 1 FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s AND v.created_at >= e.created_at)
+ORDER BY e.waiting_since, e.id
 LIMIT %(limit)s
 """
 
@@ -124,7 +147,7 @@ PASSOVER_REASONS = ("PRIORITY", "SLOT_FIT", "STAFF_SKIPPED", "DECLINE_SUPPRESSIO
 
 
 def _sql(template: str) -> str:
-    return template.format(fits=FITS, **TABLES)
+    return template.format(fits=FITS, **TABLES, **STATES)
 
 
 def _days(value) -> float | None:

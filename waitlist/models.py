@@ -71,6 +71,14 @@ OFFER_TRANSITIONS: dict[str, set[str]] = {
     OfferStatus.WITHDRAWN: set(),
 }
 ACTIVE_OFFER_STATUSES = (OfferStatus.OFFERED, OfferStatus.ACCEPTED)
+
+
+def offer_withdrawable(offer_status: str, hold_status: str) -> bool:
+    """Whether staff may still take the offer back: active and its hold not yet booked (``offer_withdraw``, and the
+    console's withdraw control, ``selectors.ops_commands``)."""
+    from scheduling.models import HoldStatus  # scheduling's models load first; no import cycle at module level
+
+    return offer_status in ACTIVE_OFFER_STATUSES and hold_status != HoldStatus.CONSUMED
 OFFER_TOPIC = "waitlist.offer_made"  # the outbox topic of an offer's notice
 # A WITHDRAWN offer with one of these reasons was taken back by the system or by closing the vacancy
 # (perhaps by mistake): it does not bar its entry from the same vacancy after a reopen.

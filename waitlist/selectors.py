@@ -578,8 +578,10 @@ def ops_commands(
     """The recovery commands that apply to a vacancy/offer in its current state (roles are the console's):
     ``withdraw`` an active unbooked offer, ``retry_booking`` an ACCEPTED hold, ``redispatch`` a dispatchable
     vacancy with no active offer, ``review`` (PROMOTE/SKIP) a vacancy in staff review."""
+    from .models import offer_withdrawable  # the command's own precondition (``offer_withdraw``)
+
     commands = []
-    if offer and offer["status"] in ACTIVE_OFFER_STATUSES and offer["hold_status"] != "CONSUMED":
+    if offer and offer_withdrawable(offer["status"], offer["hold_status"]):
         commands.append({"name": "withdraw", "target": offer["ref"]})
     if offer and offer["status"] == OfferStatus.ACCEPTED and offer["hold_status"] == "ACCEPTED":
         commands.append({"name": "retry_booking", "target": offer["hold"]})

@@ -20,8 +20,18 @@ class ShadowStatus(models.TextChoices):
     DISCARDED = "DISCARDED"
 
 
+SHADOW_TRANSITIONS: dict[str, set[str]] = {
+    ShadowStatus.SHADOW: {ShadowStatus.PROMOTED, ShadowStatus.DISCARDED},
+    ShadowStatus.PROMOTED: set(),
+    ShadowStatus.DISCARDED: set(),
+}
+
+
 class ShadowPolicy(models.Model):
     """The candidate's full policy fields (the enforced version's values with the published changes)."""
+
+    #: The moves ``waitlist.services.shadow`` makes, under the row's lock (no ``version``: decided once).
+    STATE_MACHINE = ("status", SHADOW_TRANSITIONS)
 
     ref = RefField(prefix="wls")
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")

@@ -10,7 +10,7 @@ from django.core.management.base import CommandError
 from common.errors import DomainError
 from common.usernames import user_by_username
 from scheduling.models import Clinic, Role
-from scheduling.scoping import clinic_for_user, command_role
+from scheduling.scoping import clinic_for_user, command_role, may_run
 
 
 def command_actor(username: str, clinic_ref: str, *, command: str | None = None):
@@ -21,10 +21,12 @@ def command_actor(username: str, clinic_ref: str, *, command: str | None = None)
     user = user_by_username(username, active_only=True) if username else None
     if user is None:
         raise CommandError("--actor-username: unknown or inactive user")
-    role = command_role(command) if command else Role.ADMIN
+    who = "an ADMIN" if command is None or command_role(command) == Role.ADMIN else "a member"
     try:
-        clinic: Clinic = clinic_for_user(user, clinic_ref, role=role)
+        # No command: a read of the clinic's operations data, which is an ADMIN's.
+        clinic: Clinic = clinic_for_user(user, clinic_ref, role=Role.ADMIN if command is None else Role.STAFF)
     except DomainError as exc:
-        who = "an ADMIN" if role == Role.ADMIN else "a member"
         raise CommandError(f"{exc.code}: the user is not {who} of that clinic") from exc
+    if command is not None and not may_run(user, clinic, command):
+        raise CommandError(f"PERMISSION_DENIED: the user is not {who} of that clinic")
     return user, clinic

@@ -7,7 +7,7 @@ from typing import Any, cast
 
 from django.db import connection, transaction
 
-from common.cas import cas_update, check_transition
+from common.cas import cas_update, check_transition, sql_states, transition_sources
 from common.errors import Conflict, NotFound
 from common.fastpath import insert_sql, prepared_cursor, saved
 
@@ -77,13 +77,6 @@ SELECT id FROM hold
 """
 
 
-def lock_hold(hold_id: int) -> CapacityHold:
-    hold = CapacityHold.objects.select_for_update(no_key=True).filter(pk=hold_id).first()
-    if hold is None:
-        raise NotFound()
-    return hold
-
-
 def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> CapacityHold:
     """ACTIVE → ACCEPTED. The caller holds the lock (it is mid-claim)."""
     check_transition(HOLD_TRANSITIONS, hold.status, HoldStatus.ACCEPTED, code="HOLD_NOT_ACCEPTABLE")
@@ -93,6 +86,34 @@ def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> Ca
     with transaction.atomic():
         cas_update(hold, expected_status=HoldStatus.ACTIVE, **changes)
     return hold
+
+
+def hold_accept_sql(*, precondition: str) -> str:
+    """``hold_accept`` as one ``UPDATE … RETURNING id`` for a caller's composite statement (the waitlist's
+    claim writes offer, hold and entry in one round trip): the hold ACTIVE → ACCEPTED at the version it was
+    locked at, only while ``precondition`` (the caller's SQL, e.g. "its offer's step changed a row") holds and
+    the hold still has its active allocation. Its parameters come from ``hold_accept_params``; after the
+    statement changed the row, ``hold_accepted`` brings the locked instance up to date.
+
+    Fixed text for fixed ``precondition`` (a prepared statement): the states are the table's, as literals."""
+    sources = sql_states(transition_sources(CapacityHold, HoldStatus.ACCEPTED, HoldStatus.ACTIVE))
+    return (
+        f"UPDATE scheduling_capacityhold SET status = {sql_states(HoldStatus.ACCEPTED)}, version = version + 1,"
+        " expires_at = %(hold_expires)s\n"
+        f"    WHERE id = %(hold)s AND status IN ({sources}) AND version = %(hold_version)s AND {precondition}\n"
+        "      AND EXISTS (SELECT 1 FROM scheduling_capacityallocation a WHERE a.hold_id = %(hold)s AND a.active)\n"
+        "    RETURNING id"
+    )
+
+
+def hold_accept_params(hold: CapacityHold, *, expires_at: datetime) -> dict[str, Any]:
+    """The named parameters of ``hold_accept_sql`` for the locked ``hold``."""
+    return {"hold": hold.pk, "hold_version": hold.version, "hold_expires": expires_at}
+
+
+def hold_accepted(hold: CapacityHold, *, expires_at: datetime) -> None:
+    """The locked instance after ``hold_accept_sql`` changed its row (nothing is written here)."""
+    hold.status, hold.version, hold.expires_at = HoldStatus.ACCEPTED, hold.version + 1, expires_at
 
 
 def hold_extend(*, hold: CapacityHold, expires_at: datetime) -> CapacityHold:

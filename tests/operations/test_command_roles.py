@@ -1,46 +1,134 @@
-"""One rule per command (``scheduling.scoping.COMMAND_ROLES``): the console, the API and the shell agree."""
+"""One rule per command (``scheduling.scoping.COMMAND_ROLES``): the console, the API and the shell agree.
+
+The tests enumerate every routed view, so a new write view that names no registered command fails here
+before anyone has to remember to list it.
+"""
 
 from __future__ import annotations
 
-import pytest
+from types import SimpleNamespace
 
-from operations import views_controls, views_reevaluation, views_waitlist
+import pytest
+from django.urls import URLPattern, URLResolver, get_resolver
+from rest_framework.views import APIView
+
+from scheduling.api.base import ClinicAPIView
 from scheduling.models import Role
-from scheduling.scoping import COMMAND_ROLES, command_role
-from waitlist.api import controls as controls_api
-from waitlist.api import views as waitlist_api
+from scheduling.scoping import COMMAND_ROLES, command_role, may_run
 from waitlist.management.commands.waitlist_recover import ACTIONS
 
-CONSOLE = {
-    views_waitlist.waitlist_withdraw: "offer_withdraw",
-    views_waitlist.waitlist_redispatch: "vacancy_redispatch",
-    views_waitlist.waitlist_retry_booking: "hold_retry_booking",
-    views_waitlist.waitlist_review: "vacancy_review_resolve",
-    views_reevaluation.reevaluation_preview: "redrive_preview",
-    views_reevaluation.reevaluation_execute: "redrive_execute",
-    views_reevaluation.reevaluation_mode: "mode_set",
-    views_reevaluation.reevaluation_drain: "drain_set",
-    views_controls.controls_switch: "waitlist_switch_set",
-    views_controls.controls_allowlist: "waitlist_tenant_allow",
-    views_controls.controls_policy: "policy_change",
-    views_controls.controls_shadow_promote: "shadow_promote",
-    views_controls.controls_shadow_discard: "shadow_discard",
+SAFE = {"GET", "HEAD", "OPTIONS"}
+
+#: Every API view that writes, by class name: the command it runs (its role is that command's), or why it names
+#: none. A write view missing here fails ``test_every_api_write_view_is_listed``.
+API_COMMANDS: dict[str, str] = {
+    "PatientCreateView": "patient_create",
+    "PatientConsentView": "consent_record",
+    "AppointmentCreateView": "appointment_book",
+    "AppointmentCancelView": "appointment_cancel",
+    "EntryCreateView": "entry_create",
+    "EntryPriorityView": "entry_set_priority",
+    "EntryStandingAcceptanceView": "standing_acceptance_record",
+    "EntryWithdrawView": "entry_withdraw",
+    "VacancyDispatchView": "vacancy_dispatch",
+    "OfferClaimView": "offer_claim",
+    "OfferDeclineView": "offer_decline",
+    "OfferWithdrawView": "offer_withdraw",
+    "OfferReleaseView": "standing_release",
+    "HoldBookView": "hold_book",
+    "VacancyCloseView": "vacancy_close",
+    "VacancyReopenView": "vacancy_reopen",
+    "VacancyReviewView": "vacancy_review_resolve",
+    "HoldRetryBookingView": "hold_retry_booking",
+    "ShadowPolicyView": "shadow_publish",
+    "ShadowDecideView:promote": "shadow_promote",
+    "ShadowDecideView:discard": "shadow_discard",
+    "WaitlistSwitchView": "waitlist_switch_set",
+    "WaitlistAllowlistView": "waitlist_tenant_allow",
+    "WaitlistPolicyView": "policy_change",
+    "ReevaluationDrainView": "drain_set",
+    "ProfileReevaluationOpsView:PREVIEW": "redrive_preview",
+    "ProfileReevaluationOpsView:EXECUTE": "redrive_execute",
+}
+#: Write views gated by something other than a role, and by what.
+API_NOT_ROLE_GATED = {
+    "DecisionFeedView": "the clinic's integration credential (``clinic_for_grant``, ``feed_decisions``)",
+    "EventIntakeView": "a signed event (the issuer's key), no user at all",
+    # FHIR (interop.api.FhirView): the EHR integration credential (``scheduling.fhir_integration``), not a role.
+    "AppointmentSearchView": "the FHIR integration credential (an Appointment create)",
+    "SubscriptionView": "the FHIR integration credential",
+    "SubscriptionReadView": "the FHIR integration credential",
+    "UnknownView": "answers every method with a FHIR OperationOutcome; changes nothing",
 }
 
 
-@pytest.mark.parametrize(("view", "command"), CONSOLE.items(), ids=CONSOLE.values())
-def test_each_console_command_needs_its_registered_role(view, command):
-    assert view.console_role == command_role(command)
+def _patterns(resolver=None):
+    for pattern in (resolver or get_resolver()).url_patterns:
+        if isinstance(pattern, URLResolver):
+            yield from _patterns(pattern)
+        elif isinstance(pattern, URLPattern):
+            yield pattern
 
 
-def test_the_api_reads_the_same_roles():
-    assert waitlist_api.OfferWithdrawView.required_role == Role.ADMIN == command_role("offer_withdraw")
-    assert waitlist_api.VacancyCloseView.required_role == command_role("vacancy_close")
-    assert waitlist_api.VacancyReopenView.required_role == command_role("vacancy_reopen")
-    assert waitlist_api.HoldRetryBookingView.required_role == command_role("hold_retry_booking")
-    assert waitlist_api.VacancyReviewView.required_role == command_role("vacancy_review_resolve")
-    for view in (controls_api.WaitlistSwitchView, controls_api.WaitlistAllowlistView, controls_api.WaitlistPolicyView):
-        assert view.write_command in COMMAND_ROLES
+def _api_write_views():
+    """(key, view instance) of every routed API view class with a write method; a view routed twice with
+    different arguments (``decision``) or choosing its command by the body (``action``) is one key per command."""
+    seen = {}
+    for pattern in _patterns():
+        cls = getattr(pattern.callback, "view_class", None)
+        writes = cls is not None and any(hasattr(cls, m) for m in ("post", "put", "patch", "delete"))
+        if not writes or not issubclass(cls, APIView):
+            continue
+        initkwargs = getattr(pattern.callback, "view_initkwargs", {}) or {}
+        key = cls.__name__ + (f":{initkwargs['decision']}" if "decision" in initkwargs else "")
+        if cls.__name__ == "ProfileReevaluationOpsView":
+            for action in ("PREVIEW", "EXECUTE"):
+                seen[f"{key}:{action}"] = (cls(**initkwargs), {"action": action})
+        else:
+            seen[key] = (cls(**initkwargs), {})
+    return seen
+
+
+def _console_write_views():
+    return {
+        pattern.callback.__name__: pattern.callback
+        for pattern in _patterns()
+        if hasattr(pattern.callback, "console_methods") and not set(pattern.callback.console_methods) <= SAFE
+    }
+
+
+def test_every_command_of_the_registry_is_a_role():
+    assert all(isinstance(role, Role) for role in COMMAND_ROLES.values())
+    assert set(API_COMMANDS.values()) <= set(COMMAND_ROLES)
+
+
+def test_every_api_write_view_is_listed():
+    views = _api_write_views()
+    assert set(views) == set(API_COMMANDS) | set(API_NOT_ROLE_GATED)
+
+
+@pytest.mark.parametrize("key", sorted(API_COMMANDS))
+def test_each_api_write_needs_its_commands_role(key):
+    view, data = _api_write_views()[key]
+    if not isinstance(view, ClinicAPIView):
+        pytest.fail(f"{key} is not a ClinicAPIView")
+    request = SimpleNamespace(method="POST", data=data)
+    assert view.role_for(request) == command_role(API_COMMANDS[key])
+
+
+def test_every_console_write_view_names_its_command():
+    views = _console_write_views()
+    assert views, "the console routes write views"
+    for name, view in views.items():
+        assert view.console_command in COMMAND_ROLES, name
+        assert view.console_role == command_role(view.console_command), name
+
+
+def test_the_console_runs_the_commands_the_api_runs_under_the_same_roles():
+    console = {view.console_command for view in _console_write_views().values()}
+    assert {"offer_withdraw", "vacancy_redispatch", "hold_retry_booking", "vacancy_review_resolve",
+            "redrive_preview", "redrive_execute", "mode_set", "drain_set", "waitlist_switch_set",
+            "waitlist_tenant_allow", "policy_change", "shadow_promote", "shadow_discard"} == console
 
 
 def test_the_shell_reads_the_same_roles():
@@ -51,3 +139,19 @@ def test_the_shell_reads_the_same_roles():
 def test_an_unregistered_command_fails_closed():
     with pytest.raises(KeyError):
         command_role("no_such_command")
+    with pytest.raises(KeyError):
+        may_run(SimpleNamespace(is_authenticated=True, pk=1), SimpleNamespace(pk=1), "no_such_command")
+
+
+@pytest.mark.django_db
+def test_may_run_is_the_role_of_the_command(clinic, staff, admin, outsider):
+    from scheduling.scoping import clinic_for_user
+
+    for command, role in COMMAND_ROLES.items():
+        assert may_run(admin, clinic, command)
+        assert may_run(staff, clinic, command) == (role == Role.STAFF), command
+        assert not may_run(outsider, clinic, command)
+    # A clinic resolved for a user carries their role: no query, and not trusted for another user.
+    resolved = clinic_for_user(staff, clinic.ref)
+    assert not may_run(staff, resolved, "entry_set_priority")
+    assert may_run(admin, resolved, "entry_set_priority")

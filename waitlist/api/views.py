@@ -10,7 +10,7 @@ from common.api import ClinicAPIView, field_errors, list_parameters, page_body
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from scheduling.models import Role
-from scheduling.scoping import clinic_for_grant, command_role
+from scheduling.scoping import clinic_for_grant, command_role, may_run
 from scheduling.services.roles import DECISION_FEED_PERMISSION
 
 from .. import fairness, selectors, services
@@ -81,7 +81,7 @@ class EntryCreateView(ClinicAPIView):
     def post(self, request, clinic):
         def execute(_receipt):
             data = self.validated(EntryCreateInput)
-            if data.get("priority_rank") and self.clinic.user_role != Role.ADMIN:
+            if data.get("priority_rank") and not may_run(request.user, self.clinic, "entry_set_priority"):
                 raise PermissionDenied("Setting a priority needs the ADMIN role in this clinic.")
             entry = services.entry_create(
                 clinic=self.clinic, actor=request.user, idempotency_key=_idempotency_key(request), **data
@@ -139,7 +139,7 @@ class OfferReleaseView(ClinicAPIView):
 class EntryPriorityView(ClinicAPIView):
     """ADMIN: change an entry's priority (audited). 409 ENTRY_CLOSED, VERSION_CONFLICT."""
 
-    required_role = Role.ADMIN
+    required_role = command_role("entry_set_priority")
 
     @extend_schema(request=PriorityInput, responses=_ok("entry"))
     def post(self, request, clinic, ref):

@@ -9,9 +9,10 @@ from typing import Any
 from django.db import connection
 
 from common import effects
+from common.cas import sql_states
 from common.services import audit_record
 
-from ..models import Offer, OfferEvent, Vacancy
+from ..models import EntryStatus, Offer, OfferEvent, Vacancy
 
 logger = logging.getLogger("waitlist")
 
@@ -94,13 +95,13 @@ SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = E
 
 
 # The held ones only: an entry a racer has already taken (no longer WAITING at the version read) is not noted.
-_LOCKED_NOTES_SQL = """
+_LOCKED_NOTES_SQL = f"""
 INSERT INTO waitlist_dispatchnote
     (clinic_id, vacancy_id, entry_id, reason_code, until, times, first_at, last_at, correlation_id)
 SELECT %(clinic)s, %(vacancy)s, e.id, 'ENTRY_LOCKED', NULL, 1, %(now)s, %(now)s, %(correlation)s
 FROM waitlist_waitlistentry e
 WHERE (e.id, e.version) IN (SELECT * FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]))
-  AND e.status = 'WAITING'
+  AND e.status IN ({sql_states(EntryStatus.WAITING)})
 ON CONFLICT ON CONSTRAINT wl_note_once DO UPDATE
 SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = EXCLUDED.last_at,
     correlation_id = EXCLUDED.correlation_id

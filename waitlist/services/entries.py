@@ -18,7 +18,7 @@ from common.errors import (
 )
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
-from scheduling.scoping import scoped_get, user_is_admin
+from scheduling.scoping import may_run, scoped_get
 
 from ..locks import lock_entry, lock_offer_chain
 from ..models import ACTIVE_OFFER_STATUSES, LIVE_ENTRY_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
@@ -107,7 +107,7 @@ def entry_set_priority(*, clinic: Clinic, entry_ref: str, actor, priority_rank: 
     The booking-reliability feed sets the same rank from each new decision (``decision_record``);
     the newest write wins. 409 ``ENTRY_CLOSED`` for a BOOKED/WITHDRAWN entry, ``VERSION_CONFLICT``.
     """
-    if not user_is_admin(actor, clinic):
+    if not may_run(actor, clinic, "entry_set_priority"):
         raise PermissionDenied("Changing a priority needs the ADMIN role in this clinic.")
     entry_id = scoped_get(WaitlistEntry, clinic, entry_ref).pk
     with transaction.atomic():

@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from common.cas import cas_update
+from common.cas import cas_update, sql_states, transition_sources
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
 from common.fastpath import PreparedQuery, prepared_cursor
 from common.models import OutboxMessage, OutboxStatus
@@ -21,6 +21,7 @@ from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.scoping import require_command_role
 from scheduling.services import hold_extend
+from scheduling.services.holds import hold_accept_params, hold_accept_sql, hold_accepted
 
 from ..decisions import Decision, decision_from_json, get_decision_provider
 from ..locks import OfferLocks, lock_offer_chain, lock_prepared_chain, offer_chain_queryset
@@ -33,6 +34,8 @@ from ..models import (
     OfferClaimReceipt,
     OfferStatus,
     SuppressionScope,
+    WaitlistEntry,
+    offer_withdrawable,
 )
 from ..windows import answer_deadline, window_rule
 from ._shared import actor_label, command_audit, event_append, event_logged
@@ -80,33 +83,40 @@ def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
     )
 
 
-_CLAIM_SQL = """
+def _claim_sql() -> str:
+    """The claim's writes as one statement (fixed text: prepared once per connection). The states are the
+    tables' (``transition_sources``); the hold's step is scheduling's own statement (``hold_accept_sql``)."""
+    offer_from = sql_states(transition_sources(Offer, OfferStatus.ACCEPTED, OfferStatus.OFFERED))
+    entry_from = sql_states(transition_sources(WaitlistEntry, EntryStatus.ACCEPTED, EntryStatus.OFFERED))
+    return f"""
 WITH o AS (
-    UPDATE waitlist_offer SET status = 'ACCEPTED', version = version + 1, booking_requested_at = %(booking)s
-    WHERE id = %(offer)s AND status = 'OFFERED' AND version = %(offer_version)s
+    UPDATE waitlist_offer SET status = {sql_states(OfferStatus.ACCEPTED)}, version = version + 1,
+        booking_requested_at = %(booking)s
+    WHERE id = %(offer)s AND status IN ({offer_from}) AND version = %(offer_version)s
     RETURNING id),
 h AS (
-    UPDATE scheduling_capacityhold SET status = 'ACCEPTED', version = version + 1, expires_at = %(hold_expires)s
-    WHERE id = %(hold)s AND status = 'ACTIVE' AND version = %(hold_version)s AND EXISTS (SELECT 1 FROM o)
-      AND EXISTS (SELECT 1 FROM scheduling_capacityallocation a WHERE a.hold_id = %(hold)s AND a.active)
-    RETURNING id),
+    {hold_accept_sql(precondition="EXISTS (SELECT 1 FROM o)")}),
 e AS (
-    UPDATE waitlist_waitlistentry SET status = 'ACCEPTED', version = version + 1
-    WHERE id = %(entry)s AND status = 'OFFERED' AND version = %(entry_version)s AND EXISTS (SELECT 1 FROM h)
+    UPDATE waitlist_waitlistentry SET status = {sql_states(EntryStatus.ACCEPTED)}, version = version + 1
+    WHERE id = %(entry)s AND status IN ({entry_from}) AND version = %(entry_version)s AND EXISTS (SELECT 1 FROM h)
     RETURNING id),
 ev AS (
     INSERT INTO waitlist_offerevent
         (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
-    SELECT %(clinic)s, %(offer)s, 'OFFERED', 'ACCEPTED', 'CLAIMED', %(actor)s, %(correlation)s, %(detail)s, %(now)s
+    SELECT %(clinic)s, %(offer)s, {sql_states(OfferStatus.OFFERED)}, {sql_states(OfferStatus.ACCEPTED)}, 'CLAIMED',
+           %(actor)s, %(correlation)s, %(detail)s, %(now)s
     FROM e
     RETURNING id)
 INSERT INTO waitlist_offerclaimreceipt
     (ref, clinic_id, offer_id, offer_version, hold_ref, hold_expires_at, idempotency_key, body, created_at)
-SELECT %(receipt)s, %(clinic)s, %(offer)s, %(new_version)s, %(hold_ref)s, %(hold_expires)s, %(key)s, %(body)s,
+SELECT %(receipt)s, %(clinic)s, %(offer)s, %(new_version)s, %(hold_ref)s, %(receipt_expires)s, %(key)s, %(body)s,
        %(created)s
 FROM e, ev
 RETURNING id
 """
+
+
+_CLAIM_SQL = _claim_sql()
 
 
 def _claim_write(
@@ -124,11 +134,12 @@ def _claim_write(
     correlation = correlation_id or offer.correlation_id
     params = {
         "booking": booking_requested_at, "offer": offer.pk, "offer_version": offer.version,
-        "hold": hold.pk, "hold_version": hold.version, "hold_expires": receipt.hold_expires_at,
+        **hold_accept_params(hold, expires_at=receipt.hold_expires_at),
         "entry": entry.pk, "entry_version": entry.version, "clinic": offer.clinic_id, "actor": actor,
         "correlation": correlation, "detail": Jsonb({"hold": hold.ref}), "now": now,
-        "receipt": receipt.ref, "new_version": receipt.offer_version, "hold_ref": hold.ref,
-        "key": receipt.idempotency_key, "body": Jsonb(receipt.body), "created": receipt.created_at,
+        "receipt": receipt.ref, "receipt_expires": receipt.hold_expires_at, "new_version": receipt.offer_version,
+        "hold_ref": hold.ref, "key": receipt.idempotency_key, "body": Jsonb(receipt.body),
+        "created": receipt.created_at,
     }
     with prepared_cursor(connection) as cursor:
         cursor.execute(_CLAIM_SQL, params)
@@ -139,7 +150,7 @@ def _claim_write(
     receipt.pk, receipt._state.adding = row[0], False
     offer.status, offer.version = OfferStatus.ACCEPTED, offer.version + 1
     offer.booking_requested_at = booking_requested_at
-    hold.status, hold.version, hold.expires_at = HoldStatus.ACCEPTED, hold.version + 1, receipt.hold_expires_at
+    hold_accepted(hold, expires_at=receipt.hold_expires_at)
     entry.status, entry.version = EntryStatus.ACCEPTED, entry.version + 1
     event_logged(
         offer=offer, from_status=OfferStatus.OFFERED, to_status=OfferStatus.ACCEPTED, reason_code="CLAIMED",
@@ -199,51 +210,11 @@ def offer_claim(
     with _own_transaction():
         locks = lock_prepared_chain(_CLAIM_CHAIN, clinic=clinic, offer_ref=offer_ref, key=get_decision_provider())
         _owner_check(locks, patient)
-        offer, hold, entry, vacancy = locks.offer, locks.hold, locks.entry, locks.vacancy
-        if offer.status == OfferStatus.ACCEPTED and expected_version + 1 == offer.version:
-            receipt = OfferClaimReceipt.objects.filter(offer=offer).first()
-            if receipt is not None and (
-                idempotency_key is None or idempotency_key == receipt.idempotency_key
-            ):
-                # Read only on this rare path (a service-level repeat), not joined into the lock statement.
-                receipt.appointment_ref = hold.appointment.ref if hold.appointment is not None else None
-                return receipt
-        if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
-            raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
-        if offer.status != OfferStatus.OFFERED:
-            raise Conflict(f"The offer is {offer.status}.", code="OFFER_NOT_CLAIMABLE")
-        if offer.version != expected_version:
-            raise VersionConflict("The offer was changed; reload it.")
-        if (
-            entry.status != EntryStatus.OFFERED
-            or entry.patient_id != offer.patient_id
-            or hold.patient_id != offer.patient_id
-        ):
-            raise Conflict("The offer no longer belongs to this entry.", code="OFFER_NOT_CLAIMABLE")
-        if _decision_status(offer, now, offer.latest_decision) != DecisionStatus.FRESH:
-            raise Conflict("The booking decision behind this offer is stale.", code="DECISION_STALE")
-        if hold.status != HoldStatus.ACTIVE or not offer.has_allocation:
-            raise SlotOccupied("The slot is no longer reserved for this offer.")
-        hold_expires_at = min(now + timedelta(minutes=offer.policy.hold_minutes), vacancy.starts_at)
-        receipt_ref = new_ref("clr")
-        receipt = OfferClaimReceipt(
-            ref=receipt_ref,
-            clinic=clinic,
-            offer=offer,
-            offer_version=offer.version + 1,
-            hold_ref=hold.ref,
-            hold_expires_at=hold_expires_at,
-            idempotency_key=idempotency_key or "",
-            body={
-                "status": OfferStatus.ACCEPTED.value,
-                "offer": offer.ref,
-                "version": offer.version + 1,
-                "hold": hold.ref,
-                "hold_expires_at": iso_in_zone(hold_expires_at, clinic.timezone),
-                "receipt": receipt_ref,
-            },
-            created_at=timezone.now(),
-        )
+        repeat = _claim_repeated(locks, expected_version=expected_version, idempotency_key=idempotency_key)
+        if repeat is not None:
+            return repeat
+        _claim_refusal(locks, expected_version=expected_version, now=now)
+        receipt = _claim_receipt(locks, clinic=clinic, idempotency_key=idempotency_key, now=now)
         _claim_write(
             locks,
             receipt=receipt,
@@ -254,6 +225,69 @@ def offer_claim(
         )
         receipt.appointment_ref = None  # a hold is booked after its claim, never during it
         return receipt
+
+
+def _claim_repeated(locks: OfferLocks, *, expected_version: int, idempotency_key: str | None
+                    ) -> OfferClaimReceipt | None:
+    """The stored receipt when this claim repeats one that went through (``expected_version + 1 == version``,
+    no Idempotency-Key or the same one), else None."""
+    offer, hold = locks.offer, locks.hold
+    if offer.status != OfferStatus.ACCEPTED or expected_version + 1 != offer.version:
+        return None
+    receipt = OfferClaimReceipt.objects.filter(offer=offer).first()
+    if receipt is None or (idempotency_key is not None and idempotency_key != receipt.idempotency_key):
+        return None
+    # Read only on this rare path (a service-level repeat), not joined into the lock statement.
+    receipt.appointment_ref = hold.appointment.ref if hold.appointment is not None else None
+    return receipt
+
+
+def _claim_refusal(locks: OfferLocks, *, expected_version: int, now: datetime) -> None:
+    """Raise the claim's refusal, first that applies: OFFER_EXPIRED, OFFER_NOT_CLAIMABLE, VERSION_CONFLICT,
+    OFFER_NOT_CLAIMABLE (the entry or hold moved on), DECISION_STALE, SLOT_OCCUPIED."""
+    offer, hold, entry, vacancy = locks.offer, locks.hold, locks.entry, locks.vacancy
+    if _is_expired(offer, now) or (offer.status == OfferStatus.OFFERED and vacancy.starts_at <= now):
+        raise Conflict("The offer has expired.", code="OFFER_EXPIRED")
+    if offer.status != OfferStatus.OFFERED:
+        raise Conflict(f"The offer is {offer.status}.", code="OFFER_NOT_CLAIMABLE")
+    if offer.version != expected_version:
+        raise VersionConflict("The offer was changed; reload it.")
+    if (
+        entry.status != EntryStatus.OFFERED
+        or entry.patient_id != offer.patient_id
+        or hold.patient_id != offer.patient_id
+    ):
+        raise Conflict("The offer no longer belongs to this entry.", code="OFFER_NOT_CLAIMABLE")
+    if _decision_status(offer, now, offer.latest_decision) != DecisionStatus.FRESH:
+        raise Conflict("The booking decision behind this offer is stale.", code="DECISION_STALE")
+    if hold.status != HoldStatus.ACTIVE or not offer.has_allocation:
+        raise SlotOccupied("The slot is no longer reserved for this offer.")
+
+
+def _claim_receipt(locks: OfferLocks, *, clinic: Clinic, idempotency_key: str | None, now: datetime
+                   ) -> OfferClaimReceipt:
+    """The receipt the claim stores (not yet written): the hold and its new expiry, the body the API returns."""
+    offer, hold = locks.offer, locks.hold
+    hold_expires_at = min(now + timedelta(minutes=offer.policy.hold_minutes), locks.vacancy.starts_at)
+    receipt_ref = new_ref("clr")
+    return OfferClaimReceipt(
+        ref=receipt_ref,
+        clinic=clinic,
+        offer=offer,
+        offer_version=offer.version + 1,
+        hold_ref=hold.ref,
+        hold_expires_at=hold_expires_at,
+        idempotency_key=idempotency_key or "",
+        body={
+            "status": OfferStatus.ACCEPTED.value,
+            "offer": offer.ref,
+            "version": offer.version + 1,
+            "hold": hold.ref,
+            "hold_expires_at": iso_in_zone(hold_expires_at, clinic.timezone),
+            "receipt": receipt_ref,
+        },
+        created_at=timezone.now(),
+    )
 
 
 def offer_decline(
@@ -447,7 +481,7 @@ def offer_withdraw(*, clinic: Clinic, offer_ref: str, actor, reason: str, expect
         offer = locks.offer
         if offer.status == OfferStatus.WITHDRAWN:
             return offer
-        if offer.status not in ACTIVE_OFFER_STATUSES or locks.hold.status == HoldStatus.CONSUMED:
+        if not offer_withdrawable(offer.status, locks.hold.status):
             raise Conflict(
                 f"The offer is {offer.status} and cannot be withdrawn.", code="OFFER_NOT_WITHDRAWABLE"
             )

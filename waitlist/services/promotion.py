@@ -18,7 +18,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
 from psycopg.types.json import Jsonb
 
-from common.cas import cas_conflict, cas_update, transition_sources
+from common.cas import cas_conflict, cas_update, sql_states, transition_sources
 from common.errors import PatientOverlap, SlotOccupied
 from common.fastpath import PreparedQuery, insert_sql, prepared_cursor, saved
 from common.models import OutboxMessage
@@ -313,7 +313,7 @@ WITH locked AS MATERIALIZED (
     SELECT e.*, r.pos
     FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]) WITH ORDINALITY AS r(id, version, pos)
     JOIN waitlist_waitlistentry e ON e.id = r.id AND e.version = r.version
-    WHERE e.status = 'WAITING'
+    WHERE e.status IN ({waiting})
     ORDER BY r.pos
     LIMIT 1
     FOR NO KEY UPDATE OF e{skip}
@@ -326,6 +326,7 @@ FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
 def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
     return _LOCK_FIRST_FREE_SQL.format(
         skip="" if wait else " SKIP LOCKED",
+        waiting=sql_states(transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)),
         entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
         standing=STANDING_NOTICE_SQL,
         patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from common.cas import sql_states
 from common.errors import DomainError, NotFound
 from common.fastpath import Semaphore, prepared_cursor
 from common.services import new_correlation_id
@@ -19,7 +20,7 @@ from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
 
-from ..models import Vacancy, WaitlistPolicy
+from ..models import ACTIVE_OFFER_STATUSES, DISPATCHABLE_VACANCY_STATUSES, Vacancy, WaitlistPolicy
 from ._shared import actor_label, queue_dispatch, slot_of
 from .policy import policy_current
 from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
@@ -159,7 +160,7 @@ DISPATCH_TURN_SECONDS = 0.5
 # passes over rows another transaction holds right now (a racing claim, a promotion under the fence) instead
 # of queueing behind them. The same statement releases this loop's previous claim (``released``: a row
 # before ``after``, never the one claimed).
-_CLAIM_SQL = """
+_CLAIM_SQL = f"""
 WITH released AS (
     UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL
     WHERE id = %(release)s AND dispatch_claimed_until = %(until)s
@@ -169,15 +170,15 @@ FROM (
     SELECT v.id, c.pos FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS c(id, pos)
     JOIN waitlist_vacancy v ON v.id = c.id
     WHERE c.pos > %(after)s
-      AND v.status IN ('OPEN', 'REVIEW')
+      AND v.status IN ({sql_states(DISPATCHABLE_VACANCY_STATUSES)})
       AND (v.dispatch_claimed_until IS NULL OR v.dispatch_claimed_until <= %(now)s)
       AND NOT EXISTS (SELECT 1 FROM waitlist_offer o
-                      WHERE o.vacancy_id = v.id AND o.status IN ('OFFERED', 'ACCEPTED'))
+                      WHERE o.vacancy_id = v.id AND o.status IN ({sql_states(ACTIVE_OFFER_STATUSES)}))
     ORDER BY c.pos
     LIMIT 1
     FOR NO KEY UPDATE OF v SKIP LOCKED) AS claimed
 WHERE waitlist_vacancy.id = claimed.id
-RETURNING claimed.pos, {columns}
+RETURNING claimed.pos, {{columns}}
 """
 
 _VACANCY_FIELDS = list(Vacancy._meta.concrete_fields)
