@@ -28,7 +28,6 @@ from common.degrade import REDIS_ERRORS, cache_dependency
 from reevaluation import selectors as reevaluation_selectors
 from reevaluation.models import DrainState, JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import Clinic
-from waitlist import selectors as waitlist_selectors
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     BookingReliabilityDecision,
@@ -37,6 +36,7 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
 )
+from waitlist.selectors.metrics import decision_freshness, fill_metrics, outbox_health
 from waitlist.services.vacancies import DISPATCH_SLOTS
 
 # --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
@@ -157,18 +157,18 @@ def _clinic_samples(clinic: Clinic, now: datetime, add) -> None:
     add("waitlist_review_oldest_age_seconds", labels, _age(now, vacancies["oldest_review"]) or 0)
     add("waitlist_offers_active", labels, Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES).count())
 
-    outbox = waitlist_selectors.outbox_health(clinic=clinic, now=now)
+    outbox = outbox_health(clinic=clinic, now=now)
     add("waitlist_outbox_backlog", labels, outbox["pending"])
     add("waitlist_outbox_dead", labels, outbox["dead"])
     add("waitlist_outbox_oldest_pending_age_seconds", labels, outbox["oldest_pending_age_seconds"] or 0)
 
-    for freshness, count in waitlist_selectors.decision_freshness(clinic=clinic, now=now).items():
+    for freshness, count in decision_freshness(clinic=clinic, now=now).items():
         add("waitlist_decisions", (*labels, freshness), count)
     newest = BookingReliabilityDecision.objects.filter(clinic=clinic).aggregate(at=Max("received_at"))["at"]
     if newest is not None:  # absent (not 0) when the feed never delivered: "absent" alerts can tell
         add("waitlist_decision_feed_age_seconds", labels, _age(now, newest))
 
-    fill = waitlist_selectors.fill_metrics(clinic=clinic, now=now)
+    fill = fill_metrics(clinic=clinic, now=now)
     for outcome, count in fill["vacancies"].items():
         add("waitlist_window_vacancies", (*labels, outcome), count)
     if fill["fill_rate"] is not None:

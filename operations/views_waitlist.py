@@ -26,7 +26,12 @@ from common.errors import NotFound
 from common.services import new_correlation_id
 from scheduling.models import Clinic, Role
 from scheduling.scoping import command_role
-from waitlist import selectors, services
+from waitlist import services
+from waitlist.selectors.api import vacancy_detail
+from waitlist.selectors.dispatch import dispatch_reasons
+from waitlist.selectors.operations import open_vacancies_soon, ops_snapshot
+from waitlist.selectors.panels import ops_queue_evidence, ops_vacancy_panel, ops_vacancy_ref
+from waitlist.selectors.queue import ops_action_queue
 
 from .commands import refused, run_command
 from .decorators import clinic_view
@@ -107,7 +112,7 @@ def _visible(clinic: Clinic, commands: list[dict]) -> list[dict]:
 
 
 def _rows(clinic: Clinic, queue: dict) -> dict:
-    rows = selectors.ops_queue_evidence(clinic=clinic, items=queue["items"])
+    rows = ops_queue_evidence(clinic=clinic, items=queue["items"])
     for row in rows:
         row["commands"] = _visible(clinic, row["commands"])
     return {"rows": rows, "next_cursor": queue["next"]}
@@ -122,15 +127,15 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     after, size = cursor.cleaned_data["after"], queue_page_size()
     target = request.htmx.target if request.htmx else None
     if request.htmx and (after or target == "wl-queue-rows"):
-        queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after or None)
+        queue = ops_action_queue(clinic=clinic, limit=size, after=after or None)
         return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": _rows(clinic, queue)})
     if target == "wl-readiness":  # the poll: readiness and metrics (the queue refreshes on its own)
-        snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=1)
+        snapshot = ops_snapshot(clinic=clinic, queue_limit=1)
         return render(request, f"{PAGE}#readiness", {"clinic": clinic, "snapshot": snapshot})
-    snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=size)
-    queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
+    snapshot = ops_snapshot(clinic=clinic, queue_limit=size)
+    queue = ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
     context = {"snapshot": snapshot, "queue": _rows(clinic, queue),
-               "soon": selectors.open_vacancies_soon(clinic=clinic)}
+               "soon": open_vacancies_soon(clinic=clinic)}
     return render_clinic_page(request, PAGE, clinic, "waitlist", context)
 
 
@@ -151,7 +156,7 @@ def waitlist_vacancy(request: HtmxHttpRequest, clinic: Clinic, vacancy_ref: str)
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
     # ``?command=withdraw``: the queue's command button opens that command's disclosure at once.
     return render_detail(request, PANEL, clinic, "waitlist", lambda: {**_panel_context(
-        clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
+        clinic, ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
         "open_command": request.GET.get("command", "")})
 
 
@@ -185,7 +190,7 @@ def _command(
     body = outcome.body
     # Answer with the whole panel, refreshed, the result on top: the forms of a settled row disappear.
     try:
-        panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
+        panel = ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
     except NotFound:
         return console_error(request, 404)
     context = {**_panel_context(clinic, panel), "done": command, "result": body, "replayed": outcome.replayed}
@@ -227,15 +232,15 @@ def _service_args(actor, data: dict, correlation_id: str) -> dict:
 def _withdraw(clinic: Clinic, offer_ref: str, actor, data: dict, correlation_id: str) -> dict:
     offer = services.offer_withdraw(clinic=clinic, offer_ref=offer_ref, **_service_args(actor, data, correlation_id))
     return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status,
-            "vacancy": selectors.ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
+            "vacancy": ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
 
 
 def _redispatch(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:
     result = services.vacancy_redispatch(clinic=clinic, vacancy_ref=vacancy_ref,
                                          **_service_args(actor, data, correlation_id))
     offer = result.offer.ref if result.offer else None
-    vacancy, _active = selectors.vacancy_detail(clinic=clinic, ref=vacancy_ref)
-    reasons = selectors.dispatch_reasons(clinic=clinic, vacancy=vacancy, stats=result.stats)
+    vacancy, _active = vacancy_detail(clinic=clinic, ref=vacancy_ref)
+    reasons = dispatch_reasons(clinic=clinic, vacancy=vacancy, stats=result.stats)
     return {"message": redispatch_message(vacancy_ref, result.outcome, offer, reasons), "ref": vacancy_ref,
             "status": result.outcome, "offer": offer, "vacancy": vacancy_ref, "reasons": reasons}
 
@@ -261,7 +266,7 @@ def _retry_booking(clinic: Clinic, hold_ref: str, actor, data: dict, correlation
                                               **_service_args(actor, data, correlation_id)).booked()
     return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
             "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
-            "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
+            "vacancy": ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
 
 
 def review_execute(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:
