@@ -24,6 +24,7 @@ from django.urls import reverse
 
 from common.errors import NotFound
 from common.services import new_correlation_id
+from interop.models import NOTIFICATION_TOPIC
 from scheduling.models import Clinic, Role
 from scheduling.scoping import command_role
 from waitlist import services
@@ -36,7 +37,7 @@ from waitlist.selectors.queue import ops_action_queue
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
-from .labels import code_label
+from .labels import code_label, queue_action
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/waitlist.html"
@@ -111,10 +112,28 @@ def _visible(clinic: Clinic, commands: list[dict]) -> list[dict]:
     ]
 
 
+#: Where a row without a console command is dealt with (the admin's notification settings, the notifications).
+TODO_LINKS = {
+    "PROVIDER_FAILING": lambda clinic, row: reverse("admin:scheduling_clinic_change", args=[clinic.pk]),
+    "SUBSCRIPTION_ERROR": lambda clinic, row: reverse("admin:common_outboxmessage_changelist")
+    + f"?topic={NOTIFICATION_TOPIC}",
+}
+
+
+def _todo(clinic: Clinic, row: dict) -> dict | None:
+    """What to do about a row, in words, and a link to where it is done (None: the commands say it)."""
+    text = queue_action(row["kind"])
+    if not text or row["commands"]:
+        return None
+    link = TODO_LINKS.get(row["kind"])
+    return {"text": text, "url": link(clinic, row) if link else None}
+
+
 def _rows(clinic: Clinic, queue: dict) -> dict:
     rows = ops_queue_evidence(clinic=clinic, items=queue["items"])
     for row in rows:
         row["commands"] = _visible(clinic, row["commands"])
+        row["todo"] = _todo(clinic, row)
     return {"rows": rows, "next_cursor": queue["next"]}
 
 

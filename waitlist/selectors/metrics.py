@@ -11,6 +11,7 @@ from django.db.models import Count, Exists, Max, Min, OuterRef, Q
 from django.utils import timezone
 
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
+from common.notify import provider_for
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic, Patient
 
@@ -26,6 +27,10 @@ from ..models import (
     Vacancy,
     WaitlistEntry,
 )
+from ..services.confirmation import BOOKING_CONFIRMED_TOPIC
+
+#: The patient notices of the waitlist (an offer, a booking's confirmation): their provider is the clinic's.
+NOTICE_TOPICS = (OFFER_TOPIC, BOOKING_CONFIRMED_TOPIC)
 
 
 def metrics_window_days() -> int:
@@ -189,3 +194,22 @@ def readiness_warnings(*, clinic: Clinic, now: datetime, decision_gate: str | No
     )
     return ["DECISION_FEED_SILENT"] if row and row["has_waiting"] and not row["fed"] else []
 
+
+
+def provider_failing_after() -> int:
+    """Failed attempts in a row (no notice sent since) after which the clinic's notice provider is failing."""
+    return int(getattr(settings, "WAITLIST_PROVIDER_FAILING_AFTER", 3))
+
+
+def notice_provider_failures(*, clinic: Clinic) -> dict:
+    """The clinic's notice provider's current run of failed attempts (``failures`` since the last sent notice,
+    ``since`` the first of them, ``code`` the newest error) and when it last sent (three small queries)."""
+    attempts = OutboxAttempt.objects.filter(message__clinic_ref=clinic.ref, message__topic__in=NOTICE_TOPICS)
+    last_sent = attempts.filter(outcome=DeliveryOutcome.SENT).aggregate(at=Max("finished_at"))["at"]
+    failed = attempts.filter(outcome=DeliveryOutcome.FAILED)
+    if last_sent is not None:
+        failed = failed.filter(finished_at__gt=last_sent)
+    streak = failed.aggregate(n=Count("id"), since=Min("finished_at"))
+    code = failed.order_by("-finished_at", "-id").values_list("error_code", flat=True).first() if streak["n"] else None
+    return {"provider": provider_for(clinic.settings).name, "failures": streak["n"], "since": streak["since"],
+            "code": code, "last_sent": last_sent}

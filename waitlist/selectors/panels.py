@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from common.errors import NotFound
 from common.timefmt import iso_in_zone
+from interop.selectors import ehr_identifiers
 from scheduling.models import Clinic
 from scheduling.services.consent import provider_channels
 
@@ -273,14 +274,15 @@ def _panel_events(clinic: Clinic, vacancy_id: int, limit: int) -> list[dict]:
     ]
 
 
-def _source_appointment(v: dict, tz: str) -> dict | None:
-    """The cancelled appointment the vacancy came from (refs and codes)."""
+def _source_appointment(v: dict, tz: str, ehr: dict[str, list[str]]) -> dict | None:
+    """The cancelled appointment the vacancy came from (refs and codes, the EHR's identifier if it has one)."""
     if not v["source_appointment__ref"]:
         return None
     return {
         "ref": v["source_appointment__ref"], "status": v["source_appointment__status"],
         "cancel_reason": v["source_appointment__cancel_reason"],
         "cancelled_at": iso_in_zone(v["source_appointment__updated_at"], tz),
+        "ehr_identifiers": ehr.get(v["source_appointment__ref"], []),
     }
 
 
@@ -305,6 +307,8 @@ def ops_vacancy_panel(
                             offer=active)
     for command in commands:
         command["target"] = command["target"] or v["ref"]
+    booked = next((o["offer"]["appointment"] for o in offers if o["offer"]["appointment"]), None)
+    ehr = ehr_identifiers(clinic=clinic, refs=[ref for ref in (v["source_appointment__ref"], booked) if ref])
     return {
         "vacancy": v["ref"], "status": v["status"], "version": v["version"], "close_reason": v["close_reason"],
         "starts_at": iso_in_zone(v["starts_at"], tz), "ends_at": iso_in_zone(v["ends_at"], tz),
@@ -313,8 +317,9 @@ def ops_vacancy_panel(
         "waiting": waiting_state(v["waiting_reason"], v["waiting_until"], tz),
         "passed_over": dispatch_notes(clinic=clinic, vacancy_id=v["id"], limit=notes),
         "reasons": dispatch_reasons_by_vacancy(clinic=clinic, vacancy_ids=[v["id"]]).get(v["id"], []),
-        "source_appointment": _source_appointment(v, tz),
-        "booked_appointment": next((o["offer"]["appointment"] for o in offers if o["offer"]["appointment"]), None),
+        "source_appointment": _source_appointment(v, tz, ehr),
+        "booked_appointment": booked,
+        "booked_appointment_ehr_identifiers": ehr.get(booked or "", []),
         "practitioner": v["practitioner__ref"], "treatment": v["treatment__ref"],
         # Names are not patient data: staff read "Dr. Seo · Physiotherapy", not two refs.
         "practitioner_name": v["practitioner__name"], "treatment_name": v["treatment__name"],

@@ -15,11 +15,13 @@ from django.utils import timezone
 
 from common.models import OutboxMessage, OutboxStatus
 from common.timefmt import iso_in_zone
+from interop.selectors import failing_subscriptions
 from scheduling.models import Clinic
 
 from ..decisions import get_decision_provider
 from ..models import OFFER_TOPIC, Offer, OfferEvent, Vacancy, VacancyStatus, WaitlistPolicy
 from .dispatch import unoffered_vacancies
+from .metrics import NOTICE_TOPICS, notice_provider_failures, provider_failing_after
 from .reconcile import offers_without_active_hold, stuck_accepted_offers
 
 
@@ -129,10 +131,10 @@ def _stuck_rows(page: QueuePage) -> list[QueueRow]:
 
 
 def _dead_delivery_rows(page: QueuePage) -> list[QueueRow]:
-    """``DELIVERY_DEAD``: an offer notification that reached the attempt bound."""
+    """``DELIVERY_DEAD``: a patient notice (an offer, a booking's confirmation) that reached the attempt bound."""
     offer_facts = Offer.objects.filter(clinic=page.clinic, ref=OuterRef("aggregate_ref"))
     dead = OutboxMessage.objects.filter(
-        clinic_ref=page.clinic.ref, topic=OFFER_TOPIC, status=OutboxStatus.DEAD
+        clinic_ref=page.clinic.ref, topic__in=NOTICE_TOPICS, status=OutboxStatus.DEAD
     ).annotate(
         offer_status=Subquery(offer_facts.values("status")[:1]),
         policy_version=Subquery(offer_facts.values("policy_version")[:1]),
@@ -140,10 +142,11 @@ def _dead_delivery_rows(page: QueuePage) -> list[QueueRow]:
     )
     return [
         QueueRow(m["created_at"], "DELIVERY_DEAD", m["ref"], {
-            "reason_code": m["last_error_code"] or "DEAD", "offer": m["aggregate_ref"],
+            "reason_code": m["last_error_code"] or "DEAD", "notice": m["topic"],
+            **({"offer": m["aggregate_ref"]} if m["topic"] == OFFER_TOPIC else {"appointment": m["aggregate_ref"]}),
             "offer_status": m["offer_status"], "attempts": m["attempts"],
             "policy_version": m["policy_version"], "decision_ref": m["decision_ref"]})
-        for m in page.take(dead, "created_at", "DELIVERY_DEAD", "ref", "created_at", "aggregate_ref",
+        for m in page.take(dead, "created_at", "DELIVERY_DEAD", "ref", "created_at", "aggregate_ref", "topic",
                            "last_error_code", "attempts", "offer_status", "policy_version", "decision_ref")
     ]
 
@@ -194,6 +197,29 @@ def _waiting_rows(page: QueuePage) -> list[QueueRow]:
     ]
 
 
+def _provider_rows(page: QueuePage) -> list[QueueRow]:
+    """``PROVIDER_FAILING``: the clinic's notice provider (console, email, webhook) failed its last
+    ``provider_failing_after()`` attempts with no notice sent since; since the first failure of the streak."""
+    streak = notice_provider_failures(clinic=page.clinic)
+    if streak["failures"] < provider_failing_after():
+        return []
+    return [QueueRow(streak["since"], "PROVIDER_FAILING", streak["provider"], {
+        "reason_code": streak["code"] or "FAILED", "attempts": streak["failures"],
+        "last_sent_at": iso_in_zone(streak["last_sent"], page.clinic.timezone) if streak["last_sent"] else None})]
+
+
+def _subscription_rows(page: QueuePage) -> list[QueueRow]:
+    """``SUBSCRIPTION_ERROR``: an EHR's FHIR subscription set to ``error`` (its endpoint kept failing): nothing
+    is sent to it until it is created again."""
+    return [
+        QueueRow(s["updated_at"], "SUBSCRIPTION_ERROR", s["ref"], {
+            "reason_code": s["last_code"] or "SUBSCRIPTION_ERROR", "subscription": s["ref"],
+            "criteria": s["criteria"], "failures": s["consecutive_failures"]})
+        for s in page.take(failing_subscriptions(clinic=page.clinic), "updated_at", "SUBSCRIPTION_ERROR", "ref",
+                           "updated_at", "criteria", "consecutive_failures", "last_code")
+    ]
+
+
 #: The queue's sources, one per kind: adding a kind is adding a source here.
 SOURCES = {
     "VACANCY_REVIEW": _review_rows,
@@ -202,6 +228,8 @@ SOURCES = {
     "OFFER_WITHOUT_HOLD": _offer_without_hold_rows,
     "VACANCY_NO_CANDIDATE": _no_candidate_rows,
     "VACANCY_WAITING": _waiting_rows,
+    "PROVIDER_FAILING": _provider_rows,
+    "SUBSCRIPTION_ERROR": _subscription_rows,
 }
 OPS_QUEUE_KINDS = tuple(SOURCES)
 
