@@ -11,10 +11,12 @@ rows) take the allowed source states from ``transition_sources`` so the table st
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import cache
 from typing import Any, cast
 
 from django.db import models
 from django.db.models import F, Q
+from django.utils import timezone
 
 from .errors import Conflict, VersionConflict
 
@@ -62,6 +64,19 @@ def sql_states(states: str | Iterable[str]) -> str:
     return ", ".join(f"'{state}'" for state in states)
 
 
+@cache
+def _auto_now_fields(model: type[models.Model]) -> tuple[str, ...]:
+    return tuple(f.attname for f in model._meta.concrete_fields if getattr(f, "auto_now", False))
+
+
+def _stamped(model, changes: dict) -> dict:
+    """``changes`` with the row's ``auto_now`` columns (``updated_at``) set to now: Django sets them in
+    ``save()`` only, and a CAS is an UPDATE, so without this a status change would not move what readers
+    show as "last changed" (FHIR ``meta.lastUpdated``, the console's times)."""
+    now = timezone.now()
+    return {**{name: now for name in _auto_now_fields(model) if name not in changes}, **changes}
+
+
 def _status_filter(model, changes: dict, expected_status) -> dict:
     """The status filter for a write: the table's sources when the status changes, else the expected ones."""
     machine = state_machine(model)
@@ -84,9 +99,9 @@ def cas_update(
     fence: dict | Q | None = None,
     **changes,
 ) -> None:
-    """Write ``changes`` and ``version + 1`` in one UPDATE, only if the move is in the model's table, the
-    row is still in an allowed state, at the expected version and inside ``fence`` (extra filters such
-    as a lease owner). Otherwise nothing is written and a typed Conflict is raised.
+    """Write ``changes``, ``version + 1`` and the row's ``updated_at`` in one UPDATE, only if the move is in
+    the model's table, the row is still in an allowed state, at the expected version and inside ``fence``
+    (extra filters such as a lease owner). Otherwise nothing is written and a typed Conflict is raised.
 
     ``instance`` is a loaded row (its ``version`` is the expected one and it is refreshed in place on
     success), or a model class with ``pk`` for a row the caller only knows by id (then ``fence`` and
@@ -106,6 +121,7 @@ def cas_update(
     if version is not None:
         flt["version"] = version
     guard = fence if isinstance(fence, Q) else Q(**(fence or {}))
+    changes = _stamped(model, changes)
     if model._default_manager.filter(guard, **flt).update(version=F("version") + 1, **changes) != 1:
         raise _why(model, row_pk, version, flt)
     if not isinstance(instance, type):
@@ -115,12 +131,13 @@ def cas_update(
 
 
 def cas_update_all(queryset: models.QuerySet, *, expected_status=None, **changes) -> int:
-    """The bulk form: one UPDATE of every row of ``queryset`` that may make the move; returns how many did.
+    """The bulk form: one UPDATE of every row of ``queryset`` that may make the move (``version + 1`` and
+    ``updated_at`` too); returns how many did.
 
     Rows in a state the table does not allow the move from are left as they are (the count says so).
     """
     flt = _status_filter(queryset.model, changes, expected_status)
-    return queryset.filter(**flt).update(version=F("version") + 1, **changes)
+    return queryset.filter(**flt).update(version=F("version") + 1, **_stamped(queryset.model, changes))
 
 
 def cas_conflict(model: type[models.Model], row_pk, *, version: int | None, sources: list[str]) -> Conflict:

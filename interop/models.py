@@ -7,6 +7,9 @@ from django.db.models.functions import Now
 from common.refs import RefField
 from scheduling.models import Appointment, Clinic
 
+#: The outbox topic of a subscription's notifications (one message per subscriber and change).
+NOTIFICATION_TOPIC = "fhir.subscription"
+
 #: The object permission (on a clinic) of the EHR integration credential: FHIR writes and subscriptions.
 FHIR_INTEGRATION_PERMISSION = "fhir_integration"
 

@@ -25,10 +25,10 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from common.degrade import REDIS_ERRORS, cache_dependency
+from interop.selectors import subscription_health
 from reevaluation import selectors as reevaluation_selectors
 from reevaluation.models import DrainState, JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import Clinic
-from waitlist import selectors as waitlist_selectors
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     BookingReliabilityDecision,
@@ -37,6 +37,7 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
 )
+from waitlist.selectors.metrics import decision_freshness, fill_metrics, notice_provider_failures, outbox_health
 from waitlist.services.vacancies import DISPATCH_SLOTS
 
 # --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
@@ -98,6 +99,13 @@ GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "waitlist_dispatch_slots": ("Background dispatches allowed at once (WAITLIST_DISPATCH_CONCURRENCY).", ()),
     "waitlist_dispatch_slots_held": ("Dispatch slots held now, across the deployment.", ()),
     "waitlist_dispatch_slot_waiters": ("Dispatches waiting for a slot now (steadily above 0: slots saturated).", ()),
+    "waitlist_notice_provider_failures": ("Failed attempts in a row of the clinic's notice provider (0: it last sent).",
+                                          C),
+    "fhir_subscriptions": ("The clinic's FHIR rest-hook subscriptions by status (requested, active, error, off).",
+                           (*C, "status")),
+    "fhir_notifications_undelivered": ("FHIR subscription notifications PENDING or LEASED.", C),
+    "fhir_notifications_dead": ("FHIR subscription notifications DEAD (attempt bound reached).", C),
+    "fhir_notification_oldest_undelivered_age_seconds": ("Age of the oldest undelivered FHIR notification.", C),
     "reevaluation_drain_state": ("1 for the clinic's current drain state, 0 for the others.", (*C, "state")),
 }
 
@@ -157,18 +165,26 @@ def _clinic_samples(clinic: Clinic, now: datetime, add) -> None:
     add("waitlist_review_oldest_age_seconds", labels, _age(now, vacancies["oldest_review"]) or 0)
     add("waitlist_offers_active", labels, Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES).count())
 
-    outbox = waitlist_selectors.outbox_health(clinic=clinic, now=now)
+    outbox = outbox_health(clinic=clinic, now=now)
     add("waitlist_outbox_backlog", labels, outbox["pending"])
     add("waitlist_outbox_dead", labels, outbox["dead"])
     add("waitlist_outbox_oldest_pending_age_seconds", labels, outbox["oldest_pending_age_seconds"] or 0)
 
-    for freshness, count in waitlist_selectors.decision_freshness(clinic=clinic, now=now).items():
+    add("waitlist_notice_provider_failures", labels, notice_provider_failures(clinic=clinic)["failures"])
+    fhir = subscription_health(clinic=clinic, now=now)
+    for status, count in fhir["subscriptions"].items():
+        add("fhir_subscriptions", (*labels, status), count)
+    add("fhir_notifications_undelivered", labels, fhir["pending"])
+    add("fhir_notifications_dead", labels, fhir["dead"])
+    add("fhir_notification_oldest_undelivered_age_seconds", labels, fhir["oldest_pending_age_seconds"] or 0)
+
+    for freshness, count in decision_freshness(clinic=clinic, now=now).items():
         add("waitlist_decisions", (*labels, freshness), count)
     newest = BookingReliabilityDecision.objects.filter(clinic=clinic).aggregate(at=Max("received_at"))["at"]
     if newest is not None:  # absent (not 0) when the feed never delivered: "absent" alerts can tell
         add("waitlist_decision_feed_age_seconds", labels, _age(now, newest))
 
-    fill = waitlist_selectors.fill_metrics(clinic=clinic, now=now)
+    fill = fill_metrics(clinic=clinic, now=now)
     for outcome, count in fill["vacancies"].items():
         add("waitlist_window_vacancies", (*labels, outcome), count)
     if fill["fill_rate"] is not None:

@@ -16,7 +16,12 @@ CODES: dict[str, tuple[str, str]] = {
     "VACANCY_WAITING": ("Waiting too long", "Dispatch is held back (quiet hours or contact caps) until too close to "
                         "the slot's start to fill it in time."),
     "BOOKING_STUCK": ("Booking stuck", "The patient accepted but the booking did not complete. Retry the booking."),
-    "DELIVERY_DEAD": ("Notice not delivered", "The offer notice failed on every attempt; the patient may not know."),
+    "DELIVERY_DEAD": ("Notice not delivered", "A patient notice (an offer, a booking's confirmation) failed on "
+                      "every attempt; the patient may not know."),
+    "PROVIDER_FAILING": ("Notices failing", "The clinic's notice provider failed its last attempts and has sent "
+                         "nothing since: patients are not being told of offers."),
+    "SUBSCRIPTION_ERROR": ("EHR not told", "The EHR's subscription endpoint kept failing, so it was set to error: "
+                           "the EHR no longer hears of bookings, cancellations and refilled slots."),
     "OFFER_WITHOUT_HOLD": ("Offer without a hold", "An open offer no longer reserves its slot (found by reconcile)."),
     # outcomes and reasons
     "NO_CANDIDATE": ("No candidate", "Every entry on the waiting list was passed over for this slot."),
@@ -42,6 +47,11 @@ CODES: dict[str, tuple[str, str]] = {
                              "gate is required."),
     "SMTP_UNAVAILABLE": ("Mail server unavailable", "The mail server could not be reached on any attempt."),
     "DEAD": ("Undeliverable", "Every delivery attempt failed."),
+    "CONNECT_ERROR": ("Endpoint unreachable", "The subscriber's endpoint could not be reached."),
+    "WEBHOOK_TIMEOUT": ("Gateway timed out", "The messaging gateway did not answer in time."),
+    "WEBHOOK_UNAVAILABLE": ("Gateway unavailable", "The messaging gateway could not be reached or answered 5xx."),
+    "WEBHOOK_REJECTED": ("Gateway refused", "The messaging gateway refused the notice (4xx): check its settings."),
+    "NO_CONTACT": ("No contact details", "The patient has no phone or email for this channel."),
     # fairness pass-over families
     "PRIORITY": ("Lower priority", "Someone with a higher priority came first."),
     "STAFF_SKIPPED": ("Skipped by staff", "Staff chose the next candidate in a review."),
@@ -96,12 +106,33 @@ CODES: dict[str, tuple[str, str]] = {
 }
 
 
+def _http(code: str) -> tuple[str, str] | None:
+    """``HTTP_503`` (a subscriber's answer): its own words, not one entry per status."""
+    if code.startswith("HTTP_") and code[5:].isdigit():
+        return f"Endpoint answered {code[5:]}", "The subscriber's endpoint answered with an error status."
+    return None
+
+
 def code_label(code) -> str:
-    return CODES.get(str(code), (str(code), ""))[0]
+    return (CODES.get(str(code)) or _http(str(code)) or (str(code), ""))[0]
 
 
 def code_help(code) -> str:
-    return CODES.get(str(code), ("", ""))[1]
+    return (CODES.get(str(code)) or _http(str(code)) or ("", ""))[1]
+
+
+#: Action-queue kind → what a person does about a row that has no command in the console.
+QUEUE_ACTIONS: dict[str, str] = {
+    "PROVIDER_FAILING": "Check the clinic's notice provider (the clinic's notification settings, the gateway's "
+                        "status); notices are retried and go out once it works again.",
+    "SUBSCRIPTION_ERROR": "Ask the EHR's integrator to fix their endpoint, then delete and create the "
+                          "Subscription again (FHIR API); changes made meanwhile are sent once it is active.",
+    "DELIVERY_DEAD": "Contact the patient another way if the slot is still theirs; check the provider if many fail.",
+}
+
+
+def queue_action(kind: str) -> str:
+    return QUEUE_ACTIONS.get(kind, "")
 
 
 #: policy field → (label, unit, what it does).

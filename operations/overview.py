@@ -19,7 +19,9 @@ from common.models import OutboxMessage, OutboxStatus
 from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import LIVE_HOLD_STATUSES, CapacityHold, Clinic, ContactConsent
 from waitlist.models import OFFER_TOPIC, Offer, OfferStatus, Vacancy, VacancyStatus, WaitlistEntry
-from waitlist.selectors import offers_without_active_hold, opted_out, stuck_accepted_offers, unoffered_vacancies
+from waitlist.selectors.api import opted_out
+from waitlist.selectors.dispatch import unoffered_vacancies
+from waitlist.selectors.reconcile import offers_without_active_hold, stuck_accepted_offers
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from common.clientaddr import client_address
 from scheduling.models import Clinic
-from waitlist import selectors as waitlist_selectors
+from waitlist.selectors.operations import entry_activity
 from waitlist.trends import daily_trend
 
 from . import services
@@ -190,6 +190,6 @@ def ref_page(request: HttpRequest, clinic: Clinic, ref: str) -> HttpResponse:
     if hit is None:
         return console_error(request, 404)
     context = {"hit": hit, "rows": _ref_rows(hit, clinic.timezone),
-               "activity": waitlist_selectors.entry_activity(clinic=clinic, entry_ref=hit.ref)
+               "activity": entry_activity(clinic=clinic, entry_ref=hit.ref)
                if hit.kind == "wle" else None}
     return render_clinic_page(request, "operations/ref_page.html", clinic, "home", context)

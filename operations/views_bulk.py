@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from scheduling.models import Clinic
-from waitlist import selectors
+from waitlist.selectors.api import vacancies_by_ref
 
 from .decorators import clinic_view
 from .forms import BulkReviewForm
@@ -46,7 +46,7 @@ def waitlist_review_bulk(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     data = form.cleaned_data
     refs = list(dict.fromkeys(data["vacancies"]))
     if not data["confirm"]:
-        found = selectors.vacancies_by_ref(clinic=clinic, refs=refs)
+        found = vacancies_by_ref(clinic=clinic, refs=refs)
         summary = [{"ref": ref, "vacancy": found.get(ref)} for ref in refs]
         return render(request, f"{TEMPLATE}#summary", {"clinic": clinic, "form": form, "data": data,
                                                         "refs": refs, "summary": summary})

@@ -20,8 +20,8 @@ from common.timefmt import iso_in_zone
 from reevaluation import selectors as reevaluation_selectors
 from reevaluation.models import JobState, Outcome
 from scheduling.models import Clinic, Practitioner, Treatment
-from waitlist import selectors as waitlist_selectors
 from waitlist.models import EntryStatus, OfferStatus, VacancyStatus
+from waitlist.selectors.api import ACTIVE_OFFERS, entry_page, offer_page, vacancy_page
 
 from .decorators import clinic_view
 from .forms import ListFilterForm, new_idempotency_key
@@ -67,21 +67,21 @@ WAITLIST_FIELDS = ("status", "practitioner", "treatment", "date")
 LISTS: dict[str, ConsoleList] = {
     "vacancies": ConsoleList(
         "vacancies", "Vacancies", "waitlist", "Newest first. Date = the slot's day.", tuple(VacancyStatus.values),
-        WAITLIST_FIELDS, _waitlist_fetch(waitlist_selectors.vacancy_page),
+        WAITLIST_FIELDS, _waitlist_fetch(vacancy_page),
         presets=(("Open", {"status": "OPEN"}), ("In review", {"status": "REVIEW"}),
                  ("Recent fills", {"status": "FILLED"})),
     ),
     "offers": ConsoleList(
         "offers", "Offers", "waitlist", "Newest first. Date = the slot's day. Active offers count down to expiry.",
-        (waitlist_selectors.ACTIVE_OFFERS, *OfferStatus.values), WAITLIST_FIELDS,
-        _waitlist_fetch(waitlist_selectors.offer_page),
+        (ACTIVE_OFFERS, *OfferStatus.values), WAITLIST_FIELDS,
+        _waitlist_fetch(offer_page),
         presets=(("Active", {"status": "ACTIVE"}), ("Recent expiries", {"status": "EXPIRED"}),
                  ("Declined", {"status": "DECLINED"})),
     ),
     "entries": ConsoleList(
         "entries", "Waiting list", "waitlist",
         "Longest waiting first. Date = a day the entry's window covers. Refs only: no patient data.",
-        tuple(EntryStatus.values), WAITLIST_FIELDS, _waitlist_fetch(waitlist_selectors.entry_page),
+        tuple(EntryStatus.values), WAITLIST_FIELDS, _waitlist_fetch(entry_page),
         presets=(("Waiting", {"status": "WAITING"}), ("Offered", {"status": "OFFERED"})),
     ),
     "jobs": ConsoleList(

@@ -24,14 +24,20 @@ from django.urls import reverse
 
 from common.errors import NotFound
 from common.services import new_correlation_id
+from interop.models import NOTIFICATION_TOPIC
 from scheduling.models import Clinic
 from scheduling.scoping import may_run
-from waitlist import selectors, services
+from waitlist import services
+from waitlist.selectors.api import vacancy_detail
+from waitlist.selectors.dispatch import dispatch_reasons
+from waitlist.selectors.operations import open_vacancies_soon, ops_snapshot
+from waitlist.selectors.panels import ops_queue_evidence, ops_vacancy_panel, ops_vacancy_ref
+from waitlist.selectors.queue import ops_action_queue
 
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
-from .labels import code_label
+from .labels import code_label, queue_action
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/waitlist.html"
@@ -102,10 +108,28 @@ def _visible(user, clinic: Clinic, commands: list[dict]) -> list[dict]:
     ]
 
 
+#: Where a row without a console command is dealt with (the admin's notification settings, the notifications).
+TODO_LINKS = {
+    "PROVIDER_FAILING": lambda clinic, row: reverse("admin:scheduling_clinic_change", args=[clinic.pk]),
+    "SUBSCRIPTION_ERROR": lambda clinic, row: reverse("admin:common_outboxmessage_changelist")
+    + f"?topic={NOTIFICATION_TOPIC}",
+}
+
+
+def _todo(clinic: Clinic, row: dict) -> dict | None:
+    """What to do about a row, in words, and a link to where it is done (None: the commands say it)."""
+    text = queue_action(row["kind"])
+    if not text or row["commands"]:
+        return None
+    link = TODO_LINKS.get(row["kind"])
+    return {"text": text, "url": link(clinic, row) if link else None}
+
+
 def _rows(user, clinic: Clinic, queue: dict) -> dict:
-    rows = selectors.ops_queue_evidence(clinic=clinic, items=queue["items"])
+    rows = ops_queue_evidence(clinic=clinic, items=queue["items"])
     for row in rows:
         row["commands"] = _visible(user, clinic, row["commands"])
+        row["todo"] = _todo(clinic, row)
     return {"rows": rows, "next_cursor": queue["next"]}
 
 
@@ -118,15 +142,15 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     after, size = cursor.cleaned_data["after"], queue_page_size()
     target = request.htmx.target if request.htmx else None
     if request.htmx and (after or target == "wl-queue-rows"):
-        queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after or None)
+        queue = ops_action_queue(clinic=clinic, limit=size, after=after or None)
         return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": _rows(request.user, clinic, queue)})
     if target == "wl-readiness":  # the poll: readiness and metrics (the queue refreshes on its own)
-        snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=1)
+        snapshot = ops_snapshot(clinic=clinic, queue_limit=1)
         return render(request, f"{PAGE}#readiness", {"clinic": clinic, "snapshot": snapshot})
-    snapshot = selectors.ops_snapshot(clinic=clinic, queue_limit=size)
-    queue = selectors.ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
+    snapshot = ops_snapshot(clinic=clinic, queue_limit=size)
+    queue = ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
     context = {"snapshot": snapshot, "queue": _rows(request.user, clinic, queue),
-               "soon": selectors.open_vacancies_soon(clinic=clinic)}
+               "soon": open_vacancies_soon(clinic=clinic)}
     return render_clinic_page(request, PAGE, clinic, "waitlist", context)
 
 
@@ -147,7 +171,7 @@ def waitlist_vacancy(request: HtmxHttpRequest, clinic: Clinic, vacancy_ref: str)
     """The detail panel of one vacancy (htmx fragment), or the same panel on its own page."""
     # ``?command=withdraw``: the queue's command button opens that command's disclosure at once.
     return render_detail(request, PANEL, clinic, "waitlist", lambda: {**_panel_context(
-        request.user, clinic, selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
+        request.user, clinic, ops_vacancy_panel(clinic=clinic, vacancy_ref=vacancy_ref)),
         "open_command": request.GET.get("command", "")})
 
 
@@ -181,7 +205,7 @@ def _command(
     body = outcome.body
     # Answer with the whole panel, refreshed, the result on top: the forms of a settled row disappear.
     try:
-        panel = selectors.ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
+        panel = ops_vacancy_panel(clinic=clinic, vacancy_ref=body["vacancy"])
     except NotFound:
         return console_error(request, 404)
     context = {**_panel_context(request.user, clinic, panel), "done": command, "result": body,
@@ -224,15 +248,15 @@ def _service_args(actor, data: dict, correlation_id: str) -> dict:
 def _withdraw(clinic: Clinic, offer_ref: str, actor, data: dict, correlation_id: str) -> dict:
     offer = services.offer_withdraw(clinic=clinic, offer_ref=offer_ref, **_service_args(actor, data, correlation_id))
     return {"message": f"Offer {offer.ref} is {offer.status}.", "ref": offer.ref, "status": offer.status,
-            "vacancy": selectors.ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
+            "vacancy": ops_vacancy_ref(clinic=clinic, offer_ref=offer.ref)}
 
 
 def _redispatch(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:
     result = services.vacancy_redispatch(clinic=clinic, vacancy_ref=vacancy_ref,
                                          **_service_args(actor, data, correlation_id))
     offer = result.offer.ref if result.offer else None
-    vacancy, _active = selectors.vacancy_detail(clinic=clinic, ref=vacancy_ref)
-    reasons = selectors.dispatch_reasons(clinic=clinic, vacancy=vacancy, stats=result.stats)
+    vacancy, _active = vacancy_detail(clinic=clinic, ref=vacancy_ref)
+    reasons = dispatch_reasons(clinic=clinic, vacancy=vacancy, stats=result.stats)
     return {"message": redispatch_message(vacancy_ref, result.outcome, offer, reasons), "ref": vacancy_ref,
             "status": result.outcome, "offer": offer, "vacancy": vacancy_ref, "reasons": reasons}
 
@@ -258,7 +282,7 @@ def _retry_booking(clinic: Clinic, hold_ref: str, actor, data: dict, correlation
                                               **_service_args(actor, data, correlation_id)).booked()
     return {"message": f"Hold {hold_ref} booked: appointment {appointment.ref} {appointment.status}.",
             "ref": hold_ref, "status": appointment.status, "appointment": appointment.ref,
-            "vacancy": selectors.ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
+            "vacancy": ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
 
 
 def review_execute(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:

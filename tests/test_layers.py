@@ -24,7 +24,6 @@ PROJECT = APPS | {"common", "config", "devtools", "bench", "sim", "tests", "mana
 #: Private names read across modules that this change leaves to the helpers editing those files in the same
 #: renovation (issue 23): each entry is (file, private name). Remove an entry when its import is fixed.
 KNOWN_PRIVATE_READS = {
-    ("waitlist/trends.py", "_metrics_window_days"),  # waitlist/selectors.py is being split by reader
 }
 
 

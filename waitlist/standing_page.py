@@ -19,7 +19,7 @@ from common.errors import DomainError
 
 from .models import OPEN_ENTRY_STATUSES, StandingAcceptanceSource, StandingAcceptanceState, WaitlistEntry
 from .notifications import LANGUAGES
-from .selectors import standing_current
+from .selectors.api import standing_current
 from .services import standing_acceptance_record
 from .tokens import TokenExpired, TokenInvalid, standing_token_read
 

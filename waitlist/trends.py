@@ -1,6 +1,6 @@
 """Waitlist reads for the console's trend chart: per local day over the metrics window (one query).
 
-Same definitions as ``selectors.fill_metrics`` (docs/waitlist.md "Fill metrics"), per day of the
+Same definitions as ``selectors.metrics.fill_metrics`` (docs/waitlist.md "Fill metrics"), per day of the
 vacancy's opening in the clinic's zone: fill rate = FILLED / (FILLED + CLOSED); time to fill p50 =
 opened → BOOKED event; offers sent = offers created that day. Counts only, no rows.
 """
@@ -17,7 +17,7 @@ from django.utils import timezone
 from scheduling.models import Clinic
 
 from .models import Offer, OfferEvent, Vacancy
-from .selectors import _metrics_window_days
+from .selectors.metrics import metrics_window_days
 
 TREND_SQL = """
 WITH days AS (
@@ -67,7 +67,7 @@ class TrendDay:
 def daily_trend(*, clinic: Clinic, now: datetime | None = None, window_days: int | None = None) -> list[TrendDay]:
     """One row per local day of the window, oldest first, days without activity included."""
     now = now or timezone.now()
-    window_days = window_days or _metrics_window_days()
+    window_days = window_days or metrics_window_days()
     tz = clinic.timezone
     last = timezone.localtime(now, timezone=ZoneInfo(tz)).date()
     first = last - timedelta(days=window_days - 1)

@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.http import QueryDict
+from django.utils import timezone
 from fhir.resources.R4B.subscription import Subscription as FhirSubscription
 
 from common.errors import NotFound, Unprocessable
@@ -33,11 +34,11 @@ from waitlist.models import Vacancy
 
 from .. import fhir
 from .. import search as s
+from ..models import NOTIFICATION_TOPIC as TOPIC
 from ..models import ResourceChange, SentState, Subscription, SubscriptionStatus
 
 logger = logging.getLogger(__name__)
 
-TOPIC = "fhir.subscription"
 FHIR_JSON = "application/fhir+json"
 SECRET_EXTENSION = "urn:clinic-waitlist:subscription-signing-secret"
 RESERVED_HEADERS = {"content-type", "content-length", "host", "x-signature", "x-subscription", "x-notification"}
@@ -223,11 +224,15 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def _failed(subscription: Subscription, code: str) -> None:
+    """Count a failed POST; after ``error_after()`` in a row the subscription is set to ``error`` (its
+    ``updated_at`` moves with its version: it is the resource's ``meta.lastUpdated`` and the queue's time)."""
+    now = timezone.now()
     Subscription.objects.filter(pk=subscription.pk, status=SubscriptionStatus.ACTIVE).update(
-        consecutive_failures=F("consecutive_failures") + 1, version=F("version") + 1)
+        consecutive_failures=F("consecutive_failures") + 1, version=F("version") + 1, updated_at=now)
     erred = Subscription.objects.filter(pk=subscription.pk, status=SubscriptionStatus.ACTIVE,
                                         consecutive_failures__gte=error_after()).update(
-        status=SubscriptionStatus.ERROR, error=f"The endpoint kept failing ({code}).", version=F("version") + 1)
+        status=SubscriptionStatus.ERROR, error=f"The endpoint kept failing ({code}).", version=F("version") + 1,
+        updated_at=now)
     if erred:
         logger.warning("fhir subscription %s set to error after %s failures code=%s", subscription.ref,
                        error_after(), code)

@@ -195,6 +195,32 @@ def test_a_read_carries_meta_and_a_weak_etag_of_its_version(schedule):
     assert slot.meta.versionId and slot.meta.lastUpdated
 
 
+def test_a_status_change_moves_last_updated_and_the_etag(schedule, frozen_clock):
+    """A CAS status write (here the cancel service) bumps ``updated_at`` with the version, so a client's
+    cache (ETag) and ``_lastUpdated`` searches see the change."""
+    from datetime import timedelta
+
+    from common.cas import cas_update
+    from scheduling.services import appointment_cancel
+    from waitlist.models import VacancyStatus
+
+    world, made = schedule
+    path = f"Appointment/{fhir_id(made['confirmed'].ref)}"
+    before, before_etag = validated(response := get(world, path)).meta.lastUpdated, response["ETag"]
+    slot_path = f"Slot/{fhir_id(made['free'].ref)}"
+    slot_before = validated(get(world, slot_path)).meta.lastUpdated
+    frozen_clock.shift(timedelta(minutes=5))
+    appointment_cancel(clinic=world.clinic, appointment_ref=made["confirmed"].ref, reason="test")
+    cas_update(made["free"], status=VacancyStatus.CLOSED, close_reason="test")
+    after = get(world, path)
+    assert validated(after).meta.lastUpdated - before == timedelta(minutes=5)
+    assert after["ETag"] != before_etag
+    assert validated(get(world, slot_path)).meta.lastUpdated - slot_before == timedelta(minutes=5)
+    since = (before + timedelta(minutes=1)).isoformat()
+    assert fhir_id(made["confirmed"].ref) in ids(get(world, "Appointment", {"_lastUpdated": f"gt{since}"}),
+                                                  FhirAppointment)
+
+
 def test_each_practitioner_has_a_schedule_that_slots_resolve_to(schedule):
     world, made = schedule
     schedules = entries(get(world, "Schedule"), FhirSchedule)

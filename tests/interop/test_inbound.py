@@ -146,3 +146,25 @@ def test_two_concurrent_puts_of_one_identifier_book_once(no_broker):
     statuses = race(lambda i: put(ehr, world.clinic, ID, body).status_code, 2)
     assert sorted(statuses) == [200, 201]
     assert Appointment.objects.filter(clinic=world.clinic).count() == 1
+
+
+def test_the_ehr_identifier_is_shown_in_the_vacancy_panel_and_on_the_appointment_page(world, no_broker):
+    """The EHR's identifier (its own code for the appointment, not patient data) sits beside our ref where staff
+    trace a vacancy: the panel's "Opened by" and the appointment's ref page."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from waitlist.selectors.panels import ops_vacancy_panel
+
+    validated(book(world), 201)
+    validated(book(world, status="cancelled"))
+    vacancy = Vacancy.objects.get(clinic=world.clinic)
+    panel = ops_vacancy_panel(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert panel["source_appointment"]["ehr_identifiers"] == [ID]
+    web = Client()
+    web.force_login(world.staff)
+    html = web.get(reverse("console:waitlist-vacancy", args=[world.clinic.ref, vacancy.ref])).content.decode()
+    assert 'data-testid="source-ehr-id"' in html and ID in html
+    appointment = Appointment.objects.get(clinic=world.clinic)
+    page = web.get(reverse("console:ref", args=[world.clinic.ref, appointment.ref])).content.decode()
+    assert "A-1001" in page and EHR_SYSTEM in page

@@ -167,3 +167,31 @@ def test_two_overlapping_fanout_rounds_enqueue_each_change_once():
     assert sum(counts) + subscriptions_fanout() == 6
     assert OutboxMessage.objects.filter(topic=TOPIC).count() == 6
     assert subscriptions_fanout() == 0
+
+
+def test_subscription_health_is_in_metrics_by_status_with_the_oldest_undelivered_age(world, settings, frozen_clock):
+    from observability.metrics import GAUGES, Scope, domain_samples
+
+    settings.OUTBOX_MAX_ATTEMPTS = 3
+    settings.FHIR_SUBSCRIPTION_ERROR_AFTER = 3
+    labels = (world.clinic.tenant_group.ref, world.clinic.ref)
+
+    def value(name, **extra):
+        wanted = dict(zip(("tenant_group", "clinic"), labels, strict=True)) | extra
+        return next(v for values, v in domain_samples(Scope("*"))[name]
+                    if dict(zip(GAUGES[name][1], values, strict=True)) == wanted)
+
+    with http_receiver([500, 500, 500]) as (url, _seen):
+        validated(subscribe(world, endpoint=f"{url}/hook"), 201)
+        world.confirmed(seoul(5, 11))
+        subscriptions_fanout()
+        frozen_clock.shift(timedelta(minutes=10))
+        assert value("fhir_subscriptions", status="active") == 1
+        assert value("fhir_notifications_undelivered") == 1
+        assert value("fhir_notification_oldest_undelivered_age_seconds") == 600
+        for _ in range(3):
+            deliver()
+    assert value("fhir_subscriptions", status="error") == 1
+    assert value("fhir_subscriptions", status="active") == 0
+    assert value("fhir_notifications_dead") == 1
+    assert value("fhir_notification_oldest_undelivered_age_seconds") == 0

@@ -19,7 +19,7 @@ ROOT = Path(settings.BASE_DIR)
 ALERTS = ROOT / "deploy" / "prometheus" / "alerts.yml"
 RUNBOOK = ROOT / "docs" / "runbook.md"
 #: Identifiers in an expression that are metric names of this service (not functions, labels or keywords).
-METRIC = re.compile(r"\b((?:waitlist|reevaluation|http|service)_[a-z0-9_]+)\b")
+METRIC = re.compile(r"\b((?:waitlist|reevaluation|http|service|fhir)_[a-z0-9_]+)\b")
 
 
 def rules() -> list[dict]:

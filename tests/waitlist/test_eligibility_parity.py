@@ -19,9 +19,10 @@ from tests import factories as f
 from tests.conftest import seoul
 from tests.waitlist.factories import NOW, WaitlistEntryFactory
 from tests.worlds import waitlist_world
-from waitlist import eligibility, matcher, selectors, services
+from waitlist import eligibility, matcher, services
 from waitlist.decisions import StoredDecisionProvider
 from waitlist.models import Offer, Vacancy, VacancySkip, WaitlistEntry
+from waitlist.selectors.panels import review_vacancies
 
 SLOT = (seoul(3, 10), seoul(3, 10, 30))
 WINDOWS = {
@@ -203,7 +204,7 @@ def test_page_sql_explanation_and_review_evidence_agree(world, case):
         names = {rule.code: rule.check for rule in eligibility.RULES}
         for entry in made:
             Vacancy.objects.filter(pk=vacancy.pk).update(review_entry=entry)
-            checks = selectors._review_vacancies(world.clinic, NOW).filter(pk=vacancy.pk).values_list(
+            checks = review_vacancies(world.clinic, NOW).filter(pk=vacancy.pk).values_list(
                 "review_checks", flat=True).get()
             assert dict(zip(eligibility.CHECK_NAMES, checks, strict=True)) == {
                 names[code]: ok for code, ok in expected[entry.pk].items()}, entry.pk

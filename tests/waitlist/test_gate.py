@@ -14,8 +14,9 @@ from tests import factories as f
 from tests.conftest import seoul, token_client
 from tests.waitlist.factories import NOW, decide, integration_client
 from tests.waitlist.loop_helpers import open_vacancy, review_vacancy
-from waitlist import selectors, services
+from waitlist import services
 from waitlist.models import DecisionStatus, OfferEvent, VacancyStatus, WaitlistPolicy
+from waitlist.selectors.operations import ops_snapshot
 
 
 def test_a_clinic_with_decision_gate_not_used_fills_without_any_decision(world):
@@ -62,11 +63,11 @@ def test_switching_the_gate_off_redispatches_review_vacancies(world, queued_disp
 
 def test_readiness_warns_when_no_decision_arrived_for_waiting_patients_in_24_hours(world, frozen_clock):
     world.waiting()  # its decision was recorded now
-    assert selectors.ops_snapshot(clinic=world.clinic)["readiness"]["warnings"] == []
+    assert ops_snapshot(clinic=world.clinic)["readiness"]["warnings"] == []
     frozen_clock.move_to(NOW + timedelta(hours=25))
-    assert selectors.ops_snapshot(clinic=world.clinic)["readiness"]["warnings"] == ["DECISION_FEED_SILENT"]
+    assert ops_snapshot(clinic=world.clinic)["readiness"]["warnings"] == ["DECISION_FEED_SILENT"]
     services.policy_publish(clinic=world.clinic, decision_gate="NOT_USED")
-    assert selectors.ops_snapshot(clinic=world.clinic)["readiness"]["warnings"] == []
+    assert ops_snapshot(clinic=world.clinic)["readiness"]["warnings"] == []
 
 
 def test_only_the_integration_credential_may_feed_decisions_and_each_write_is_audited(world, staff_api):

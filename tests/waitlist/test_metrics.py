@@ -12,8 +12,10 @@ from tests import factories as f
 from tests.conftest import assert_no_pii, seoul, token_client
 from tests.waitlist.factories import decide
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
-from waitlist import selectors, services
+from waitlist import services
 from waitlist.models import DecisionStatus, Vacancy, VacancyStatus
+from waitlist.selectors.metrics import fill_metrics
+from waitlist.selectors.queue import ops_action_queue
 
 URL = "/api/v1/ops/waitlist"
 
@@ -107,7 +109,7 @@ def test_action_queue_keyset_pages(world, frozen_clock):
     assert Vacancy.objects.filter(status=VacancyStatus.REVIEW).count() == 3
     seen, after = [], None
     for _ in range(4):
-        page = selectors.ops_action_queue(clinic=world.clinic, limit=2, after=after)
+        page = ops_action_queue(clinic=world.clinic, limit=2, after=after)
         seen += [i["ref"] for i in page["items"]]
         after = page["next"]
         if after is None:
@@ -119,7 +121,7 @@ def test_action_queue_keyset_pages(world, frozen_clock):
 def test_metrics_window_excludes_old_vacancies(world, frozen_clock, window):
     make_offer(world)
     frozen_clock.shift(timedelta(days=2))
-    metrics = selectors.fill_metrics(clinic=world.clinic, window_days=window)
+    metrics = fill_metrics(clinic=world.clinic, window_days=window)
     assert metrics["vacancies"]["total"] == 0 and metrics["window_days"] == 1
 
 
@@ -129,5 +131,5 @@ def test_delivery_failures_count_failed_attempts(world, settings):
     world.clinic.save(update_fields=["settings"])
     make_offer(world, world.patient(phone="+821011112222"))
     deliver()
-    failures = selectors.fill_metrics(clinic=world.clinic)["delivery_failures"]
+    failures = fill_metrics(clinic=world.clinic)["delivery_failures"]
     assert failures == {"dead": 1, "failed_attempts": 1}

@@ -9,8 +9,9 @@ from common.models import DeliveryOutcome, OutboxMessage, OutboxStatus
 from common.services import outbox_enqueue
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
-from waitlist import selectors, services
+from waitlist import services
 from waitlist.models import DispatchNote, EntryStatus, Offer, OfferEvent, OfferStatus, VacancyStatus
+from waitlist.selectors.panels import ops_vacancy_panel
 
 
 def quiet_nights(world, **fields):
@@ -46,7 +47,7 @@ def test_a_vacancy_cancelled_at_23_is_offered_after_quiet_hours_to_the_first_can
     assert {e.status for e in (first, second)} == {EntryStatus.WAITING}
     note = DispatchNote.objects.get(vacancy=vacancy)
     assert (note.entry, note.reason_code, note.until) == (None, "QUIET_HOURS", seoul(2, 8))
-    panel = selectors.ops_vacancy_panel(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    panel = ops_vacancy_panel(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert panel["waiting"]["reason"] == "QUIET_HOURS"  # staff see why it waits, and until when
     assert [(n["entry"], n["reason_code"]) for n in panel["passed_over"]] == [(None, "QUIET_HOURS")]
 
@@ -69,7 +70,7 @@ def test_a_capped_candidate_is_passed_over_for_now_and_keeps_its_chance(world, f
     assert result.outcome == "OFFERED" and result.offer.entry_id == other.pk
     note = DispatchNote.objects.get(vacancy=vacancy, entry=capped)
     assert (note.reason_code, note.until) == ("CONTACT_CAP", seoul(2, 8))
-    panel = selectors.ops_vacancy_panel(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    panel = ops_vacancy_panel(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert [(n["entry"], n["reason_code"]) for n in panel["passed_over"]] == [(capped.ref, "CONTACT_CAP")]
     assert not Offer.objects.filter(entry=capped).exists()  # no offer: its weekly cap is untouched
 

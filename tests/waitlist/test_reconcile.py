@@ -12,8 +12,9 @@ from scheduling.models import Appointment, AppointmentStatus, HoldStatus
 from scheduling.services import hold_release
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
-from waitlist import selectors, services, tasks
+from waitlist import services, tasks
 from waitlist.models import JobRun, Offer, OfferEvent, OfferStatus, VacancyStatus, WaitlistEntry
+from waitlist.selectors.queue import ops_action_queue
 
 
 def claim(world, offer, **kw):
@@ -50,7 +51,7 @@ def test_reconcile_expires_stale_offers(world, frozen_clock):
 def test_reconcile_withdraws_an_offer_whose_hold_lost_its_slot(world, on_commit, queued_dispatches):
     offer = make_offer(world)
     hold_release(hold=offer.hold, reason="CORRUPTED")  # invariant 2 broken behind the service's back
-    queue = selectors.ops_action_queue(clinic=world.clinic)
+    queue = ops_action_queue(clinic=world.clinic)
     assert [(i["kind"], i["reason_code"]) for i in queue["items"]] == [("OFFER_WITHOUT_HOLD", "HOLD_RELEASED")]
     with on_commit(execute=True):
         result = services.reconcile_run()
@@ -113,7 +114,7 @@ def test_a_booking_that_keeps_failing_is_flagged_once_for_staff(world, frozen_cl
     assert services.reconcile_run()["flagged_stuck"] == 0  # flagged once, not every run
     event = OfferEvent.objects.get(offer=offer, reason_code="BOOKING_STUCK")
     assert event.detail == {"hold": offer.hold.ref, "code": "HOLD_NOT_BOOKABLE"}
-    items = selectors.ops_action_queue(clinic=world.clinic)["items"]
+    items = ops_action_queue(clinic=world.clinic)["items"]
     assert [(i["kind"], i["ref"], i["reason_code"]) for i in items] == [
         ("BOOKING_STUCK", offer.hold.ref, "HOLD_NOT_BOOKABLE")]
     assert items[0]["policy_version"] == 1 and items[0]["decision_ref"] == offer.decision_ref

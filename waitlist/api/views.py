@@ -13,8 +13,12 @@ from scheduling.models import Role
 from scheduling.scoping import clinic_for_grant, command_role, may_run
 from scheduling.services.roles import DECISION_FEED_PERMISSION
 
-from .. import fairness, selectors, services
+from .. import fairness, services
 from ..models import EntryStatus
+from ..selectors.api import entry_detail, entry_page, offer_detail, standing_current, vacancy_detail
+from ..selectors.dispatch import dispatch_reasons
+from ..selectors.operations import ops_snapshot
+from ..selectors.queue import ops_action_queue
 from .serializers import (
     ClaimInput,
     DecisionInput,
@@ -71,7 +75,7 @@ class EntryCreateView(ClinicAPIView):
     @extend_schema(parameters=list_parameters(EntryStatus.values), responses=_ok("{items: [entry], next}"))
     def get(self, request, clinic):
         query = self.list_query(EntryStatus.values)
-        page = selectors.entry_page(
+        page = entry_page(
             clinic=self.clinic, limit=query["limit"], after=query["after"], status=query.get("status"),
             day=query.get("date"),
         )
@@ -87,7 +91,7 @@ class EntryCreateView(ClinicAPIView):
                 clinic=self.clinic, actor=request.user, idempotency_key=_idempotency_key(request), **data
             )
             return 201, entry_body(
-                selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
+                entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
             )
 
         return self.command("entry_create", execute)
@@ -97,9 +101,9 @@ class EntryDetailView(ClinicAPIView):
     @extend_schema(responses=_ok("entry, with standing_acceptance: {ref, state, min_notice_minutes, source, "
                                  "recorded_at}|null"))
     def get(self, request, clinic, ref):
-        entry = selectors.entry_detail(clinic=self.clinic, ref=ref)
+        entry = entry_detail(clinic=self.clinic, ref=ref)
         return Response({**entry_body(entry, self.clinic.timezone),
-                         "standing_acceptance": standing_body(selectors.standing_current(entry=entry),
+                         "standing_acceptance": standing_body(standing_current(entry=entry),
                                                               self.clinic.timezone)})
 
 
@@ -150,7 +154,7 @@ class EntryPriorityView(ClinicAPIView):
                 reason=data["reason"], expected_version=data.get("expected_version"),
                 idempotency_key=_idempotency_key(request),
             )
-            return 200, entry_body(selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone)
+            return 200, entry_body(entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone)
 
         return self.command("entry_set_priority", execute)
 
@@ -168,7 +172,7 @@ class EntryWithdrawView(ClinicAPIView):
                 expected_version=data.get("expected_version"),
             )
             return 200, entry_body(
-                selectors.entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
+                entry_detail(clinic=self.clinic, ref=entry.ref), self.clinic.timezone
             )
 
         return self.command("entry_withdraw", execute)
@@ -178,9 +182,9 @@ class VacancyDetailView(ClinicAPIView):
     @extend_schema(responses=_ok("{ref, status, active_offer, starts_at, ends_at, waiting: {reason, until}|null, "
                                    "reasons: {passed_over, waiting, exhausted_at}}"))
     def get(self, request, clinic, ref):
-        vacancy, active = selectors.vacancy_detail(clinic=self.clinic, ref=ref)
+        vacancy, active = vacancy_detail(clinic=self.clinic, ref=ref)
         return Response({**vacancy_body(vacancy, active, self.clinic.timezone),
-                         "reasons": selectors.dispatch_reasons(clinic=self.clinic, vacancy=vacancy)})
+                         "reasons": dispatch_reasons(clinic=self.clinic, vacancy=vacancy)})
 
 
 class VacancyDispatchView(ClinicAPIView):
@@ -197,9 +201,9 @@ class VacancyDispatchView(ClinicAPIView):
     )
     def post(self, request, clinic, ref):
         result = services.vacancy_dispatch(clinic=self.clinic, vacancy_ref=ref, actor=request.user)
-        vacancy, _active = selectors.vacancy_detail(clinic=self.clinic, ref=ref)
+        vacancy, _active = vacancy_detail(clinic=self.clinic, ref=ref)
         return Response({"outcome": result.outcome, "offer": result.offer.ref if result.offer else None,
-                         "reasons": selectors.dispatch_reasons(clinic=self.clinic, vacancy=vacancy,
+                         "reasons": dispatch_reasons(clinic=self.clinic, vacancy=vacancy,
                                                                stats=result.stats)})
 
 
@@ -212,7 +216,7 @@ class OfferDetailView(ClinicAPIView):
         )
     )
     def get(self, request, clinic, ref):
-        return Response(offer_body(selectors.offer_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
+        return Response(offer_body(offer_detail(clinic=self.clinic, ref=ref), self.clinic.timezone))
 
 
 class OfferClaimView(ClinicAPIView):
@@ -477,7 +481,7 @@ class WaitlistOpsView(ClinicAPIView):
     @extend_schema(parameters=[OpsQuery], responses=_ok("{readiness, metrics, fairness, action_queue}"))
     def get(self, request):
         data, clinic = self.query, self.clinic
-        body = selectors.ops_snapshot(clinic=clinic, queue_limit=data["limit"])
+        body = ops_snapshot(clinic=clinic, queue_limit=data["limit"])
         if data.get("after"):
-            body["action_queue"] = selectors.ops_action_queue(clinic=clinic, limit=data["limit"], after=data["after"])
+            body["action_queue"] = ops_action_queue(clinic=clinic, limit=data["limit"], after=data["after"])
         return Response(body)

@@ -32,7 +32,7 @@ from ..models import (
     VacancyStatus,
     WaitlistPolicy,
 )
-from ..selectors import offers_without_active_hold, stuck_accepted_offers
+from ..selectors.reconcile import offers_without_active_hold, stuck_accepted_offers
 from ._shared import event_append
 from .booking import offer_book
 from .offers import offers_expire_due
