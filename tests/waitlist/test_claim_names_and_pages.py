@@ -21,7 +21,8 @@ from waitlist.confirmations import booking_notice_text
 from waitlist.notifications import offer_notice_text
 from waitlist.tokens import optout_link, standing_link
 
-ADDRESS, ADDRESS_KO, PHONE = "123 Teheran-ro, Gangnam-gu, Seoul 06133", "서울특별시 강남구 테헤란로 123", "+82 2-555-0100"
+ADDRESS, PHONE = "123 Teheran-ro, Gangnam-gu, Seoul 06133", "+82 2-555-0100"
+ADDRESS_KO = "서울특별시 강남구 테헤란로 123"
 DOUBLE_STOP = re.compile(r"\.\s*\.(?!\.)")  # ". ." or ".." (an ellipsis "..." is not one)
 
 
@@ -85,7 +86,8 @@ def test_offer_and_booking_notices_use_the_display_names_and_never_double_a_full
     subject, body = offer_notice_text(offer, "https://x.example/claim/t/", "ko")
     assert subject == "강남 클리닉에 예약 가능한 시간이 생겼습니다"
     for expected in ("강남 클리닉에 물리치료 예약 가능한 시간이 생겼습니다.", "날짜: 2030년 12월 3일 화요일",
-                     "시간: 오전 10:00–오전 10:30 (서울 시간)", "담당 의료진: 서지원 원장", "까지 이 시간을 잡아 두었습니다."):
+                     "시간: 오전 10:00–오전 10:30 (서울 시간)", "담당 의료진: 서지원 원장",
+                     "까지 이 시간을 잡아 두었습니다."):
         assert expected in body, expected
     _subject, english = offer_notice_text(offer, "https://x.example/claim/t/", "en")
     assert "It is held for you until Dec. 1, 2030, 5 p.m. (Seoul time)." in english
