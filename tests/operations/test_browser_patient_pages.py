@@ -139,7 +139,6 @@ def test_accept_by_keyboard_alone(open_page, patient_world):
 
 def test_decline_by_keyboard_alone_with_a_reason(open_page, patient_world):
     from tests.operations.waitlist_helpers import make_offer
-    from waitlist.models import Offer
     from waitlist.tokens import claim_token_make
 
     offer = make_offer(patient_world, patient_world.patient(language="ko"), starts_at=_slot(1))
