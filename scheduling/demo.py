@@ -25,7 +25,7 @@ from .models import (
     TenantGroup,
     Treatment,
 )
-from .services import appointment_book, clinic_grant_operate, clinic_grant_role, patient_create
+from .services import appointment_book, clinic_grant_operate, clinic_grant_role, display_name_set, patient_create
 
 DEMO_USERS = {
     "staff": ("staff-demo-password", "STAFF at Gangnam Clinic (Asia/Seoul)"),
@@ -40,9 +40,26 @@ CLINICS = [
     ("cl_demo_lisbon", "Lisbon Clinic", "Europe/Lisbon", ["Dr. Almeida", "Dr. Costa"],
      [("Dental check", 30), ("Cleaning", 45)], ["Chair A", "X-ray"]),
 ]
+#: The names Korean-speaking patients read (``DisplayNamed.display_names``); the English ``name`` stays the fallback.
+KOREAN_NAMES = {
+    "Gangnam Clinic": "강남 클리닉",
+    "Dr. Seo": "서지원 원장",
+    "Dr. Park": "박민호 원장",
+    "Physiotherapy": "물리치료",
+    "Consultation": "진료 상담",
+    "Lisbon Clinic": "리스본 클리닉",
+    "Dr. Almeida": "알메이다 원장",
+    "Dr. Costa": "코스타 원장",
+    "Dental check": "치과 검진",
+    "Cleaning": "스케일링",
+    "Harbour Clinic": "하버 클리닉",
+    "Dr. Reed": "리드 원장",
+    "Check-up": "정기 검진",
+}
 #: What patients are told in booking confirmations (``clinic.settings["contact"]``); fictional numbers.
 CONTACTS = {
-    "cl_demo_gangnam": {"address": "123 Teheran-ro, Gangnam-gu, Seoul 06133", "phone": "+82 2-555-0100"},
+    "cl_demo_gangnam": {"address": "123 Teheran-ro, Gangnam-gu, Seoul 06133", "phone": "+82 2-555-0100",
+                        "address_ko": "서울특별시 강남구 테헤란로 123 (06133)"},
     "cl_demo_lisbon": {"address": "Avenida da Liberdade 100, 1250-146 Lisboa", "phone": "+351 21 555 0100"},
     "cl_demo_other": {"address": "1 Harbour Street, New York, NY 10004", "phone": "+1 212-555-0100"},
 }
@@ -63,10 +80,11 @@ def _clinic(tenant: TenantGroup, spec) -> Clinic:
     if ref in CONTACTS and not (clinic.settings or {}).get("contact"):
         clinic.settings = {**(clinic.settings or {}), "contact": CONTACTS[ref]}
         clinic.save(update_fields=["settings"])
+    _korean_name(clinic)
     for n in practitioners:
-        Practitioner.objects.get_or_create(clinic=clinic, name=n)
+        _korean_name(Practitioner.objects.get_or_create(clinic=clinic, name=n)[0])
     for n, minutes in treatments:
-        Treatment.objects.get_or_create(clinic=clinic, name=n, defaults={"duration_minutes": minutes})
+        _korean_name(Treatment.objects.get_or_create(clinic=clinic, name=n, defaults={"duration_minutes": minutes})[0])
     for n in resources:
         Resource.objects.get_or_create(clinic=clinic, name=n)
     for i, (display_name, language) in enumerate(PATIENTS[ref]):
@@ -84,6 +102,14 @@ def _clinic(tenant: TenantGroup, spec) -> Clinic:
                 actor_label="system:seed_demo",
             )
     return clinic
+
+
+def _korean_name(row: Clinic | Practitioner | Treatment) -> None:
+    """The demo's Korean name, unless one was set (``scheduling_display_name``)."""
+    if row.name in KOREAN_NAMES and not (row.display_names or {}).get("ko"):
+        clinic = row if isinstance(row, Clinic) else row.clinic
+        display_name_set(clinic=clinic, kind=type(row).__name__.lower(), ref=row.ref, language="ko",
+                         name=KOREAN_NAMES[row.name])
 
 
 #: The demo ADMIN may open the Django admin to read these apps' rows (never patients: contacts stay out).

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
+from django.core.exceptions import ValidationError
 from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -37,10 +38,44 @@ class TenantGroup(models.Model):
         return self.name
 
 
-class Clinic(models.Model):
+#: The languages patient pages and notices speak (``Patient.language``); English is the ``name`` itself.
+DISPLAY_LANGUAGES = ("en", "ko")
+
+
+def validate_display_names(value) -> None:
+    """``{"ko": "강남 클리닉"}``: a JSON object from a served language to a non-empty name (200 characters at most)."""
+    if not isinstance(value, dict):
+        raise ValidationError("display names must be an object of language code to name, e.g. {\"ko\": \"…\"}")
+    for language, name in value.items():
+        if language not in DISPLAY_LANGUAGES:
+            raise ValidationError(f"unknown language {language!r} (use one of {', '.join(DISPLAY_LANGUAGES)})")
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise ValidationError(f"the {language} name must be 1 to 200 characters")
+
+
+class DisplayNamed(models.Model):
+    """A clinic, practitioner or treatment as patients read it: ``name`` (the clinic's own, English) plus
+    ``display_names`` per language. One JSON column on the row that owns the name, rather than a
+    translation table: two languages, read with the row the page already loads, no extra query."""
+
+    name = models.CharField(max_length=200)
+    display_names = models.JSONField(
+        default=dict, blank=True, validators=[validate_display_names],
+        help_text='Names patients read, per language, e.g. {"ko": "강남 클리닉"}; "name" is used when one is missing',
+    )
+
+    class Meta:
+        abstract = True
+
+    def name_in(self, language: str | None) -> str:
+        """The name in ``language``, else ``name``."""
+        names = self.display_names if isinstance(self.display_names, dict) else {}
+        return str(names.get(language or "") or "").strip() or self.name
+
+
+class Clinic(DisplayNamed):
     ref = RefField(prefix="cl")
     tenant_group = models.ForeignKey(TenantGroup, on_delete=models.PROTECT, related_name="clinics")
-    name = models.CharField(max_length=200)
     timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name")
     waitlist_hold_minutes = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
     min_lead_minutes = models.PositiveIntegerField(default=180)
@@ -72,20 +107,18 @@ class ClinicGroupObjectPermission(GroupObjectPermissionBase):
     content_object = models.ForeignKey(Clinic, on_delete=models.CASCADE)
 
 
-class Practitioner(models.Model):
+class Practitioner(DisplayNamed):
     ref = RefField(prefix="pr")
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="practitioners")
-    name = models.CharField(max_length=200)
     active = models.BooleanField(default=True)
 
     def __str__(self) -> str:
         return self.name
 
 
-class Treatment(models.Model):
+class Treatment(DisplayNamed):
     ref = RefField(prefix="tr")
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="treatments")
-    name = models.CharField(max_length=200)
     duration_minutes = models.PositiveIntegerField(validators=[MinValueValidator(5)])
 
     def __str__(self) -> str:

@@ -80,17 +80,38 @@ class BookingFacts:
     reference: str
 
 
-def booking_facts(appointment: Appointment) -> BookingFacts:
-    """``appointment`` (with clinic, treatment, practitioner) in the clinic's zone and the active language."""
-    clinic = appointment.clinic
+def shown_name(row) -> str:
+    """A clinic's, practitioner's or treatment's name in the active language (``DisplayNamed.name_in``)."""
+    return row.name_in(translation.get_language())
+
+
+def clinic_contact_shown(clinic) -> tuple[str, str]:
+    """``(address, phone)`` as patients read them: ``settings.contact.address_<language>`` when the clinic
+    gave one (``address_ko``), else its ``address``."""
     address, phone = clinic_contact(clinic)
+    contact = (clinic.settings or {}).get("contact")
+    if isinstance(contact, dict):
+        address = str(contact.get(f"address_{translation.get_language()}") or "").strip() or address
+    return address, phone
+
+
+def slot_facts(clinic, practitioner, treatment, starts_at: datetime, ends_at: datetime,
+               reference: str = "") -> BookingFacts:
+    """A time at the clinic in the clinic's zone, with names and contact in the active language."""
+    address, phone = clinic_contact_shown(clinic)
     tz_name = clinic.timezone
     return BookingFacts(
-        clinic=clinic.name, treatment=appointment.treatment.name, practitioner=appointment.practitioner.name,
-        day=local_day(appointment.starts_at, tz_name), start=local_time(appointment.starts_at, tz_name),
-        end=local_time(appointment.ends_at, tz_name), zone=zone_label(tz_name), address=address, phone=phone,
-        reference=appointment.ref,
+        clinic=shown_name(clinic), treatment=shown_name(treatment), practitioner=shown_name(practitioner),
+        day=local_day(starts_at, tz_name), start=local_time(starts_at, tz_name),
+        end=local_time(ends_at, tz_name), zone=zone_label(tz_name), address=address, phone=phone,
+        reference=reference,
     )
+
+
+def booking_facts(appointment: Appointment) -> BookingFacts:
+    """``appointment`` (with clinic, treatment, practitioner) in the clinic's zone and the active language."""
+    return slot_facts(appointment.clinic, appointment.practitioner, appointment.treatment, appointment.starts_at,
+                      appointment.ends_at, reference=appointment.ref)
 
 
 def booking_ics(appointment: Appointment, language: str) -> str:
@@ -151,6 +172,8 @@ def booking_notice_text(appointment: Appointment, *, language: str, calendar: st
         if release is not None:
             lines.append(_("If you cannot come, release the time by %(deadline)s so that someone else can have "
                            "it:\n%(link)s") % {"deadline": local_moment(release.until, tz_name), "link": release.link})
+        elif facts.phone:
+            lines.append(_("To cancel or change it, please call the clinic: %(phone)s") % {"phone": facts.phone})
         else:
             lines.append(_("If you cannot come, please call the clinic."))
     return subject, "\n".join(lines) + "\n"

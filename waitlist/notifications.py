@@ -72,23 +72,26 @@ def zone_label(tz_name: str) -> str:
 
 
 def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]:
-    """(subject, body) in ``language``: clinic, treatment, the slot's time in the clinic's zone, expiry."""
+    """(subject, body) in ``language``: clinic, treatment and practitioner by their names in that language,
+    the slot's day, start and end in the clinic's zone, and the answer deadline. Values end lines rather than
+    sentences, so a time such as "10 a.m." never meets a second full stop."""
+    from .confirmations import slot_facts
+
     clinic, vacancy = offer.clinic, offer.vacancy
     with translation.override(language if language in LANGUAGES else "en"):
-        values = {
-            "clinic": clinic.name,
-            "treatment": vacancy.treatment.name,
-            "when": local_datetime(vacancy.starts_at, clinic.timezone),
-            "until": local_datetime(offer.expires_at, clinic.timezone),
-            "link": link,
-        }
-        subject = _("A time opened up at %(clinic)s") % values
-        body = _(
-            "A %(treatment)s appointment at %(clinic)s on %(when)s is available for you.\n"
-            "It is held for you until %(until)s.\n"
-            "Open this link to accept or decline:\n%(link)s\n"
-        ) % values
-    return subject, body
+        facts = slot_facts(clinic, vacancy.practitioner, vacancy.treatment, vacancy.starts_at, vacancy.ends_at)
+        subject = _("A time opened up at %(clinic)s") % {"clinic": facts.clinic}
+        lines = [
+            _("A %(treatment)s appointment at %(clinic)s is available for you.")
+            % {"treatment": facts.treatment, "clinic": facts.clinic},
+            _("Date: %(value)s") % {"value": facts.day},
+            _("Time: %(start)s–%(end)s (%(zone)s)") % {"start": facts.start, "end": facts.end, "zone": facts.zone},
+            _("Practitioner: %(value)s") % {"value": facts.practitioner},
+            _("It is held for you until %(until)s (%(zone)s).")
+            % {"until": local_datetime(offer.expires_at, clinic.timezone), "zone": facts.zone},
+            _("Open this link to accept or decline:\n%(link)s") % {"link": link},
+        ]
+    return subject, "\n".join(lines) + "\n"
 
 
 def standing_line(entry, language: str) -> str:
@@ -109,7 +112,8 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     now = timezone.now()
     offer_ref = (message.payload or {}).get("offer") or message.aggregate_ref
     offer = (
-        Offer.objects.select_related("clinic", "patient", "entry", "policy", "vacancy__treatment")
+        Offer.objects.select_related("clinic", "patient", "entry", "policy", "vacancy__treatment",
+                                     "vacancy__practitioner")
         .filter(ref=offer_ref, clinic__ref=message.clinic_ref)
         .first()
     )

@@ -3,7 +3,8 @@
 GET shows whether the patient's entry is booked automatically and one form; POST grants (with the minimum notice
 the patient picks) or revokes it through ``standing_acceptance_record`` (source NOTICE_LINK, actor "patient"):
 a new history row, nothing deleted. A link prefetcher (GET) never changes anything. A bad or expired token is a
-plain 404 page; the page speaks the patient's language and shows no contact data.
+plain 404 page; the page speaks the patient's language (else the browser's) with the en/ko switch, names
+the clinic and treatment in it, and shows no contact data.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ from django.views.decorators.http import require_http_methods
 
 from common.errors import DomainError
 
+from .confirmations import shown_name
 from .models import OPEN_ENTRY_STATUSES, StandingAcceptanceSource, StandingAcceptanceState, WaitlistEntry
-from .notifications import LANGUAGES
 from .selectors.api import standing_current
 from .services import standing_acceptance_record
 from .tokens import TokenExpired, TokenInvalid, standing_token_read
+from .views import language_switch, page_language
 
 #: The minimum notices a patient can pick (minutes → label): any slot, or only those this far ahead.
 NOTICE_CHOICES = (
@@ -35,7 +37,8 @@ NOTICE_CHOICES = (
 def _render(request: HttpRequest, entry: WaitlistEntry, *, error: str = "", status: int = 200) -> HttpResponse:
     current = standing_current(entry=entry)
     granted = current is not None and current.state == StandingAcceptanceState.GRANTED
-    context = {"clinic_name": entry.clinic.name, "treatment": entry.treatment.name, "granted": granted,
+    context = {"clinic_name": shown_name(entry.clinic), "treatment": shown_name(entry.treatment), "granted": granted,
+               **language_switch(translation.get_language()),
                "min_notice": current.min_notice_minutes if granted else 0, "choices": NOTICE_CHOICES,
                "open": entry.status in OPEN_ENTRY_STATUSES, "error": error}
     response = render(request, "waitlist/standing.html", context, status=status)
@@ -61,8 +64,7 @@ def standing_page(request: HttpRequest, token: str) -> HttpResponse:
     entry = WaitlistEntry.objects.select_related("clinic", "patient", "treatment").filter(ref=entry_ref).first()
     if entry is None:
         return render(request, "waitlist/optout_invalid.html", status=404)
-    language = entry.patient.language if entry.patient.language in LANGUAGES else "en"
-    with translation.override(language):
+    with translation.override(page_language(request, entry.patient)):
         if request.method != "POST":
             return _render(request, entry)
         grant = request.POST.get("action") == "grant"

@@ -19,15 +19,16 @@ import logging
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone, translation
+from django.utils.translation import gettext as _
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, NotFound
 from common.services import new_correlation_id
-from scheduling.models import Appointment, AppointmentStatus
+from scheduling.models import Appointment, AppointmentStatus, Patient
 
 from .calendar import FILENAME, MIME_TYPE
-from .confirmations import booking_facts, booking_ics, local_moment
+from .confirmations import booking_facts, booking_ics, clinic_contact_shown, local_moment, shown_name, slot_facts
 from .models import DeclineReason, Offer
 from .notifications import LANGUAGES, local_datetime, zone_label
 from .selectors_claim import ClaimOutcome, ClaimState, claim_outcome
@@ -51,39 +52,84 @@ ENDED_STATES = (ClaimState.DECLINED, ClaimState.EXPIRED, ClaimState.WITHDRAWN, C
                 ClaimState.RELEASED)
 
 
-def _gone(request: HttpRequest, status: int, language: str | None = None) -> HttpResponse:
+def _gone(request: HttpRequest, status: int, language: str | None = None, offer: Offer | None = None) -> HttpResponse:
+    """The "no longer available" page; with the offer (a genuine link), the clinic's phone to call."""
+    context = {}
+    if offer is not None:
+        with translation.override(language):
+            context = {"clinic_name": shown_name(offer.clinic), "clinic_phone": clinic_contact_shown(offer.clinic)[1]}
     if language:
         with translation.override(language):
-            response = render(request, "waitlist/claim_gone.html", status=status)
+            response = render(request, "waitlist/claim_gone.html", context, status=status)
             response["Content-Language"] = language
             return response
-    return render(request, "waitlist/claim_gone.html", status=status)
+    return render(request, "waitlist/claim_gone.html", context, status=status)
 
 
-def claim_language(request: HttpRequest, offer: Offer) -> str:
+def page_language(request: HttpRequest, patient: Patient) -> str:
     """The patient's explicit switch (``lang``), else their stored language when it is one we serve,
-    else the browser's ``Accept-Language`` (en/ko), else English."""
+    else the browser's ``Accept-Language`` (en/ko), else English. Used by every patient page."""
     chosen = request.POST.get("lang") or request.GET.get("lang")
     if chosen in LANGUAGES:
         return chosen
-    if offer.patient.language in LANGUAGES:
-        return offer.patient.language
+    if patient.language in LANGUAGES:
+        return patient.language
     browser = translation.get_language_from_request(request)
     return browser if browser in LANGUAGES else "en"
+
+
+def claim_language(request: HttpRequest, offer: Offer) -> str:
+    return page_language(request, offer.patient)
+
+
+def language_switch(language: str) -> dict:
+    """The page's language (for the forms' hidden ``lang``) and links to the other languages."""
+    return {"lang": language,
+            "switch": [(code, name) for code, name in (("en", "English"), ("ko", "한국어")) if code != language]}
+
+
+def time_left_text(seconds: float) -> str:
+    """ "14 min left", "2 h 5 min left", "Less than a minute left" (whole minutes, rounded down, as the page's
+    script counts them)."""
+    minutes = int(max(seconds, 0) // 60)
+    if minutes < 1:
+        return _("Less than a minute left")
+    hours, minutes = divmod(minutes, 60)
+    if hours:
+        return _("%(hours)s h %(minutes)s min left") % {"hours": hours, "minutes": minutes}
+    return _("%(minutes)s min left") % {"minutes": minutes}
+
+
+def countdown(deadline) -> dict:
+    """What ``static/waitlist/claim.js`` needs to count down without trusting the phone's clock: the seconds
+    left when the page was made, and the phrases with ``{h}``/``{m}`` holes, in the page's language."""
+    seconds = max(int((deadline - timezone.now()).total_seconds()), 0)
+    return {
+        "seconds": seconds,
+        "text": time_left_text(seconds),
+        "t_hm": _("%(hours)s h %(minutes)s min left") % {"hours": "{h}", "minutes": "{m}"},
+        "t_m": _("%(minutes)s min left") % {"minutes": "{m}"},
+        "t_lt": _("Less than a minute left"),
+        "t_end": _("The time to answer has run out. Reload the page to see what happened."),
+    }
 
 
 def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200, **extra) -> HttpResponse:
     clinic, vacancy = offer.clinic, offer.vacancy
     language = translation.get_language()
+    deadline = min(offer.expires_at, vacancy.starts_at)
+    slot = slot_facts(clinic, vacancy.practitioner, vacancy.treatment, vacancy.starts_at, vacancy.ends_at)
     context = {
-        "clinic_name": clinic.name,
-        "treatment_name": vacancy.treatment.name,
+        "clinic_name": slot.clinic,
+        "treatment_name": slot.treatment,
+        "slot": slot,
         "starts_local": local_datetime(vacancy.starts_at, clinic.timezone),
-        "expires_local": local_datetime(offer.expires_at, clinic.timezone),
-        "expires_at": offer.expires_at,
+        "expires_local": local_moment(deadline, clinic.timezone),
+        "expires_at": deadline,
+        # Only the open offer's page counts down (the other pages' times are over or settled).
+        "countdown": countdown(deadline) if template == "waitlist/claim.html" else None,
         "zone_label": zone_label(clinic.timezone),
-        "lang": language,
-        "switch": [(code, name) for code, name in (("en", "English"), ("ko", "한국어")) if code != language],
+        **language_switch(language),
         "decline_reasons": DeclineReason.choices,
         "decline_reason": DeclineReason(offer.decline_reason).label
         if offer.decline_reason in DeclineReason.values
@@ -100,7 +146,7 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
     """The page of a held, booked or ended offer: what happened, and when, in the clinic's zone. An offer
     still open here is one a command just refused (a stale decision, a taken slot): no longer available."""
     if outcome.is_open:
-        return _gone(request, 410, translation.get_language())
+        return _gone(request, 410, translation.get_language(), offer)
     extra: dict = {"state": outcome.state, "on_list": outcome.on_list, "confirmed": False}
     if outcome.ended_at is not None:
         extra["ended_local"] = local_moment(outcome.ended_at, offer.clinic.timezone)
@@ -118,7 +164,8 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
 
 def _load(offer_ref: str, entry_ref: str) -> Offer | None:
     return (
-        Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment")
+        Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment",
+                                     "vacancy__practitioner")
         .filter(ref=offer_ref, entry__ref=entry_ref)
         .first()
     )

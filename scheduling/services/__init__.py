@@ -7,6 +7,7 @@ from .appointments import (
     appointment_set_status,
 )
 from .consent import consent_current, consent_record
+from .display_names import display_name_set
 from .features import feature_enabled, feature_set
 from .holds import hold_accept, hold_book, hold_extend, hold_place, hold_release
 from .patients import patient_create
@@ -30,6 +31,7 @@ __all__ = [
     "clinic_revoke_role",
     "consent_current",
     "consent_record",
+    "display_name_set",
     "feature_enabled",
     "feature_set",
     "hold_accept",

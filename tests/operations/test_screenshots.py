@@ -143,3 +143,54 @@ def test_regenerate_console_screenshots(browser, live_server):
             _shoot(claim_page, f"claim-declined-{language}", width)
             claim.close()
     assert len(list(OUT.glob("*.png"))) >= 2 * (len(pages) + 7)
+
+
+def test_regenerate_patient_page_screenshots(browser, live_server):
+    """The patient pages of a Korean-speaking demo patient, in both languages: the claim page with its decline
+    confirmation open, an expired and a withdrawn link, "book me automatically" and the opt-out page."""
+    from zoneinfo import ZoneInfo
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from scheduling.models import Clinic
+    from tests.operations.waitlist_helpers import make_offer
+    from tests.worlds import WaitlistWorld
+    from waitlist import services
+    from waitlist.models import Offer, OfferStatus
+    from waitlist.tokens import claim_token_make, optout_link, standing_link
+
+    call_command("seed_demo", stdout=StringIO())
+    clinic = Clinic.objects.get(ref="cl_demo_gangnam")
+    admin = get_user_model().objects.get(username="admin")
+    doctors, treatments = list(clinic.practitioners.order_by("pk")), list(clinic.treatments.order_by("pk"))
+    world = WaitlistWorld(clinic=clinic, doctor=doctors[0], other_doctor=doctors[-1], treatment=treatments[0],
+                          other_treatment=treatments[-1], staff=admin)
+    base = timezone.localtime(timezone.now(), ZoneInfo(clinic.timezone)).replace(hour=9, minute=0, second=0,
+                                                                                 microsecond=0)
+    window = {"earliest": base, "latest": base + timedelta(days=10)}
+    patients = [world.patient(language="ko") for _ in range(3)]  # the demo's own patients are on the list
+    open_offer = make_offer(world, patients[0], starts_at=base + timedelta(days=4), **window)
+    expired = make_offer(world, patients[1], starts_at=base + timedelta(days=4, hours=2), **window)
+    Offer.objects.filter(pk=expired.pk).update(status=OfferStatus.EXPIRED)
+    withdrawn = make_offer(world, patients[2], starts_at=base + timedelta(days=4, hours=4), **window)
+    services.offer_withdraw(clinic=clinic, offer_ref=withdrawn.ref, actor=admin, reason="slot closed")
+    paths = {
+        "claim-decline-open": f"/claim/{claim_token_make(open_offer)}/",
+        "claim-expired": f"/claim/{claim_token_make(expired)}/",
+        "claim-withdrawn": f"/claim/{claim_token_make(withdrawn)}/",
+        "standing": "/standing/" + standing_link(open_offer.entry).rsplit("/standing/", 1)[1],
+        "optout": "/optout/" + optout_link(patients[0]).rsplit("/optout/", 1)[1],
+    }
+    for width, viewport in WIDTHS.items():
+        for language in ("en", "ko"):
+            context = browser.new_context(base_url=live_server.url, viewport=viewport)
+            page = context.new_page()
+            for name, path in paths.items():
+                page.goto(f"{path}?lang={language}")
+                if name == "claim-decline-open":
+                    page.get_by_test_id("decline-ask").click()
+                _shoot(page, f"{name}-{language}", width)
+            context.close()
+    assert all((OUT / f"{name}-{lang}-{w}.png").exists() for name in paths for lang in ("en", "ko") for w in WIDTHS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from urllib.parse import quote
 
@@ -18,19 +19,38 @@ from waitlist.tokens import SALT
 
 
 def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
+    world.clinic.settings = {"contact": {"address": "123 Teheran-ro, Seoul", "phone": "+82 2-555-0100"}}
+    world.clinic.save(update_fields=["settings"])
     offer = make_offer(world, world.patient(language="en"))
     response = page_client().get(claim_path(offer))
     html = response.content.decode()
     assert response.status_code == 200 and response["Content-Language"] == "en"
-    assert world.clinic.name in html and world.treatment.name in html
-    assert "Dec. 3, 2030, 10 a.m." in html and "(Seoul time)" in html  # the clinic's zone, by its city
-    assert "8\xa0hours" in html  # the time left (the lead-time window's 8-hour ceiling, slot two days out)
+    assert world.clinic.name in html and world.treatment.name in html and world.doctor.name in html
+    assert "Tuesday, Dec. 3, 2030" in html and "10 a.m.–10:30 a.m." in html and "(Seoul time)" in html
+    assert "123 Teheran-ro, Seoul" in html and 'href="tel:+822-555-0100"' in html
+    # The time left in words (the lead-time window's 8-hour ceiling, slot two days out), and what the
+    # countdown script needs: the seconds left and the phrases in the page's language.
+    assert ">8 h 0 min left<" in html and 'data-seconds="28800"' in html and 'data-t-m="{m} min left"' in html
+    assert "(until 5 p.m. on Sunday, Dec. 1, 2030)" in html
     assert 'name="action" value="accept"' in html and 'name="action" value="decline"' in html
-    # CSP-clean: a stylesheet file, no inline scripts or styles.
-    assert "<script" not in html and "<style" not in html and "style=" not in html
-    assert "/static/waitlist/claim.css" in html
+    # CSP-clean: a stylesheet and a script file, no inline scripts or styles.
+    assert not re.search(r"<script(?![^>]*\ssrc=)", html) and "<style" not in html and "style=" not in html
+    assert "/static/waitlist/claim.css" in html and '<script src="/static/waitlist/claim.js" defer>' in html
     assert "script-src 'self'" in response["Content-Security-Policy"]
     assert "no-cache" in response["Cache-Control"] or "max-age=0" in response["Cache-Control"]
+
+
+def test_the_time_left_reads_in_minutes_in_both_languages(world, frozen_clock):
+    from django.utils import translation
+
+    from waitlist.views import time_left_text
+
+    assert [time_left_text(s) for s in (0, 59, 60, 14 * 60 + 59, 3600, 2 * 3600 + 5 * 60)] == [
+        "Less than a minute left", "Less than a minute left", "1 min left", "14 min left", "1 h 0 min left",
+        "2 h 5 min left"]
+    with translation.override("ko"):
+        assert [time_left_text(s) for s in (30, 14 * 60, 2 * 3600 + 5 * 60)] == [
+            "1분 미만 남음", "14분 남음", "2시간 5분 남음"]
 
 
 def test_the_korean_page_is_in_korean(world):
@@ -41,7 +61,7 @@ def test_the_korean_page_is_in_korean(world):
     html = response.content.decode()
     assert response["Content-Language"] == "ko" and '<html lang="ko">' in html
     assert "예약 가능한 시간이 생겼습니다" in html and "이 시간 수락하기" in html and "거절하기" in html
-    assert "2030년 12월 3일" in html and "8시간" in html
+    assert "2030년 12월 3일 화요일" in html and "8시간 0분 남음" in html
     assert "Accept this time" not in html
     accepted = submit(client, claim_path(offer), "accept")
     assert "예약이 확정되었습니다" in accepted.content.decode() and "서울 시간" in accepted.content.decode()

@@ -26,6 +26,17 @@ class Command(BaseCommand):
             self.stdout.write(f"  {username:9} / {password:22} {description}")
         for label, token in world["tokens"].items():
             self.stdout.write(f"  API token for {label}: {token}")
+        for line in _demo_links(world):  # indented: `make run` prints it with the sign-ins, last
+            self.stdout.write(f"  {line}")
+
+
+def _demo_links(world) -> list[str]:
+    """Patient-page links the tour needs (the opt-out page of a demo patient), from the app that signs them."""
+    try:
+        from waitlist.optout import demo_optout_lines
+    except ModuleNotFoundError:
+        return []
+    return demo_optout_lines(world)
 
 
 def app_hooks():
