@@ -12,7 +12,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 from rest_framework.views import APIView
 
-from scheduling.api.base import ClinicAPIView
+from common.api import ClinicAPIView
 from scheduling.models import Role
 from scheduling.scoping import COMMAND_ROLES, command_role, may_run
 from waitlist.management.commands.waitlist_recover import ACTIONS

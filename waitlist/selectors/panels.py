@@ -29,6 +29,7 @@ from ..models import (
     OfferStatus,
     Vacancy,
     WaitlistPolicy,
+    offer_withdrawable,
 )
 from .dispatch import dispatch_notes, dispatch_reasons_by_vacancy, waiting_state
 
