@@ -96,14 +96,6 @@ def redact_record(record: logging.LogRecord) -> logging.LogRecord:
     return record
 
 
-class RedactClaimTokens(logging.Filter):
-    """The same redaction as a logging filter, for handlers configured outside Django."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        redact_record(record)
-        return True
-
-
 _installed = False
 
 

@@ -335,31 +335,6 @@ def quarantine_list(*, clinic, limit: int = 50, after: str | None = None) -> lis
     ]
 
 
-def job_detail(*, clinic, job_ref: str) -> dict:
-    job = (
-        ReevaluationJob.objects.filter(clinic_id=clinic.pk, ref=job_ref).select_related("redrive_of").first()
-    )
-    if job is None:
-        raise NotFound()
-    outcomes = list(
-        job.outcomes.order_by("pk").values("appointment_ref", "status_before", "outcome", "applied", "mode")
-    )
-    return {
-        "job": job.ref,
-        "state": job.state,
-        "target_revision": job.revision,
-        "priority_class": job.priority_class,
-        "due_at": _iso(job.due_at, clinic),
-        "attempts": job.attempts,
-        "last_failure_code": job.last_failure_code or None,
-        "target_policy_ref": job.target_policy_ref or None,
-        "target_policy_generation": job.target_policy_generation,
-        "outcome_counts": job.outcome_counts,
-        "outcomes": outcomes,
-        "redrive_of": job.redrive_of.ref if job.redrive_of else None,
-    }
-
-
 def job_panel(*, clinic, job_ref: str) -> dict:
     """What the console's detail panel shows for one job of ``clinic``, in three queries.
 

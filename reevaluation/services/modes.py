@@ -204,8 +204,6 @@ def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
     count = cases.count()
     if count <= threshold:
         return False
-    running = ReevaluationJob.objects.filter(clinic_id=clinic_id, state=JobState.RUNNING).exists()
-    target = DrainState.DRAINING if running else DrainState.DRAINED
     latest: Any = cases.order_by("-created_at", "-id").values("ref", "reason_code").first()
     detail = {
         "quarantine_count": count,
@@ -214,22 +212,25 @@ def quarantine_watch(clinic_id: int, *, now: datetime | None = None) -> bool:
         "latest_case": latest["ref"],
         "latest_reason_code": latest["reason_code"],
     }
-    _drain_move(row, target, _drain_cause(row, target, DrainCause.QUARANTINE_REPEATED, detail))
-    audit_record(
-        actor=None,
-        action="reevaluation.auto_drain",
-        clinic=row.clinic,
-        reason=f"{count} quarantine cases in {window} min (threshold {threshold})",
-        correlation_id=new_correlation_id(),
-        result={"to": target, **detail},
-        system_label="reevaluation",
-    )
+    _stop_automatically(row, DrainCause.QUARANTINE_REPEATED, detail, action="reevaluation.auto_drain",
+                        reason=f"{count} quarantine cases in {window} min (threshold {threshold})")
     # The alert: an operator (or the metrics gauge, ``selectors.drained_clinics``) picks this up.
     logger.warning(
         "reevaluation clinic drained automatically clinic_id=%s cause=%s count=%s", clinic_id,
         DrainCause.QUARANTINE_REPEATED, count,
     )
     return True
+
+
+def _stop_automatically(row: ClinicReevaluationSettings, cause: str, detail: dict, *, action: str,
+                        reason: str) -> None:
+    """The consumer stops itself (no actor): ACTIVE → DRAINING while jobs still run, else DRAINED, with ``cause``
+    and ``detail`` on the row and an audit row (``action``, ``reason``). The caller holds the row's lock."""
+    running = ReevaluationJob.objects.filter(clinic_id=row.clinic_id, state=JobState.RUNNING).exists()
+    target = DrainState.DRAINING if running else DrainState.DRAINED
+    _drain_move(row, target, _drain_cause(row, target, cause, detail))
+    audit_record(actor=None, action=action, clinic=row.clinic, reason=reason, correlation_id=new_correlation_id(),
+                 result={"to": target, **detail}, system_label="reevaluation")
 
 
 def privacy_stop(clinic_id: int, *, case_ref: str = "", key_id: str = "", source: str = "EVENT") -> bool:
@@ -251,18 +252,8 @@ def privacy_stop(clinic_id: int, *, case_ref: str = "", key_id: str = "", source
             # Already stopped for another reason: the privacy incident becomes the cause to clear.
             cas_update(row, drain_cause=DrainCause.PRIVACY_BOUNDARY, drain_detail=detail)
         return False
-    running = ReevaluationJob.objects.filter(clinic_id=clinic_id, state=JobState.RUNNING).exists()
-    target = DrainState.DRAINING if running else DrainState.DRAINED
-    _drain_move(row, target, _drain_cause(row, target, DrainCause.PRIVACY_BOUNDARY, detail))
-    audit_record(
-        actor=None,
-        action="reevaluation.privacy_stop",
-        clinic=row.clinic,
-        reason=f"PRIVACY_BOUNDARY from a trusted source ({source}), case {case_ref or 'not stored'}",
-        correlation_id=new_correlation_id(),
-        result={"to": target, **detail},
-        system_label="reevaluation",
-    )
+    _stop_automatically(row, DrainCause.PRIVACY_BOUNDARY, detail, action="reevaluation.privacy_stop",
+                        reason=f"PRIVACY_BOUNDARY from a trusted source ({source}), case {case_ref or 'not stored'}")
     logger.warning("reevaluation clinic stopped at once clinic_id=%s cause=%s case=%s", clinic_id,
                    DrainCause.PRIVACY_BOUNDARY, case_ref)
     return True

@@ -20,7 +20,7 @@ from tests.waitlist.factories import NOW
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from waitlist import services
 from waitlist.models import Offer, OfferEvent
-from waitlist.services import promotion as promotion_module
+from waitlist.services import offer_write as promotion_module
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 

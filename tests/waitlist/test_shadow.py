@@ -55,7 +55,7 @@ def test_a_tighter_weekly_cap_in_shadow_records_the_difference_and_its_reason(wo
 
 
 def test_the_observation_rolls_back_with_the_promotion(world, admin, monkeypatch):
-    from waitlist.services import promotion
+    from waitlist.services import offer_write
 
     publish(world, admin, hold_minutes=5)
     world.waiting()
@@ -64,7 +64,7 @@ def test_the_observation_rolls_back_with_the_promotion(world, admin, monkeypatch
     def boom(*args, **kwargs):
         raise RuntimeError("after the hook")
 
-    monkeypatch.setattr(promotion, "_offer_write", boom)  # the offer's own writes, after the observation
+    monkeypatch.setattr(offer_write, "_offer_write", boom)  # the offer's own writes, after the observation
     with pytest.raises(RuntimeError):
         dispatch(world, vacancy)
     assert not ShadowObservation.objects.exists()

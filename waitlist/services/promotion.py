@@ -5,75 +5,49 @@ Nothing here opens a command of its own: the commands (``vacancy_dispatch``, ``v
 ``offer_decline``/``expire``/``withdraw``, ``entry_withdraw``, ``vacancy_close``) own their transactions and
 audit rows and call these under the fixed lock order (vacancy → offer → hold → entry). Every state change
 is a locked compare-and-set (``cas_update``); a changed fact is an outcome (``RESTART``), not an exception.
+
+A cancellation's path to its offer, top-down: ``vacancies.appointment_cancel_with_vacancy`` queues the dispatch,
+``vacancies._dispatch`` (flag, policy) → ``offer_next`` → ``_candidate_loop`` (pages of candidates, decisions)
+→ ``_promote``: the fence (``fence.fenced``, the vacancy's lock), then the write (``offer_write.lock_first_free``
+and ``offer_write.promote_locked``: re-check, hold, one statement for offer, event and notice).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import IntegrityError, connection, transaction
-from django.db.models import Exists, OuterRef, Subquery
-from psycopg.types.json import Jsonb
+from django.db import IntegrityError, transaction
 
-from common.cas import cas_conflict, cas_update, sql_states, transition_sources
-from common.errors import PatientOverlap, SlotOccupied
-from common.fastpath import PreparedQuery, insert_sql, prepared_cursor, saved
-from common.models import OutboxMessage
-from common.notify import CAP_SENDS_SQL, contact_cap_params
-from common.services import audit_record, outbox_message
+from common.cas import cas_update
+from common.services import audit_record
 from scheduling import services as scheduling
-from scheduling.models import Patient
 
-from .. import eligibility, matcher
+from .. import matcher
 from ..decisions import Decision, get_decision_provider
 from ..locks import OfferLocks, lock_vacancy
 from ..models import (
-    ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
-    OFFER_TOPIC,
     DecisionGate,
     DecisionStatus,
     EntryStatus,
     NonFreshAction,
     Offer,
-    OfferStatus,
-    ShadowPolicy,
-    ShadowStatus,
     Vacancy,
     VacancyStatus,
-    WaitlistEntry,
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
-from ..windows import answer_deadline, window_rule
-from ._shared import event_append, event_logged, note_record, notes_entry_locked, queue_dispatch, slot_of
+from ._shared import event_append, note_record, notes_entry_locked, queue_dispatch
+from .fence import RESTART, UNREACHABLE, DispatchResult, active_offer, fenced, settled, with_active_offer
+from .offer_write import Attempt, lock_first_free, promote_locked
 from .policy import policy_current
-from .shadow import shadow_observe, shadow_preview
-from .standing import STANDING_NOTICE_SQL, release_deadline, standing_applies, standing_book
 
 logger = logging.getLogger("waitlist")
 
-OFFER_TEMPLATE = "waitlist_offer"
-
-#: ``promote``'s outcome when the facts a candidate was chosen on changed (policy, decision): match again.
-RESTART = "RESTART"
-#: ``promote``'s outcome when the candidate cannot be reached now (contact cap): ``waiting`` says why.
-UNREACHABLE = "UNREACHABLE"
-
-
-@dataclass(frozen=True)
-class DispatchResult:
-    """``outcome``: OFFERED, BOOKED (a standing acceptance: offered and booked at once), ALREADY_OFFERED,
-    NO_CANDIDATE, STAFF_REVIEW, DISABLED, CLOSED, or WAITING (nobody reachable now: ``waiting`` says why and until
-    when; reconcile dispatches again)."""
-
-    outcome: str
-    offer: Offer | None = None
-    stats: matcher.MatchStats | None = None
-    waiting: Unreachable | None = None
+__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "close_offer", "offer_next", "promote", "settled",
+           "with_active_offer"]
 
 
 class _NoDecisions:
@@ -87,42 +61,6 @@ class _NoDecisions:
 
 
 NOT_USED_DECISION = Decision("", DecisionStatus.NOT_USED, 0, None)
-
-
-def _active_offers(vacancy_id):
-    return Offer.objects.filter(vacancy_id=vacancy_id, status__in=ACTIVE_OFFER_STATUSES)
-
-
-def _active_offer(vacancy_id: int) -> Offer | None:
-    return _active_offers(vacancy_id).first()
-
-
-def with_active_offer(vacancies):
-    """``vacancies`` annotated with ``active_offer_id`` (for ``settled``: one statement, not two)."""
-    return vacancies.annotate(active_offer_id=Subquery(_active_offers(OuterRef("pk")).values("pk")[:1]))
-
-
-def settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> DispatchResult | None:
-    """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out. A started one
-    without an offer is closed (``STARTED``) under its lock. ``annotated``: ``vacancy.active_offer_id`` was
-    read with the vacancy (``with_active_offer``) and is trusted instead of asking again."""
-    if annotated:
-        active = Offer.objects.get(pk=vacancy.active_offer_id) if vacancy.active_offer_id else None
-    else:
-        active = _active_offer(vacancy.pk)
-    if active is not None:
-        return DispatchResult("ALREADY_OFFERED", active)
-    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
-        return DispatchResult("CLOSED")
-    if vacancy.starts_at <= now:
-        with transaction.atomic():
-            locked = lock_vacancy(vacancy.pk)
-            if locked.status in DISPATCHABLE_VACANCY_STATUSES and _active_offer(locked.pk) is None:
-                cas_update(
-                    locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="STARTED"
-                )
-        return DispatchResult("CLOSED")
-    return None
 
 
 def offer_next(
@@ -243,7 +181,7 @@ def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> 
     list ran out for this vacancy (the "exhausted" fill metric)."""
     with transaction.atomic():
         locked = lock_vacancy(vacancy.pk)
-        active = _active_offer(locked.pk)
+        active = active_offer(locked.pk)
         if active is None and mark and locked.exhausted_at is None and (
             locked.status in DISPATCHABLE_VACANCY_STATUSES
         ):
@@ -252,140 +190,12 @@ def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> 
     return active
 
 
-def _fence_queryset(vacancy_id: int):
-    """The fence's statement (``_fenced``): the vacancy locked, with its parents, its active offer, the clinic's
-    newest policy and whether a shadow policy is published."""
-    newest_policy = WaitlistPolicy.objects.filter(clinic_id=OuterRef("clinic_id")).order_by("-version")
-    shadow = ShadowPolicy.objects.filter(clinic_id=OuterRef("clinic_id"), status=ShadowStatus.SHADOW)
-    return (
-        with_active_offer(Vacancy.objects.select_for_update(of=("self",), no_key=True))
-        .select_related("clinic", "tenant_group", "resource")
-        .annotate(
-            policy_id_now=Subquery(newest_policy.values("pk")[:1]),
-            has_shadow=Exists(shadow),
-        )
-        .filter(pk=vacancy_id)
-    )
-
-
-#: Compiled once per process, prepared once per connection (issue 15): the same statement, without compiling
-#: or planning it per promotion.
-_FENCE: PreparedQuery[Vacancy] = PreparedQuery(_fence_queryset, int)
-
-
-def _fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | None]:
-    """Lock the vacancy (the fence: promoters of one vacancy queue here) and say whether it is still open
-    for an offer: ALREADY_OFFERED (one landed meanwhile) or CLOSED (closed or started) when not.
-
-    One statement locks the row and reads its active offer, the clinic's newest policy and whether a shadow
-    policy is published. Those reads see the statement's snapshot, taken before any wait for the lock; the
-    locked row itself is the newest. Every promotion bumps the vacancy's version, so a version other than
-    the one ``vacancy`` was read at means an offer may have landed while this waited: then the active offer
-    and the policy are read again, after the lock.
-    """
-    locked = _FENCE.first(vacancy.pk)
-    if locked is None:
-        raise Vacancy.DoesNotExist("Vacancy matching query does not exist.")
-    if locked.version != vacancy.version:
-        active = _active_offer(locked.pk)
-        locked.active_offer_id = active.pk if active else None
-        locked.policy_id_now = WaitlistPolicy.objects.filter(clinic_id=locked.clinic_id).order_by(
-            "-version").values_list("pk", flat=True).first()
-    if locked.active_offer_id is not None:
-        return locked, DispatchResult("ALREADY_OFFERED", Offer.objects.get(pk=locked.active_offer_id))
-    if locked.status not in DISPATCHABLE_VACANCY_STATUSES or locked.starts_at <= now:
-        return locked, DispatchResult("CLOSED")
-    return locked, None
-
-
-# The entry's columns as stored (every concrete field), then its patient's columns the offer's notice needs.
-_ENTRY_FIELDS = list(WaitlistEntry._meta.concrete_fields)
-# (In the model's field order: ``from_db`` fills a partial row in that order.)
-_PATIENT_FIELDS = tuple(f.attname for f in Patient._meta.concrete_fields
-                        if f.attname in ("id", "ref", "language", "phone", "email"))
-
-# The first entry of the run (in the run's order) still WAITING at the version it was read at that this
-# transaction can lock now (SKIP LOCKED: another dispatcher holds it; or, with ``wait``, its lock waited for),
-# then, over the locked row only (the CTE is materialized: computed after the lock, never for the rows
-# passed over): its patient, and every hard-eligibility rule (``eligibility.checks_sql``) when asked.
-_LOCK_FIRST_FREE_SQL = """
-WITH locked AS MATERIALIZED (
-    SELECT e.*, r.pos
-    FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]) WITH ORDINALITY AS r(id, version, pos)
-    JOIN waitlist_waitlistentry e ON e.id = r.id AND e.version = r.version
-    WHERE e.status IN ({waiting})
-    ORDER BY r.pos
-    LIMIT 1
-    FOR NO KEY UPDATE OF e{skip}
-)
-SELECT {entry}, e.pos, {standing}, {patient}, {sends}, {checks}
-FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
-"""
-
-
-def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
-    return _LOCK_FIRST_FREE_SQL.format(
-        skip="" if wait else " SKIP LOCKED",
-        waiting=sql_states(transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)),
-        entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
-        standing=STANDING_NOTICE_SQL,
-        patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),
-        checks=matcher.checks_column() if checks else "NULL",
-        sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
-    )
-
-
-_LOCK_SQL = {(wait, checks): _lock_first_free_sql(wait=wait, checks=checks)
-             for wait in (False, True) for checks in (False, True)}
-
-
-def _lock_first_free(
-    run: list[matcher.Candidate], *, wait: bool, recheck: tuple[Vacancy, WaitlistPolicy, datetime] | None = None,
-) -> tuple[WaitlistEntry | None, int, _Rechecks | None]:
-    """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
-    it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
-    for the notice: one statement however many racing dispatchers hold the head of the queue. The entry carries
-    ``standing_min_notice`` (its standing acceptance's minimum notice; None: it has none). Returns the
-    entry (None: none free), how many of ``run`` that used up, and, with ``recheck`` (the locked vacancy, the
-    policy and now), read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
-    its patient's recent sends (for the contact cap, ``common.notify.CAP_SENDS_SQL``).
-    ``wait``: one candidate, its lock waited for.
-    """
-    params: dict[str, Any] = {}
-    checks = recheck is not None
-    if recheck is not None:
-        vacancy, policy, now = recheck
-        params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
-                  **contact_cap_params(policy.contact_cap_per_day, now)}
-    params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run])
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_LOCK_SQL[(wait, checks)], params)
-        row = cursor.fetchone()
-    if row is None:
-        return None, len(run), None
-    width = len(_ENTRY_FIELDS)
-    entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
-    entry.standing_min_notice = row[width + 1]
-    patient = row[width + 2:width + 2 + len(_PATIENT_FIELDS)]
-    entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
-    return entry, row[width], _Rechecks(row[-1], row[-2]) if checks else None
-
-
-@dataclass(frozen=True)
-class _Rechecks:
-    """What promotion re-checks of the entry it locked, read with the lock: every hard-eligibility rule's
-    outcome and the patient's recent sends (the contact cap)."""
-
-    checks: list[bool]
-    sent: list[datetime]
-
-
 def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, policy: WaitlistPolicy, *, now,
                correlation_id):
     """Hand the vacancy to staff (REVIEW, this candidate) instead of promoting on a non-fresh decision; RESTART
     when ``policy`` (whose action chose review) is no longer the clinic's newest."""
     with transaction.atomic():
-        locked, early = _fenced(vacancy, now)
+        locked, early = fenced(vacancy, now)
         if early is not None and early.outcome == "ALREADY_OFFERED":
             return early
         if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
@@ -406,28 +216,6 @@ def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, poli
                 system_label="dispatch",
             )
     return DispatchResult("STAFF_REVIEW")
-
-
-def _offer_decision(decision: Decision | None, *, gated: bool, staff_reviewed: bool, now, expires_at) -> dict:
-    """What the offer records of the decision it was made on. A staff-reviewed offer records the reviewed
-    decision as it really is (``staff_reviewed`` stands in for freshness at claim time)."""
-    if staff_reviewed:
-        return {
-            "decision_ref": decision.decision_ref if decision else "",
-            "decision_status": decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE,
-            "decision_priority_rank": decision.priority_rank if decision else 0,
-            "decision_expires_at": decision.expires_at if decision else expires_at,
-            "staff_reviewed": True,
-        }
-    if decision is None:
-        raise ValueError("an automatic offer records the decision it was made on (NOT_USED when ungated)")
-    return {
-        "decision_ref": decision.decision_ref,
-        "decision_status": DecisionStatus.FRESH if gated else DecisionStatus.NOT_USED,
-        "decision_priority_rank": decision.priority_rank,
-        "decision_expires_at": decision.expires_at,
-        "staff_reviewed": False,
-    }
 
 
 def promote(
@@ -471,17 +259,6 @@ def _promotable_run(rest: list[matcher.Candidate], *, gated: bool, now) -> list[
     return run
 
 
-@dataclass(frozen=True)
-class _Attempt:
-    """What every step of one promotion under the fence reads: the policy it runs under and who runs it."""
-
-    policy: WaitlistPolicy
-    now: datetime
-    actor_label: str
-    correlation_id: str
-    staff_reviewed: bool
-
-
 def _promote(
     vacancy: Vacancy,
     run: list[tuple[matcher.Candidate, Decision | None]],
@@ -495,18 +272,18 @@ def _promote(
 ) -> tuple[DispatchResult | None, int]:
     """``promote`` for the first of ``run`` (candidates in order) that no other transaction holds: the result
     and how many of ``run`` it used up (those passed over as held, and the one tried)."""
-    attempt = _Attempt(policy, now, actor_label, correlation_id, staff_reviewed)
+    attempt = Attempt(policy, now, actor_label, correlation_id, staff_reviewed)
     used = 1
     try:
         with transaction.atomic():
-            locked, early = _fenced(vacancy, now)
+            locked, early = fenced(vacancy, now)
             if early is not None:
                 return early, used
             if locked.policy_id_now != policy.pk:
                 return DispatchResult(RESTART), used
             # The eligibility re-check is read with the lock when nothing was waited for (its snapshot is then
             # the lock's); after a wait it is read again below, in a snapshot taken after the lock.
-            entry, used, rechecks = _lock_first_free(
+            entry, used, rechecks = lock_first_free(
                 [c for c, _d in run], wait=wait_for_entry,
                 recheck=None if wait_for_entry else (locked, policy, now),
             )
@@ -518,198 +295,13 @@ def _promote(
             if entry is None:
                 return None, used
             candidate, decision = run[used - 1]
-            return _promote_locked(locked, entry, candidate, decision, rechecks, attempt), used
+            return promote_locked(locked, entry, candidate, decision, rechecks, attempt), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
-        active = _active_offer(vacancy.pk)
+        active = active_offer(vacancy.pk)
         if active is None:
             raise
         return DispatchResult("ALREADY_OFFERED", active), used
-
-
-def _promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None,
-                    rechecks: _Rechecks | None, a: _Attempt) -> DispatchResult | None:
-    """Under the fence and the entry's lock: re-validate the candidate, hold the slot, write the offer (and book it
-    at once on a standing acceptance). None: this candidate is no longer eligible (try the next one)."""
-    policy, now = a.policy, a.now
-    gated = policy.decision_gate == DecisionGate.REQUIRED
-    stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
-    if gated and not a.staff_reviewed and stale:
-        return DispatchResult(RESTART)
-    reason = (
-        eligibility.first_failed(rechecks.checks) if rechecks is not None
-        else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
-    )
-    if reason is not None:
-        logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
-        return None
-    standing = not a.staff_reviewed and standing_applies(policy, entry.standing_min_notice,
-                                                         starts_at=locked.starts_at, now=now)
-    if not a.staff_reviewed and not standing:
-        # Checked once the entry is ours (not before): a racer that finds the entry locked or taken moves on
-        # without reading the patient's notices first. A standing booking needs no answer: its notice waits in
-        # the outbox for quiet hours and the daily cap like any other.
-        unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
-                                   sent=rechecks.sent if rechecks is not None else None)
-        if unreachable is not None:
-            note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason, until=unreachable.until,
-                        now=now, correlation_id=a.correlation_id)
-            return DispatchResult(UNREACHABLE, waiting=unreachable)
-    expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
-                                 slot_starts_at=locked.starts_at)
-    shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
-    hold, refused = _place_hold(locked, entry, expires_at)
-    if hold is None:
-        return refused
-    shadow_observe(preview=shadow, correlation_id=a.correlation_id)
-    offer = _new_offer(locked, entry, candidate, decision, hold, a, expires_at=expires_at, standing=standing,
-                       gated=gated)
-    _offer_write(locked, offer, entry, candidate, _offer_detail(offer, candidate, a), actor_label=a.actor_label,
-                 correlation_id=a.correlation_id, now=now, notice=not standing)
-    if standing:
-        standing_book(locked, offer, entry, actor=a.actor_label, correlation_id=a.correlation_id, now=now)
-        return DispatchResult("BOOKED", offer)
-    return DispatchResult("OFFERED", offer)
-
-
-def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime):
-    """``(hold, None)``, or ``(None, result)`` when the slot cannot be held for this patient: None (the patient
-    booked or was offered an overlapping time meanwhile: next candidate) or CLOSED (someone booked the time
-    directly: the exclusion constraint says the slot is gone, and the vacancy closes)."""
-    try:
-        return scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
-                                     **slot_of(locked)), None
-    except PatientOverlap:
-        logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
-        return None, None
-    except SlotOccupied:
-        cas_update(locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="SLOT_TAKEN")
-        return None, DispatchResult("CLOSED")
-
-
-def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None, hold,
-               a: _Attempt, *, expires_at: datetime, standing: bool, gated: bool) -> Offer:
-    """The offer row (not yet written): the policy version and digest it runs under and the decision it rests on."""
-    policy, now = a.policy, a.now
-    return Offer(
-        clinic_id=locked.clinic_id,
-        tenant_group_id=locked.tenant_group_id,
-        vacancy=locked,
-        entry=entry,
-        patient_id=entry.patient_id,
-        hold=hold,
-        expires_at=expires_at,
-        policy=policy,
-        policy_version=policy.version,
-        policy_digest=policy.digest(),
-        slot_fit=candidate.slot_fit,
-        correlation_id=a.correlation_id,
-        created_at=now,
-        standing=standing,
-        release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
-        **_offer_decision(decision, gated=gated, staff_reviewed=a.staff_reviewed, now=now, expires_at=expires_at),
-    )
-
-
-def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: _Attempt) -> dict:
-    """The MATCHED event's detail: refs, the policy version and digest, the decision (refs and codes only)."""
-    return {
-        "vacancy": offer.vacancy.ref,
-        "entry": offer.entry.ref,
-        "hold": offer.hold.ref,
-        "slot_fit": candidate.slot_fit,
-        "policy_version": a.policy.version,
-        "policy_digest": offer.policy_digest,
-        "decision_ref": offer.decision_ref,
-        "decision_status": offer.decision_status,
-        "decision_expires_at": offer.decision_expires_at.isoformat() if offer.decision_expires_at else None,
-        **({"staff_reviewed": True} if a.staff_reviewed else {}),
-        **({"standing": True} if offer.standing else {}),
-    }
-
-
-# A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state
-# tables; the entry at the version it was matched at, the vacancy at the version locked), the offer, its creation
-# event and its notice in the outbox. A CAS that changes no row rolls the whole statement back (its caller's
-# transaction raises the typed conflict), exactly as if each had been written alone.
-_OFFER_WRITE_SQL = """
-WITH entry AS (
-    UPDATE waitlist_waitlistentry SET version = version + 1, status = %s
-    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
-), vacancy AS (
-    UPDATE waitlist_vacancy SET version = version + 1, status = %s, review_entry_id = NULL, waiting_reason = '',
-        waiting_until = NULL
-    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
-), offer AS (
-    {offer} RETURNING id
-), event AS (
-    INSERT INTO waitlist_offerevent
-        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
-    SELECT %s, offer.id, %s, %s, %s, %s, %s, %s, %s FROM offer
-), notice AS (
-    {notice}
-)
-SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FROM vacancy)
-"""
-
-
-def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
-                 *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
-    """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting),
-    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``). ``notice=False``: a
-    standing booking, whose notice is the booking's, not the offer's."""
-    entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
-    vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
-    offer_sql, offer_params = insert_sql(offer)
-    notice_sql, notice_params = (
-        insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id)) if notice
-        else ("SELECT 1", []))
-    event_correlation = correlation_id or offer.correlation_id
-    params = [
-        EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources,
-        VacancyStatus.OPEN, vacancy.pk, vacancy.version, vacancy_sources,
-        *offer_params,
-        offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail), now,
-        *notice_params,
-    ]
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_OFFER_WRITE_SQL.format(offer=offer_sql, notice=notice_sql), params)
-        offer_id, entries, vacancies = cursor.fetchone()
-    if entries != 1:
-        raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=entry_sources)
-    if vacancies != 1:
-        raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=vacancy_sources)
-    saved(offer, offer_id)
-    entry.status, entry.version = EntryStatus.OFFERED, candidate.version + 1
-    vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1
-    vacancy.review_entry, vacancy.waiting_reason, vacancy.waiting_until = None, "", None
-    event_logged(offer=offer, from_status="", to_status=OfferStatus.OFFERED, reason_code="MATCHED",
-                 actor=actor_label, correlation_id=event_correlation)
-
-
-def _notice(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> OutboxMessage:
-    """The offer's notice for the outbox (written in the offer's statement; delivered after commit)."""
-    patient = entry.patient
-    return outbox_message(
-        topic=OFFER_TOPIC,
-        tenant_group_ref=vacancy.tenant_group.ref,
-        clinic_ref=vacancy.clinic.ref,
-        aggregate_ref=offer.ref,
-        payload={
-            "offer": offer.ref,
-            "vacancy": vacancy.ref,
-            "entry": entry.ref,
-            "patient": patient.ref,
-            "hold": hold.ref,
-            "expires_at": offer.expires_at.isoformat(),
-            "template": OFFER_TEMPLATE,
-            "language": patient.language,
-        },
-        # Which channel, not the contact: the delivery worker resolves it at send time.
-        channel="sms" if patient.phone else ("email" if patient.email else "none"),
-        correlation_id=correlation_id,
-        recipient_ref=patient.ref,
-    )
 
 
 def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None, similar_only: bool = False) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -28,7 +29,7 @@ from .promotion import RESTART, DispatchResult, offer_next, settled, with_active
 logger = logging.getLogger("waitlist")
 
 #: Background dispatches (tasks, the dispatcher loop) running at once across the deployment: more than the
-#: database has cores only pass over each other's locked entries and fight for the CPU (``common.semaphore``).
+#: database has cores only pass over each other's locked entries and fight for the CPU (``common.fastpath.Semaphore``).
 #: A dispatch a person asked for (``vacancy_dispatch``: staff, the API) takes none.
 DISPATCH_SLOTS = Semaphore(
     "waitlist.dispatch",
@@ -105,13 +106,50 @@ def vacancy_dispatch_by_id(
 _VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"))
 
 
+@dataclass
+class LoopCache:
+    """What one dispatcher loop (``vacancies_dispatch``, one batch) reads once per clinic instead of once per
+    vacancy: the flag's answer, the clinic row and its policy. A single dispatch has none and reads each fresh.
+
+    Switching the flag off stops the next batch; an offer made on a cached policy is fenced by the newest
+    policy's id under the vacancy lock (RESTART: ``forget_policy``), and an answer that writes nothing under
+    the fence is confirmed against the newest policy (``confirm_policy``)."""
+
+    features: dict[int, bool] = field(default_factory=dict)
+    clinics: dict[int, Clinic] = field(default_factory=dict)
+    policies: dict[int, WaitlistPolicy] = field(default_factory=dict)
+
+    def clinic(self, clinic_id: int) -> Clinic:
+        if clinic_id not in self.clinics:
+            self.clinics[clinic_id] = Clinic.objects.get(pk=clinic_id)
+        return self.clinics[clinic_id]
+
+    def enabled(self, clinic: Clinic) -> bool:
+        if clinic.pk not in self.features:
+            self.features[clinic.pk] = feature_enabled("waitlist", clinic)
+        return self.features[clinic.pk]
+
+    def policy(self, clinic: Clinic) -> WaitlistPolicy:
+        if clinic.pk not in self.policies:
+            self.policies[clinic.pk] = policy_current(clinic=clinic)
+        return self.policies[clinic.pk]
+
+    def forget_policy(self, clinic_id: int) -> None:
+        self.policies.pop(clinic_id, None)
+
+    def confirm_policy(self, clinic: Clinic, used: WaitlistPolicy) -> bool:
+        """Whether ``used`` is still the clinic's newest policy (else the newest is cached instead)."""
+        newest = policy_current(clinic=clinic)
+        if newest.pk == used.pk:
+            return True
+        self.policies[clinic.pk] = newest
+        return False
+
+
 def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str,
-              features: dict[int, bool] | None = None,
-              policies: dict[int, WaitlistPolicy] | None = None) -> DispatchResult:
-    """``features``: the dispatcher loop's flag answers by clinic, read once per loop instead of per vacancy.
-    ``policies``: the loop's clinic policies, read once per clinic per loop. An offer made on one is fenced by
-    the newest policy's id read under the vacancy lock (RESTART), and so is a hand-over to staff review; an
-    answer that writes nothing under the fence (WAITING, NO_CANDIDATE) is confirmed against the newest policy."""
+              cache: LoopCache | None = None) -> DispatchResult:
+    """Dispatch ``vacancy`` (up to three rounds when the policy or a decision changed while matching).
+    ``cache``: the dispatcher loop's per-clinic reads (``LoopCache``); None reads each fresh."""
     if vacancy is None:
         raise NotFound()
     now = now or timezone.now()
@@ -124,27 +162,18 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
         # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
         # notification. Closing a started vacancy above still runs; re-enabling dispatches again and
         # the partial unique index keeps it to one active offer.
-        enabled = features.get(vacancy.clinic_id) if features is not None else None
-        if enabled is None:
-            enabled = feature_enabled("waitlist", vacancy.clinic)
-            if features is not None:
-                features[vacancy.clinic_id] = enabled
+        enabled = cache.enabled(vacancy.clinic) if cache is not None else feature_enabled("waitlist", vacancy.clinic)
         if not enabled:
             return DispatchResult("DISABLED")
-        policy = None
-        if policies is not None:
-            policy = policies.get(vacancy.clinic_id)
-            if policy is None:
-                policy = policies[vacancy.clinic_id] = policy_current(clinic=vacancy.clinic)
+        policy = cache.policy(vacancy.clinic) if cache is not None else None
         result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, policy=policy)
-        if policies is not None and result.outcome == RESTART:
-            policies.pop(vacancy.clinic_id, None)
-        elif policies is not None and result.outcome in ("WAITING", "NO_CANDIDATE"):
-            newest = policy_current(clinic=vacancy.clinic)
-            if policy is not None and newest.pk == policy.pk:
+        if result.outcome == RESTART:
+            if cache is not None:
+                cache.forget_policy(vacancy.clinic_id)
+        elif cache is not None and policy is not None and result.outcome in ("WAITING", "NO_CANDIDATE"):
+            if cache.confirm_policy(vacancy.clinic, policy):
                 return result
-            policies[vacancy.clinic_id] = newest
-        elif result.outcome != RESTART:
+        else:
             return result
         vacancy.refresh_from_db()  # the policy or a decision changed while matching: match again
     return DispatchResult("NO_CANDIDATE")
@@ -220,11 +249,7 @@ def vacancies_dispatch(
     now = now or timezone.now()
     until = now + timedelta(seconds=CLAIM_SECONDS)
     ids, after = list(vacancy_ids), 0
-    # The flag, the clinic row and its policy are read once per clinic per loop (a loop is one batch; switching
-    # off stops the next one; the policy is fenced under the vacancy lock, see ``_dispatch``).
-    features: dict[int, bool] = {}
-    clinics: dict[int, Clinic] = {}
-    policies: dict[int, WaitlistPolicy] = {}
+    cache = LoopCache()  # the flag, the clinic row and its policy: once per clinic per loop (one batch)
     held: int | None = None  # this loop's claim not yet released
     slot: int | None = None
     turn_ends = 0.0
@@ -241,13 +266,10 @@ def vacancies_dispatch(
                 break
             vacancy, after = claimed
             held = vacancy.pk
-            if vacancy.clinic_id not in clinics:
-                clinics[vacancy.clinic_id] = Clinic.objects.get(pk=vacancy.clinic_id)
-            vacancy.clinic = clinics[vacancy.clinic_id]
+            vacancy.clinic = cache.clinic(vacancy.clinic_id)
             vacancy.active_offer_id = None  # the claim saw none (``settled``; the fence checks again)
             try:
-                result = _dispatch(vacancy, actor=actor, now=now, correlation_id=correlation_id,
-                                   features=features, policies=policies)
+                result = _dispatch(vacancy, actor=actor, now=now, correlation_id=correlation_id, cache=cache)
             except DomainError as exc:
                 result = DispatchResult(exc.code)
             yield vacancy.pk, result
