@@ -82,7 +82,8 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # Persistent connections save a connect per request in the web tier (`make run` sets 60).
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
-# ...but not for a connection that finished a request this recently (common/dbhealth.py); 0: every request.
+# ...but not for a connection that finished a request this recently (common/fastpath/health_checks.py);
+# 0: every request.
 DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=1.0)
 DATABASES["default"].setdefault("TEST", {})
 if env("TEST_DATABASE_NAME", default=""):
