@@ -256,7 +256,7 @@ def reading_note(d: dict) -> str:
         f"receipt's UPDATE, COMMIT. Django's connection health check (`CONN_HEALTH_CHECKS`, a `SELECT 1` before "
         f"the first query of a request) is not counted there and, under load, not sent: a connection that "
         f"finished a request less than `DATABASE_HEALTH_CHECK_IDLE_SECONDS` (1 s) ago skips it "
-        f"(`common/dbhealth.py`); one idle for longer is still checked. Where the time of "
+        f"(`common/fastpath/health_checks.py`); one idle for longer is still checked. Where the time of "
         f"one claim goes (in process, alone, median of {PROBE_CLAIMS}): {probe_ms:.1f} ms in all, "
         f"{probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and PostgreSQL's work), the rest "
         f"Python; the per-layer table splits it. Under wrk, the gunicorn processes, PostgreSQL and wrk share 2 "

@@ -1,7 +1,8 @@
 """DRF throttles that key on the honest client address and fail open when Redis is down.
 
 Each is a fixed-window counter in Redis (INCR, and EXPIRE when the INCR created the key, in one Lua
-script run by its SHA: one round trip, a few bytes, no pipeline object built per request), not DRF's
+script run by its SHA: one round trip, a few bytes, no pipeline object built per request; the Redis client is
+``common.fastpath.redis_client``), not DRF's
 history of timestamps, which is pickled, read and rewritten on every request and grows with the rate
 it allows (issue 15: the user throttle was ~8 ms of a claim under load).
 The rates (``DEFAULT_THROTTLE_RATES``), the keys (user, else client address) and the answer
@@ -20,6 +21,7 @@ from rest_framework import throttling
 
 from .clientaddr import client_address
 from .degrade import REDIS_ERRORS, cache_dependency
+from .fastpath import redis_client
 
 #: The window's counter: +1, and the key expires with its window (set once, when the INCR created it).
 _COUNT_LUA = (
@@ -28,21 +30,6 @@ _COUNT_LUA = (
     "return n"
 )
 _COUNT_SHA = hashlib.sha1(_COUNT_LUA.encode(), usedforsecurity=False).hexdigest()
-
-
-_clients: dict[object, object] = {}
-
-
-def _client(cache_client):
-    """Django's Redis cache builds a new ``redis.Redis`` (and its table of ~170 response callbacks) on
-    every ``get_client``; the throttle keeps one per connection pool instead (the pool is Django's)."""
-    pool = cache_client._get_connection_pool(True)
-    client = _clients.get(pool)
-    if client is None:
-        if len(_clients) >= 8:  # settings overridden (tests): drop clients of pools no longer in use
-            _clients.clear()
-        client = _clients[pool] = cache_client._client(connection_pool=pool)
-    return client
 
 
 def _count(client, key: str, ttl: int) -> int:
@@ -70,7 +57,7 @@ class _FixedWindow:
         self.window_ends = (window + 1) * duration - now
         key = cache.make_and_validate_key(f"{self.key}:w{window}")
         try:
-            client = _client(cache._cache)  # type: ignore[attr-defined]
+            client = redis_client(cache)
             count = _count(client, key, duration + 1)
         except REDIS_ERRORS as exc:
             cache_dependency.failed(exc)
@@ -97,7 +84,7 @@ def _window_count(scope: str, ident: str, duration: int) -> int | None:
     digest = hashlib.sha256(ident.encode("utf-8", "surrogatepass")).hexdigest()[:32]
     key = cache.make_and_validate_key(f"page-throttle:{scope}:{digest}:w{int(now // duration)}")
     try:
-        count = _count(_client(cache._cache), key, duration + 1)  # type: ignore[attr-defined]
+        count = _count(redis_client(cache), key, duration + 1)
     except REDIS_ERRORS as exc:
         cache_dependency.failed(exc)
         return None

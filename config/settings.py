@@ -82,7 +82,8 @@ DATABASES["default"]["ATOMIC_REQUESTS"] = False
 # Persistent connections save a connect per request in the web tier (`make run` sets 60).
 DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
-# ...but not for a connection that finished a request this recently (common/dbhealth.py); 0: every request.
+# ...but not for a connection that finished a request this recently (common/fastpath/health_checks.py);
+# 0: every request.
 DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=1.0)
 DATABASES["default"].setdefault("TEST", {})
 if env("TEST_DATABASE_NAME", default=""):
@@ -135,6 +136,10 @@ LOGIN_REDIRECT_URL = "/console/"
 # Data the production guard refuses to start with (common/checks.py; each ``() -> str | None`` names what it
 # found): the demo users with their published passwords.
 PRODUCTION_DATA_CHECKS = ["scheduling.checks.demo_users_finding"]
+
+# What cancelling an appointment through the API runs (scheduling/api/views.py names it, it stands below the
+# waitlist): the cancel and, for a CONFIRMED slot far enough ahead, the vacancy it opens, in one transaction.
+APPOINTMENT_CANCEL_COMMAND = "waitlist.services.appointment_cancel_with_vacancy"
 
 # The clinic gate of ``common.api.ClinicAPIView`` (the ground floor imports no app; clinics and grants are
 # scheduling's): ``gate(user, clinic_ref, *, role, operate)``, 404 outside the user's scope, 403 for too low a role.

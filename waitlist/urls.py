@@ -7,9 +7,6 @@ from .api import controls, views
 C = "clinics/<str:clinic>/"
 
 urlpatterns = [
-    path(
-        C + "appointments/<str:ref>/cancel", views.AppointmentCancelView.as_view(), name="appointment-cancel"
-    ),
     path(C + "waitlist-entries/", views.EntryCreateView.as_view(), name="waitlist-entry-create"),
     path(C + "waitlist-entries/<str:ref>", views.EntryDetailView.as_view(), name="waitlist-entry-detail"),
     path(

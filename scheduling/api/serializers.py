@@ -72,11 +72,6 @@ class AppointmentCreateInput(serializers.Serializer):
         return value
 
 
-class ReasonInput(serializers.Serializer):
-    reason = serializers.CharField(max_length=200)
-    expected_version = serializers.IntegerField(required=False, min_value=1)
-
-
 def appointment_body(appointment: Appointment) -> dict:
     tz = appointment.clinic.timezone
     return {

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar
 
+from django.conf import settings
+from django.utils.module_loading import import_string
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import ClinicAPIView, list_parameters, page_body
+from common.api import ClinicAPIView, ReasonInput, list_parameters, page_body
 
 from .. import selectors, services
 from ..models import AppointmentStatus, ConsentSource, Patient, Practitioner, Resource, Treatment
@@ -89,6 +93,37 @@ class AppointmentCreateView(ClinicAPIView):
             return 201, appointment_body(selectors.appointment_detail(clinic=self.clinic, ref=appointment.ref))
 
         return self.command("appointment_book", execute)
+
+
+@functools.cache
+def _cancel_command() -> Callable[..., tuple[Any, Any]]:
+    return import_string(settings.APPOINTMENT_CANCEL_COMMAND)
+
+
+class AppointmentCancelView(ClinicAPIView):
+    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit).
+
+    The vacancy is the waitlist's, opened in the cancel's own transaction by the command
+    ``settings.APPOINTMENT_CANCEL_COMMAND`` names (``waitlist.services.appointment_cancel_with_vacancy``):
+    scheduling stands below the waitlist, so it names that command instead of importing it."""
+
+    @extend_schema(request=ReasonInput, responses={200: OpenApiResponse(description="{status, version, vacancy}")})
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(ReasonInput)
+            appointment, vacancy = _cancel_command()(
+                clinic=self.clinic,
+                appointment_ref=ref,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+            )
+            return 200, {
+                "status": appointment.status,
+                "version": appointment.version,
+                "vacancy": vacancy.ref if vacancy else None,
+            }
+
+        return self.command("appointment_cancel", execute)
 
 
 class AppointmentDetailView(ClinicAPIView):

@@ -81,6 +81,6 @@ def test_with_redis_down_the_throttle_lets_requests_through(staff_client, clinic
             raise redis.ConnectionError("down")
 
     _rate(monkeypatch, "1/min")
-    monkeypatch.setattr(throttling, "_client", lambda cache_client: Down())
+    monkeypatch.setattr(throttling, "redis_client", lambda cache: Down())
     url = f"/api/v1/clinics/{clinic.ref}/treatments/"
     assert [staff_client.get(url).status_code for _ in range(3)] == [200, 200, 200]

@@ -77,11 +77,6 @@ class PriorityInput(serializers.Serializer):
     expected_version = serializers.IntegerField(required=False, min_value=1)
 
 
-class ReasonInput(serializers.Serializer):
-    reason = serializers.CharField(max_length=200)
-    expected_version = serializers.IntegerField(required=False, min_value=1)
-
-
 class OptionalReasonInput(serializers.Serializer):
     reason = serializers.CharField(max_length=200, required=False, default="", allow_blank=True)
     expected_version = serializers.IntegerField(required=False, min_value=1)

@@ -6,7 +6,7 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import ClinicAPIView, field_errors, list_parameters, page_body
+from common.api import ClinicAPIView, ReasonInput, field_errors, list_parameters, page_body
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from scheduling.models import Role
@@ -26,7 +26,6 @@ from .serializers import (
     OpsQuery,
     OptionalReasonInput,
     PriorityInput,
-    ReasonInput,
     RecoveryInput,
     ReviewInput,
     ShadowPublishInput,
@@ -45,28 +44,6 @@ def _idempotency_key(request) -> str:
 
 def _ok(description: str):
     return {200: OpenApiResponse(description=description)}
-
-
-class AppointmentCancelView(ClinicAPIView):
-    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit)."""
-
-    @extend_schema(request=ReasonInput, responses=_ok("{status, version, vacancy}"))
-    def post(self, request, clinic, ref):
-        def execute(_receipt):
-            data = self.validated(ReasonInput)
-            appointment, vacancy = services.appointment_cancel_with_vacancy(
-                clinic=self.clinic,
-                appointment_ref=ref,
-                reason=data["reason"],
-                expected_version=data.get("expected_version"),
-            )
-            return 200, {
-                "status": appointment.status,
-                "version": appointment.version,
-                "vacancy": vacancy.ref if vacancy else None,
-            }
-
-        return self.command("appointment_cancel", execute)
 
 
 class EntryCreateView(ClinicAPIView):

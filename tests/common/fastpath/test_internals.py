@@ -144,3 +144,28 @@ def test_django_insert_query_compiles_the_orms_insert(db):
 def test_django_load_middleware_reads_settings_middleware():
     assert _params(BaseHandler.load_middleware) == ["self", "is_async"]
     assert "settings.MIDDLEWARE" in inspect.getsource(BaseHandler.load_middleware)
+
+
+# --- connect_health_checks: Django's per-request connection health check --------------------------------
+
+
+def test_django_skips_the_health_check_when_health_check_done_is_set(db):
+    from django.db.backends.base.base import BaseDatabaseWrapper
+
+    wrapper = connections["default"]
+    assert hasattr(wrapper, "health_check_done") and hasattr(wrapper, "errors_occurred")
+    assert "health_check_done" in inspect.getsource(BaseDatabaseWrapper.close_if_health_check_failed)
+
+
+# --- redis_client: Django's Redis cache client ----------------------------------------------------------
+
+
+def test_django_redis_cache_client_builds_clients_from_its_pools():
+    import redis
+    from django.core.cache import cache
+    from django.core.cache.backends.redis import RedisCacheClient
+
+    assert isinstance(cache._cache, RedisCacheClient)
+    assert _params(RedisCacheClient._get_connection_pool) == ["self", "write"]
+    assert _params(RedisCacheClient.get_client) == ["self", "key", "write"]
+    assert cache._cache._client is redis.Redis

@@ -67,3 +67,30 @@ def test_off_the_wsgi_application_is_djangos_plain_handler(settings):
     assert type(plain) is WSGIHandler
     settings.FASTPATHS = True
     assert isinstance(wsgi_application(), SplitWSGIHandler)
+
+
+def test_off_the_throttles_ask_django_for_a_redis_client_each_time(off):
+    from django.core.cache import cache
+
+    from common.fastpath import redis_client
+
+    first, second = redis_client(cache), redis_client(cache)
+    assert first is not second and first.connection_pool is second.connection_pool
+
+
+def test_on_the_throttles_keep_one_redis_client_per_pool(settings):
+    from django.core.cache import cache
+
+    from common.fastpath import redis_client
+
+    settings.FASTPATHS = True
+    assert redis_client(cache) is redis_client(cache)
+
+
+def test_off_every_request_checks_its_connection(off, db, monkeypatch):
+    from common.fastpath import health_checks
+
+    monkeypatch.setattr(connection, "_cw_request_done_at", health_checks.clock(), raising=False)
+    monkeypatch.setattr(connection, "health_check_done", False)
+    health_checks._request_started()
+    assert connection.health_check_done is False

@@ -9,7 +9,10 @@ that request skips the check; a connection idle for longer is still checked befo
 and one that saw errors is checked by Django at the end of the request as before. ``0`` checks
 every request (Django's behaviour). The receivers must run after Django's ``close_old_connections``
 (true in a web worker: it is connected when ``django.db`` is imported); in the other order every
-request is checked, as without this module.
+request is checked, as without this module. Off (``FASTPATHS=off``): every request is checked, Django's way.
+
+Relies on Django's ``BaseDatabaseWrapper.health_check_done`` flag (set to skip the check; Django resets it
+in ``close_if_health_check_failed`` and ``close_old_connections``) and on ``errors_occurred``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import time
 from django.conf import settings
 from django.core.signals import request_finished, request_started
 from django.db import connections
+
+from .switch import enabled
 
 _DONE_AT = "_cw_request_done_at"
 #: The clock the idle window is measured on (tests move it by hand: time-machine leaves monotonic alone).
@@ -35,7 +40,7 @@ def _request_finished(**_kwargs) -> None:
 
 def _request_started(**_kwargs) -> None:
     window = settings.DATABASE_HEALTH_CHECK_IDLE_SECONDS
-    if window <= 0:
+    if window <= 0 or not enabled():
         return
     now = clock()
     for conn in connections.all(initialized_only=True):
@@ -45,12 +50,12 @@ def _request_started(**_kwargs) -> None:
 
 
 def connect_signals() -> None:
-    request_started.connect(_request_started, dispatch_uid="common.dbhealth.started")
-    request_finished.connect(_request_finished, dispatch_uid="common.dbhealth.finished")
+    request_started.connect(_request_started, dispatch_uid="common.fastpath.health_checks.started")
+    request_finished.connect(_request_finished, dispatch_uid="common.fastpath.health_checks.finished")
 
 
 def connect_signals_last() -> None:
     """Reconnect after Django's ``close_old_connections`` (which resets the flag this module sets)."""
-    request_started.disconnect(dispatch_uid="common.dbhealth.started")
-    request_finished.disconnect(dispatch_uid="common.dbhealth.finished")
+    request_started.disconnect(dispatch_uid="common.fastpath.health_checks.started")
+    request_finished.disconnect(dispatch_uid="common.fastpath.health_checks.finished")
     connect_signals()

@@ -13,7 +13,7 @@ import pytest
 from django.core.signals import request_finished, request_started
 from django.db import connection, connections
 
-from common import dbhealth
+from common.fastpath import health_checks as dbhealth
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
