@@ -11,7 +11,7 @@ from rest_framework import serializers
 from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 from scheduling.api.base import ClinicRefField
-from scheduling.models import Patient, Practitioner, Treatment
+from scheduling.models import CALLER_CANCEL_REASONS, CancelReason, Patient, Practitioner, Treatment
 
 from ..models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
 
@@ -80,6 +80,12 @@ class PriorityInput(serializers.Serializer):
 class ReasonInput(serializers.Serializer):
     reason = serializers.CharField(max_length=200)
     expected_version = serializers.IntegerField(required=False, min_value=1)
+
+
+class CancelInput(ReasonInput):
+    """An appointment's cancellation: the free-text ``reason`` and a ``reason_code`` (default OTHER)."""
+
+    reason_code = serializers.ChoiceField(choices=CALLER_CANCEL_REASONS, required=False, default=CancelReason.OTHER)
 
 
 class OptionalReasonInput(serializers.Serializer):

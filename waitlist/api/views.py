@@ -10,7 +10,7 @@ from common.api import field_errors
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from scheduling.api.base import ClinicAPIView, list_parameters, page_body
-from scheduling.models import Role
+from scheduling.models import CancelActor, Role, cancel_actor_ref
 from scheduling.scoping import clinic_for_grant, command_role
 from scheduling.services.roles import DECISION_FEED_PERMISSION
 
@@ -21,6 +21,7 @@ from ..selectors.dispatch import dispatch_reasons
 from ..selectors.operations import ops_snapshot
 from ..selectors.queue import ops_action_queue
 from .serializers import (
+    CancelInput,
     ClaimInput,
     DecisionInput,
     EntryCreateInput,
@@ -49,22 +50,29 @@ def _ok(description: str):
 
 
 class AppointmentCancelView(ClinicAPIView):
-    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit)."""
+    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit). The
+    appointment records why (``reason_code``, ``reason``) and who (``api:<username>`` for a token,
+    ``staff:<username>`` for a session)."""
 
-    @extend_schema(request=ReasonInput, responses=_ok("{status, version, vacancy}"))
+    @extend_schema(request=CancelInput, responses=_ok("{status, version, vacancy, reason_code, cancelled_by}"))
     def post(self, request, clinic, ref):
         def execute(_receipt):
-            data = self.validated(ReasonInput)
+            data = self.validated(CancelInput)
+            kind = CancelActor.API if request.auth is not None else CancelActor.STAFF
             appointment, vacancy = services.appointment_cancel_with_vacancy(
                 clinic=self.clinic,
                 appointment_ref=ref,
                 reason=data["reason"],
                 expected_version=data.get("expected_version"),
+                reason_code=data["reason_code"],
+                cancelled_by=cancel_actor_ref(kind, request.user),
             )
             return 200, {
                 "status": appointment.status,
                 "version": appointment.version,
                 "vacancy": vacancy.ref if vacancy else None,
+                "reason_code": appointment.cancel_reason_code,
+                "cancelled_by": appointment.cancelled_by,
             }
 
         return self.command("appointment_cancel", execute)
