@@ -179,3 +179,5 @@ def test_the_ehrs_cancellation_records_the_integration_and_its_code(world, no_br
     validated(put(client, world.clinic, ID, appointment(world, world.pt, seoul(5, 11), status="cancelled")))
     row = Appointment.objects.get(clinic=world.clinic)
     assert (row.cancel_reason_code, row.cancelled_by) == ("EHR_CANCELLED", f"integration:{user.get_username()}")
+    read = validated(client.get(f"/api/v1/clinics/{world.clinic.ref}/fhir/Appointment/{row.ref.replace('_', '.')}"))
+    assert read.cancelationReason.coding[0].code == "EHR_CANCELLED"
