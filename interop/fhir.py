@@ -38,6 +38,8 @@ from . import search as s
 from .models import AppointmentIdentifier
 
 TREATMENT_SYSTEM = "urn:clinic-waitlist:treatment"
+#: The code system of ``Appointment.cancelationReason`` (``scheduling.models.CancelReason``).
+CANCEL_REASON_SYSTEM = "urn:clinic-waitlist:cancel-reason"
 APPOINTMENT_STATUS = {
     AppointmentStatus.PROPOSED: "proposed",
     AppointmentStatus.HELD: "pending",
@@ -252,7 +254,7 @@ def vacancy_slot(clinic: Clinic, row: dict):
 
 APPOINTMENT_FIELDS = (
     "ref", "status", "starts_at", "ends_at", "created_at", "patient__ref", "practitioner__ref", "resource__ref",
-    "treatment__ref", "version", "updated_at", "pk",
+    "treatment__ref", "version", "updated_at", "pk", "cancel_reason_code",
 )
 
 
@@ -277,6 +279,8 @@ def _appointment(row: dict, clinic: Clinic, identifiers: list[tuple[str, str]] =
     }
     if identifiers:
         data["identifier"] = [{"system": system, "value": value} for system, value in identifiers]
+    if row["cancel_reason_code"]:
+        data["cancelationReason"] = {"coding": [{"system": CANCEL_REASON_SYSTEM, "code": row["cancel_reason_code"]}]}
     if row["status"] in CAPACITY_STATUSES:
         data["slot"] = [{"reference": f"Slot/{fhir_id(row['ref'])}"}]
     return FhirAppointment(**data)

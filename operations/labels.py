@@ -23,6 +23,14 @@ CODES: dict[str, tuple[str, str]] = {
     "SUBSCRIPTION_ERROR": ("EHR not told", "The EHR's subscription endpoint kept failing, so it was set to error: "
                            "the EHR no longer hears of bookings, cancellations and refilled slots."),
     "OFFER_WITHOUT_HOLD": ("Offer without a hold", "An open offer no longer reserves its slot (found by reconcile)."),
+    # why an appointment was cancelled (scheduling.models.CancelReason)
+    "PATIENT_REQUEST": ("Patient asked", "The patient asked to cancel."),
+    "CLINIC_REQUEST": ("Clinic cancelled", "The clinic cancelled the appointment."),
+    "PRACTITIONER_UNAVAILABLE": ("Practitioner unavailable", "The practitioner cannot see the patient then."),
+    "RESCHEDULED": ("Rescheduled", "The appointment moved to another time (a new appointment)."),
+    "EHR_CANCELLED": ("Cancelled in the EHR", "The clinic's EHR sent the cancellation (FHIR)."),
+    "STANDING_RELEASED": ("Released automatic booking", "The patient released a booking made for them "
+                          "automatically, within the release time."),
     # outcomes and reasons
     "NO_CANDIDATE": ("No candidate", "Every entry on the waiting list was passed over for this slot."),
     "OFFERED": ("Offered", "An offer was sent to the next candidate."),

@@ -177,6 +177,40 @@ class AppointmentStatus(models.TextChoices):
     CANCELLED = "CANCELLED"
 
 
+class CancelReason(models.TextChoices):
+    """Why an appointment was cancelled (a code; the free-text ``cancel_reason`` may add words)."""
+
+    PATIENT_REQUEST = "PATIENT_REQUEST"
+    CLINIC_REQUEST = "CLINIC_REQUEST"
+    PRACTITIONER_UNAVAILABLE = "PRACTITIONER_UNAVAILABLE"
+    RESCHEDULED = "RESCHEDULED"
+    OTHER = "OTHER"
+    #: Set by the system, not offered to API callers:
+    EHR_CANCELLED = "EHR_CANCELLED"
+    STANDING_RELEASED = "STANDING_RELEASED"
+
+
+#: The reason codes an API caller may give (the others say which path cancelled).
+CALLER_CANCEL_REASONS = (CancelReason.PATIENT_REQUEST, CancelReason.CLINIC_REQUEST,
+                         CancelReason.PRACTITIONER_UNAVAILABLE, CancelReason.RESCHEDULED, CancelReason.OTHER)
+
+
+class CancelActor(models.TextChoices):
+    """Who cancelled, as the prefix of ``Appointment.cancelled_by`` (``<kind>:<username or ref>``)."""
+
+    STAFF = "staff"  # a signed-in user (session)
+    API = "api"  # an API token
+    INTEGRATION = "integration"  # the EHR's FHIR integration credential
+    PATIENT = "patient"  # the patient, on their own page (``patient:<patient ref>``)
+    SYSTEM = "system"
+
+
+def cancel_actor_ref(kind: str, who) -> str:
+    """``kind:<who>``: a user's username, a patient's ref or a system job's name; refs, never names or contacts."""
+    name = who.get_username() if hasattr(who, "get_username") else getattr(who, "ref", who)
+    return f"{kind}:{name}"[:120]
+
+
 APPOINTMENT_TRANSITIONS: dict[str, set[str]] = {
     AppointmentStatus.PROPOSED: {
         AppointmentStatus.HELD,
@@ -213,6 +247,9 @@ class Appointment(models.Model):
     status = models.CharField(max_length=12, choices=AppointmentStatus.choices)
     version = models.PositiveIntegerField(default=1)
     cancel_reason = models.CharField(max_length=200, blank=True, default="")
+    cancel_reason_code = models.CharField(max_length=30, choices=CancelReason.choices, blank=True, default="")
+    cancelled_by = models.CharField(max_length=120, blank=True, default="",
+                                    help_text="who cancelled: <staff|api|integration|patient|system>:<username or ref>")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     # Not stored: appointment_cancel leaves the status it cancelled from on the instance it returns.

@@ -17,7 +17,18 @@ from guardian.shortcuts import assign_perm
 
 from common.errors import Conflict, DomainError, Unprocessable, ValidationFailed
 from common.services import audit_record
-from scheduling.models import Appointment, AppointmentStatus, Clinic, Patient, Practitioner, Resource, Treatment
+from scheduling.models import (
+    Appointment,
+    AppointmentStatus,
+    CancelActor,
+    CancelReason,
+    Clinic,
+    Patient,
+    Practitioner,
+    Resource,
+    Treatment,
+    cancel_actor_ref,
+)
 from scheduling.services import appointment_book, appointment_move, appointment_set_status
 from waitlist.services import appointment_cancel_with_vacancy
 
@@ -32,7 +43,7 @@ INBOUND_STATUS = {
     "booked": AppointmentStatus.CONFIRMED,
     "cancelled": AppointmentStatus.CANCELLED,
 }
-EHR_CANCEL_REASON = "EHR_CANCELLED"
+EHR_CANCEL_REASON = CancelReason.EHR_CANCELLED.value
 
 
 class PreconditionFailed(DomainError):
@@ -148,7 +159,7 @@ def ehr_appointment_put(*, clinic: Clinic, actor, system: str, value: str, resou
                                        fields={"identifier": ["system required"]})
             appointment, created = _create(clinic, system, value, wanted), True
         else:
-            appointment, created = _update(clinic, matches[0].appointment, wanted, if_match), False
+            appointment, created = _update(clinic, matches[0].appointment, wanted, if_match, actor), False
         audit_record(actor=actor, action="fhir_appointment_put", clinic=clinic, target_ref=appointment.ref,
                      result={"created": created, "status": appointment.status, "version": appointment.version})
         return appointment, created
@@ -165,7 +176,7 @@ def _create(clinic: Clinic, system: str, value: str, wanted: Wanted) -> Appointm
     return appointment
 
 
-def _update(clinic: Clinic, appointment: Appointment, wanted: Wanted, if_match: str | None) -> Appointment:
+def _update(clinic: Clinic, appointment: Appointment, wanted: Wanted, if_match: str | None, actor) -> Appointment:
     if if_match and if_match != str(appointment.version):
         raise PreconditionFailed(f"If-Match {if_match} is stale: the appointment is at version "
                                  f"{appointment.version}.")
@@ -177,7 +188,8 @@ def _update(clinic: Clinic, appointment: Appointment, wanted: Wanted, if_match: 
             return appointment  # sent again: nothing to do
         cancelled, _vacancy = appointment_cancel_with_vacancy(
             clinic=clinic, appointment_ref=appointment.ref, reason=EHR_CANCEL_REASON,
-            expected_version=appointment.version)
+            expected_version=appointment.version, reason_code=CancelReason.EHR_CANCELLED,
+            cancelled_by=cancel_actor_ref(CancelActor.INTEGRATION, actor))
         return cancelled
     if appointment.status == AppointmentStatus.CANCELLED:
         raise Conflict("A cancelled appointment cannot be booked again: send a new identifier.",

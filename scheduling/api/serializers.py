@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from common.api import ClinicRefField
+from common.api import ClinicRefField, ReasonInput
 from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 
 from ..models import (
+    CALLER_CANCEL_REASONS,
     Appointment,
     AppointmentStatus,
+    CancelReason,
     ConsentSource,
     ConsentState,
     ContactChannel,
@@ -92,3 +94,9 @@ def reference_body(obj) -> dict:
     if isinstance(obj, Treatment):
         body["duration_minutes"] = obj.duration_minutes
     return body
+
+
+class CancelInput(ReasonInput):
+    """An appointment's cancellation: the free-text ``reason`` and a ``reason_code`` (default OTHER)."""
+
+    reason_code = serializers.ChoiceField(choices=CALLER_CANCEL_REASONS, required=False, default=CancelReason.OTHER)

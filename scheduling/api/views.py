@@ -12,13 +12,23 @@ from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from common.api import ClinicAPIView, ReasonInput, list_parameters, page_body
+from common.api import ClinicAPIView, list_parameters, page_body
 
 from .. import selectors, services
-from ..models import AppointmentStatus, ConsentSource, Patient, Practitioner, Resource, Treatment
+from ..models import (
+    AppointmentStatus,
+    CancelActor,
+    ConsentSource,
+    Patient,
+    Practitioner,
+    Resource,
+    Treatment,
+    cancel_actor_ref,
+)
 from ..scoping import clinics_for_user, scoped_get
 from .serializers import (
     AppointmentCreateInput,
+    CancelInput,
     ConsentInput,
     PatientCreateInput,
     appointment_body,
@@ -101,26 +111,36 @@ def _cancel_command() -> Callable[..., tuple[Any, Any]]:
 
 
 class AppointmentCancelView(ClinicAPIView):
-    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit).
+    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit). The
+    appointment records why (``reason_code``, ``reason``) and who (``api:<username>`` for a token,
+    ``staff:<username>`` for a session).
 
     The vacancy is the waitlist's, opened in the cancel's own transaction by the command
     ``settings.APPOINTMENT_CANCEL_COMMAND`` names (``waitlist.services.appointment_cancel_with_vacancy``):
     scheduling stands below the waitlist, so it names that command instead of importing it."""
 
-    @extend_schema(request=ReasonInput, responses={200: OpenApiResponse(description="{status, version, vacancy}")})
+    @extend_schema(
+        request=CancelInput,
+        responses={200: OpenApiResponse(description="{status, version, vacancy, reason_code, cancelled_by}")},
+    )
     def post(self, request, clinic, ref):
         def execute(_receipt):
-            data = self.validated(ReasonInput)
+            data = self.validated(CancelInput)
+            kind = CancelActor.API if request.auth is not None else CancelActor.STAFF
             appointment, vacancy = _cancel_command()(
                 clinic=self.clinic,
                 appointment_ref=ref,
                 reason=data["reason"],
                 expected_version=data.get("expected_version"),
+                reason_code=data["reason_code"],
+                cancelled_by=cancel_actor_ref(kind, request.user),
             )
             return 200, {
                 "status": appointment.status,
                 "version": appointment.version,
                 "vacancy": vacancy.ref if vacancy else None,
+                "reason_code": appointment.cancel_reason_code,
+                "cancelled_by": appointment.cancelled_by,
             }
 
         return self.command("appointment_cancel", execute)

@@ -71,9 +71,12 @@ def _lock(clinic: Clinic, appointment_ref: str) -> Appointment:
 
 
 def appointment_cancel(
-    *, clinic: Clinic, appointment_ref: str, reason: str, expected_version: int | None = None
+    *, clinic: Clinic, appointment_ref: str, reason: str, expected_version: int | None = None,
+    reason_code: str = "", cancelled_by: str = "",
 ) -> Appointment:
-    """Cancel and free the slot. Returns the appointment as it was cancelled (with ``previous_status``)."""
+    """Cancel and free the slot, recording why (``reason_code``, a ``CancelReason``; ``reason``, free words) and
+    who (``cancelled_by``, ``cancel_actor_ref``). Returns the appointment as it was cancelled (with
+    ``previous_status``)."""
     with transaction.atomic():
         appointment = _lock(clinic, appointment_ref)
         previous = appointment.status
@@ -86,6 +89,8 @@ def appointment_cancel(
             expected_version=expected_version,
             status=AppointmentStatus.CANCELLED,
             cancel_reason=reason[:200],
+            cancel_reason_code=reason_code,
+            cancelled_by=cancelled_by[:120],
         )
         allocations.release(appointment=appointment)
         appointment.previous_status = previous

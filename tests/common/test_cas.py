@@ -38,3 +38,27 @@ def test_transitions_not_listed_are_refused():
     with pytest.raises(Conflict) as info:
         check_transition(APPOINTMENT_TRANSITIONS, "CONFIRMED", "HELD", code="APPOINTMENT_TRANSITION_INVALID")
     assert info.value.code == "APPOINTMENT_TRANSITION_INVALID"
+
+
+def test_every_cas_write_moves_updated_at_with_the_version(db):
+    """``updated_at`` is ``auto_now``, which Django sets in ``save()`` only: the CAS (an UPDATE) sets it itself,
+    in the row and on the instance, for one row and for the bulk form; a row without the column is unaffected."""
+    from datetime import timedelta
+
+    import time_machine
+
+    from common.cas import cas_update_all
+
+    start = Appointment.objects.get(pk=f.AppointmentFactory(status="PROPOSED").pk).updated_at
+    with time_machine.travel(start + timedelta(minutes=3), tick=False):
+        appointment = Appointment.objects.get(status="PROPOSED")
+        cas_update(appointment, expected_status="PROPOSED", status="HELD")
+        assert appointment.updated_at == start + timedelta(minutes=3)
+        assert Appointment.objects.get(pk=appointment.pk).updated_at == start + timedelta(minutes=3)
+    with time_machine.travel(start + timedelta(minutes=7), tick=False):
+        assert cas_update_all(Appointment.objects.filter(pk=appointment.pk), status="CANCELLED") == 1
+    assert Appointment.objects.get(pk=appointment.pk).updated_at == start + timedelta(minutes=7)
+    explicit = start + timedelta(days=1)
+    other = f.AppointmentFactory(status="PROPOSED")
+    cas_update(other, expected_status="PROPOSED", status="HELD", updated_at=explicit)  # a caller's value wins
+    assert Appointment.objects.get(pk=other.pk).updated_at == explicit

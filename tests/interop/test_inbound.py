@@ -168,3 +168,16 @@ def test_the_ehr_identifier_is_shown_in_the_vacancy_panel_and_on_the_appointment
     appointment = Appointment.objects.get(clinic=world.clinic)
     page = web.get(reverse("console:ref", args=[world.clinic.ref, appointment.ref])).content.decode()
     assert "A-1001" in page and EHR_SYSTEM in page
+
+
+def test_the_ehrs_cancellation_records_the_integration_and_its_code(world, no_broker):
+    from tests.interop.ehr import ehr_user
+
+    user = ehr_user(world.clinic)
+    client = token_client(user)
+    validated(put(client, world.clinic, ID, appointment(world, world.pt, seoul(5, 11))), 201)
+    validated(put(client, world.clinic, ID, appointment(world, world.pt, seoul(5, 11), status="cancelled")))
+    row = Appointment.objects.get(clinic=world.clinic)
+    assert (row.cancel_reason_code, row.cancelled_by) == ("EHR_CANCELLED", f"integration:{user.get_username()}")
+    read = validated(client.get(f"/api/v1/clinics/{world.clinic.ref}/fhir/Appointment/{row.ref.replace('_', '.')}"))
+    assert read.cancelationReason.coding[0].code == "EHR_CANCELLED"

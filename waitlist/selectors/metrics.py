@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q
+from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
@@ -203,13 +203,14 @@ def provider_failing_after() -> int:
 
 def notice_provider_failures(*, clinic: Clinic) -> dict:
     """The clinic's notice provider's current run of failed attempts (``failures`` since the last sent notice,
-    ``since`` the first of them, ``code`` the newest error) and when it last sent (three small queries)."""
+    ``since`` the first of them, ``code`` the newest error) and when it last sent: one query."""
     attempts = OutboxAttempt.objects.filter(message__clinic_ref=clinic.ref, message__topic__in=NOTICE_TOPICS)
-    last_sent = attempts.filter(outcome=DeliveryOutcome.SENT).aggregate(at=Max("finished_at"))["at"]
-    failed = attempts.filter(outcome=DeliveryOutcome.FAILED)
-    if last_sent is not None:
-        failed = failed.filter(finished_at__gt=last_sent)
-    streak = failed.aggregate(n=Count("id"), since=Min("finished_at"))
-    code = failed.order_by("-finished_at", "-id").values_list("error_code", flat=True).first() if streak["n"] else None
+    sent = attempts.filter(outcome=DeliveryOutcome.SENT)
+    last_sent = sent.order_by("-finished_at").values("finished_at")[:1]
+    failed = attempts.filter(outcome=DeliveryOutcome.FAILED).filter(
+        Q(finished_at__gt=Subquery(last_sent)) | ~Exists(sent))
+    newest_code = failed.order_by("-finished_at", "-id").values("error_code")[:1]
+    streak = failed.aggregate(n=Count("id"), since=Min("finished_at"), code=Max(Subquery(newest_code)),
+                              last_sent=Max(Subquery(last_sent)))
     return {"provider": provider_for(clinic.settings).name, "failures": streak["n"], "since": streak["since"],
-            "code": code, "last_sent": last_sent}
+            "code": streak["code"], "last_sent": streak["last_sent"]}

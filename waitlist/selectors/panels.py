@@ -245,7 +245,7 @@ def ops_queue_evidence(*, clinic: Clinic, items: list[dict], now: datetime | Non
 PANEL_VACANCY_FIELDS = (
     *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref", "practitioner__name",
     "treatment__name", "source_appointment__ref", "source_appointment__status", "source_appointment__cancel_reason",
-    "source_appointment__updated_at",
+    "source_appointment__cancel_reason_code", "source_appointment__cancelled_by", "source_appointment__updated_at",
 )
 
 
@@ -276,12 +276,15 @@ def _panel_events(clinic: Clinic, vacancy_id: int, limit: int) -> list[dict]:
 
 
 def _source_appointment(v: dict, tz: str, ehr: dict[str, list[str]]) -> dict | None:
-    """The cancelled appointment the vacancy came from (refs and codes, the EHR's identifier if it has one)."""
+    """The cancelled appointment the vacancy came from: why (reason code, words) and who cancelled it (an actor
+    ref), and the EHR's identifier if it has one."""
     if not v["source_appointment__ref"]:
         return None
     return {
         "ref": v["source_appointment__ref"], "status": v["source_appointment__status"],
         "cancel_reason": v["source_appointment__cancel_reason"],
+        "cancel_reason_code": v["source_appointment__cancel_reason_code"],
+        "cancelled_by": v["source_appointment__cancelled_by"],
         "cancelled_at": iso_in_zone(v["source_appointment__updated_at"], tz),
         "ehr_identifiers": ehr.get(v["source_appointment__ref"], []),
     }

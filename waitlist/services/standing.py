@@ -19,7 +19,7 @@ from common.cas import cas_update
 from common.errors import Conflict, NotFound, ValidationFailed
 from common.services import audit_record, new_correlation_id
 from scheduling import services as scheduling
-from scheduling.models import Clinic, HoldStatus, Patient
+from scheduling.models import CancelActor, CancelReason, Clinic, HoldStatus, Patient, cancel_actor_ref
 
 from ..locks import OfferLocks, lock_offer_chain
 from ..models import (
@@ -150,6 +150,15 @@ def standing_book(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, *, actor
     return appointment
 
 
+def _release_actor(patient: Patient | None, actor) -> str:
+    """Who released the booking, as the appointment records it: the patient on their page, else the user."""
+    if patient is not None:
+        return cancel_actor_ref(CancelActor.PATIENT, patient)
+    if getattr(actor, "is_authenticated", False):
+        return cancel_actor_ref(CancelActor.STAFF, actor)
+    return cancel_actor_ref(CancelActor.SYSTEM, "release")
+
+
 def standing_release(
     *,
     clinic: Clinic,
@@ -183,8 +192,9 @@ def standing_release(
         if (offer.status != OfferStatus.ACCEPTED or hold.status != HoldStatus.CONSUMED or hold.appointment is None
                 or entry.status != EntryStatus.BOOKED or offer.release_until is None or now >= offer.release_until):
             raise Conflict("This booking can no longer be released here; call the clinic.", code="RELEASE_CLOSED")
-        appointment = scheduling.appointment_cancel(clinic=clinic, appointment_ref=hold.appointment.ref,
-                                                    reason="STANDING_RELEASED")
+        appointment = scheduling.appointment_cancel(
+            clinic=clinic, appointment_ref=hold.appointment.ref, reason="STANDING_RELEASED",
+            reason_code=CancelReason.STANDING_RELEASED, cancelled_by=_release_actor(patient, actor))
         cas_update(offer, expected_status=OfferStatus.ACCEPTED, status=OfferStatus.WITHDRAWN,
                    reason_code="STANDING_RELEASED")
         _entry_waits_again(locks, now=now)

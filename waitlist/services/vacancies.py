@@ -40,14 +40,16 @@ DISPATCH_SLOTS = Semaphore(
 
 def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, reason: str,
                                     expected_version: int | None = None,
-                                    now: datetime | None = None) -> tuple[Appointment, Vacancy | None]:
+                                    now: datetime | None = None, reason_code: str = "",
+                                    cancelled_by: str = "") -> tuple[Appointment, Vacancy | None]:
     """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
     from now, open a vacancy for its slot (the cancelling patient excluded) in the same
     transaction; dispatch is queued for after the commit."""
     now = now or timezone.now()
     with transaction.atomic():
         appointment = scheduling.appointment_cancel(
-            clinic=clinic, appointment_ref=appointment_ref, reason=reason, expected_version=expected_version
+            clinic=clinic, appointment_ref=appointment_ref, reason=reason, expected_version=expected_version,
+            reason_code=reason_code, cancelled_by=cancelled_by,
         )
         if appointment.previous_status != AppointmentStatus.CONFIRMED:
             return appointment, None
