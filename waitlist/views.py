@@ -6,7 +6,9 @@ longer open says what happened (``selectors_claim.claim_outcome``): "you decline
 offer ended at …", "the clinic withdrew this offer", "your appointment is confirmed" (with its
 details and calendar file), with 410 for the ended ones. The token names one offer (and its entry);
 nothing in the request can point it at another. The page speaks the patient's stored language, else
-the browser's (``claim_language``), with a visible switch; times carry the clinic's city ("Seoul time").
+the browser's (``page_language``, shared with the opt-out and standing pages), with a visible switch; times
+carry the clinic's city ("Seoul time"); clinic, practitioner and treatment go by their names in that language
+(``DisplayNamed.name_in``); the open offer's time left is a live countdown (``countdown``, static/waitlist/claim.js).
 
 ``/claim/<token>.ics`` serves a booking's calendar file (the link in SMS and webhook
 confirmations) while the appointment is CONFIRMED and not over; a bad token is a plain 404.

@@ -28,9 +28,9 @@ def display_name_set(*, clinic: Clinic, kind: str, ref: str, language: str, name
     with transaction.atomic():
         row: Named | None
         if model is Clinic:
-            row = Clinic.objects.select_for_update().filter(pk=clinic.pk, ref=ref).first()
+            row = Clinic.objects.select_for_update(no_key=True).filter(pk=clinic.pk, ref=ref).first()
         else:
-            row = model.objects.select_for_update().filter(clinic=clinic, ref=ref).first()  # type: ignore[misc]
+            row = model.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=ref).first()  # type: ignore[misc]
         if row is None:
             raise NotFound(f"{kind} {ref} not found")
         names = dict(row.display_names) if isinstance(row.display_names, dict) else {}
