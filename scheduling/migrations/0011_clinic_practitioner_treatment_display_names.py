@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('scheduling', '0009_one_person_one_place'),
+        ('scheduling', '0010_appointment_cancel_reason_code_and_actor'),
     ]
 
     operations = [
