@@ -36,6 +36,7 @@ urlpatterns = [
     clinic_path("reevaluation/redrive/execute/", r.reevaluation_execute, "reevaluation-execute"),
     clinic_path("reevaluation/mode/", r.reevaluation_mode, "reevaluation-mode"),
     clinic_path("reevaluation/drain/", r.reevaluation_drain, "reevaluation-drain"),
+    clinic_path("reevaluation/rollback/", r.reevaluation_rollback, "reevaluation-rollback"),
     clinic_path("reevaluation/proposals/<str:proposal_ref>/confirm/", r.reevaluation_proposal_confirm,
                 "reevaluation-proposal-confirm"),
     clinic_path("reevaluation/proposals/<str:proposal_ref>/reject/", r.reevaluation_proposal_reject,

@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from common.errors import NotFound
-from reevaluation import selectors, selectors_proposals
+from reevaluation import selectors, selectors_proposals, selectors_readout
 from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
 from reevaluation.services.proposals import proposal_confirm, proposal_reject
 from scheduling.models import Clinic, Role
@@ -38,6 +38,7 @@ from .forms import (
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/reevaluation.html"
+ROLLBACK_PAGE = "operations/reevaluation_rollback.html"
 JOB_PAGE = "operations/reevaluation_job.html"
 #: The snapshot's ``recent_quarantine`` is the quarantine list's first page (10 rows).
 QUARANTINE_PAGE_SIZE = 10
@@ -349,3 +350,10 @@ def reevaluation_proposal_confirm(request: HttpRequest, clinic: Clinic, proposal
 def reevaluation_proposal_reject(request: HttpRequest, clinic: Clinic, proposal_ref: str) -> HttpResponse:
     """Decline a live proposal: ``proposal_reject`` releases its holds; the appointment stays; audited."""
     return _proposal_decision(request, clinic, proposal_ref, "proposal_reject")
+
+
+@clinic_view()
+def reevaluation_rollback(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
+    """The rollback readout panel (htmx, loaded when revealed), or the same panel on its own page."""
+    return render_detail(request, ROLLBACK_PAGE, clinic, "reevaluation",
+                         lambda: {"readout": selectors_readout.rollback_readout(clinic=clinic)})

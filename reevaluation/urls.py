@@ -14,6 +14,7 @@ urlpatterns = [
     ),
     path("ops/profile-reevaluation", views.ProfileReevaluationOpsView.as_view(), name="reevaluation-ops"),
     path("ops/profile-reevaluation/drain", views.ReevaluationDrainView.as_view(), name="reevaluation-drain"),
+    path("ops/profile-reevaluation/rollback", views.RollbackReadoutView.as_view(), name="reevaluation-rollback"),
     path(P, proposals.ProposalListView.as_view(), name="reevaluation-proposals"),
     path(P + "/<str:ref>", proposals.ProposalDetailView.as_view(), name="reevaluation-proposal-detail"),
     path(P + "/<str:ref>/confirm", proposals.ProposalConfirmView.as_view(), name="reevaluation-proposal-confirm"),

@@ -14,11 +14,11 @@ from common.errors import ValidationFailed
 from common.middleware import body_too_large, declared_length
 from scheduling.api.base import ClinicAPIView
 from scheduling.models import Role
-from scheduling.scoping import command_role
+from scheduling.scoping import clinics_for_user, command_role
 
-from .. import selectors
+from .. import selectors, selectors_readout
 from ..services import drain_set, event_intake, event_intake_oversized, redrive_execute, redrive_preview
-from .serializers import DrainInput, RedriveInput, SnapshotQuery
+from .serializers import DrainInput, ReadoutQuery, RedriveInput, SnapshotQuery
 
 
 class _RawParser(BaseParser):
@@ -154,3 +154,31 @@ class ReevaluationDrainView(ClinicAPIView):
             return 200, {"clinic": clinic.ref, "drain_state": row.drain_state, "drain_cause": row.drain_cause or None}
 
         return self.command("drain_set", execute)
+
+
+class RollbackReadoutView(ClinicAPIView):
+    """GET /api/v1/ops/profile-reevaluation/rollback?clinic=<ref>[&since=<ISO time>] (STAFF): the rollback
+    invariants of one clinic, read from state and history (``selectors_readout``); without ``clinic``, of every
+    clinic in the caller's scope (``{items: [...]}``). A clinic outside the scope is a 404 like a missing one."""
+
+    def clinic_ref(self, request, kwargs) -> str | None:
+        self.query = _validated(ReadoutQuery, request.query_params)
+        return self.query.get("clinic")
+
+    def initial(self, request, *args, **kwargs):
+        if not request.query_params.get("clinic"):
+            APIView.initial(self, request, *args, **kwargs)  # authentication, throttles: no one clinic
+            self.query = _validated(ReadoutQuery, request.query_params)
+            self.clinic = None  # type: ignore[assignment]  # every clinic in scope: see get()
+            return
+        super().initial(request, *args, **kwargs)
+
+    @extend_schema(parameters=[ReadoutQuery], responses={200: OpenApiResponse(
+        description="{clinic, ok, checks, mutation_mode, drain_state, active_leases, confirmed_changed, held_lost, "
+                    "rows, jobs} (or {items: [...]} for every clinic in scope)")})
+    def get(self, request):
+        since = self.query.get("since")
+        if self.clinic is not None:
+            return Response(selectors_readout.rollback_readout(clinic=self.clinic, since=since))
+        clinics = clinics_for_user(request.user).order_by("pk")[:200]
+        return Response({"items": [selectors_readout.rollback_readout(clinic=c, since=since) for c in clinics]})
