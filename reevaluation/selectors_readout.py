@@ -209,3 +209,56 @@ def rollback_readout(*, clinic, since: datetime | None = None, now: datetime | N
 def rows_preserved(before: dict, after: dict) -> dict:
     """Per row kind: whether the count now is at least the baseline's (nothing was deleted)."""
     return {kind: after["rows"][kind]["total"] >= before["rows"][kind]["total"] for kind in ROW_KINDS}
+
+
+#: What each applying mode would have applied of a DRY_RUN's recorded outcomes.
+APPLIED_BY_MODE = {
+    MutationMode.APPLY_PROPOSED: (Outcome.PROPOSAL_SUPERSEDED, Outcome.CONFIRMED_CHANGE_PROPOSED),
+    MutationMode.APPLY_PROPOSED_AND_HELD: (
+        Outcome.PROPOSAL_SUPERSEDED, Outcome.CONFIRMED_CHANGE_PROPOSED, Outcome.HOLD_REPLACED,
+        Outcome.FALLBACK_TO_PROPOSED,
+    ),
+}
+
+
+def mode_comparison(*, clinic, since: datetime | None = None, now: datetime | None = None) -> dict:
+    """Read-only: the outcomes recorded under each mode since ``since`` (recorded and applied, per outcome), the
+    mode changes in that window (audit rows), and what the next applying modes would have applied of the
+    DRY_RUN's would-be outcomes, so an operator sees what APPLY would do before enabling it. A DRY_RUN outcome
+    is the decision APPLY would take on the same data; at apply time a slot may since be taken (HOLD_REPLACED
+    then falls back), which the comparison cannot know."""
+    now = now or timezone.now()
+    since = since or now - DEFAULT_SINCE
+    outcomes = ReevaluationOutcome.objects.filter(clinic=clinic, created_at__gte=since)
+    by_mode: dict[str, dict] = {}
+    for mode, outcome, applied, n in (
+        outcomes.values_list("mode", "outcome", "applied").annotate(n=Count("pk")).values_list(
+            "mode", "outcome", "applied", "n")
+    ):
+        counts = by_mode.setdefault(mode, {"jobs": 0, "outcomes": {}})["outcomes"].setdefault(
+            outcome, {"recorded": 0, "applied": 0})
+        counts["recorded"] += n
+        if applied:
+            counts["applied"] += n
+    for mode, jobs in outcomes.values_list("mode").annotate(n=Count("job_id", distinct=True)).values_list("mode", "n"):
+        by_mode[mode]["jobs"] = jobs
+    dry = by_mode.get(MutationMode.DRY_RUN, {"outcomes": {}})["outcomes"]
+    would = {
+        mode: {o: dry[o]["recorded"] for o in applied if o in dry}
+        for mode, applied in APPLIED_BY_MODE.items()
+    }
+    changes = [
+        {"at": _iso(at), "from": (result or {}).get("from"), "to": (result or {}).get("to"), "actor": actor}
+        for at, result, actor in AuditEntry.objects.filter(
+            clinic_ref=clinic.ref, action="reevaluation.mode_set", created_at__gte=since
+        ).order_by("created_at", "pk").values_list("created_at", "result", "actor_label")[:LIST_LIMIT]
+    ]
+    current = ClinicReevaluationSettings.objects.filter(clinic=clinic).values_list("mutation_mode", flat=True).first()
+    return {
+        "clinic": clinic.ref,
+        "since": _iso(since),
+        "current_mode": current or dj_settings.REEVALUATION_DEFAULT_MODE,
+        "mode_changes": changes,
+        "by_mode": by_mode,
+        "dry_run_would_apply": would,
+    }

@@ -182,3 +182,22 @@ class RollbackReadoutView(ClinicAPIView):
             return Response(selectors_readout.rollback_readout(clinic=self.clinic, since=since))
         clinics = clinics_for_user(request.user).order_by("pk")[:200]
         return Response({"items": [selectors_readout.rollback_readout(clinic=c, since=since) for c in clinics]})
+
+
+class ModeComparisonView(ClinicAPIView):
+    """GET /api/v1/ops/profile-reevaluation/mode-comparison?clinic=<ref>[&since=…] (STAFF), read-only: the
+    outcomes recorded under each mutation mode (recorded vs applied, per outcome), the mode changes in the
+    window, and what APPLY_PROPOSED / APPLY_PROPOSED_AND_HELD would have applied of the DRY_RUN's would-be
+    outcomes (``selectors_readout.mode_comparison``)."""
+
+    def clinic_ref(self, request, kwargs) -> str | None:
+        self.query = _validated(ReadoutQuery, request.query_params)
+        clinic_ref = self.query.get("clinic")
+        if not clinic_ref:
+            raise ValidationFailed("The request is not valid.", fields={"clinic": ["A clinic ref is required."]})
+        return clinic_ref
+
+    @extend_schema(parameters=[ReadoutQuery], responses={200: OpenApiResponse(
+        description="{clinic, since, current_mode, mode_changes, by_mode, dry_run_would_apply}")})
+    def get(self, request):
+        return Response(selectors_readout.mode_comparison(clinic=self.clinic, since=self.query.get("since")))

@@ -171,3 +171,32 @@ def test_the_console_panel_and_the_command_baseline(world, crm, tmp_path):
     out = StringIO()
     call_command("reevaluation_rollback_readout", "--clinic", world.clinic.ref, "--baseline", str(saved), stdout=out)
     assert "preserved     jobs=ok outcomes=ok inbox=ok quarantine=ok outbox=ok audit=ok" in out.getvalue()
+
+
+def test_the_mode_comparison_shows_what_apply_would_have_done(world, crm, settings):
+    from reevaluation.services import mode_set
+
+    admin = f.user_with_role(world.clinic, Role.ADMIN, username="roller")
+    rf.enable(world.clinic, MutationMode.DRY_RUN)
+    world.book("PROPOSED", 9)
+    world.book("HELD", 11)
+    post_event(world, world.fp, 1, crm, constraints={"requiredPractitioner": world.dr_b.ref})
+    run_round()
+    before = Appointment.objects.order_by("pk").values_list("ref", "status", "practitioner_id")
+    before = list(before)
+    client = token_client(f.user_with_role(world.clinic, Role.STAFF, username="looker"))
+    url = f"/api/v1/ops/profile-reevaluation/mode-comparison?clinic={world.clinic.ref}"
+    body = client.get(url).json()
+    assert body["current_mode"] == "DRY_RUN"
+    assert body["by_mode"]["DRY_RUN"]["outcomes"]["PROPOSAL_SUPERSEDED"] == {"recorded": 1, "applied": 0}
+    assert body["dry_run_would_apply"]["APPLY_PROPOSED"] == {"PROPOSAL_SUPERSEDED": 1}
+    assert body["dry_run_would_apply"]["APPLY_PROPOSED_AND_HELD"] == {"PROPOSAL_SUPERSEDED": 1, "HOLD_REPLACED": 1}
+    assert list(Appointment.objects.order_by("pk").values_list("ref", "status", "practitioner_id")) == before
+    # Then APPLY: the same revision's decision, applied this time; the comparison reads both side by side.
+    mode_set(clinic=world.clinic, mode="APPLY_PROPOSED", actor=admin, reason="rollout step 2")
+    post_event(world, world.fp, 2, crm, constraints={"requiredPractitioner": world.dr_b.ref})
+    run_round()
+    body = client.get(url).json()
+    assert body["mode_changes"][0]["from"] == "DRY_RUN" and body["mode_changes"][0]["to"] == "APPLY_PROPOSED"
+    assert body["by_mode"]["APPLY_PROPOSED"]["outcomes"]["PROPOSAL_SUPERSEDED"] == {"recorded": 1, "applied": 1}
+    assert client.get("/api/v1/ops/profile-reevaluation/mode-comparison").status_code == 400
