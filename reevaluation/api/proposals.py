@@ -31,6 +31,7 @@ OPERATION_ERRORS.update({
 
 class ProposalListQuery(serializers.Serializer):
     state = serializers.MultipleChoiceField(choices=ProposalState.choices, required=False)
+    appointment = serializers.CharField(max_length=40, required=False, help_text="the proposals about or producing it")
     limit = serializers.IntegerField(min_value=1, max_value=200, required=False, default=50)
 
 
@@ -50,15 +51,23 @@ class ProposalListView(ClinicAPIView):
             OpenApiParameter("state", {"type": "array", "items": {"type": "string", "enum": ProposalState.values}},
                              description="states to list (default: OPEN, CALL_REQUESTED, ACCEPTED)", explode=True),
             OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}),
+            OpenApiParameter("appointment", {"type": "string", "maxLength": 40},
+                             description="an appointment ref: every proposal about it or that produced it"),
         ],
         responses={200: OpenApiResponse(description="{items: [proposal]}")},
     )
     def get(self, request, clinic):
-        query = ProposalListQuery(data={"state": request.query_params.getlist("state"),
-                                        "limit": request.query_params.get("limit", 50)})
+        params = {"state": request.query_params.getlist("state"), "limit": request.query_params.get("limit", 50)}
+        if "appointment" in request.query_params:
+            params["appointment"] = request.query_params["appointment"]
+        query = ProposalListQuery(data=params)
         if not query.is_valid():
             raise ValidationFailed("The query is not valid.", fields=field_errors(query.errors))
         data = query.validated_data
+        if data.get("appointment"):
+            # "Why did this appointment move?" from the appointment's end.
+            return Response({"items": selectors_proposals.proposals_for_appointment(
+                clinic=self.clinic, appointment_ref=data["appointment"])})
         items = selectors_proposals.proposal_list(clinic=self.clinic, states=data.get("state"), limit=data["limit"])
         return Response({"items": items})
 

@@ -149,6 +149,11 @@ def test_confirmed_that_no_longer_fits_gets_a_proposal_the_patient_accepts_and_t
     audit = AuditEntry.objects.get(action="reevaluation.proposal_confirm")
     assert audit.actor == staff and audit.result["consent"] == consent.ref and audit.result["to"] == new.ref
     assert audit.result["assessment_hash"] == proposal.assessment_hash
+    # From the appointment's end: both the old and the new visit lead to the proposal and its assessment.
+    for ref in (old.ref, new.ref):
+        [row] = token_client(staff).get(
+            f"/api/v1/clinics/{world.clinic.ref}/reevaluation/proposals?appointment={ref}").json()["items"]
+        assert row["proposal"] == proposal.ref and row["assessment_hash"] == proposal.assessment_hash
     # The patient hears of the new time.
     assert OutboxMessage.objects.filter(topic="reevaluation.proposal_applied", aggregate_ref=proposal.ref).exists()
     # A replay of the same command answers the same; a second confirmation is refused.
