@@ -325,8 +325,15 @@ CELERY_BEAT_SCHEDULE.update(
         "reevaluation-dispatch-round": {"task": "reevaluation.tasks.dispatch_round", "schedule": 5.0},
         "reevaluation-rescue-leases": {"task": "reevaluation.tasks.rescue_leases", "schedule": 30.0},
         "reevaluation-wake-retries": {"task": "reevaluation.tasks.wake_retries", "schedule": 10.0},
+        "reevaluation-expire-proposals": {"task": "reevaluation.tasks.expire_proposals", "schedule": 60.0},
     }
 )
+# Proposals to the patient (issue 28): lifetime (capped at the appointment's start), times offered, the step
+# between candidate starts, and the page link's own horizon.
+REEVALUATION_PROPOSAL_HOURS = env.int("REEVALUATION_PROPOSAL_HOURS", default=24)
+REEVALUATION_PROPOSAL_MAX_OPTIONS = env.int("REEVALUATION_PROPOSAL_MAX_OPTIONS", default=3)
+REEVALUATION_PROPOSAL_STEP_MINUTES = env.int("REEVALUATION_PROPOSAL_STEP_MINUTES", default=30)
+REEVALUATION_PROPOSAL_TOKEN_MAX_AGE_DAYS = env.int("REEVALUATION_PROPOSAL_TOKEN_MAX_AGE_DAYS", default=7)
 # --- end reevaluation ---
 
 # --- waitlist ---

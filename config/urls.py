@@ -26,6 +26,9 @@ urlpatterns = [
     path("api/docs/", SwaggerView.as_view(url_name="schema"), name="api-docs"),
     path("api/v1/", include(api_v1)),
     path("console/", include("operations.console_urls")),
+    # The patient's reevaluation proposal page (signed single-proposal link; under /claim/ so the claim links'
+    # log redaction covers it). Before the claim page's own routes, which would take any token.
+    path("claim/", include("reevaluation.page_urls")),
     # The patient claim page (waitlist): signed single-offer links from the notification.
     path("claim/", include("waitlist.claim_urls")),
     # The opt-out page linked from every notice (signed patient token, no sign-in).

@@ -9,6 +9,7 @@ request shows the first answer instead of acting twice. The actor is always ``re
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -17,8 +18,9 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from common.errors import NotFound
-from reevaluation import selectors
+from reevaluation import selectors, selectors_proposals, selectors_readout
 from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
+from reevaluation.services.proposals import proposal_confirm, proposal_reject
 from scheduling.models import Clinic
 from scheduling.scoping import may_run
 
@@ -28,6 +30,7 @@ from .forms import (
     CursorForm,
     DrainSetForm,
     ModeSetForm,
+    ReasonConfirmForm,
     RedriveExecuteForm,
     RedrivePreviewForm,
     new_idempotency_key,
@@ -35,6 +38,7 @@ from .forms import (
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 
 PAGE = "operations/reevaluation.html"
+ROLLBACK_PAGE = "operations/reevaluation_rollback.html"
 JOB_PAGE = "operations/reevaluation_job.html"
 #: The snapshot's ``recent_quarantine`` is the quarantine list's first page (10 rows).
 QUARANTINE_PAGE_SIZE = 10
@@ -118,6 +122,7 @@ def reevaluation_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
         "changes": selectors.recent_changes(clinic=clinic),
         "switches": switches,
         "preview_form": RedrivePreviewForm(),
+        "proposals": _proposal_rows(clinic),
         **_switch_forms(request.user, clinic, switches),
     }
     return render_clinic_page(request, PAGE, clinic, "reevaluation", context)
@@ -280,3 +285,73 @@ def reevaluation_mode(request: HttpRequest, clinic: Clinic) -> HttpResponse:
 def reevaluation_drain(request: HttpRequest, clinic: Clinic) -> HttpResponse:
     """Set the clinic's drain state through ``drain_set`` (which writes the audit row)."""
     return _switch(request, clinic, "drain_set")
+
+
+# --- proposals to patients (issue 28) -----------------------------------------------------------------
+
+
+class ProposalDecisionForm(ReasonConfirmForm):
+    """An operator's confirmation or rejection of one proposal: a reason, an explicit check, the key."""
+
+    def __init__(self, *args, proposal_ref: str = "", command: str = "proposal_confirm", **kwargs):
+        # Ids unique per row; only ref-safe characters (a "%" in a hostile ref would be a format spec).
+        safe = re.sub(r"[^A-Za-z0-9_-]", "", proposal_ref)[:40]
+        kwargs.setdefault("auto_id", f"id_{command}_{safe}_%s")
+        super().__init__(*args, **kwargs)
+        self.fields["confirm"].label = (
+            "The patient chose this time; swap the confirmed visit now." if command == "proposal_confirm"
+            else "Decline this proposal; the patient's appointment stays as it is."
+        )
+
+
+def _proposal_rows(clinic: Clinic) -> list[dict]:
+    """Live proposals, each awaiting one with its confirm and reject forms (STAFF may run both)."""
+    rows = selectors_proposals.proposal_list(clinic=clinic, limit=20)
+    for row in rows:
+        ref = row["proposal"]
+        row["reject_form"] = ProposalDecisionForm(proposal_ref=ref, command="proposal_reject")
+        if row["awaiting_operator"]:
+            row["confirm_form"] = ProposalDecisionForm(proposal_ref=ref, command="proposal_confirm")
+    return rows
+
+
+def _proposal_decision(request: HttpRequest, clinic: Clinic, proposal_ref: str, command: str) -> HttpResponse:
+    form = ProposalDecisionForm(request.POST, proposal_ref=proposal_ref, command=command)
+    if not form.is_valid():
+        return render(request, f"{PAGE}#proposal-form",
+                      {"clinic": clinic, "form": form, "proposal_ref": proposal_ref, "command": command})
+    key, reason = form.cleaned_data["idempotency_key"], form.cleaned_data["reason"]
+    service = proposal_confirm if command == "proposal_confirm" else proposal_reject
+
+    def execute() -> dict:
+        proposal = service(clinic=clinic, proposal_ref=proposal_ref, actor=request.user, reason=reason,
+                           idempotency_key=key)
+        return {"proposal": proposal.ref, "state": proposal.state,
+                "result_appointment": proposal.result_appointment_ref or None}
+
+    outcome = run_command(request, clinic, command=command, key=key, parts=(proposal_ref, reason), execute=execute)
+    if not outcome.ok:
+        return refused(request, outcome)
+    response = render(request, f"{PAGE}#proposal-result",
+                      {"clinic": clinic, "result": outcome.body, "replayed": outcome.replayed})
+    response["HX-Trigger"] = json.dumps({CHANGED_EVENT: True})
+    return with_toast(response, f"Proposal {proposal_ref} is now {outcome.body['state']}.", level="success")
+
+
+@clinic_view(command="proposal_confirm", methods=("POST",))
+def reevaluation_proposal_confirm(request: HttpRequest, clinic: Clinic, proposal_ref: str) -> HttpResponse:
+    """Confirm the time the patient accepted: ``proposal_confirm`` swaps the CONFIRMED visit atomically and audits."""
+    return _proposal_decision(request, clinic, proposal_ref, "proposal_confirm")
+
+
+@clinic_view(command="proposal_reject", methods=("POST",))
+def reevaluation_proposal_reject(request: HttpRequest, clinic: Clinic, proposal_ref: str) -> HttpResponse:
+    """Decline a live proposal: ``proposal_reject`` releases its holds; the appointment stays; audited."""
+    return _proposal_decision(request, clinic, proposal_ref, "proposal_reject")
+
+
+@clinic_view()
+def reevaluation_rollback(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
+    """The rollback readout panel (htmx, loaded when revealed), or the same panel on its own page."""
+    return render_detail(request, ROLLBACK_PAGE, clinic, "reevaluation",
+                         lambda: {"readout": selectors_readout.rollback_readout(clinic=clinic)})

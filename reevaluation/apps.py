@@ -8,6 +8,8 @@ class ReevaluationConfig(AppConfig):
         from common.outbox import register_handler
 
         from .models import JOB_COMPLETED_TOPIC
-        from .notifications import deliver_job_completed
+        from .notifications import deliver_job_completed, deliver_proposal_applied
+        from .proposals import PROPOSAL_APPLIED_TOPIC
 
         register_handler(JOB_COMPLETED_TOPIC, deliver_job_completed)
+        register_handler(PROPOSAL_APPLIED_TOPIC, deliver_proposal_applied)

@@ -461,6 +461,11 @@ class Outcome(models.TextChoices):
     SKIPPED_INELIGIBLE = "SKIPPED_INELIGIBLE"
     SKIPPED_UNCHANGED = "SKIPPED_UNCHANGED"
     PROPOSAL_NEEDS_STAFF = "PROPOSAL_NEEDS_STAFF"
+    # A CONFIRMED appointment that no longer fits the new assessment: it is never changed here. Applied: a
+    # proposal was made to the patient (``proposal``); not applied (DRY_RUN): one would have been.
+    CONFIRMED_CHANGE_PROPOSED = "CONFIRMED_CHANGE_PROPOSED"
+    # ... and no fitting time was found: left as it is, the job asks staff (NEEDS STAFF).
+    CONFIRMED_NEEDS_STAFF = "CONFIRMED_NEEDS_STAFF"
 
 
 #: The outbox topic a completed job writes (handled by ``reevaluation.notifications``).
@@ -468,6 +473,8 @@ JOB_COMPLETED_TOPIC = "reevaluation.job_completed"
 
 #: Outcomes that change what the patient was offered: staff see them, the patient is told.
 CHANGE_OUTCOMES = (Outcome.PROPOSAL_SUPERSEDED, Outcome.HOLD_REPLACED, Outcome.FALLBACK_TO_PROPOSED)
+#: Outcomes that leave the job in the action queue for staff (NEEDS STAFF).
+NEEDS_STAFF_OUTCOMES = (Outcome.PROPOSAL_NEEDS_STAFF, Outcome.CONFIRMED_NEEDS_STAFF)
 
 
 class ReevaluationOutcome(models.Model):
@@ -479,10 +486,17 @@ class ReevaluationOutcome(models.Model):
     job = models.ForeignKey(ReevaluationJob, on_delete=models.PROTECT, related_name="outcomes")
     appointment_ref = models.CharField(max_length=40)
     status_before = models.CharField(max_length=12)
-    outcome = models.CharField(max_length=24, choices=Outcome.choices)
+    outcome = models.CharField(max_length=32, choices=Outcome.choices)
     applied = models.BooleanField(default=False)
     mode = models.CharField(max_length=24, choices=MutationMode.choices)
     replacement_ref = models.CharField(max_length=40, blank=True, default="")
+    # The assessment the decision was made on (its ref and hash, as the job verified them) and the proposal
+    # it made to the patient, if any: "why did this appointment move" is answerable from either end.
+    assessment_ref = models.CharField(max_length=100, blank=True, default="")
+    assessment_hash = models.CharField(max_length=64, blank=True, default="")
+    proposal = models.ForeignKey(
+        "reevaluation.AppointmentProposal", on_delete=models.PROTECT, null=True, blank=True, related_name="outcomes"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -514,3 +528,7 @@ class RedrivePreview(models.Model):
 
     def __str__(self) -> str:
         return self.ref
+
+
+# Proposal models live in their own module; imported here so Django registers them with this app.
+from .proposals import AppointmentProposal, ProposalConsent, ProposalOption  # noqa: E402,F401

@@ -32,6 +32,8 @@ from waitlist.services.policy import policy_current
 from waitlist.tokens import optout_link
 
 from .models import CHANGE_OUTCOMES, Outcome, ReevaluationJob
+from .proposals import ANSWERABLE_STATES, AppointmentProposal
+from .tokens import proposal_link
 
 LANGUAGES = ("en", "ko")
 
@@ -60,6 +62,59 @@ def change_lines(changes: Sequence[Mapping[str, Any]], appointments: dict[str, A
     return lines
 
 
+def proposal_lines(proposals, appointments: dict[str, Appointment], tz_name: str) -> list[str]:
+    """Per proposal: why, and the link to its page (the times themselves are on the page)."""
+    lines = []
+    for proposal in proposals:
+        current = appointments.get(proposal.appointment_ref)
+        values = {
+            "treatment": current.treatment.name if current else "",
+            "when": _when(current.starts_at, tz_name) if current else "",
+            "until": _when(proposal.expires_at, tz_name),
+            "link": proposal_link(proposal),
+        }
+        if proposal.needs_operator:
+            text = _("Your confirmed %(treatment)s on %(when)s no longer fits what your care needs. It stays "
+                     "booked unless you choose another time and the clinic confirms it. Choose a time, keep "
+                     "your appointment, or ask us to call you (until %(until)s):\n%(link)s")
+        else:
+            text = _("We are holding a time that fits for you. Accept it, keep your current proposal, or ask us "
+                     "to call you (until %(until)s):\n%(link)s")
+        lines.append(text % values)
+    return lines
+
+
+def deliver_proposal_applied(message: OutboxMessage) -> str:
+    """The outbox handler for ``reevaluation.proposal_applied``: the patient's new time, after their choice
+    (and, for a confirmed appointment, the clinic's confirmation)."""
+    payload = message.payload or {}
+    proposal = (
+        AppointmentProposal.objects.select_related("clinic", "patient")
+        .filter(ref=payload.get("proposal") or message.aggregate_ref, clinic__ref=message.clinic_ref).first()
+    )
+    if proposal is None:
+        raise DeliverySkipped("PROPOSAL_MISSING")
+    new = Appointment.objects.select_related("treatment").filter(
+        clinic=proposal.clinic, ref=proposal.result_appointment_ref).first()
+    if new is None:
+        raise DeliverySkipped("APPOINTMENT_MISSING")
+    clinic, patient = proposal.clinic, proposal.patient
+    if not consent_granted(patient.pk, provider_channels(clinic.settings)):
+        raise DeliverySkipped("CONSENT_REVOKED")
+    with translation.override(patient.language if patient.language in LANGUAGES else "en"):
+        subject = _("Your new time at %(clinic)s") % {"clinic": clinic.name}
+        values = {"treatment": new.treatment.name, "when": _when(new.starts_at, clinic.timezone)}
+        if new.status == "CONFIRMED":
+            body = _("Your %(treatment)s is now confirmed on %(when)s, as you chose.") % values
+        else:
+            body = _("Your %(treatment)s on %(when)s is held for you, as you chose.") % values
+        body += "\n"
+    body += optout_line(optout_link(patient), patient.language)
+    window = send_window(policy_current(clinic=clinic), clinic)
+    return send_patient_notice(message=message, clinic=clinic, patient=patient, window=window,
+                               subject=subject, body=body, now=timezone.now())
+
+
 def deliver_job_completed(message: OutboxMessage) -> str:
     """The outbox handler for ``reevaluation.job_completed``; returns the provider name."""
     job = (
@@ -74,21 +129,32 @@ def deliver_job_completed(message: OutboxMessage) -> str:
         .order_by("pk")
         .values("appointment_ref", "outcome", "replacement_ref")
     )
-    if not changes:
+    # Proposals this job made that the patient can still answer (issue 28): each gets its page's link.
+    proposals = list(
+        AppointmentProposal.objects.select_related("patient").filter(job=job, state__in=ANSWERABLE_STATES)
+        .order_by("pk")
+    )
+    if not changes and not proposals:
         raise DeliverySkipped("NO_PATIENT_CHANGE")
     refs = {c["appointment_ref"] for c in changes} | {c["replacement_ref"] for c in changes if c["replacement_ref"]}
+    refs |= {p.appointment_ref for p in proposals}
     appointments = {
         a.ref: a
         for a in Appointment.objects.select_related("patient", "treatment").filter(clinic=job.clinic, ref__in=refs)
     }
-    if changes[0]["appointment_ref"] not in appointments:
+    if changes and changes[0]["appointment_ref"] not in appointments:
         raise DeliverySkipped("APPOINTMENT_MISSING")
-    clinic, patient = job.clinic, appointments[changes[0]["appointment_ref"]].patient
+    clinic = job.clinic
+    patient = appointments[changes[0]["appointment_ref"]].patient if changes else proposals[0].patient
     if not consent_granted(patient.pk, provider_channels(clinic.settings)):
         raise DeliverySkipped("CONSENT_REVOKED")
     with translation.override(patient.language if patient.language in LANGUAGES else "en"):
         subject = _("Your appointment at %(clinic)s changed") % {"clinic": clinic.name}
-        body = "\n".join(change_lines(changes, appointments, clinic.timezone)) + "\n"
+        if not changes:
+            subject = _("Please choose a new time at %(clinic)s") % {"clinic": clinic.name}
+        lines = change_lines(changes, appointments, clinic.timezone)
+        lines += proposal_lines(proposals, appointments, clinic.timezone)
+        body = "\n".join(lines) + "\n"
     body += optout_line(optout_link(patient), patient.language)  # every notice carries the opt-out link
     window = send_window(policy_current(clinic=clinic), clinic)
     return send_patient_notice(message=message, clinic=clinic, patient=patient, window=window,

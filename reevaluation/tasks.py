@@ -32,3 +32,11 @@ def rescue_leases() -> int:
 @shared_task(name="reevaluation.tasks.wake_retries", ignore_result=True)
 def wake_retries_task() -> int:
     return wake_retries()
+
+
+@shared_task(name="reevaluation.tasks.expire_proposals", ignore_result=True)
+def expire_proposals() -> int:
+    """End proposals past their expiry and release their holds (``services.proposals.proposals_expire``)."""
+    from .services.proposals import proposals_expire
+
+    return proposals_expire()

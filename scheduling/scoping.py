@@ -175,6 +175,10 @@ COMMAND_ROLES: dict[str, Role] = {
     "mode_set": Role.ADMIN,
     "drain_set": Role.ADMIN,
     "due_override_set": Role.ADMIN,
+    # reevaluation proposals (issue 28): the patient already chose the new time on the proposal page; the
+    # operator checks and confirms it (or declines). Front-desk work, not destructive: STAFF.
+    "proposal_confirm": Role.STAFF,
+    "proposal_reject": Role.STAFF,
 }
 
 

@@ -53,3 +53,17 @@ class RedriveInput(serializers.Serializer):
         if attrs["action"] == "EXECUTE" and not attrs.get("preview"):
             raise serializers.ValidationError({"preview": ["EXECUTE needs the ref returned by PREVIEW."]})
         return attrs
+
+
+class ReadoutQuery(serializers.Serializer):
+    """The rollback readout: one clinic (or, without it, every clinic in scope) since a time (default: 24 h ago)."""
+
+    clinic = serializers.CharField(max_length=40, required=False)
+    since = serializers.DateTimeField(required=False, help_text="ISO 8601 with offset; default 24 hours ago")
+
+    def validate_since(self, value):
+        from common.bounds import is_searchable_day
+
+        if not is_searchable_day(value.date()):
+            raise serializers.ValidationError("A time between the years 1900 and 2999.")
+        return value

@@ -13,11 +13,11 @@ from common.clientaddr import client_address
 from common.errors import ValidationFailed
 from common.middleware import body_too_large, declared_length
 from scheduling.models import Role
-from scheduling.scoping import command_role
+from scheduling.scoping import clinics_for_user, command_role
 
-from .. import selectors
+from .. import selectors, selectors_readout
 from ..services import drain_set, event_intake, event_intake_oversized, redrive_execute, redrive_preview
-from .serializers import DrainInput, RedriveInput, SnapshotQuery
+from .serializers import DrainInput, ReadoutQuery, RedriveInput, SnapshotQuery
 
 
 class _RawParser(BaseParser):
@@ -153,3 +153,50 @@ class ReevaluationDrainView(ClinicAPIView):
             return 200, {"clinic": clinic.ref, "drain_state": row.drain_state, "drain_cause": row.drain_cause or None}
 
         return self.command("drain_set", execute)
+
+
+class RollbackReadoutView(ClinicAPIView):
+    """GET /api/v1/ops/profile-reevaluation/rollback?clinic=<ref>[&since=<ISO time>] (STAFF): the rollback
+    invariants of one clinic, read from state and history (``selectors_readout``); without ``clinic``, of every
+    clinic in the caller's scope (``{items: [...]}``). A clinic outside the scope is a 404 like a missing one."""
+
+    def clinic_ref(self, request, kwargs) -> str | None:
+        self.query = _validated(ReadoutQuery, request.query_params)
+        return self.query.get("clinic")
+
+    def initial(self, request, *args, **kwargs):
+        if not request.query_params.get("clinic"):
+            APIView.initial(self, request, *args, **kwargs)  # authentication, throttles: no one clinic
+            self.query = _validated(ReadoutQuery, request.query_params)
+            self.clinic = None  # type: ignore[assignment]  # every clinic in scope: see get()
+            return
+        super().initial(request, *args, **kwargs)
+
+    @extend_schema(parameters=[ReadoutQuery], responses={200: OpenApiResponse(
+        description="{clinic, ok, checks, mutation_mode, drain_state, active_leases, confirmed_changed, held_lost, "
+                    "rows, jobs} (or {items: [...]} for every clinic in scope)")})
+    def get(self, request):
+        since = self.query.get("since")
+        if self.clinic is not None:
+            return Response(selectors_readout.rollback_readout(clinic=self.clinic, since=since))
+        clinics = clinics_for_user(request.user).order_by("pk")[:200]
+        return Response({"items": [selectors_readout.rollback_readout(clinic=c, since=since) for c in clinics]})
+
+
+class ModeComparisonView(ClinicAPIView):
+    """GET /api/v1/ops/profile-reevaluation/mode-comparison?clinic=<ref>[&since=…] (STAFF), read-only: the
+    outcomes recorded under each mutation mode (recorded vs applied, per outcome), the mode changes in the
+    window, and what APPLY_PROPOSED / APPLY_PROPOSED_AND_HELD would have applied of the DRY_RUN's would-be
+    outcomes (``selectors_readout.mode_comparison``)."""
+
+    def clinic_ref(self, request, kwargs) -> str | None:
+        self.query = _validated(ReadoutQuery, request.query_params)
+        clinic_ref = self.query.get("clinic")
+        if not clinic_ref:
+            raise ValidationFailed("The request is not valid.", fields={"clinic": ["A clinic ref is required."]})
+        return clinic_ref
+
+    @extend_schema(parameters=[ReadoutQuery], responses={200: OpenApiResponse(
+        description="{clinic, since, current_mode, mode_changes, by_mode, dry_run_would_apply}")})
+    def get(self, request):
+        return Response(selectors_readout.mode_comparison(clinic=self.clinic, since=self.query.get("since")))

@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings as dj_settings
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from common.cas import cas_update_all, transition_sources
@@ -35,6 +35,7 @@ from ..assessment import Assessment, AssessmentClient, AssessmentError, Assessme
 from ..models import (
     CHANGE_OUTCOMES,
     JOB_COMPLETED_TOPIC,
+    NEEDS_STAFF_OUTCOMES,
     QUARANTINE_CATEGORY,
     ClinicReevaluationSettings,
     JobState,
@@ -49,6 +50,7 @@ from ..models import (
 from .dispatch import Claim, dispatch_round
 from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
 from .modes import privacy_stop, quarantine_watch, settings_for
+from .proposals import proposal_open, supersede_live
 
 logger = logging.getLogger(__name__)
 
@@ -295,6 +297,7 @@ class Decision:
     outcome: str
     applied: bool = False
     replacement_ref: str = ""
+    proposal: Any = None  # the AppointmentProposal made to the patient, if any
 
 
 def _fits(appt: Appointment, c: Constraints) -> bool:
@@ -415,8 +418,8 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
             return "LEASE_LOST"
         job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
     with transaction.atomic():
-        current = _eligible(job)
-        if not current and not (job.held_targets or job.proposed_targets):
+        current, confirmed = _scope_appointments(job, now)
+        if not current and not confirmed and not (job.held_targets or job.proposed_targets):
             return _complete_quiet(fence, job, assessment, now)
         # Lock order: head before job (as intake does), then appointments through scheduling.
         head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**_scope(job)).first()
@@ -427,6 +430,8 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
         mode = _policy_advance(job, assessment)
         confirmed_before = _confirmed_digest(job.clinic_id, job.fingerprint)
         decisions = _decide_all(job, assessment, mode, current)
+        decisions += _decide_confirmed(job, assessment, mode, confirmed, decisions, now)
+        _open_proposals(job, assessment, decisions, now)
         confirmed_after = _confirmed_digest(job.clinic_id, job.fingerprint, set(confirmed_before))
         if confirmed_after != confirmed_before or len(
             _confirmed_digest(job.clinic_id, job.fingerprint)
@@ -444,6 +449,9 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
                     applied=d.applied,
                     mode=mode,
                     replacement_ref=d.replacement_ref,
+                    assessment_ref=job.assessment_ref,
+                    assessment_hash=job.assessment_hash,
+                    proposal=d.proposal,
                 )
                 for d in decisions
             ]
@@ -474,7 +482,7 @@ def _scope(job: ReevaluationJob) -> dict:
 
 def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, now, extra=None) -> bool:
     # The newest completed run of a scope is the one staff act on: older asks are settled.
-    needs_staff = Outcome.PROPOSAL_NEEDS_STAFF in counts
+    needs_staff = any(outcome in counts for outcome in NEEDS_STAFF_OUTCOMES)
     result = {"outcome_counts": counts, "needs_staff": needs_staff, "last_failure_code": ""}
     target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
     done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **result, **target, **_released(now))
@@ -497,7 +505,8 @@ def _notice(job, assessment: Assessment, mode: str, counts: dict, decisions: lis
         "aggregate_ref": job.ref,
         # The patient told of an applied change (contact caps count per recipient); refs only.
         "recipient_ref": next(
-            (d.appointment.patient.ref for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES), ""
+            (d.appointment.patient.ref for d in decisions
+             if d.applied and (d.outcome in CHANGE_OUTCOMES or d.proposal is not None)), ""
         ),
         "payload": {
             "job": job.ref,
@@ -573,9 +582,9 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Coun
         with transaction.atomic():
             busy = set(
                 Appointment.objects.filter(
+                    Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now),
                     clinic_id__in={c.clinic_id for c, _ in quiet},
                     patient__crm_fingerprint__in={c.own_job.fingerprint for c, _ in quiet},
-                    status__in=ELIGIBLE,
                 ).values_list("clinic_id", "patient__crm_fingerprint")
             )
             quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.own_job.fingerprint) not in busy]
@@ -683,18 +692,76 @@ def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
     return row[0] or MutationMode.DISABLED
 
 
-def _eligible(job: ReevaluationJob) -> list[Appointment]:
-    """The scope's PROPOSED/HELD appointments now (CONFIRMED never enters the decision)."""
-    return list(
+def _scope_appointments(job: ReevaluationJob, now) -> tuple[list[Appointment], list[Appointment]]:
+    """The scope's PROPOSED/HELD appointments now, and its future CONFIRMED ones, in one SELECT. CONFIRMED
+    never enters a scheduling command: it is only compared with the assessment (``_decide_confirmed``)."""
+    rows = list(
         Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
-        .filter(clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint, status__in=ELIGIBLE)
+        .filter(Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now),
+                clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint)
         .order_by("pk")
     )
+    return ([a for a in rows if a.status in ELIGIBLE], [a for a in rows if a.status == AppointmentStatus.CONFIRMED])
+
+
+def _apply_modes(mode: str) -> tuple[bool, bool]:
+    """(PROPOSED outcomes applied, HELD outcomes applied) in ``mode``."""
+    return (mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD),
+            mode == MutationMode.APPLY_PROPOSED_AND_HELD)
+
+
+def _decide_confirmed(job: ReevaluationJob, a: Assessment, mode: str, confirmed: list[Appointment],
+                      decided: list[Decision], now) -> list[Decision]:
+    """A future CONFIRMED appointment that no longer fits is never changed: the patient gets a proposal
+    (applied modes; a DRY_RUN records that one would be made), or, with no fitting time, staff are asked.
+    A target that became CONFIRMED since intake keeps its SKIPPED_INELIGIBLE (the next revision proposes)."""
+    if not job.material_change:
+        return []
+    seen = {d.appointment.ref for d in decided}
+    apply = _apply_modes(mode)[0]
+    out: list[Decision] = []
+    for appt in confirmed:
+        if appt.ref in seen or _fits(appt, a.constraints):
+            continue
+        specs = _replacement_specs(appt, a.constraints)
+        proposal = None
+        if specs and apply:
+            proposal = proposal_open(job=job, appointment=appt, trigger="CONFIRMED_NO_LONGER_FITS", specs=specs,
+                                     now=now)
+        if not specs or (apply and proposal is None):
+            out.append(Decision(appt, Outcome.CONFIRMED_NEEDS_STAFF))
+        else:
+            out.append(Decision(appt, Outcome.CONFIRMED_CHANGE_PROPOSED, applied=apply, proposal=proposal))
+    return out
+
+
+def _open_proposals(job: ReevaluationJob, a: Assessment, decisions: list[Decision], now) -> None:
+    """Applied changes to a PROPOSED or HELD appointment become proposals the patient can accept (the new
+    time held for them): a superseded proposal's replacement, or the other fitting times of a HELD that fell
+    back. Live proposals about an appointment this run cancelled or changed end SUPERSEDED first."""
+    changed = [d for d in decisions if d.applied and d.outcome in CHANGE_OUTCOMES]
+    if not changed:
+        return
+    supersede_live(clinic_id=job.clinic_id, appointment_refs=[d.appointment.ref for d in changed], now=now)
+    for d in changed:
+        if d.outcome == Outcome.PROPOSAL_SUPERSEDED:
+            new = _load_appointment(job, d.replacement_ref)
+            spec = {"practitioner": new.practitioner, "treatment": new.treatment, "resource": new.resource}
+            d.proposal = proposal_open(job=job, appointment=new, trigger="PROPOSAL_SUPERSEDED", specs=[],
+                                       now=now, fixed=[(new.starts_at, spec)])
+        elif d.outcome == Outcome.FALLBACK_TO_PROPOSED:
+            fresh = _load_appointment(job, d.appointment.ref)
+            d.proposal = proposal_open(job=job, appointment=fresh, trigger="FALLBACK_TO_PROPOSED",
+                                       specs=_replacement_specs(fresh, a.constraints), now=now)
+
+
+def _load_appointment(job: ReevaluationJob, ref: str) -> Appointment:
+    return Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource").get(
+        clinic_id=job.clinic_id, ref=ref)
 
 
 def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str, current: list[Appointment]) -> list[Decision]:
-    apply_proposed = mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD)
-    apply_held = mode == MutationMode.APPLY_PROPOSED_AND_HELD
+    apply_proposed, apply_held = _apply_modes(mode)
     seen = {a.ref for a in current}
     decisions: list[Decision] = []
     # Targets known at intake that are no longer PROPOSED/HELD (confirmed or cancelled since): protected.

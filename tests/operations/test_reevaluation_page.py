@@ -408,8 +408,8 @@ def test_page_query_count_does_not_grow_with_jobs(staff_web, world, jobs, django
     quarantine_cases(world.clinic, 12)
     # session, user, clinic_for_user, switcher, then the snapshot: state counts, aggregates, claim
     # latency, settings, quarantine count, actionable FAILED per class, action queue page, quarantine
-    # page, recent changes (the switches' allowed moves come from the snapshot).
-    with django_assert_num_queries(13):
+    # page, recent changes (the switches' allowed moves come from the snapshot), live proposals (issue 28).
+    with django_assert_num_queries(14):
         response = staff_web.get(page_url(world.clinic))
     assert len(queue_refs(response.content.decode())) == min(jobs + 2, 20)
 

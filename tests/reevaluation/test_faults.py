@@ -43,7 +43,8 @@ def completed_once(job_ref: str) -> None:
     job = ReevaluationJob.objects.get(ref=job_ref)
     assert job.state == JobState.COMPLETED
     assert OutboxMessage.objects.filter(topic="reevaluation.job_completed").count() == 1
-    assert ReevaluationOutcome.objects.filter(job=job).count() == 2  # the PROPOSED and the HELD one
+    # The PROPOSED and the HELD one, and the CONFIRMED one that no longer fits (a proposal, never a change).
+    assert ReevaluationOutcome.objects.filter(job=job).count() == 3
     report = check()
     assert report.ok, report.summary()
 

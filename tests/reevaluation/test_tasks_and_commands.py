@@ -27,6 +27,7 @@ def test_beat_entries_name_registered_tasks():
         "reevaluation.tasks.dispatch_round",
         "reevaluation.tasks.rescue_leases",
         "reevaluation.tasks.wake_retries",
+        "reevaluation.tasks.expire_proposals",
     }
     app.loader.import_default_modules()
     assert names <= set(app.tasks)

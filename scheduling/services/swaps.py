@@ -1,0 +1,103 @@
+"""Replacing one appointment by another in one transaction: the old allocation released and the new one taken
+under the same exclusion constraints, so the patient is never without a time and the slot is never free
+in between (or nothing changes at all)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.db import transaction
+
+from common.cas import cas_update
+from common.errors import Conflict, NotFound
+
+from ..models import (
+    CAPACITY_STATUSES,
+    LIVE_HOLD_STATUSES,
+    AllocationKind,
+    Appointment,
+    AppointmentStatus,
+    CapacityAllocation,
+    CapacityHold,
+    Clinic,
+    HoldStatus,
+    Practitioner,
+    Resource,
+    Treatment,
+)
+from . import allocations
+
+
+def appointment_swap(
+    *,
+    clinic: Clinic,
+    appointment_ref: str,
+    expected_status: str,
+    expected_version: int | None,
+    practitioner: Practitioner,
+    treatment: Treatment,
+    resource: Resource | None,
+    starts_at: datetime,
+    status: str,
+    reason: str,
+    hold: CapacityHold | None = None,
+) -> tuple[Appointment, Appointment]:
+    """Cancel ``appointment_ref`` and book its replacement (``status``) in one transaction; returns (old, new).
+
+    With ``hold`` (a live hold of the same patient at exactly the new time), the hold's allocation becomes
+    the new appointment's in place and the hold is CONSUMED; without it a new allocation is inserted after
+    the old one is released, and the exclusion constraints judge it (SLOT_OCCUPIED, PATIENT_OVERLAP). Any
+    refusal rolls the whole swap back. The old appointment must still be ``expected_status`` at
+    ``expected_version`` (APPOINTMENT_CHANGED otherwise). Lock order: hold/allocation before appointment.
+    """
+    with transaction.atomic():
+        allocation = None
+        if hold is not None:
+            hold = CapacityHold.objects.select_for_update(no_key=True).filter(pk=hold.pk, clinic=clinic).first()
+            if hold is None:
+                raise NotFound()
+            allocation = (
+                CapacityAllocation.objects.select_for_update(no_key=True).filter(hold=hold, active=True).first()
+            )
+            if hold.status not in LIVE_HOLD_STATUSES or allocation is None:
+                raise Conflict("The held time is no longer reserved.", code="HOLD_NOT_LIVE")
+        CapacityAllocation.objects.select_for_update(of=("self",), no_key=True).filter(
+            active=True, appointment__ref=appointment_ref, appointment__clinic=clinic
+        ).first()
+        old = Appointment.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=appointment_ref).first()
+        if old is None:
+            raise NotFound()
+        if old.status != expected_status or (expected_version is not None and old.version != expected_version):
+            raise Conflict("The appointment changed since the proposal was made.", code="APPOINTMENT_CHANGED")
+        if hold is not None and (
+            hold.patient_id != old.patient_id or hold.starts_at != starts_at
+            or hold.practitioner_id != practitioner.pk or hold.resource_id != (resource.pk if resource else None)
+        ):
+            raise Conflict("The hold is not for this time.", code="HOLD_NOT_LIVE")
+        cas_update(old, expected_status=expected_status, status=AppointmentStatus.CANCELLED, cancel_reason=reason[:200])
+        allocations.release(appointment=old)
+        old.previous_status = expected_status
+        new = Appointment.objects.create(
+            clinic=clinic,
+            patient_id=old.patient_id,
+            practitioner=practitioner,
+            treatment=treatment,
+            resource=resource,
+            starts_at=starts_at,
+            ends_at=starts_at + timedelta(minutes=treatment.duration_minutes),
+            status=status,
+        )
+        if hold is not None and allocation is not None and status in CAPACITY_STATUSES:
+            if allocation.period.upper != new.ends_at:
+                raise Conflict("The hold is not for this time.", code="HOLD_NOT_LIVE")
+            CapacityAllocation.objects.filter(pk=allocation.pk).update(kind=AllocationKind.APPOINTMENT, appointment=new)
+            if hold.status == HoldStatus.ACTIVE:
+                cas_update(hold, expected_status=HoldStatus.ACTIVE, status=HoldStatus.ACCEPTED)
+            cas_update(hold, expected_status=HoldStatus.ACCEPTED, status=HoldStatus.CONSUMED, appointment=new)
+        else:
+            if hold is not None:
+                cas_update(hold, expected_status=hold.status, status=HoldStatus.RELEASED, release_reason="swap")
+                allocations.release(hold=hold)
+            if status in CAPACITY_STATUSES:
+                allocations.allocate_for_appointment(new)
+        return old, new
