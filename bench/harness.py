@@ -51,6 +51,11 @@ SCALES: dict[str, dict] = {
         "fairness_small_jobs": 10,
         "console_rows": 10_000,
         "console_requests": 10,
+        "storm_cancellations": 500,
+        "storm_seconds": 30,
+        "storm_big_entries": 10_000,
+        "storm_small_entries": 1_000,
+        "clinics_counts": [10, 100, 1_000],
     },
     # The issue's sizes: under 30 minutes on 2 cores.
     "full": {
@@ -72,6 +77,11 @@ SCALES: dict[str, dict] = {
         "fairness_small_jobs": 10,
         "console_rows": 10_000,
         "console_requests": 20,
+        "storm_cancellations": 5_000,
+        "storm_seconds": 120,
+        "storm_big_entries": 30_000,
+        "storm_small_entries": 3_000,
+        "clinics_counts": [10, 100, 1_000],
     },
 }
 
@@ -283,7 +293,7 @@ def plot(filename: str, draw: Callable) -> str:
 
 # --- the doc -----------------------------------------------------------------------------------
 
-ORDER = ["matcher", "contention", "claims", "reevaluation", "console"]
+ORDER = ["matcher", "contention", "claims", "reevaluation", "console", "storm", "clinics"]
 
 INTRO = """# Benchmarks
 
