@@ -359,6 +359,23 @@ def pgbench_run(seconds: int, clients: int) -> float:
 # --- analysis ----------------------------------------------------------------------------------
 
 
+def pg_cpu() -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving the bench database (from /proc)."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    pids = [r[0] for r in db.sql("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                                 "AND pid <> pg_backend_pid()")]
+    out = {}
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            out[pid] = (int(fields[11]) + int(fields[12])) / tick
+        except (OSError, IndexError, ValueError):
+            continue
+    return out
+
+
 def _pcts(values: list[float]) -> dict:
     return {"p50": percentile(values, 50), "p90": percentile(values, 90), "p99": percentile(values, 99),
             "max": max(values) if values else math.nan, "n": len(values)}
@@ -498,13 +515,16 @@ def run() -> Result:
         for run_no in range(runs_n):
             items = world["plan"][run_no]
             log(f"storm: run {run_no + 1}: {len(items):,} cancellations over {seconds} s")
-            cpu_before = dep.cpu_seconds()
+            cpu_before, pg_before = dep.cpu_seconds(), pg_cpu()
             storm = Storm(dep.url, world["token"], session, items, seconds, receiver_log, [c.ref for c in clinics])
             times = storm.run()
-            cpu_after = dep.cpu_seconds()
+            cpu_after, pg_after = dep.cpu_seconds(), pg_cpu()
             connections.close_all()
             r = analyse(storm, times, clinics)
             r["cpu_seconds"] = {k: round(cpu_after.get(k, 0) - cpu_before.get(k, 0), 1) for k in cpu_after}
+            # Backends that lived through the run (web and worker keep theirs: DATABASE_CONN_MAX_AGE).
+            r["cpu_seconds"]["postgresql"] = round(sum(v - pg_before.get(pid, 0.0) for pid, v in pg_after.items()), 1)
+            r["cpu_ms_per_cancellation"] = {k: 1000 * v / max(len(items), 1) for k, v in r["cpu_seconds"].items()}
             log(f"storm: run {run_no + 1}: pgbench {PGBENCH_SECONDS} s at {PGBENCH_CLIENTS} clients")
             r["pgbench_tps"] = pgbench_run(PGBENCH_SECONDS, PGBENCH_CLIENTS)
             fn = r["first_notice_ms"]
@@ -557,11 +577,45 @@ def summarise(runs: list[dict], cfg: dict) -> dict:
         "cancel_send_seconds": s("cancel_send_seconds"),
         "pgbench_tps": s("pgbench_tps"),
         "invariants_ok_every_run": all(r["invariants_ok"] for r in runs),
+        "cpu_ms_per_cancellation": {k: s(f"cpu_ms_per_cancellation.{k}") for k in runs[0]["cpu_ms_per_cancellation"]},
     }
+
+
+def method_note(d: dict) -> str:
+    return (
+        f"**What runs.** The deployment `make run` starts, on loopback: gunicorn `config.wsgi` (2 workers × 4 "
+        f"threads), one Celery worker (`-Q delivery,reevaluation,maintenance --concurrency 2`) and Celery beat with "
+        f"the shipped schedule (`bench/deployment.py`; the access log off), against the bench database. "
+        f"{d['clinics']} clinics, each its own tenant group: one big (20 practitioners, `storm_big_entries` waiting "
+        f"entries) and {d['clinics'] - 1} small (5 practitioners, `storm_small_entries`), the bench's shape of "
+        f"waitlist (`bench/db.py`: 30 % name a practitioner, 7-day windows over 40 days, FRESH decisions, EMAIL and "
+        f"SMS consent), no quiet hours, and `settings.notification` = the webhook provider pointed at "
+        f"`bench/receiver.py` (a threaded HTTP server that checks each POST's HMAC signature and writes its arrival "
+        f"time). Each run cancels its own {d['cancellations']:,} CONFIRMED appointments (booked beforehand with "
+        f"`appointment_book`, from day 3 on), a third of them in the big clinic, the rest uniform over the others: "
+        f"an open-loop schedule over {d['seconds']} s (`POST …/appointments/{{ref}}/cancel` with an Idempotency-Key, "
+        f"{SENDERS} sending threads, one STAFF token; a request leaves at its time or as soon as a thread is free). "
+        f"A patient answers about {CLAIM_SHARE:.0%} of the offer notices (chosen by a hash of the message): "
+        f"{CLAIMERS} threads open the notice's claim link (GET, for the CSRF token) and accept (POST, timed: "
+        f"`offer_claim_and_book`, claim and book). {CONSOLE_USERS} signed-in STAFF reload the console's waitlist "
+        f"page every {CONSOLE_PAUSE_S} s (the big clinic a third of the time). After the last cancellation the run "
+        f"waits until the clinics' outbox is empty and no offer appeared for {DRAIN_IDLE_S} s (at most "
+        f"{DRAIN_MAX_S} s). **First notice** = the receiver's arrival time of the first offer notice of the "
+        f"cancellation's vacancy minus the time the cancellation's answer arrived (one clock: everything is on this "
+        f"machine). Then, in the same run, `pgbench -c {PGBENCH_CLIENTS} -j 2 -T {PGBENCH_SECONDS}` (TPC-B-like, "
+        f"scale 10) on the same server, and the invariant checker (`common.invariants.check` over the storm's "
+        f"clinics: one active offer per vacancy and per entry, holds and allocations, no CONFIRMED double booking, "
+        f"one creation event per offer, outbox delivered at most once) plus this benchmark's own checks: every "
+        f"cancelled CONFIRMED appointment has its vacancy and every cancellation answered with one, no offer has "
+        f"two notices in the outbox, no notice reached the receiver twice, every signature was good. The API and "
+        f"patient-page throttles are raised for the server under test (one token and one address send everything); "
+        f"they still run."
+    )
 
 
 def describe(result: Result, cfg: dict) -> None:
     d = result.data
+    result.note(method_note(d))
     fn = d["first_notice_ms"]
     result.table(
         f"The storm: {d['cancellations']:,} cancellations in {d['seconds']} s (median (min–max) over "
@@ -595,14 +649,21 @@ def describe(result: Result, cfg: dict) -> None:
              "held" if d["invariants_ok_every_run"] else "**broken**", "held"],
         ],
     )
+    cpu = d["cpu_ms_per_cancellation"]
+    result.table(
+        "CPU per cancellation (everything that followed it: dispatch, notice, claims, console loads, beat), ms",
+        ["web (gunicorn)", "worker (Celery)", "beat", "receiver", "PostgreSQL backends", "all"],
+        [[*(fmt_stat(cpu[k]) for k in ("web", "worker", "beat", "receiver", "postgresql") if k in cpu),
+          fmt(sum(cpu[k]["median"] for k in cpu))]],
+    )
     result.table(
         "Per run",
         ["run", "vacancies", "notices", "first notice p50 / p99 / max (ms)", "claims ok / sent", "offers ACCEPTED",
-         "console loads", "pgbench tps", "CPU s (web / worker / beat / receiver)"],
+         "console loads", "pgbench tps", "CPU s (web / worker / beat / receiver / PostgreSQL)"],
         [[f"run {i + 1}", f"{r['vacancies']:,}", f"{r['notices']:,}",
           " / ".join(fmt(r["first_notice_ms"][k]) for k in ("p50", "p99", "max")),
           f"{r['claims_ok']} / {r['claims']}", f"{r['offers_accepted']:,}", f"{r['console_ms']['n']:,}",
           fmt(r["pgbench_tps"]),
-          " / ".join(str(r["cpu_seconds"].get(k, "–")) for k in ("web", "worker", "beat", "receiver"))]
+          " / ".join(str(r["cpu_seconds"].get(k, "–")) for k in ("web", "worker", "beat", "receiver", "postgresql"))]
          for i, r in enumerate(d["runs"])],
     )

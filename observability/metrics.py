@@ -28,7 +28,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from common.degrade import REDIS_ERRORS, cache_dependency
 from common.models import OutboxMessage, OutboxStatus
 from reevaluation.models import ClinicReevaluationSettings, DrainState, JobState, QuarantineCase, ReevaluationJob
-from scheduling.models import Clinic
+from scheduling.models import Clinic, Patient
 from waitlist import selectors as waitlist_selectors
 from waitlist.decisions import Decision, get_decision_provider
 from waitlist.models import (
@@ -165,14 +165,15 @@ FROM x GROUP BY 1, 2, 3
 
 def _decision_freshness(ids: list[int], now: datetime) -> dict[int, dict[str, int]]:
     """``decision_freshness`` of every clinic in ``ids`` in one query (the same provider expression and the
-    same rule per group); a clinic with no WAITING patient has no entry (all zero)."""
+    same rule per group); a clinic with no WAITING patient has no entry (all zero). A patient belongs to one
+    clinic (its entries are that clinic's: ``scheduling.services`` refuses others), so the patient's clinic
+    groups; each patient is read once, without sorting the decisions to make them distinct."""
+    waiting = WaitlistEntry.objects.filter(clinic_id__in=ids, status=EntryStatus.WAITING).values("patient_id")
     pairs = (
-        WaitlistEntry.objects.filter(clinic_id__in=ids, status=EntryStatus.WAITING)
-        .values("clinic_id", "patient_id")
+        Patient.objects.filter(pk__in=waiting)
         .annotate(latest=get_decision_provider().newest_expression(clinic=OuterRef("clinic_id"),
-                                                                   patient=OuterRef("patient_id")))
-        .values("clinic_id", "patient_id", "latest")
-        .distinct()
+                                                                   patient=OuterRef("pk")))
+        .values("clinic_id", "latest")
         .order_by()
     )
     inner, params = pairs.query.sql_with_params()
