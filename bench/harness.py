@@ -337,6 +337,11 @@ How to read the numbers:
   benchmark's own load). The entry lock convoy that once made the
   full contention benchmark alone take about 18 minutes is gone (37 s now). Run one part with
   `BENCH_ARGS="--only NAME"`.
+* issue 27 added the storm (`--only storm`: the `make run` deployment on loopback under 500 cancellations
+  in 30 s, or 5,000 in 2 minutes at `full`) and the thousand-clinic sweep (`--only clinics`). Their
+  committed results are `quick` runs on 2026-12-01/02 on the same 2-core machine while it was shared with
+  other work (load average 25–30 at their start): 1,045 s and 356 s wall. A storm run drains for at most
+  5 minutes after its last cancellation, so a saturated machine bounds it; the full storm was not run there.
 """
 
 
