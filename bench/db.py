@@ -100,9 +100,10 @@ def bulk_patients(clinic, n: int, *, fingerprints: bool = False) -> tuple[int, i
     # Contact consent (EMAIL, source IMPORT): the matcher passes over a patient without it.
     sql(
         """
-        INSERT INTO scheduling_contactconsent (ref, clinic_id, patient_id, channel, state, source, actor, recorded_at)
+        INSERT INTO scheduling_contactconsent
+            (ref, clinic_id, patient_id, channel, state, source, actor, recorded_at, evidence)
         SELECT 'cns_b' || p.id || 'x' || substr(md5(random()::text), 1, 8), %(c)s, p.id, 'EMAIL', 'GRANTED', 'IMPORT',
-               'system:bench', now()
+               'system:bench', now(), ''
         FROM scheduling_patient p WHERE p.clinic_id = %(c)s AND p.id BETWEEN %(a)s AND %(b)s
         """,
         {"c": clinic.pk, "a": ids[0], "b": ids[-1]},

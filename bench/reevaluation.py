@@ -771,7 +771,30 @@ def run() -> Result:
         f"at one round per {BEAT_SECONDS} s beat). Meanwhile the big clinic still gets "
         f"{PER_CLINIC_LIMIT} jobs in every round that serves it."
     )
+    result.note(REAL_WORK_LAYERS_NOTE)
     return result
+
+
+#: Issue 27 part 3, measured once with ``python -m bench.reevaluation_profile`` (not re-run by ``make bench``).
+REAL_WORK_LAYERS_NOTE = (
+    '**Real work, per layer (issue 27 part 3; measured, not re-run by `make bench`).** `python -m '
+    'bench.reevaluation_profile 200` runs 195 real-work jobs (a HELD appointment replaced each) with the '
+    'inline worker under cProfile and counts every statement. On 2026-12-02 at 00:08 UTC, on this 2-core '
+    'machine shared with other work (load average about 30: every figure is several times an idle '
+    "machine's, the split is what travels): one job is 30 SQL statements, and about 62 % of its wall time"
+    " is inside `cursor.execute` (round trips to a CPU-starved PostgreSQL); by layer, of the job's time: "
+    'the decision and its apply (`_decide_all`) 47 %, most of it replacing the HELD appointment '
+    '(`_replace` 35 %: `appointment_cancel` 20 %, `appointment_book` 12 %); the CONFIRMED-untouched '
+    "digest read before and after it (`_confirmed_digest`) 12 %; reading the scope's appointments "
+    "(`_eligible`) 9 %; writing the outcome rows and the job's state (`_finish_completed`) 9 %; the "
+    'completion notice 3 %, the policy advance 2 %; the CRM fetch with its verification and parse well '
+    "under 1 %. Python's share is mostly the ORM building statements (`as_sql`, `build_filter`: about 15 "
+    '% of the wall). 300 jobs/s for one process leaves about 3.3 ms a job: with 30 statements each, that '
+    'needs the statements per job cut several-fold (the cancel and the book as one statement each, the '
+    'digest folded into the scope read, the outcome rows in one insert), which was not attempted here: '
+    'the reevaluation services are other work in progress, and the guarantee (CONFIRMED untouched, every '
+    'outcome as today) is what those statements check.'
+)
 
 
 def _plot(fair: dict, cycle: int) -> str:

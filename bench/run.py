@@ -20,6 +20,8 @@ BENCHMARKS = {
     "claims": "bench.claims",
     "reevaluation": "bench.reevaluation",
     "console": "bench.console",
+    "storm": "bench.storm",
+    "clinics": "bench.clinics",
 }
 
 

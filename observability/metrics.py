@@ -14,30 +14,36 @@ import hmac
 import os
 import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db.models import Count, Max, Min, Q
+from django.db import connection
+from django.db.models import Count, Max, Min, OuterRef, Q
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from common.degrade import REDIS_ERRORS, cache_dependency
-from interop.selectors import subscription_health
-from reevaluation import selectors as reevaluation_selectors
-from reevaluation.models import DrainState, JobState, QuarantineCase, ReevaluationJob
-from scheduling.models import Clinic
+from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
+from interop.models import NOTIFICATION_TOPIC, Subscription, SubscriptionStatus
+from reevaluation.models import ClinicReevaluationSettings, DrainState, JobState, QuarantineCase, ReevaluationJob
+from scheduling.models import Clinic, Patient
+from waitlist.decisions import Decision, get_decision_provider
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
+    OFFER_TOPIC,
     BookingReliabilityDecision,
+    DecisionStatus,
+    EntryStatus,
     JobRun,
     Offer,
     Vacancy,
     VacancyStatus,
+    WaitlistEntry,
 )
-from waitlist.selectors.metrics import decision_freshness, fill_metrics, notice_provider_failures, outbox_health
+from waitlist.selectors.metrics import NOTICE_TOPICS, fill_metrics, notice_provider_failures
 from waitlist.services.vacancies import DISPATCH_SLOTS
 
 # --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
@@ -152,63 +158,167 @@ def _age(now: datetime, at: datetime | None) -> float | None:
     return max(0.0, (now - at).total_seconds()) if at is not None else None
 
 
-def _clinic_samples(clinic: Clinic, now: datetime, add) -> None:
-    """All gauges of one clinic: a fixed number of queries (the selectors' plus three small aggregates)."""
-    labels = (clinic.tenant_group.ref, clinic.ref)
-    vacancies = Vacancy.objects.filter(clinic=clinic).aggregate(
+def _by(rows, key: str = "clinic_id") -> dict:
+    return {row.pop(key): row for row in rows}
+
+
+#: Each WAITING patient's newest decision per clinic (``waitlist.selectors.decision_freshness``'s query, for
+#: every clinic at once): counted by (clinic, status, expired).
+_FRESHNESS_SQL = """
+WITH x AS MATERIALIZED ({pairs})
+SELECT x.clinic_id, x.latest ->> 'status', (x.latest ->> 'expires_at')::timestamptz <= %s, COUNT(*)
+FROM x GROUP BY 1, 2, 3
+"""
+
+
+def _decision_freshness(ids: list[int], now: datetime) -> dict[int, dict[str, int]]:
+    """``decision_freshness`` of every clinic in ``ids`` in one query (the same provider expression and the
+    same rule per group); a clinic with no WAITING patient has no entry (all zero). A patient belongs to one
+    clinic (its entries are that clinic's: ``scheduling.services`` refuses others), so the patient's clinic
+    groups; each patient is read once, without sorting the decisions to make them distinct."""
+    waiting = WaitlistEntry.objects.filter(clinic_id__in=ids, status=EntryStatus.WAITING).values("patient_id")
+    pairs = (
+        Patient.objects.filter(pk__in=waiting)
+        .annotate(latest=get_decision_provider().newest_expression(clinic=OuterRef("clinic_id"),
+                                                                   patient=OuterRef("pk")))
+        .values("clinic_id", "latest")
+        .order_by()
+    )
+    inner, params = pairs.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(_FRESHNESS_SQL.format(pairs=inner), [*params, now])
+        groups = cursor.fetchall()
+    out: dict[int, dict[str, int]] = {}
+    for clinic_id, status, expired, n in groups:
+        counts = out.setdefault(clinic_id, {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0})
+        if status is None:
+            counts["MISSING"] += n
+            continue
+        effective = Decision("", status, 0, now if expired else None).effective_status(now)
+        counts[effective if effective in counts else DecisionStatus.STALE] += n
+    return out
+
+
+_NO_FILL = {"vacancies": {"total": 0, "filled": 0, "closed": 0, "open": 0, "exhausted": 0}, "fill_rate": None,
+            "time_to_fill_seconds": {"p50": None, "p90": None}}
+
+
+def _clinics_samples(clinics: list[Clinic], now: datetime, add) -> None:
+    """All gauges of ``clinics`` with one grouped query per gauge family (the selectors' definitions), so a scrape
+    costs a fixed number of statements whatever the number of clinics; only ``fill_metrics`` still runs per
+    clinic, and only for a clinic that opened a vacancy in the metrics window (a quiet clinic's are all zero)."""
+    if not clinics:
+        return
+    ids, refs = [c.pk for c in clinics], [c.ref for c in clinics]
+    vacancies = _by(Vacancy.objects.filter(clinic_id__in=ids).values("clinic_id").annotate(
         open=Count("id", filter=Q(status=VacancyStatus.OPEN)),
         review=Count("id", filter=Q(status=VacancyStatus.REVIEW)),
         oldest_review=Min("updated_at", filter=Q(status=VacancyStatus.REVIEW)),
-    )
-    add("waitlist_vacancies", (*labels, "OPEN"), vacancies["open"])
-    add("waitlist_vacancies", (*labels, "REVIEW"), vacancies["review"])
-    add("waitlist_review_oldest_age_seconds", labels, _age(now, vacancies["oldest_review"]) or 0)
-    add("waitlist_offers_active", labels, Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES).count())
+    ).order_by())
+    offers = dict(Offer.objects.filter(clinic_id__in=ids, status__in=ACTIVE_OFFER_STATUSES).values("clinic_id")
+                  .annotate(n=Count("id")).order_by().values_list("clinic_id", "n"))
+    live = [OutboxStatus.PENDING, OutboxStatus.LEASED]  # as ``waitlist.selectors.outbox_health``
+    outbox: dict[tuple[str, str], dict] = {}
+    for row in OutboxMessage.objects.filter(clinic_ref__in=refs, topic__in=[OFFER_TOPIC, NOTIFICATION_TOPIC]).values(
+        "clinic_ref", "topic").annotate(
+        pending=Count("id", filter=Q(status__in=live)),
+        dead=Count("id", filter=Q(status=OutboxStatus.DEAD)),
+        oldest_pending=Min("created_at", filter=Q(status__in=live)),
+    ).order_by():
+        outbox[(row.pop("clinic_ref"), row.pop("topic"))] = row
+    subscriptions: dict[int, dict[str, int]] = {}
+    for clinic_id, status, n in (Subscription.objects.filter(clinic_id__in=ids).values("clinic_id", "status")
+                                 .annotate(n=Count("id")).order_by().values_list("clinic_id", "status", "n")):
+        subscriptions.setdefault(clinic_id, {})[status] = n
+    # Only a clinic whose provider failed at all has a run of failures to measure (a quiet clinic costs nothing).
+    failing = set(OutboxAttempt.objects.filter(message__clinic_ref__in=refs, message__topic__in=NOTICE_TOPICS,
+                                               outcome=DeliveryOutcome.FAILED)
+                  .values_list("message__clinic_ref", flat=True).distinct().order_by())
+    freshness = _decision_freshness(ids, now)
+    newest = dict(BookingReliabilityDecision.objects.filter(clinic_id__in=ids).values("clinic_id")
+                  .annotate(at=Max("received_at")).order_by().values_list("clinic_id", "at"))
+    since = now - timedelta(days=int(getattr(settings, "WAITLIST_METRICS_WINDOW_DAYS", 30)))
+    filling = set(Vacancy.objects.filter(clinic_id__in=ids, created_at__gte=since).values_list("clinic_id", flat=True)
+                  .distinct().order_by())
+    job_counts: dict[int, dict[str, int]] = {}
+    for clinic_id, state, n in (ReevaluationJob.objects.filter(clinic_id__in=ids).values("clinic_id", "state")
+                                .annotate(n=Count("id")).order_by().values_list("clinic_id", "state", "n")):
+        job_counts.setdefault(clinic_id, {})[state] = n
+    backlog = [JobState.PENDING, JobState.RETRY_WAIT]  # as ``reevaluation.selectors.snapshot``
+    running = Q(state=JobState.RUNNING, lease_expires_at__gt=now)
+    jobs = _by(ReevaluationJob.objects.filter(clinic_id__in=ids).values("clinic_id").annotate(
+        active_leases=Count("id", filter=running),
+        expired_leases=Count("id", filter=Q(state=JobState.RUNNING, lease_expires_at__lte=now)),
+        oldest_backlog=Min("created_at", filter=Q(state__in=backlog)),
+        overdue=Count("id", filter=Q(state__in=backlog, due_at__lt=now)),
+        stalest=Min("lease_renewed_at", filter=running),
+        stalest_claimed=Min("first_claimed_at", filter=running),
+    ).order_by())
+    reeval = _by(ClinicReevaluationSettings.objects.filter(clinic_id__in=ids).values(
+        "clinic_id", "lease_renewal_failures", "consecutive_assessment_failures", "drain_state"))
+    quarantine = dict(QuarantineCase.objects.filter(clinic_id__in=ids).values("clinic_id").annotate(n=Count("id"))
+                      .order_by().values_list("clinic_id", "n"))
+    no_jobs = {"active_leases": 0, "expired_leases": 0, "oldest_backlog": None, "overdue": 0, "stalest": None,
+               "stalest_claimed": None}
+    no_settings = {"lease_renewal_failures": 0, "consecutive_assessment_failures": 0, "drain_state": DrainState.ACTIVE}
+    for clinic in clinics:
+        labels = (clinic.tenant_group.ref, clinic.ref)
+        v = vacancies.get(clinic.pk, {"open": 0, "review": 0, "oldest_review": None})
+        add("waitlist_vacancies", (*labels, "OPEN"), v["open"])
+        add("waitlist_vacancies", (*labels, "REVIEW"), v["review"])
+        add("waitlist_review_oldest_age_seconds", labels, _age(now, v["oldest_review"]) or 0)
+        add("waitlist_offers_active", labels, offers.get(clinic.pk, 0))
 
-    outbox = outbox_health(clinic=clinic, now=now)
-    add("waitlist_outbox_backlog", labels, outbox["pending"])
-    add("waitlist_outbox_dead", labels, outbox["dead"])
-    add("waitlist_outbox_oldest_pending_age_seconds", labels, outbox["oldest_pending_age_seconds"] or 0)
+        nothing = {"pending": 0, "dead": 0, "oldest_pending": None}
+        o = outbox.get((clinic.ref, OFFER_TOPIC), nothing)
+        oldest = o["oldest_pending"]
+        add("waitlist_outbox_backlog", labels, o["pending"])
+        add("waitlist_outbox_dead", labels, o["dead"])
+        add("waitlist_outbox_oldest_pending_age_seconds", labels,
+            max(0, int((now - oldest).total_seconds())) if oldest else 0)
 
-    add("waitlist_notice_provider_failures", labels, notice_provider_failures(clinic=clinic)["failures"])
-    fhir = subscription_health(clinic=clinic, now=now)
-    for status, count in fhir["subscriptions"].items():
-        add("fhir_subscriptions", (*labels, status), count)
-    add("fhir_notifications_undelivered", labels, fhir["pending"])
-    add("fhir_notifications_dead", labels, fhir["dead"])
-    add("fhir_notification_oldest_undelivered_age_seconds", labels, fhir["oldest_pending_age_seconds"] or 0)
+        failures = notice_provider_failures(clinic=clinic)["failures"] if clinic.ref in failing else 0
+        add("waitlist_notice_provider_failures", labels, failures)
+        by_status = subscriptions.get(clinic.pk, {})
+        for status in SubscriptionStatus.values:
+            add("fhir_subscriptions", (*labels, status), by_status.get(status, 0))
+        f = outbox.get((clinic.ref, NOTIFICATION_TOPIC), nothing)
+        add("fhir_notifications_undelivered", labels, f["pending"])
+        add("fhir_notifications_dead", labels, f["dead"])
+        add("fhir_notification_oldest_undelivered_age_seconds", labels, _age(now, f["oldest_pending"]) or 0)
 
-    for freshness, count in decision_freshness(clinic=clinic, now=now).items():
-        add("waitlist_decisions", (*labels, freshness), count)
-    newest = BookingReliabilityDecision.objects.filter(clinic=clinic).aggregate(at=Max("received_at"))["at"]
-    if newest is not None:  # absent (not 0) when the feed never delivered: "absent" alerts can tell
-        add("waitlist_decision_feed_age_seconds", labels, _age(now, newest))
+        counts = freshness.get(clinic.pk, {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0})
+        for state, count in counts.items():
+            add("waitlist_decisions", (*labels, state), count)
+        if clinic.pk in newest:  # absent (not 0) when the feed never delivered: "absent" alerts can tell
+            add("waitlist_decision_feed_age_seconds", labels, _age(now, newest[clinic.pk]))
 
-    fill = fill_metrics(clinic=clinic, now=now)
-    for outcome, count in fill["vacancies"].items():
-        add("waitlist_window_vacancies", (*labels, outcome), count)
-    if fill["fill_rate"] is not None:
-        add("waitlist_fill_rate", labels, fill["fill_rate"])
-    for quantile, key in (("0.5", "p50"), ("0.9", "p90")):
-        if fill["time_to_fill_seconds"][key] is not None:
-            add("waitlist_time_to_fill_seconds", (*labels, quantile), fill["time_to_fill_seconds"][key])
+        fill = fill_metrics(clinic=clinic, now=now) if clinic.pk in filling else _NO_FILL
+        for outcome, count in fill["vacancies"].items():
+            add("waitlist_window_vacancies", (*labels, outcome), count)
+        if fill["fill_rate"] is not None:
+            add("waitlist_fill_rate", labels, fill["fill_rate"])
+        for quantile, key in (("0.5", "p50"), ("0.9", "p90")):
+            if fill["time_to_fill_seconds"][key] is not None:
+                add("waitlist_time_to_fill_seconds", (*labels, quantile), fill["time_to_fill_seconds"][key])
 
-    snap = reevaluation_selectors.snapshot(clinic=clinic, now=now, queue_limit=1)
-    for state, count in snap["counts"].items():
-        add("reevaluation_jobs", (*labels, state), count)
-    add("reevaluation_backlog_oldest_age_seconds", labels, snap["oldest_backlog_age_seconds"] or 0)
-    add("reevaluation_jobs_overdue", labels, snap["overdue_count"])
-    add("reevaluation_leases_active", labels, snap["active_leases"])
-    add("reevaluation_leases_expired", labels, snap["expired_leases"])
-    add("reevaluation_lease_renewal_failures", labels, snap["lease_renewal_failures"])
-    add("reevaluation_consecutive_assessment_failures", labels, snap["consecutive_assessment_failures"])
-    add("reevaluation_quarantine_cases", labels, snap["quarantine_count"])
-    for state in DrainState.values:
-        add("reevaluation_drain_state", (*labels, state), 1 if snap["drain_state"] == state else 0)
-    stalest = ReevaluationJob.objects.filter(
-        clinic_id=clinic.pk, state=JobState.RUNNING, lease_expires_at__gt=now
-    ).aggregate(at=Min("lease_renewed_at"), claimed=Min("first_claimed_at"))
-    add("reevaluation_lease_oldest_renewal_age_seconds", labels, _age(now, stalest["at"] or stalest["claimed"]) or 0)
+        by_state = job_counts.get(clinic.pk, {})
+        for state in JobState.values:
+            add("reevaluation_jobs", (*labels, state), by_state.get(state, 0))
+        j, r = jobs.get(clinic.pk, no_jobs), reeval.get(clinic.pk, no_settings)
+        backlog_at = j["oldest_backlog"]
+        add("reevaluation_backlog_oldest_age_seconds", labels,
+            int((now - backlog_at).total_seconds()) if backlog_at is not None else 0)
+        add("reevaluation_jobs_overdue", labels, j["overdue"])
+        add("reevaluation_leases_active", labels, j["active_leases"])
+        add("reevaluation_leases_expired", labels, j["expired_leases"])
+        add("reevaluation_lease_renewal_failures", labels, r["lease_renewal_failures"])
+        add("reevaluation_consecutive_assessment_failures", labels, r["consecutive_assessment_failures"])
+        add("reevaluation_quarantine_cases", labels, quarantine.get(clinic.pk, 0))
+        for state in DrainState.values:
+            add("reevaluation_drain_state", (*labels, state), 1 if r["drain_state"] == state else 0)
+        stalest = j["stalest"] or j["stalest_claimed"]
+        add("reevaluation_lease_oldest_renewal_age_seconds", labels, _age(now, stalest) or 0)
 
 
 def domain_samples(scope: Scope, now: datetime | None = None) -> dict[str, list[tuple[tuple, float]]]:
@@ -219,8 +329,7 @@ def domain_samples(scope: Scope, now: datetime | None = None) -> dict[str, list[
     def add(name: str, labels: tuple, value) -> None:
         samples[name].append((labels, float(value)))
 
-    for clinic in scope.clinics():
-        _clinic_samples(clinic, now, add)
+    _clinics_samples(list(scope.clinics()), now, add)
     for job, at in JobRun.objects.order_by("name").values_list("name", "last_run_at"):
         add("waitlist_job_last_run_timestamp_seconds", (job,), at.timestamp())
     if scope.tenant_group == "*":

@@ -24,10 +24,13 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
+from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
 from common.cas import sql_states
+from common.degrade import REDIS_ERRORS, cache_dependency
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic, Patient
 
@@ -193,6 +196,31 @@ def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days
         "passovers": {"total": sum(r["passovers"] for r in reasons.values()), "by_reason": reasons},
         "longest_waiting_without_offer": forgotten,
     }
+
+
+def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, window_days: int = 30) -> dict:
+    """``fairness_metrics`` as the console and the ops snapshot show it: computed at most once per
+    ``WAITLIST_FAIRNESS_CACHE_SECONDS`` bucket of ``now`` per clinic (0: every time). The pass-over count
+    joins every offer of the window with the entries that waited longer, so at a busy clinic it costs
+    seconds of database time, and the waitlist page (and its readiness poll) asked for it on every load; a
+    30-day figure does not need to be fresher than a bucket. Redis down: computed every time."""
+    now = now or timezone.now()
+    seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 30))
+    if seconds <= 0:
+        return fairness_metrics(clinic=clinic, now=now, window_days=window_days)
+    key = f"waitlist:fairness:{clinic.pk}:{window_days}:{int(now.timestamp()) // seconds}"
+    try:
+        value = cache.get(key)
+    except REDIS_ERRORS as exc:
+        cache_dependency.failed(exc)
+        return fairness_metrics(clinic=clinic, now=now, window_days=window_days)
+    if value is None:
+        value = fairness_metrics(clinic=clinic, now=now, window_days=window_days)
+        try:
+            cache.set(key, value, seconds)
+        except REDIS_ERRORS as exc:
+            cache_dependency.failed(exc)
+    return value
 
 
 def shadow_summary(*, clinic: Clinic, differences: int = 10) -> dict | None:

@@ -14,7 +14,7 @@ from common.timefmt import iso_in_zone
 from scheduling.models import Clinic, ContactConsent
 from scheduling.services.features import feature_enabled
 
-from ..fairness import fairness_metrics, shadow_summary
+from ..fairness import fairness_metrics_cached, shadow_summary
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -54,7 +54,7 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
             "jobs": jobs,
         },
         "metrics": fill_metrics(clinic=clinic, now=now),
-        "fairness": fairness_metrics(clinic=clinic, now=now, window_days=metrics_window_days()),
+        "fairness": fairness_metrics_cached(clinic=clinic, now=now, window_days=metrics_window_days()),
         "shadow": shadow_summary(clinic=clinic),
         "action_queue": ops_action_queue(clinic=clinic, now=now, limit=queue_limit),
     }
