@@ -77,6 +77,14 @@ SELECT id FROM hold
 """
 
 
+def lock_hold(hold_id: int) -> CapacityHold:
+    """The hold row, locked (FOR NO KEY UPDATE) for a command that ends it; NotFound when gone."""
+    hold = CapacityHold.objects.select_for_update(no_key=True).filter(pk=hold_id).first()
+    if hold is None:
+        raise NotFound()
+    return hold
+
+
 def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> CapacityHold:
     """ACTIVE → ACCEPTED. The caller holds the lock (it is mid-claim)."""
     check_transition(HOLD_TRANSITIONS, hold.status, HoldStatus.ACCEPTED, code="HOLD_NOT_ACCEPTABLE")

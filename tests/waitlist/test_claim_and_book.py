@@ -81,3 +81,22 @@ def test_another_patients_offer_looks_missing(world):
         services.offer_claim_and_book(offer=page_view)
     offer.refresh_from_db()
     assert offer.status == OfferStatus.OFFERED
+
+
+def test_an_accept_while_the_delivery_is_recorded_still_books(world):
+    """The page read the offer; then the worker recorded the notice's delivery (a new version): the
+    patient's accept is for this offer, not for a version, so it books."""
+    page = _page_offer(offer := make_offer(world))
+    services.offer_notice_delivered(clinic=world.clinic, offer_ref=offer.ref, delivered_at=offer.created_at)
+    assert Offer.objects.get(pk=offer.pk).version == page.version + 1
+    result = services.offer_claim_and_book(offer=page)
+    assert result.booked
+    assert Appointment.objects.filter(patient=offer.patient, status=AppointmentStatus.CONFIRMED).count() == 1
+
+
+def test_an_accept_of_an_offer_that_ended_meanwhile_is_still_refused(world):
+    page = _page_offer(offer := make_offer(world))
+    services.offer_withdraw(clinic=world.clinic, offer_ref=offer.ref, actor=world.staff, reason="staff took it back")
+    with pytest.raises(Conflict):
+        services.offer_claim_and_book(offer=page)
+    assert not Appointment.objects.filter(patient=offer.patient, status=AppointmentStatus.CONFIRMED).exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from common.errors import DomainError
+from common.errors import DomainError, VersionConflict
 from common.services import new_correlation_id
 
 from ..models import Confirmation, Offer, OfferStatus
@@ -33,15 +33,7 @@ def offer_claim_and_book(*, offer: Offer, correlation_id: str = "") -> AcceptRes
     correlation_id = correlation_id or new_correlation_id()
     book_now = offer.policy.confirmation == Confirmation.ON_ACCEPT
     if offer.status != OfferStatus.ACCEPTED:
-        receipt = offers.offer_claim(
-            clinic=offer.clinic,
-            offer_ref=offer.ref,
-            expected_version=offer.version,
-            patient=offer.patient,
-            correlation_id=correlation_id,
-            request_booking=book_now,
-        )
-        hold_ref = receipt.hold_ref
+        hold_ref = _claim(offer, correlation_id=correlation_id, request_booking=book_now)
     else:
         hold_ref = offer.hold.ref
     if not book_now:
@@ -53,3 +45,26 @@ def offer_claim_and_book(*, offer: Offer, correlation_id: str = "") -> AcceptRes
         logger.warning("claim page: booking of hold %s left to reconcile: %s", hold_ref, exc.code)
         return AcceptResult(hold_ref=hold_ref, booked=False, booking_error=exc.code)
     return AcceptResult(hold_ref=hold_ref, booked=True)
+
+
+def _claim(offer: Offer, *, correlation_id: str, request_booking: bool) -> str:
+    """The claim at the version the page read, once more at the current one if only the version moved.
+
+    The page carries no version: the patient accepts this offer, whatever bookkeeping touched it meanwhile
+    (the worker recording the notice's delivery moves the version while the patient is already answering).
+    The claim's own checks still refuse an offer that ended, expired or moved on."""
+    for attempt in (1, 2):
+        try:
+            return offers.offer_claim(
+                clinic=offer.clinic,
+                offer_ref=offer.ref,
+                expected_version=offer.version,
+                patient=offer.patient,
+                correlation_id=correlation_id,
+                request_booking=request_booking,
+            ).hold_ref
+        except VersionConflict:
+            if attempt == 2:
+                raise
+            offer.version = Offer.objects.filter(pk=offer.pk).values_list("version", flat=True).get()
+    raise AssertionError("unreachable")
