@@ -23,7 +23,7 @@ from common.fastpath import PreparedQuery, insert_sql, prepared_cursor, saved
 from scheduling.models import Clinic, TenantGroup
 
 #: The modules whose ``PreparedQuery`` constants run in production (imported so each registers).
-PREPARED_IN = ("scheduling.scoping", "waitlist.services.promotion", "waitlist.services.offers")
+PREPARED_IN = ("scheduling.scoping", "waitlist.services.fence", "waitlist.services.offers")
 
 
 def _params(fn) -> list[str]:
