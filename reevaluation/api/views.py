@@ -168,7 +168,7 @@ class RollbackReadoutView(ClinicAPIView):
         if not request.query_params.get("clinic"):
             APIView.initial(self, request, *args, **kwargs)  # authentication, throttles: no one clinic
             self.query = _validated(ReadoutQuery, request.query_params)
-            self.clinic = None  # type: ignore[assignment]  # every clinic in scope: see get()
+            self.clinic = None  # every clinic in scope: see get()
             return
         super().initial(request, *args, **kwargs)
 

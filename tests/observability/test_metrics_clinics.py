@@ -8,6 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from interop.selectors import subscription_health
 from observability.metrics import GAUGES, Scope, domain_samples
 from reevaluation import selectors as reevaluation_selectors
 from scheduling.models import Clinic
@@ -15,8 +16,8 @@ from tests.conftest import seoul
 from tests.reevaluation.factories import bulk_jobs, enable
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from tests.worlds import waitlist_world
-from waitlist import selectors as waitlist_selectors
 from waitlist.models import ACTIVE_OFFER_STATUSES, BookingReliabilityDecision, Offer, Vacancy
+from waitlist.selectors import metrics as waitlist_selectors
 
 pytestmark = [pytest.mark.usefixtures("frozen_clock", "no_broker"), pytest.mark.django_db]
 
@@ -48,6 +49,13 @@ def per_clinic_reference(clinic: Clinic, now) -> dict:
     add("waitlist_outbox_backlog", (), outbox["pending"])
     add("waitlist_outbox_dead", (), outbox["dead"])
     add("waitlist_outbox_oldest_pending_age_seconds", (), outbox["oldest_pending_age_seconds"] or 0)
+    add("waitlist_notice_provider_failures", (), waitlist_selectors.notice_provider_failures(clinic=clinic)["failures"])
+    fhir = subscription_health(clinic=clinic, now=now)
+    for status, count in fhir["subscriptions"].items():
+        add("fhir_subscriptions", (status,), count)
+    add("fhir_notifications_undelivered", (), fhir["pending"])
+    add("fhir_notifications_dead", (), fhir["dead"])
+    add("fhir_notification_oldest_undelivered_age_seconds", (), fhir["oldest_pending_age_seconds"] or 0)
     for freshness, count in waitlist_selectors.decision_freshness(clinic=clinic, now=now).items():
         add("waitlist_decisions", (freshness,), count)
     newest = BookingReliabilityDecision.objects.filter(clinic=clinic).aggregate(at=Max("received_at"))["at"]
@@ -124,6 +132,7 @@ def test_scrape_statements_do_not_grow_with_quiet_clinics():
     with CaptureQueriesContext(connection) as many:
         domain_samples(Scope("*"))
     assert len(many.captured_queries) == len(few.captured_queries)
-    # A fixed set: the clinics, one grouped query per gauge family, fill metrics (2) for the one busy clinic,
-    # the beat job timestamps and the unattributed quarantine count.
-    assert len(few.captured_queries) <= 16
+    # A fixed set: the clinics, one grouped query per gauge family (FHIR subscriptions and the clinics whose
+    # notice provider failed included), fill metrics (2) for the one busy clinic, the beat job timestamps and the
+    # unattributed quarantine count.
+    assert len(few.captured_queries) <= 18

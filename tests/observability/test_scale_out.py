@@ -106,6 +106,10 @@ def test_two_web_and_two_worker_processes_keep_every_invariant(monkeypatch):
             assert cancels == [200] * SLOTS
             offered = Offer.objects.filter(clinic=world.clinic, status=OfferStatus.OFFERED)
             wait_until(lambda: offered.count() == SLOTS, "the workers to offer every vacancy", 120)
+            # Each offer's notice goes out at once (the delivery run a dispatch queues), and recording it moves
+            # the offer's version: read the versions a client would see after its notice, as a patient does.
+            wait_until(lambda: offered.filter(notified_at__isnull=False).count() == SLOTS,
+                       "the workers to deliver every offer's notice", 120)
 
             offers = list(offered.select_related("hold"))
             claims = list(pool.map(lambda job: post(job[0], f"/offers/{job[1].ref}/claim",

@@ -49,6 +49,8 @@ API_COMMANDS: dict[str, str] = {
     "ReevaluationDrainView": "drain_set",
     "ProfileReevaluationOpsView:PREVIEW": "redrive_preview",
     "ProfileReevaluationOpsView:EXECUTE": "redrive_execute",
+    "ProposalConfirmView": "proposal_confirm",
+    "ProposalRejectView": "proposal_reject",
 }
 #: Write views gated by something other than a role, and by what.
 API_NOT_ROLE_GATED = {
@@ -128,7 +130,8 @@ def test_the_console_runs_the_commands_the_api_runs_under_the_same_roles():
     console = {view.console_command for view in _console_write_views().values()}
     assert {"offer_withdraw", "vacancy_redispatch", "hold_retry_booking", "vacancy_review_resolve",
             "redrive_preview", "redrive_execute", "mode_set", "drain_set", "waitlist_switch_set",
-            "waitlist_tenant_allow", "policy_change", "shadow_promote", "shadow_discard"} == console
+            "waitlist_tenant_allow", "policy_change", "shadow_promote", "shadow_discard", "proposal_confirm",
+            "proposal_reject"} == console
 
 
 def test_the_shell_reads_the_same_roles():
