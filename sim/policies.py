@@ -31,6 +31,10 @@ OURS_OLD_LIMITS = PolicySpec("ours_old_limits", "Ours, old contact limits (a dec
 # ``standing_acceptance``; the simulated patients who would opt in are asked like the others).
 OURS_NO_STANDING = PolicySpec("ours_no_standing", "Ours, no standing acceptance", hold_minutes=20,
                               min_lead_minutes=180, months_share=0.5, standing_acceptance=False)
+# ... and the short window for patients whose recent offers went unanswered off: everyone gets the whole window.
+OURS_NO_UNANSWERED_WINDOW = PolicySpec("ours_no_unanswered_window", "Ours, whole window for unanswering patients",
+                                       hold_minutes=20, min_lead_minutes=180, months_share=0.5,
+                                       extra={"answer_window_unanswered_minutes": None})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
@@ -38,7 +42,8 @@ OURS_NO_STANDING = PolicySpec("ours_no_standing", "Ours, no standing acceptance"
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
                   use_priority=False, use_practitioner=False, standing_acceptance=False,
-                  extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0})
+                  extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0,
+                         "answer_window_unanswered_minutes": None})
 # The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
 # per patient, and no standing acceptance (they model asking, not automatic booking: every patient is asked).
 BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast",
@@ -48,7 +53,8 @@ BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, m
 MODELLED_RULES = OURS
 
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
-POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, FIFO, BROADCAST, BATCH3]
+POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, OURS_NO_UNANSWERED_WINDOW, FIFO, BROADCAST,
+            BATCH3]
 ALL_POLICIES = [*POLICIES, OURS_NO_CAPS, OURS_GATE_NOT_USED]
 
 
