@@ -31,8 +31,8 @@ class PolicySpec:
     label: str
     hold_minutes: int = 15
     min_lead_minutes: int = 60
-    weekly_offer_cap: int | None = 3
-    decline_suppression_hours: int = 72
+    weekly_offer_cap: int | None = 8  # the product's defaults (``WaitlistPolicy``)
+    decline_suppression_hours: int = 12
     quiet_hours: bool = True
     contact_cap_per_day: int = 3  # 0: no cap (the policy field empty)
     decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read

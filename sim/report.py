@@ -368,7 +368,8 @@ def verdict(results: list[dict], stats: dict) -> list[str]:
                      + ("at least FIFO's." if ok else "**below FIFO's**."))
     contributions = []
     for name, feature in (("ours_fixed_window", "the LEAD_TIME answer window (against the fixed 20 minutes)"),
-                          ("ours_old_limits", "the new contact limits (against a decline holding back every offer)"),
+                          ("ours_old_limits", "the new contact limits (against a cap of 3 a week and a decline "
+                                              "holding back every offer for 72 h)"),
                           ("ours_no_standing", "standing acceptance (against nobody booked automatically)"),
                           ("ours_no_unanswered_window", "the short window for patients whose recent offers went "
                                                         "unanswered (against the whole window for everyone)"),
