@@ -31,8 +31,8 @@ class PolicySpec:
     label: str
     hold_minutes: int = 15
     min_lead_minutes: int = 60
-    weekly_offer_cap: int | None = 3
-    decline_suppression_hours: int = 72
+    weekly_offer_cap: int | None = 8  # the product's defaults (``WaitlistPolicy``)
+    decline_suppression_hours: int = 12
     quiet_hours: bool = True
     contact_cap_per_day: int = 3  # 0: no cap (the policy field empty)
     decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read
@@ -230,14 +230,6 @@ def entry_suppressed_until(world: World, entry_key: str) -> datetime | None:
     return row["suppressed_until"] if row else None
 
 
-def offer_windows(world: World, refs: list[str]) -> dict[str, tuple[datetime | None, datetime]]:
-    """offer ref → (notified_at, expires_at) as the product stored them (delivery moves expires_at)."""
-    from waitlist.models import Offer
-
-    return {ref: (notified, expires) for ref, notified, expires in Offer.objects.filter(
-        clinic=world.clinic, ref__in=refs).values_list("ref", "notified_at", "expires_at")}
-
-
 def entry_waiting(world: World, entry_key: str) -> bool:
     from waitlist.models import WaitlistEntry
 
@@ -363,9 +355,11 @@ def decline(world: World, offer_ref: str, now: datetime) -> str:
 
 
 def expire(now: datetime) -> None:
-    from waitlist.services import expire_run
+    """The expiry job's work (``expire_run`` without its ``JobRun`` record, readiness evidence the run does not
+    read): every due offer expired, its hold released, the cascade queued."""
+    from waitlist.services.offers import offers_expire_due
 
-    expire_run(now=now, limit=500)
+    offers_expire_due(now=now, limit=500)
 
 
 def reconcile(now: datetime) -> None:
@@ -382,22 +376,41 @@ def offers_since(world: World, last_id: int) -> list:
                         "standing", "release_until"))
 
 
-def offer_states(world: World, refs: list[str]) -> dict[str, str]:
-    from waitlist.models import Offer
+def offer_states_with_vacancy(world: World, refs: list[str], now: datetime) -> dict[str, tuple[str, int, bool]]:
+    """offer ref → (its status, its vacancy's id, whether that vacancy may be offered again now: OPEN, not
+    started, no active offer), in one statement."""
+    from django.db.models import BooleanField, ExpressionWrapper
 
-    return dict(Offer.objects.filter(clinic=world.clinic, ref__in=refs).values_list("ref", "status"))
+    from waitlist.models import ACTIVE_OFFER_STATUSES, Offer
+
+    active = Offer.objects.filter(vacancy=OuterRef("vacancy_id"), status__in=ACTIVE_OFFER_STATUSES)
+    open_now = ExpressionWrapper(Q(vacancy__status="OPEN", vacancy__starts_at__gt=now) & ~Exists(active),
+                                 output_field=BooleanField())
+    rows = (Offer.objects.filter(clinic=world.clinic, ref__in=refs).annotate(open_now=open_now)
+            .values_list("ref", "status", "vacancy_id", "open_now"))
+    return {ref: (status, vacancy_id, bool(open_now)) for ref, status, vacancy_id, open_now in rows}
 
 
 def notices(refs: list[str], standing: list[str] | None = None) -> dict[str, tuple]:
-    """offer ref → (status, sent_at, next_attempt_at) of its ``waitlist.offer_made`` message, and for the
-    ``standing`` offers (booked at once) of their ``waitlist.booking_confirmed`` message instead."""
-    from common.models import OutboxMessage
+    """offer ref → (status, sent_at, next_attempt_at, (notified_at, expires_at) of the offer as stored) of its
+    ``waitlist.offer_made`` message (read in the same statement: delivery moves ``expires_at``), and for the
+    ``standing`` offers (booked at once) of their ``waitlist.booking_confirmed`` message instead (window None)."""
+    from django.db.models import Subquery
 
-    rows = OutboxMessage.objects.filter(topic="waitlist.offer_made", aggregate_ref__in=refs)
-    found = {r.aggregate_ref: (r.status, r.sent_at, r.next_attempt_at) for r in rows}
+    from common.models import OutboxMessage
+    from waitlist.models import Offer
+
+    offer = Offer.objects.filter(ref=OuterRef("aggregate_ref"))
+    rows = (OutboxMessage.objects.filter(topic="waitlist.offer_made", aggregate_ref__in=refs)
+            .annotate(offer_notified_at=Subquery(offer.values("notified_at")[:1]),
+                      offer_expires_at=Subquery(offer.values("expires_at")[:1]))
+            .values_list("aggregate_ref", "status", "sent_at", "next_attempt_at", "offer_notified_at",
+                         "offer_expires_at"))
+    found = {ref: (status, sent, next_at, (notified, expires))
+             for ref, status, sent, next_at, notified, expires in rows}
     if standing:
         booked = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", payload__offer__in=standing)
-        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at) for r in booked}
+        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at, None) for r in booked}
     return found
 
 

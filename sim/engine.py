@@ -70,6 +70,7 @@ class Replay:
         # Standing bookings (dispatch answered BOOKED): offer ref → {entry, vacancy, release_until, case, ...}.
         self.standing: dict[str, dict] = {}
         self.releases_refused: Counter = Counter()
+        self.trace: list[tuple[datetime, str, str]] = []  # (when, vacancy ref, dispatch outcome)
 
     def at(self, when: datetime, kind: str, *args) -> None:
         heapq.heappush(self.queue, (when, next(self.seq), kind, args))
@@ -127,6 +128,7 @@ class Replay:
 
     def _dispatch(self, now, vacancy_ref):
         result = adapter.dispatch(self.world, vacancy_ref, now)
+        self.trace.append((now, vacancy_ref, result[0]))  # what each dispatch answered (``sim.diagnose`` reads it)
         self.offered |= result[0] in ("OFFERED", "BOOKED")
         self.waits |= result[0] in ("WAITING", "STAFF_REVIEW")
         return result
@@ -195,7 +197,9 @@ class Replay:
     def _on_review(self, now, vacancy_ref):
         self._handled(("REVIEW", vacancy_ref), now)
         self.offered = self.waits = True
-        self.reviews[adapter.review(self.world, vacancy_ref, now)] += 1
+        outcome = adapter.review(self.world, vacancy_ref, now)
+        self.reviews[outcome] += 1
+        self.trace.append((now, vacancy_ref, f"REVIEW_{outcome}"))
 
     def _handled(self, key, now) -> None:
         if self.pending.get(key) == now:
@@ -212,7 +216,7 @@ class Replay:
     def _on_expire(self, now):
         """The expiry job, when an active offer is due (else it would find nothing: skipped)."""
         if any(self.offers[ref]["expires"] <= now for ref in self.active):
-            adapter.expire(now)
+            adapter.expire(now)  # the expiry job's step that changes outcomes (not its JobRun bookkeeping)
 
     def _on_deliver(self, now):
         adapter.deliver(now)
@@ -309,11 +313,10 @@ class Replay:
         if not self.awaiting_notice:
             return
         entry_keys = self.entry_keys
+        # The notices' outbox rows with, for offer notices, the offer's notified_at and expires_at (one read).
         found = adapter.notices(list(self.awaiting_notice), [r for r in self.awaiting_notice if r in self.standing])
-        sent = [ref for ref, (_, sent_at, _) in found.items() if sent_at is not None and ref not in self.standing]
-        windows = adapter.offer_windows(self.world, sent) if sent else {}
         for ref in sorted(found, key=lambda r: self.offers[r]["id"]):  # offer order: reproducible
-            status, sent_at, next_at = found[ref]
+            status, sent_at, next_at, window = found[ref]
             if sent_at is not None and ref in self.standing:
                 self.awaiting_notice.discard(ref)
                 self._booking_read(ref, sent_at)
@@ -323,7 +326,7 @@ class Replay:
                 booking = self.booking_of[offer["vacancy_key"]]
                 # The product moved the offer's expires_at when the notice was delivered: read it, never
                 # recompute it (the window rule is the product's).
-                notified_at, offer["expires"] = windows[ref]
+                notified_at, offer["expires"] = window
                 self.once(offer["expires"], "expire")
                 reply = self.month.reply(entry_keys[offer["entry"]], booking)
                 if reply.kind != "NONE":
@@ -356,8 +359,10 @@ class Replay:
         if not self.active or not self.closing:
             return False
         self.closing = False  # the dispatches below make offers; they close none
-        states = adapter.offer_states(self.world, list(self.active))
-        closed = {ref: status for ref, status in states.items() if status not in ACTIVE}
+        # One read: each offer's state and whether its vacancy is open for the next offer (OPEN, not started, no
+        # active offer), so the cascade needs no second query.
+        states = adapter.offer_states_with_vacancy(self.world, list(self.active), now)
+        closed = {ref: status for ref, (status, _, _) in states.items() if status not in ACTIVE}
         self.active -= set(closed)
         for ref, status in closed.items():
             if status == "WITHDRAWN":  # the matcher may offer it again (a non-barring withdrawal)
@@ -365,10 +370,9 @@ class Replay:
             # Back on the list (expired, declined, withdrawn): a candidate for the other open vacancies
             # now, as the product's next reconcile finds (unless a cap or a suppression holds it back).
             self.at(now, "wake", self.month.by_key[self.entry_keys[self.offers[ref]["entry"]]])
-        vacancies = {self.offers[ref]["vacancy"] for ref in closed}
-        if not vacancies:
-            return False
-        due = [ref for ref, _ in adapter.open_vacancies_without_offer(self.world, now) if ref in vacancies]
+        due = sorted({(vacancy_id, self.offers[ref]["vacancy"]) for ref in closed
+                      for _, vacancy_id, open_now in [states[ref]] if open_now})
+        due = [ref for _, ref in due]  # in vacancy order, as the product's reconcile
         for vacancy in due:
             self._dispatch(now, vacancy)
         return bool(due)

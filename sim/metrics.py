@@ -155,12 +155,20 @@ def ceiling(month: Month, rules: PolicySpec) -> tuple[int, int]:
     at most one slot, so the ceiling is the maximum bipartite matching; the per-vacancy count (a vacancy with
     any edge) lets one
     patient count for several and is an upper bound of it."""
-    from .models import next_send_time
-    from .windows import Window
-
     key = (month.seed, month.clinic_label, month.params, rules.name)
     if key in _CEILINGS:
         return _CEILINGS[key]
+    edges = ceiling_edges(month, rules)
+    result = (max_matching(edges), sum(1 for patients in edges.values() if patients))
+    _CEILINGS[key] = result
+    return result
+
+
+def ceiling_edges(month: Month, rules: PolicySpec) -> dict[str, list[str]]:
+    """The ceiling's graph (``ceiling``): fillable vacancy key → the entry keys that would have filled it in time."""
+    from .models import next_send_time
+    from .windows import Window
+
     window = Window(rules, month.params)
     lead = timedelta(minutes=rules.min_lead_minutes)
     minutes = timedelta(minutes=month.params.slot_minutes)
@@ -184,14 +192,17 @@ def ceiling(month: Month, rules: PolicySpec) -> tuple[int, int]:
             if ((reply.kind == "ACCEPT" and month.answer_at(asked, reply) <= latest)
                     or (notice is not None and b.starts_at - joined >= timedelta(minutes=notice))):
                 edges[b.key].append(e.key)
-    result = (max_matching(edges), sum(1 for patients in edges.values() if patients))
-    _CEILINGS[key] = result
-    return result
+    return edges
 
 
 def max_matching(edges: dict[str, list[str]]) -> int:
     """The size of a maximum bipartite matching (augmenting paths, Kuhn): each vacancy to one patient and each
     patient to one vacancy."""
+    return len(matching(edges))
+
+
+def matching(edges: dict[str, list[str]]) -> dict[str, str]:
+    """A maximum bipartite matching of ``edges`` (augmenting paths, Kuhn): patient → vacancy."""
     owner: dict[str, str] = {}
 
     def augment(vacancy: str, seen: set[str]) -> bool:
@@ -204,7 +215,9 @@ def max_matching(edges: dict[str, list[str]]) -> int:
                 return True
         return False
 
-    return sum(1 for vacancy in edges if augment(vacancy, set()))
+    for vacancy in edges:
+        augment(vacancy, set())
+    return owner
 
 
 def fairness(month: Month, spec: PolicySpec, log: dict, sooner: dict[str, float]) -> dict:

@@ -172,4 +172,7 @@ def rules_stated(model: Modelled) -> dict:
     return {"answer_window": model.window.values, "quiet_hours": True, "one_open_offer_per_patient": True,
             "min_lead_minutes": int(model.lead.total_seconds() // 60), "weekly_offer_cap": None,
             "decline_suppression": None, "contact_cap_per_day": None, "decision_gate": "NOT_USED",
-            "batch_size": model.size or "all eligible", "standing_acceptance": False}
+            "batch_size": model.size or "all eligible", "standing_acceptance": False,
+            # Ours' short window for a patient whose recent offers went unanswered is not modelled: every patient
+            # gets the whole window (in a broadcast a silent patient holds nobody back anyway).
+            "answer_window_unanswered_minutes": None}

@@ -368,8 +368,11 @@ def verdict(results: list[dict], stats: dict) -> list[str]:
                      + ("at least FIFO's." if ok else "**below FIFO's**."))
     contributions = []
     for name, feature in (("ours_fixed_window", "the LEAD_TIME answer window (against the fixed 20 minutes)"),
-                          ("ours_old_limits", "the new contact limits (against a decline holding back every offer)"),
+                          ("ours_old_limits", "the new contact limits (against a cap of 3 a week and a decline "
+                                              "holding back every offer for 72 h)"),
                           ("ours_no_standing", "standing acceptance (against nobody booked automatically)"),
+                          ("ours_no_unanswered_window", "the short window for patients whose recent offers went "
+                                                        "unanswered (against the whole window for everyone)"),
                           ("ours_no_caps", "the contact limits (against none: negative means they cost fills)"),
                           ("ours_gate_not_used", "the reliability gate (against NOT_USED)")):
         if name in stats and "ours_gain_fill" in stats[name]:
@@ -439,7 +442,7 @@ def render_doc(folder: Path) -> Path:
         "(policies without a weekly cap make about twice the offers), each starting the next when it finishes "
         "one; they set Django up while the template is checked, and the modelled policies run in the main "
         "process meanwhile. What runs: every month for ours, the FIFO cascade and the modelled policies; each "
-        "feature-off run (`months_share` in sim/policies.py) on the first half of the months, paired with ours "
+        "feature-off run (`months_share` in sim/policies.py) on the first third of the months, paired with ours "
         "on those (the time budget: the real runs are the cost).",
         "",
         "## How it works",
@@ -447,8 +450,9 @@ def render_doc(folder: Path) -> Path:
         "* `sim/generator.py` builds a month from seeded distributions (below); `Month.reply(entry, slot)` is a pure "
         "function of (seed, patient, slot), so every policy meets the same answers.",
         "* **Real policies** (ours with the product's defaults; ours with one feature turned off at a time: the "
-        "fixed 20-minute answer window instead of LEAD_TIME, the old contact limits (a decline holds back "
-        "every offer for 72 h, not only similar ones), no standing acceptance; the FIFO cascade) run through the "
+        "fixed 20-minute answer window instead of LEAD_TIME, the old contact limits (a weekly cap of 3 and a "
+        "decline holding back every offer for 72 h), no standing acceptance, the whole answer window for "
+        "patients whose recent offers went unanswered; the FIFO cascade) run through the "
         "product: `sim/engine.py` replays the month against PostgreSQL (its own database, `SIM_DATABASE_URL`, "
         "default `clinic_waitlist_sim`, as a template copied for each run). Each policy, quiet hours and daily "
         "contact cap included, is published with `policy_publish`; each simulated patient's consent is recorded "
@@ -461,8 +465,9 @@ def render_doc(folder: Path) -> Path:
         "database and never computes a window itself), `offer_claim` + `offer_book` (the claim page's accept), "
         "`offer_decline`, `standing_acceptance_record` at an opted-in entry's arrival and `standing_release` when its "
         "patient releases an automatic booking (dispatch then answers BOOKED: the engine reads the booking notice's "
-        "delivery like an offer notice's and dispatches a released vacancy again at once), `expire_run` at each "
-        "offer's expiry, `vacancy_review_resolve` (staff PROMOTE a REVIEW "
+        "delivery like an offer notice's and dispatches a released vacancy again at once), the expiry "
+        "job's work at each offer's expiry (`offers_expire_due`, `expire_run` without its `JobRun` bookkeeping), "
+        "`vacancy_review_resolve` (staff PROMOTE a REVIEW "
         "vacancy `staff_review_minutes` later, in clinic hours), `reconcile_run` daily, `entry_create`, and "
         "dispatch again when a candidate may have appeared (an arrival, an offer of theirs that closed, the "
         "entry's `suppressed_until` as the product stored it after a decline, a week after each of their offers "
@@ -567,6 +572,7 @@ def render_doc(folder: Path) -> Path:
         lines.append(f"| {r['label']} | " + " | ".join(cells) + f" | {reasons} | {notes} |")
     lines += shadow_section(results)
     lines += sweep_section(folder / "sweep", results)
+    lines += other_seeds_section(folder / "other_seeds")
     fresh = ", ".join(f"{r['label']} {show(stats[r['policy']]['acceptance_first_week'], 'pct')}"
                       for r in results if not r["modelled"])
     lines += ["", CALIBRATION, f"* Measured acceptance per offer in the month's first week, while the list is fresh "
@@ -579,6 +585,51 @@ def render_doc(folder: Path) -> Path:
 
 # A measured rate of the real runs on two otherwise idle cores: (statements, wall seconds, when).
 REFERENCE_RATE = (156_387, 50, "make simulate of 2026-12-01, 12 runs")
+
+
+def headline(folder: Path) -> dict:
+    """The verdict's figures of the results in ``folder`` (``python -m sim.run --headline FILE`` writes them for a
+    run on other seeds; docs/simulation.md shows them beside the committed seeds, "Other first seeds")."""
+    results = load(folder)
+    stats = pooled_stats(results)
+    ours, fifo = stats["ours"], stats["fifo"]
+    first = results[0]
+    runs = [run for r in results if not r["modelled"] for run in r["runs"]]
+    db_cpu = (sum(run["db_cpu_seconds"] for run in runs)
+              if runs and all(run.get("db_cpu_seconds") is not None for run in runs) else None)
+
+    def pct(stat):
+        return show(stat, "pct")
+
+    return {"seeds": first["seeds"], "generated_at": first["generated_at"], "ours_fill": pct(ours["fill"]),
+            "fifo_fill": pct(fifo["fill"]), "paired_fill": show(ours.get("diff_fill"), "pct", True),
+            "fill_of_ceiling": pct(ours["fill_of_ceiling"]), "fifo_fill_of_ceiling": pct(fifo["fill_of_ceiling"]),
+            "p95_messages": [ours["p95_messages"]["value"], fifo["p95_messages"]["value"]],
+            "slow_booked": [pct(ours["slow_booked"]), pct(fifo["slow_booked"])],
+            "band2_booked": [pct(ours["band2_booked"]), pct(fifo["band2_booked"])],
+            "quiet_notices": ours["quiet"]["value"], "wall_seconds": first["wall_seconds_all_policies"],
+            "cpu_seconds": first.get("cpu_seconds_all_policies"), "db_cpu_seconds": db_cpu,
+            "statements": sum(run["metrics"].get("statements") or 0 for run in runs)}
+
+
+def other_seeds_section(folder: Path) -> list[str]:
+    """Headline figures of runs on other first seeds (``SIM_SEED``), committed as headlines only."""
+    found = sorted((json.loads(p.read_text()) for p in folder.glob("*.json")), key=lambda h: h["seeds"][0]) \
+        if folder.is_dir() else []
+    if not found:
+        return []
+    rows = [f"| {h['seeds'][0]}–{h['seeds'][-1]} | {h['ours_fill']} | {h['fifo_fill']} | {h['paired_fill']} | "
+            f"{h['fill_of_ceiling']} | {h['p95_messages'][0]:g} / {h['p95_messages'][1]:g} | "
+            f"{h['slow_booked'][0]} / {h['slow_booked'][1]} | {h['band2_booked'][0]} / {h['band2_booked'][1]} | "
+            f"{h['quiet_notices']:g} | {h['wall_seconds']:.0f} s, {h['cpu_seconds'] or 0:.0f} + "
+            f"{h['db_cpu_seconds'] or 0:.0f} s CPU, {h['statements']:,} |" for h in found]
+    return ["", "## Other first seeds", "",
+            "The same `make simulate` with another first seed (`SIM_SEED`; twelve other months), its headline "
+            "figures only (`python -m sim.run --headline FILE`; its result files are not kept). Ours / FIFO where "
+            "two figures are given.", "",
+            "| seeds | ours fill | FIFO fill | paired vs FIFO (points) | ours fill ÷ ceiling | p95 msgs / patient-week "
+            "| booked, slow responders | booked, top band | ours' quiet-hour notices | wall, CPU (Python + "
+            "PostgreSQL), statements |", "| --- |" + " --- |" * 9, *rows]
 
 
 def budget_line(first: dict, db_cpu: float | None, statements: int) -> list[str]:
@@ -618,6 +669,12 @@ def sweep_section(folder: Path, results: list[dict]) -> list[str]:
         rows.append(f"| {r['label']} | {100 * fill:.1f}% | {show(gain, 'pct', True)} | {p95:g} |")
         if best is None or fill > best[1]:
             best = (r["label"], fill, len(months))
+    # The sweep is run apart (``--sweep``): say so when ours' rules changed since, beyond the swept fields.
+    swept = {"answer_window", "answer_window_percent", "answer_window_max_minutes", "answer_window_margin_minutes"}
+    now_rules = ours["runs"][0]["metrics"].get("rules", {})
+    then_rules = sweep[0]["runs"][0]["metrics"].get("rules", {})
+    changed = sorted(k for k in set(now_rules) | set(then_rules)
+                     if k not in swept and now_rules.get(k) != then_rules.get(k))
     ours_months = sorted(m for m in base if any(m in _runs_by_month(r) for r in sweep))
     ours_fill = _ratio_of([base[m] for m in ours_months], "filled", "fillable_cancellations")
     defaults = ours["runs"][0]["metrics"].get("rules", {})
@@ -627,6 +684,11 @@ def sweep_section(folder: Path, results: list[dict]) -> list[str]:
             f"{defaults.get('answer_window_percent')}, max {defaults.get('answer_window_max_minutes')} min, margin "
             f"{defaults.get('answer_window_margin_minutes')} min), which filled {100 * (ours_fill or 0):.1f}% of "
             "them.", "",
+            *(["**The sweep ran before ours' other rules changed** (its runs' " + ", ".join(
+                f"`{k}` {then_rules.get(k)!r}" for k in changed) + "; ours now " + ", ".join(
+                f"`{k}` {now_rules.get(k)!r}" for k in changed) + "): its pairing with ours' current runs "
+                "compares more than the LEAD_TIME setting. `python -m sim.run --sweep` runs it again.", ""]
+              if changed else []),
             "| setting | fill | vs the defaults (points, 95% interval) | msgs / patient / week p95 |",
             "| --- | --- | --- | --- |", *rows, "",
             f"Best fill of these: {best[0]} ({100 * best[1]:.1f}%)." if best else ""]

@@ -163,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shadow", type=json.loads, default=DEFAULT_SHADOW, metavar="JSON",
                         help="a candidate policy observed in SHADOW beside ours on the first seed's month, e.g. "
                              '\'{"weekly_offer_cap": 1}\' (default: the contact limits off; \'{}\': none)')
+    parser.add_argument("--headline", default=None, metavar="FILE",
+                        help="also write the verdict's figures there (e.g. sim/results/other_seeds/seed101.json for a "
+                             "SIM_SEED=101 run into another --results folder: docs/simulation.md shows them)")
     parser.add_argument("--sweep", action="store_true",
                         help="run the LEAD_TIME settings of policies.sweep_specs on the first --seeds months (default "
                              "4) into <results>/sweep/ instead of the policies (the page shows them beside ours)")
@@ -190,6 +193,9 @@ def main(argv: list[str] | None = None) -> int:
                else " (PostgreSQL's own CPU not readable here)"))
         report.write_results(results, Path(args.results), scale=args.scale, seeds=seeds, seconds=seconds,
                              cpu_seconds=cpu)
+        if args.headline:
+            Path(args.headline).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.headline).write_text(json.dumps(report.headline(Path(args.results)), indent=1) + "\n")
     log(f"wrote {report.render_doc(Path(args.results))}")
     return 0
 

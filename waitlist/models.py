@@ -172,11 +172,13 @@ class WaitlistPolicy(models.Model):
     max_candidates = models.PositiveIntegerField(default=500, validators=[MinValueValidator(1)])
     max_pages = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
     time_budget_ms = models.PositiveIntegerField(default=2000, validators=[MinValueValidator(1)])
+    # Defaults chosen by measurement (docs/simulation.md): with the short window for patients who do not answer,
+    # a cap of 3 and 72 h held back the patients who answer; 8 a week stays under the peer's p95 of 10.
     decline_suppression_hours = models.PositiveIntegerField(
-        default=72, help_text="after a decline the entry gets no offer for this long"
+        default=12, help_text="after a decline the entry gets no offer (like the declined one) for this long"
     )
     weekly_offer_cap = models.PositiveIntegerField(
-        null=True, blank=True, default=3, help_text="offers per patient in any 7 days; empty = no cap"
+        null=True, blank=True, default=8, help_text="offers per patient in any 7 days; empty = no cap"
     )
     decision_gate = models.CharField(
         max_length=10,
@@ -223,6 +225,18 @@ class WaitlistPolicy(models.Model):
     answer_window_margin_minutes = models.PositiveIntegerField(
         default=60, help_text="every answer window ends at least this long before the slot starts"
     )
+    answer_window_unanswered_after = models.PositiveSmallIntegerField(
+        default=2,
+        validators=[MinValueValidator(1)],
+        help_text="a patient whose last this many offers went unanswered gets the short window below",
+    )
+    answer_window_unanswered_minutes = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        default=30,
+        validators=[MinValueValidator(1)],
+        help_text="the longest answer window of a patient whose recent offers went unanswered; empty = no limit",
+    )
     standing_acceptance = models.BooleanField(
         default=True,
         help_text="patients may pre-authorise automatic booking: dispatch books them at once, with a release link",
@@ -261,6 +275,8 @@ class WaitlistPolicy(models.Model):
         "answer_window_min_minutes",
         "answer_window_max_minutes",
         "answer_window_margin_minutes",
+        "answer_window_unanswered_after",
+        "answer_window_unanswered_minutes",
         "decline_suppression_scope",
         "standing_acceptance",
         "standing_release_minutes",
@@ -289,9 +305,9 @@ class WaitlistPolicy(models.Model):
     def __str__(self) -> str:
         return f"{self.clinic_id} v{self.version}"
 
-    #: Fields added after the first versions, with the value every version before them ran under (migration
-    #: 0010 wrote it into those rows). At that value a field is left out of the digest, so a version's digest
-    #: (the one its offers recorded) stays what it was when the offers were made.
+    #: Fields added after the first versions, with the value every version before them ran under (migrations
+    #: 0010 and 0012 wrote it into those rows). At that value a field is left out of the digest, so a version's
+    #: digest (the one its offers recorded) stays what it was when the offers were made.
     LEGACY_VALUES = {
         "answer_window": "FIXED",
         "answer_window_percent": 25,
@@ -301,6 +317,9 @@ class WaitlistPolicy(models.Model):
         "decline_suppression_scope": "ALL",
         "standing_acceptance": False,
         "standing_release_minutes": 720,
+        # Migration 0012: versions before it gave every patient the whole window.
+        "answer_window_unanswered_after": 2,
+        "answer_window_unanswered_minutes": None,
     }
 
     def digest(self) -> str:

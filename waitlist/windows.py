@@ -7,7 +7,13 @@ always ends it ``margin`` before the slot starts. Under either rule time in whic
 be reached (the clinic's quiet hours) does not count: an offer made at 20:30 with a two-hour window
 runs into the next morning instead of expiring overnight.
 
-Pure Python on plain values, so the simulator's modelled policies use exactly the product's rule.
+A patient whose last offers all went unanswered (their windows ran out with no reply) would spend the
+next vacancy's whole window too, while patients who answer wait behind them: with
+``answer_window_unanswered_minutes`` set, such a patient (``answer_window_unanswered_after`` unanswered offers
+in a row) gets at most that many minutes. Any answer (a decline, an accept) ends the run.
+
+Pure Python on plain values, so the simulator's modelled policies use exactly the product's rule; the one
+read, ``unanswered_streak``, is kept apart from it.
 """
 
 from __future__ import annotations
@@ -35,13 +41,18 @@ class WindowRule:
     tz_name: str
     quiet_start: time | None = None
     quiet_end: time | None = None
+    #: The longest window (minutes) of a patient whose recent offers went unanswered (None: no such limit).
+    unanswered_minutes: int | None = None
 
     def to_dict(self) -> dict:
         return {k: (v.isoformat() if isinstance(v, time) else v) for k, v in self.__dict__.items()}
 
 
-def window_rule(policy, tz_name: str) -> WindowRule:
-    """The rule of a ``WaitlistPolicy`` row (or anything with its field names) in clinic ``tz_name``."""
+def window_rule(policy, tz_name: str, *, unanswered: int = 0) -> WindowRule:
+    """The rule of a ``WaitlistPolicy`` row (or anything with its field names) in clinic ``tz_name``, for a
+    patient whose last ``unanswered`` offers went unanswered (``unanswered_streak``)."""
+    short = getattr(policy, "answer_window_unanswered_minutes", None)
+    after = getattr(policy, "answer_window_unanswered_after", 0) or 0
     return WindowRule(
         kind=policy.answer_window,
         fixed_minutes=policy.hold_minutes,
@@ -52,15 +63,20 @@ def window_rule(policy, tz_name: str) -> WindowRule:
         tz_name=tz_name,
         quiet_start=policy.quiet_hours_start,
         quiet_end=policy.quiet_hours_end,
+        unanswered_minutes=short if short and after and unanswered >= after else None,
     )
 
 
 def window_length(rule: WindowRule, *, start: datetime, slot_starts_at: datetime) -> timedelta:
     """The reachable time the patient gets, before the slot's margin caps it."""
     if rule.kind == FIXED:
-        return timedelta(minutes=rule.fixed_minutes)
-    share = (slot_starts_at - start) * (rule.percent / 100)
-    return min(max(share, timedelta(minutes=rule.min_minutes)), timedelta(minutes=rule.max_minutes))
+        length = timedelta(minutes=rule.fixed_minutes)
+    else:
+        share = (slot_starts_at - start) * (rule.percent / 100)
+        length = min(max(share, timedelta(minutes=rule.min_minutes)), timedelta(minutes=rule.max_minutes))
+    if rule.unanswered_minutes is not None:
+        length = min(length, timedelta(minutes=rule.unanswered_minutes))
+    return length
 
 
 def answer_deadline(rule: WindowRule, *, start: datetime, slot_starts_at: datetime) -> datetime:
@@ -96,3 +112,35 @@ def _after_reachable(rule: WindowRule, start: datetime, length: timedelta) -> da
         left -= quiet - at
         at = quiet
     return at + left
+
+
+# The entry's last ``limit`` answered-or-unanswered offers (standing bookings asked nothing; withdrawn ones were
+# taken back before the patient had their say), newest first: how many are unanswered window expiries.
+_UNANSWERED_SQL = """
+SELECT count(*) FILTER (WHERE r.status = 'EXPIRED' AND r.reason_code = 'EXPIRED'), count(*)
+FROM (
+    SELECT o.status, o.reason_code FROM waitlist_offer o
+    WHERE o.entry_id = %s AND NOT o.standing AND o.id < %s
+      AND o.status IN ('DECLINED', 'EXPIRED', 'ACCEPTED')
+    ORDER BY o.id DESC
+    LIMIT %s
+) r
+"""
+
+
+def unanswered_streak(policy, entry_id: int, *, before_offer_id: int | None = None) -> int:
+    """How many of the entry's latest offers (before ``before_offer_id``, if given) went unanswered in a row, up
+    to the policy's ``answer_window_unanswered_after``; 0 without a query when the policy has no such limit.
+
+    An offer counts as unanswered when its window ran out (EXPIRED, reason ``EXPIRED``); a decline, an accept
+    (a hold that expired after it, ``HOLD_EXPIRED``, too) answers; withdrawn offers and standing bookings are
+    left out. Read once per offer made (and again at its notice's delivery)."""
+    after = getattr(policy, "answer_window_unanswered_after", 0) or 0
+    if not getattr(policy, "answer_window_unanswered_minutes", None) or not after:
+        return 0
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(_UNANSWERED_SQL, [entry_id, before_offer_id or 2**63 - 1, after])
+        unanswered, seen = cursor.fetchone()
+    return unanswered if unanswered == seen else 0

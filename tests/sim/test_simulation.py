@@ -370,3 +370,35 @@ def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_
     for event in OfferEvent.objects.filter(offer__vacancy__clinic__name=clinic, reason_code="STANDING_RELEASED"):
         assert (event.offer.vacancy.ref, event.created_at) in dispatched
     assert result["filled_attended"] == result["filled"] - result["missed"]
+
+
+def test_ours_runs_the_products_defaults_and_each_feature_off_run_one_change():
+    """"Ours (as configured)" is a new clinic's policy: every field it publishes is the model's default."""
+    from sim.policies import OURS_NO_UNANSWERED_WINDOW
+    from sim.run import available
+    from waitlist.models import WaitlistPolicy
+
+    defaults = {f.name: f.get_default() for f in WaitlistPolicy._meta.concrete_fields}
+    month = generate(1, SCALES["tiny"])
+    published = policy_fields(OURS, month)
+    for name in ("weekly_offer_cap", "decline_suppression_hours", "contact_cap_per_day", "decision_gate",
+                 "standing_acceptance"):
+        assert published[name] == defaults[name], name
+    assert not OURS.extra  # the window and the short window for unanswering patients at the model's defaults
+    assert defaults["answer_window_unanswered_minutes"] is not None
+    assert available(OURS_NO_UNANSWERED_WINDOW)
+    assert policy_fields(OURS_NO_UNANSWERED_WINDOW, month)["answer_window_unanswered_minutes"] is None
+    assert policy_fields(FIFO, month)["answer_window_unanswered_minutes"] is None  # the peer has no such rule
+
+
+def test_the_diagnosis_explains_every_unfilled_vacancy_the_ceiling_could_fill():
+    from sim.diagnose import analyse
+
+    month = generate(2, SCALES["default"])
+    log, _ = run_modelled(month, BATCH3)
+    gap = analyse(month, BATCH3, log, trace=[])
+    classes = gap["classes"]
+    assert gap["unfilled_with_edge"] == (classes.get("NOT_ASKED", 0) + classes.get("OFFERED_TOO_LATE", 0)
+                                         + classes.get("ALL_BOOKED_ELSEWHERE", 0))
+    assert gap["filled"] + gap["residual_matching"] <= gap["fillable"]
+    assert metrics.max_matching(metrics.ceiling_edges(month, OURS)) == gap["ceiling"]

@@ -158,7 +158,8 @@ def test_decline_releases_the_hold_suppresses_and_cascades(world, queued_dispatc
     offer.refresh_from_db()
     entry.refresh_from_db()
     assert offer.status == OfferStatus.DECLINED and offer.hold.status == HoldStatus.RELEASED
-    assert entry.status == EntryStatus.WAITING and entry.suppressed_until == NOW + timedelta(hours=72)
+    assert entry.status == EntryStatus.WAITING and entry.suppressed_until == NOW + timedelta(
+        hours=services.policy_current(clinic=world.clinic).decline_suppression_hours)
     assert not CapacityAllocation.objects.filter(hold_id=offer.hold_id, active=True).exists()
     assert queued_dispatches == [vacancy.pk]
     nxt = dispatch(world, vacancy)

@@ -37,7 +37,7 @@ from ..models import (
     WaitlistPolicy,
 )
 from ..reachability import reachability
-from ..windows import answer_deadline, window_rule
+from ..windows import answer_deadline, unanswered_streak, window_rule
 from ._shared import event_logged, note_record, slot_of
 from .fence import RESTART, UNREACHABLE, DispatchResult
 from .shadow import shadow_observe, shadow_preview
@@ -191,8 +191,9 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
             note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason, until=unreachable.until,
                         now=now, correlation_id=a.correlation_id)
             return DispatchResult(UNREACHABLE, waiting=unreachable)
-    expires_at = answer_deadline(window_rule(policy, locked.clinic.timezone), start=now,
-                                 slot_starts_at=locked.starts_at)
+    unanswered = 0 if standing else unanswered_streak(policy, entry.pk)
+    rule = window_rule(policy, locked.clinic.timezone, unanswered=unanswered)
+    expires_at = answer_deadline(rule, start=now, slot_starts_at=locked.starts_at)
     shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
     hold, refused = _place_hold(locked, entry, expires_at)
     if hold is None:

@@ -37,7 +37,7 @@ from ..models import (
     WaitlistEntry,
     offer_withdrawable,
 )
-from ..windows import answer_deadline, window_rule
+from ..windows import answer_deadline, unanswered_streak, window_rule
 from ._shared import actor_label, command_audit, event_append, event_logged
 from .policy import policy_current
 from .promotion import close_offer
@@ -429,7 +429,9 @@ def offers_expire_due(*, now: datetime | None = None, limit: int = 100) -> int:
 def deadline_if_delivered(offer: Offer, *, starts_at: datetime, tz_name: str, delivered_at: datetime) -> datetime:
     """The offer's answer deadline once its notice is delivered at ``delivered_at``: the window counted from then,
     never earlier than the deadline it has. The notice states it, and ``offer_notice_delivered`` records it."""
-    return max(offer.expires_at, answer_deadline(window_rule(offer.policy, tz_name), start=delivered_at,
+    rule = window_rule(offer.policy, tz_name, unanswered=unanswered_streak(offer.policy, offer.entry_id,
+                                                                          before_offer_id=offer.pk))
+    return max(offer.expires_at, answer_deadline(rule, start=delivered_at,
                                                  slot_starts_at=starts_at))
 
 
