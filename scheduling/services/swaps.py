@@ -51,24 +51,8 @@ def appointment_swap(
     ``expected_version`` (APPOINTMENT_CHANGED otherwise). Lock order: hold/allocation before appointment.
     """
     with transaction.atomic():
-        allocation = None
-        if hold is not None:
-            hold = CapacityHold.objects.select_for_update(no_key=True).filter(pk=hold.pk, clinic=clinic).first()
-            if hold is None:
-                raise NotFound()
-            allocation = (
-                CapacityAllocation.objects.select_for_update(no_key=True).filter(hold=hold, active=True).first()
-            )
-            if hold.status not in LIVE_HOLD_STATUSES or allocation is None:
-                raise Conflict("The held time is no longer reserved.", code="HOLD_NOT_LIVE")
-        CapacityAllocation.objects.select_for_update(of=("self",), no_key=True).filter(
-            active=True, appointment__ref=appointment_ref, appointment__clinic=clinic
-        ).first()
-        old = Appointment.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=appointment_ref).first()
-        if old is None:
-            raise NotFound()
-        if old.status != expected_status or (expected_version is not None and old.version != expected_version):
-            raise Conflict("The appointment changed since the proposal was made.", code="APPOINTMENT_CHANGED")
+        hold, allocation = _lock_hold(clinic, hold) if hold is not None else (None, None)
+        old = _lock_old(clinic, appointment_ref, expected_status=expected_status, expected_version=expected_version)
         if hold is not None and (
             hold.patient_id != old.patient_id or hold.starts_at != starts_at
             or hold.practitioner_id != practitioner.pk or hold.resource_id != (resource.pk if resource else None)
@@ -87,17 +71,48 @@ def appointment_swap(
             ends_at=starts_at + timedelta(minutes=treatment.duration_minutes),
             status=status,
         )
-        if hold is not None and allocation is not None and status in CAPACITY_STATUSES:
-            if allocation.period.upper != new.ends_at:
-                raise Conflict("The hold is not for this time.", code="HOLD_NOT_LIVE")
-            CapacityAllocation.objects.filter(pk=allocation.pk).update(kind=AllocationKind.APPOINTMENT, appointment=new)
-            if hold.status == HoldStatus.ACTIVE:
-                cas_update(hold, expected_status=HoldStatus.ACTIVE, status=HoldStatus.ACCEPTED)
-            cas_update(hold, expected_status=HoldStatus.ACCEPTED, status=HoldStatus.CONSUMED, appointment=new)
-        else:
-            if hold is not None:
-                cas_update(hold, expected_status=hold.status, status=HoldStatus.RELEASED, release_reason="swap")
-                allocations.release(hold=hold)
-            if status in CAPACITY_STATUSES:
-                allocations.allocate_for_appointment(new)
+        _take_capacity(new, hold, allocation)
         return old, new
+
+
+def _lock_hold(clinic: Clinic, hold: CapacityHold) -> tuple[CapacityHold, CapacityAllocation]:
+    """The hold and its active allocation, locked (hold before allocation before appointment); both live."""
+    locked = CapacityHold.objects.select_for_update(no_key=True).filter(pk=hold.pk, clinic=clinic).first()
+    if locked is None:
+        raise NotFound()
+    allocation = CapacityAllocation.objects.select_for_update(no_key=True).filter(hold=locked, active=True).first()
+    if locked.status not in LIVE_HOLD_STATUSES or allocation is None:
+        raise Conflict("The held time is no longer reserved.", code="HOLD_NOT_LIVE")
+    return locked, allocation
+
+
+def _lock_old(clinic: Clinic, appointment_ref: str, *, expected_status: str, expected_version: int | None
+              ) -> Appointment:
+    """The appointment being replaced, locked after its allocation, still as the proposal saw it."""
+    CapacityAllocation.objects.select_for_update(of=("self",), no_key=True).filter(
+        active=True, appointment__ref=appointment_ref, appointment__clinic=clinic
+    ).first()
+    old = Appointment.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=appointment_ref).first()
+    if old is None:
+        raise NotFound()
+    if old.status != expected_status or (expected_version is not None and old.version != expected_version):
+        raise Conflict("The appointment changed since the proposal was made.", code="APPOINTMENT_CHANGED")
+    return old
+
+
+def _take_capacity(new: Appointment, hold: CapacityHold | None, allocation: CapacityAllocation | None) -> None:
+    """The new appointment's capacity: the hold's allocation in place (the hold CONSUMED), or, without a hold
+    for it, the hold released and a fresh allocation the exclusion constraints judge."""
+    if hold is not None and allocation is not None and new.status in CAPACITY_STATUSES:
+        if allocation.period.upper != new.ends_at:
+            raise Conflict("The hold is not for this time.", code="HOLD_NOT_LIVE")
+        CapacityAllocation.objects.filter(pk=allocation.pk).update(kind=AllocationKind.APPOINTMENT, appointment=new)
+        if hold.status == HoldStatus.ACTIVE:
+            cas_update(hold, expected_status=HoldStatus.ACTIVE, status=HoldStatus.ACCEPTED)
+        cas_update(hold, expected_status=HoldStatus.ACCEPTED, status=HoldStatus.CONSUMED, appointment=new)
+        return
+    if hold is not None:
+        cas_update(hold, expected_status=hold.status, status=HoldStatus.RELEASED, release_reason="swap")
+        allocations.release(hold=hold)
+    if new.status in CAPACITY_STATUSES:
+        allocations.allocate_for_appointment(new)
