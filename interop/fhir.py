@@ -290,7 +290,7 @@ def _identifier_q(values: list[str], _zone) -> Q:
     query = Q()
     for raw in values:
         alternatives = NOTHING
-        for value in s._split(raw, "identifier"):
+        for value in s.split_values(raw, "identifier"):
             system, bar, code = value.partition("|")
             if not bar:
                 system, code = "", value

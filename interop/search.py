@@ -83,7 +83,7 @@ def date_q(values: list[str], *, name: str, field_name: str, zone: ZoneInfo) -> 
     query = Q()
     for raw in values:
         alternatives = Q()
-        for value in _split(raw, name):
+        for value in split_values(raw, name):
             prefix = value[:2] if value[:2] in DATE_PREFIXES else "eq"
             low, high = _range(value[2:] if value[:2] in DATE_PREFIXES else value, name, zone)
             f = field_name
@@ -101,7 +101,7 @@ def date_q(values: list[str], *, name: str, field_name: str, zone: ZoneInfo) -> 
     return query
 
 
-def _split(raw: str, name: str) -> list[str]:
+def split_values(raw: str, name: str) -> list[str]:
     if len(raw) > MAX_VALUE_LENGTH or "\x00" in raw:
         raise _bad(name, f"a value is at most {MAX_VALUE_LENGTH} characters")
     parts = [part.replace("\\,", ",") for part in re.split(r"(?<!\\),", raw)]
@@ -116,7 +116,7 @@ def token_values(values: list[str], *, name: str, system: str | None = None) -> 
     groups = []
     for raw in values:
         codes = []
-        for value in _split(raw, name):
+        for value in split_values(raw, name):
             if "|" in value:
                 given, _, code = value.partition("|")
                 if system is None or (given and given != system):
@@ -135,7 +135,7 @@ def reference_ids(values: list[str], *, name: str, types: tuple[str, ...]) -> li
     groups = []
     for raw in values:
         refs = []
-        for value in _split(raw, name):
+        for value in split_values(raw, name):
             kind, _, ident = value.rpartition("/")
             kind = kind.rsplit("/", 1)[-1]  # an absolute URL keeps only its last Type/id
             if kind and kind not in types:
