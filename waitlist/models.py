@@ -484,6 +484,8 @@ class WaitlistEntry(models.Model):
 
     # Not stored: promotion reads it with the entry's lock (``services.standing.STANDING_NOTICE_SQL``).
     standing_min_notice: int | None
+    # Not stored either: the unanswered streak read with the lock (``windows.UNANSWERED_STREAK_SQL``; None: not read).
+    unanswered_streak: int | None
 
     def __str__(self) -> str:
         return self.ref

@@ -115,17 +115,27 @@ def _after_reachable(rule: WindowRule, start: datetime, length: timedelta) -> da
 
 
 # The entry's last ``limit`` answered-or-unanswered offers (standing bookings asked nothing; withdrawn ones were
-# taken back before the patient had their say), newest first: how many are unanswered window expiries.
-_UNANSWERED_SQL = """
-SELECT count(*) FILTER (WHERE r.status = 'EXPIRED' AND r.reason_code = 'EXPIRED'), count(*)
-FROM (
-    SELECT o.status, o.reason_code FROM waitlist_offer o
-    WHERE o.entry_id = %s AND NOT o.standing AND o.id < %s
-      AND o.status IN ('DECLINED', 'EXPIRED', 'ACCEPTED')
-    ORDER BY o.id DESC
-    LIMIT %s
-) r
-"""
+# taken back before the patient had their say), newest first: their count when every one is an unanswered window
+# expiry, else 0. A fragment (``entry``, ``before``, ``limit``: SQL expressions): the entry lock of promotion
+# reads it in its own statement, ``unanswered_streak`` on its own.
+UNANSWERED_STREAK_SQL = """(
+    SELECT CASE WHEN count(*) = count(*) FILTER (WHERE r.status = 'EXPIRED' AND r.reason_code = 'EXPIRED')
+                THEN count(*) ELSE 0 END
+    FROM (
+        SELECT o.status, o.reason_code FROM waitlist_offer o
+        WHERE o.entry_id = {entry} AND NOT o.standing AND o.id < {before}
+          AND o.status IN ('DECLINED', 'EXPIRED', 'ACCEPTED')
+        ORDER BY o.id DESC
+        LIMIT {limit}
+    ) r
+)"""
+NO_OFFER_BEFORE = 2**63 - 1
+
+
+def unanswered_limit(policy) -> int:
+    """How many latest offers the streak looks at: the policy's ``answer_window_unanswered_after`` (0: none)."""
+    after = getattr(policy, "answer_window_unanswered_after", 0) or 0
+    return after if getattr(policy, "answer_window_unanswered_minutes", None) else 0
 
 
 def unanswered_streak(policy, entry_id: int, *, before_offer_id: int | None = None) -> int:
@@ -134,13 +144,13 @@ def unanswered_streak(policy, entry_id: int, *, before_offer_id: int | None = No
 
     An offer counts as unanswered when its window ran out (EXPIRED, reason ``EXPIRED``); a decline, an accept
     (a hold that expired after it, ``HOLD_EXPIRED``, too) answers; withdrawn offers and standing bookings are
-    left out. Read once per offer made (and again at its notice's delivery)."""
-    after = getattr(policy, "answer_window_unanswered_after", 0) or 0
-    if not getattr(policy, "answer_window_unanswered_minutes", None) or not after:
+    left out. Read at an offer's notice's delivery; promotion reads the same fragment with its entry lock."""
+    limit = unanswered_limit(policy)
+    if not limit:
         return 0
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute(_UNANSWERED_SQL, [entry_id, before_offer_id or 2**63 - 1, after])
-        unanswered, seen = cursor.fetchone()
-    return unanswered if unanswered == seen else 0
+        cursor.execute("SELECT " + UNANSWERED_STREAK_SQL.format(entry="%s", before="%s", limit="%s"),
+                       [entry_id, before_offer_id or NO_OFFER_BEFORE, limit])
+        return cursor.fetchone()[0]

@@ -37,7 +37,14 @@ from ..models import (
     WaitlistPolicy,
 )
 from ..reachability import reachability
-from ..windows import answer_deadline, unanswered_streak, window_rule
+from ..windows import (
+    NO_OFFER_BEFORE,
+    UNANSWERED_STREAK_SQL,
+    answer_deadline,
+    unanswered_limit,
+    unanswered_streak,
+    window_rule,
+)
 from ._shared import event_logged, note_record, slot_of
 from .fence import RESTART, UNREACHABLE, DispatchResult
 from .shadow import shadow_observe, shadow_preview
@@ -68,7 +75,7 @@ WITH locked AS MATERIALIZED (
     LIMIT 1
     FOR NO KEY UPDATE OF e{skip}
 )
-SELECT {entry}, e.pos, {standing}, {patient}, {sends}, {checks}
+SELECT {entry}, e.pos, {standing}, {unanswered}, {patient}, {sends}, {checks}
 FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
 """
 
@@ -79,6 +86,8 @@ def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
         waiting=sql_states(transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)),
         entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
         standing=STANDING_NOTICE_SQL,
+        unanswered=UNANSWERED_STREAK_SQL.format(entry="e.id", before="%(unanswered_before)s",
+                                                limit="%(unanswered_limit)s"),
         patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),
         checks=matcher.checks_column() if checks else "NULL",
         sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
@@ -107,7 +116,8 @@ def lock_first_free(
         vacancy, policy, now = recheck
         params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
                   **contact_cap_params(policy.contact_cap_per_day, now)}
-    params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run])
+    params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run], unanswered_before=NO_OFFER_BEFORE,
+                  unanswered_limit=unanswered_limit(recheck[1]) if recheck is not None else 0)
     with prepared_cursor(connection) as cursor:
         cursor.execute(_LOCK_SQL[(wait, checks)], params)
         row = cursor.fetchone()
@@ -116,7 +126,8 @@ def lock_first_free(
     width = len(_ENTRY_FIELDS)
     entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
     entry.standing_min_notice = row[width + 1]
-    patient = row[width + 2:width + 2 + len(_PATIENT_FIELDS)]
+    entry.unanswered_streak = row[width + 2] if checks else None
+    patient = row[width + 3:width + 3 + len(_PATIENT_FIELDS)]
     entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
     return entry, row[width], Rechecks(row[-1], row[-2]) if checks else None
 
@@ -191,7 +202,8 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
             note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason, until=unreachable.until,
                         now=now, correlation_id=a.correlation_id)
             return DispatchResult(UNREACHABLE, waiting=unreachable)
-    unanswered = 0 if standing else unanswered_streak(policy, entry.pk)
+    known = getattr(entry, "unanswered_streak", None)  # read with the entry's lock (``lock_first_free``) or not
+    unanswered = 0 if standing else known if known is not None else unanswered_streak(policy, entry.pk)
     rule = window_rule(policy, locked.clinic.timezone, unanswered=unanswered)
     expires_at = answer_deadline(rule, start=now, slot_starts_at=locked.starts_at)
     shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
