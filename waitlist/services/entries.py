@@ -60,16 +60,9 @@ def entry_create(
         try:
             with transaction.atomic():
                 entry = WaitlistEntry.objects.create(
-                    clinic=clinic,
-                    tenant_group_id=clinic.tenant_group_id,
-                    patient=patient,
-                    treatment=treatment,
-                    practitioner=practitioner,
-                    resource_kind=resource_kind,
-                    earliest=earliest,
-                    latest=latest,
-                    priority_rank=priority_rank,
-                    waiting_since=now or timezone.now(),
+                    clinic=clinic, tenant_group_id=clinic.tenant_group_id, patient=patient, treatment=treatment,
+                    practitioner=practitioner, resource_kind=resource_kind, earliest=earliest, latest=latest,
+                    priority_rank=priority_rank, waiting_since=now or timezone.now(),
                 )
         except IntegrityError as exc:
             if constraint_violated(exc) != "wl_entry_one_live_per_window":

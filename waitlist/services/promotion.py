@@ -328,16 +328,8 @@ def close_offer(locks: OfferLocks, *, to_status: str, reason_code: str, actor: s
     scheduling.hold_release(hold=locks.hold, reason=reason_code)
     if reopen_entry:
         _reopen_entry(locks, suppressed_until=suppressed_until, similar_only=similar_only)
-    event_append(
-        offer=offer,
-        from_status=previous,
-        to_status=to_status,
-        reason_code=reason_code,
-        actor=actor,
-        correlation_id=correlation_id,
-        now=now,
-        detail=detail,
-    )
+    event_append(offer=offer, from_status=previous, to_status=to_status, reason_code=reason_code, actor=actor,
+                 correlation_id=correlation_id, now=now, detail=detail)
     if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
         queue_dispatch(locks.vacancy.pk)
     return offer

@@ -52,16 +52,8 @@ STANDING_NOTICE_SQL = (
 
 
 def standing_acceptance_record(
-    *,
-    clinic: Clinic,
-    entry_ref: str,
-    state: str,
-    source: str,
-    min_notice_minutes: int = 0,
-    actor=None,
-    reason: str = "",
-    now: datetime | None = None,
-    correlation_id: str = "",
+    *, clinic: Clinic, entry_ref: str, state: str, source: str, min_notice_minutes: int = 0, actor=None,
+    reason: str = "", now: datetime | None = None, correlation_id: str = "",
 ) -> StandingAcceptance:
     """Grant or revoke the entry's standing acceptance: one appended row (the newest is current) and an audit row.
 
@@ -160,14 +152,8 @@ def _release_actor(patient: Patient | None, actor) -> str:
 
 
 def standing_release(
-    *,
-    clinic: Clinic,
-    offer_ref: str,
-    actor=None,
-    patient: Patient | None = None,
-    reason: str = "",
-    now: datetime | None = None,
-    correlation_id: str = "",
+    *, clinic: Clinic, offer_ref: str, actor=None, patient: Patient | None = None, reason: str = "",
+    now: datetime | None = None, correlation_id: str = "",
 ):
     """The patient releases a standing booking before its ``release_until``: the appointment is CANCELLED, the
     vacancy is OPEN again (FILLED → OPEN, the one way out of FILLED) and its dispatch queued (the cascade), the
