@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import signing
 
-from waitlist.tokens import MAX_TOKEN_CHARS, TokenExpired, TokenInvalid
+from waitlist.tokens import TokenExpired, TokenInvalid, signed_fields
 
 SALT = "reevaluation.proposal"
 #: The link lives under /claim/ (``/claim/rp-<token>/``), so the log redaction of claim links
@@ -27,17 +27,8 @@ def max_age_seconds() -> int:
 
 def proposal_token_read(token) -> str:
     """The proposal ref of a genuine, unexpired token; TokenInvalid or TokenExpired otherwise."""
-    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
-        raise TokenInvalid()
-    try:
-        data = signing.loads(token, salt=SALT, max_age=max_age_seconds())
-    except signing.SignatureExpired as exc:
-        raise TokenExpired() from exc
-    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
-        raise TokenInvalid() from exc
-    if not isinstance(data, dict) or not isinstance(data.get("rp"), str):
-        raise TokenInvalid()
-    return data["rp"]
+    (proposal_ref,) = signed_fields(token, salt=SALT, max_age=max_age_seconds(), keys=("rp",))
+    return proposal_ref
 
 
 def proposal_link(proposal) -> str:

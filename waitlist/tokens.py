@@ -24,6 +24,23 @@ class TokenExpired(Exception):
     """Genuine but older than the claim horizon: the page answers 410."""
 
 
+def signed_fields(token, *, salt: str, max_age: int | None, keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The string fields ``keys`` of a genuine token signed with ``salt`` and younger than ``max_age`` seconds
+    (None: no age limit); TokenInvalid (forged, malformed, too long, fields missing) or TokenExpired otherwise.
+    Every signed link of the patient pages (claim, opt-out, standing, calendar, proposal) reads through it."""
+    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+        raise TokenInvalid()
+    try:
+        data = signing.loads(token, salt=salt, max_age=max_age)
+    except signing.SignatureExpired as exc:
+        raise TokenExpired() from exc
+    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
+        raise TokenInvalid() from exc
+    if not isinstance(data, dict) or not all(isinstance(data.get(key), str) for key in keys):
+        raise TokenInvalid()
+    return tuple(data[key] for key in keys)
+
+
 def claim_token_make(offer: Offer) -> str:
     return signing.dumps({"o": offer.ref, "e": offer.entry.ref}, salt=SALT, compress=False)
 
@@ -35,17 +52,8 @@ def max_age_seconds() -> int:
 
 def claim_token_read(token) -> tuple[str, str]:
     """``(offer_ref, entry_ref)`` from a genuine, unexpired token; TokenInvalid/TokenExpired otherwise."""
-    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
-        raise TokenInvalid()
-    try:
-        data = signing.loads(token, salt=SALT, max_age=max_age_seconds())
-    except signing.SignatureExpired as exc:
-        raise TokenExpired() from exc
-    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
-        raise TokenInvalid() from exc
-    if not isinstance(data, dict) or not isinstance(data.get("o"), str) or not isinstance(data.get("e"), str):
-        raise TokenInvalid()
-    return data["o"], data["e"]
+    offer_ref, entry_ref = signed_fields(token, salt=SALT, max_age=max_age_seconds(), keys=("o", "e"))
+    return offer_ref, entry_ref
 
 
 def claim_link(offer: Offer) -> str:
@@ -69,17 +77,8 @@ def optout_max_age_seconds() -> int:
 
 def optout_token_read(token) -> str:
     """The patient ref of a genuine, unexpired opt-out token; TokenInvalid or TokenExpired otherwise."""
-    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
-        raise TokenInvalid()
-    try:
-        data = signing.loads(token, salt=OPTOUT_SALT, max_age=optout_max_age_seconds())
-    except signing.SignatureExpired as exc:
-        raise TokenExpired() from exc
-    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
-        raise TokenInvalid() from exc
-    if not isinstance(data, dict) or not isinstance(data.get("p"), str):
-        raise TokenInvalid()
-    return data["p"]
+    (patient_ref,) = signed_fields(token, salt=OPTOUT_SALT, max_age=optout_max_age_seconds(), keys=("p",))
+    return patient_ref
 
 
 def optout_link(patient) -> str:
@@ -97,18 +96,9 @@ def standing_token_make(entry) -> str:
 
 def standing_token_read(token) -> str:
     """The entry ref of a genuine, unexpired standing-acceptance token; TokenInvalid/TokenExpired otherwise."""
-    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
-        raise TokenInvalid()
     max_age = int(settings.WAITLIST_STANDING_TOKEN_MAX_AGE_DAYS) * 86400
-    try:
-        data = signing.loads(token, salt=STANDING_SALT, max_age=max_age)
-    except signing.SignatureExpired as exc:
-        raise TokenExpired() from exc
-    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
-        raise TokenInvalid() from exc
-    if not isinstance(data, dict) or not isinstance(data.get("s"), str):
-        raise TokenInvalid()
-    return data["s"]
+    (entry_ref,) = signed_fields(token, salt=STANDING_SALT, max_age=max_age, keys=("s",))
+    return entry_ref
 
 
 def standing_link(entry) -> str:
@@ -126,15 +116,8 @@ def calendar_token_make(appointment) -> str:
 
 def calendar_token_read(token) -> str:
     """The appointment ref of a genuine calendar token; TokenInvalid otherwise."""
-    if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
-        raise TokenInvalid()
-    try:
-        data = signing.loads(token, salt=CALENDAR_SALT)
-    except (signing.BadSignature, ValueError, TypeError, UnicodeError) as exc:
-        raise TokenInvalid() from exc
-    if not isinstance(data, dict) or not isinstance(data.get("a"), str):
-        raise TokenInvalid()
-    return data["a"]
+    (appointment_ref,) = signed_fields(token, salt=CALENDAR_SALT, max_age=None, keys=("a",))
+    return appointment_ref
 
 
 def calendar_link(appointment) -> str:
