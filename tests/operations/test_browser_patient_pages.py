@@ -11,23 +11,16 @@ from __future__ import annotations
 import pytest
 
 from tests.operations.browser_support import shot, sync_api
+from tests.support.axe import blocking_violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_broker")]
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
-BLOCKING = ("critical", "serious")
 
-axe_module = pytest.importorskip("axe_playwright_python.sync_playwright")
+pytest.importorskip("axe_playwright_python.sync_playwright")
 
 
-def _blocking(page) -> list[str]:
-    results = axe_module.Axe().run(page)
-    found = []
-    for violation in results.response["violations"]:
-        if violation.get("impact") in BLOCKING:
-            targets = [" ".join(map(str, node["target"])) for node in violation["nodes"][:3]]
-            found.append(f"{violation['impact']} {violation['id']}: {violation['help']} @ {targets}")
-    return found
+_blocking = blocking_violations
 
 
 @pytest.fixture
