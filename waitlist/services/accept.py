@@ -53,18 +53,12 @@ def _claim(offer: Offer, *, correlation_id: str, request_booking: bool) -> str:
     The page carries no version: the patient accepts this offer, whatever bookkeeping touched it meanwhile
     (the worker recording the notice's delivery moves the version while the patient is already answering).
     The claim's own checks still refuse an offer that ended, expired or moved on."""
-    for attempt in (1, 2):
-        try:
-            return offers.offer_claim(
-                clinic=offer.clinic,
-                offer_ref=offer.ref,
-                expected_version=offer.version,
-                patient=offer.patient,
-                correlation_id=correlation_id,
-                request_booking=request_booking,
-            ).hold_ref
-        except VersionConflict:
-            if attempt == 2:
-                raise
-            offer.version = Offer.objects.filter(pk=offer.pk).values_list("version", flat=True).get()
-    raise AssertionError("unreachable")
+    def claim(version: int) -> str:
+        return offers.offer_claim(clinic=offer.clinic, offer_ref=offer.ref, expected_version=version,
+                                  patient=offer.patient, correlation_id=correlation_id,
+                                  request_booking=request_booking).hold_ref
+
+    try:
+        return claim(offer.version)
+    except VersionConflict:
+        return claim(Offer.objects.filter(pk=offer.pk).values_list("version", flat=True).get())
