@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 , := ,
 
-.PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots
+.PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots coverage
 
 # The venv with the project and the given extras, installed again when pyproject.toml changes (the target is
 # the stamp: $(VENV)/.<kind>-<checksum of pyproject.toml>; older stamps of that kind are removed).
@@ -50,6 +50,16 @@ demo-event: $(STAMP)
 screenshots: $(STAMP)
 	CONSOLE_SCREENSHOTS=1 $(PY) -m pytest -n 0 -q -m browser tests/operations/test_screenshots.py
 
+# The suite under coverage (pytest-cov) over the product's packages: the lines no test executes, per file, in
+# .data/coverage.txt (and .data/coverage.json); how dead code is found (docs/architecture.md, "Dead code").
+COVERED := common scheduling waitlist reevaluation operations observability interop config devtools
+coverage: $(STAMP)
+	mkdir -p .data
+	$(PY) -m pytest -n 2 --dist loadfile $(foreach p,$(COVERED),--cov=$(p)) --cov-report= $(PYTEST_ARGS)
+	$(PY) -m coverage report --skip-covered --show-missing > .data/coverage.txt
+	$(PY) -m coverage json -o .data/coverage.json
+	tail -1 .data/coverage.txt
+
 clean-data:
 	rm -rf .data
 
@@ -79,7 +89,7 @@ SOAK_MINUTES ?= 30
 soak: $(STAMP)
 	SOAK_MINUTES=$(SOAK_MINUTES) $(PY) -m tests.support.soak
 # Backfill simulation (not part of `make test`): SIM_SCALE=default (twelve clinic months: one practitioner, 28 days,
-# 12 seeds; SIM_WORKERS processes, default 2, longest runs first) or full (three clinics of five practitioners,
+# 12 seeds; SIM_WORKERS processes, default 3, longest runs first) or full (three clinics of five practitioners,
 # 5 seeds); SIM_SEED sets the first seed. Needs PostgreSQL (SIM_DATABASE_URL, default clinic_waitlist_sim: a
 # template migrated when the migrations change, copied for each run); rewrites sim/results/*.json and
 # docs/simulation.md. See docs/simulation.md.

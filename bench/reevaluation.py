@@ -78,11 +78,12 @@ def held_scopes(clinic, n: int) -> dict:
     treatment = clinic.bench_treatments[0]
     db.sql(
         """INSERT INTO scheduling_appointment (ref, clinic_id, patient_id, practitioner_id, treatment_id,
-               starts_at, ends_at, status, version, cancel_reason, created_at, updated_at)
+               starts_at, ends_at, status, version, cancel_reason, cancel_reason_code, cancelled_by, created_at,
+               updated_at)
            SELECT 'apt_b' || p.id || 'x' || substr(md5(random()::text), 1, 8), %(c)s, p.id, %(d)s, %(t)s,
                date_trunc('hour', now()) + interval '1 day' + (p.id - %(a)s) * interval '30 minutes',
                date_trunc('hour', now()) + interval '1 day' + (p.id - %(a)s + 1) * interval '30 minutes',
-               'HELD', 1, '', now(), now()
+               'HELD', 1, '', '', '', now(), now()
            FROM scheduling_patient p WHERE p.clinic_id = %(c)s AND p.id BETWEEN %(a)s AND %(b)s""",
         {"c": clinic.pk, "d": doctor.pk, "t": treatment.pk, "a": first, "b": last},
     )

@@ -45,16 +45,10 @@ def is_bookable_time(value: datetime) -> bool:
     return within(value, booking_range())
 
 
-#: What a list filter or a search may ask for: far wider than any row can be, far inside what Python's
-#: datetime and PostgreSQL hold, so a day or an instant near either calendar edge (``9999-12-31``, year 1)
-#: is a typed 400 instead of an OverflowError when it is shifted to a zone or widened by a window.
-SEARCH_EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
-SEARCH_LATEST = datetime(3000, 1, 1, tzinfo=UTC)
+#: The days a list filter or a search may ask for: far wider than any row can be, far inside what Python's
+#: datetime and PostgreSQL hold, so a day near either calendar edge (``9999-12-31``, year 1) is a typed 400
+#: instead of an OverflowError when it is shifted to a zone or widened by a window.
 SEARCH_DAYS = (date(1900, 1, 1), date(2999, 12, 31))
-
-
-def is_searchable_instant(value: datetime) -> bool:
-    return within(value, (SEARCH_EARLIEST, SEARCH_LATEST))
 
 
 def is_searchable_day(value: date) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -57,6 +57,8 @@ class Leased:
     topic: str
     attempt: int
     worker: str
+    #: The row as leased (read by the lease's last statement), so delivery need not read it again.
+    message: OutboxMessage | None = field(default=None, compare=False, repr=False)
 
 
 Handler = Callable[[OutboxMessage], str]
@@ -100,8 +102,9 @@ def outbox_lease(*, worker: str, limit: int = 50, lease_seconds: int = 60, now: 
             attempts=F("attempts") + 1,
             version=F("version") + 1,
         )
-        leased = OutboxMessage.objects.filter(id__in=rows).values_list("id", "ref", "topic", "attempts")
-        return [Leased(id=i, ref=r, topic=t, attempt=a, worker=worker) for i, r, t, a in leased]
+        leased = OutboxMessage.objects.filter(id__in=rows).order_by("created_at", "id")
+        return [Leased(id=m.id, ref=m.ref, topic=m.topic, attempt=m.attempts, worker=worker, message=m)
+                for m in leased]
 
 
 def _finish(lease: Leased, *, started_at: datetime, outcome: str, code: str = "", provider: str = "",
@@ -114,11 +117,11 @@ def _finish(lease: Leased, *, started_at: datetime, outcome: str, code: str = ""
         ).update(lease_owner="", lease_expires_at=None, version=F("version") + 1, **changes)
         if updated != 1:
             outcome, code = DeliveryOutcome.FENCED, "LEASE_LOST"
-        OutboxAttempt.objects.get_or_create(
-            message_id=lease.id,
-            attempt=lease.attempt,
-            defaults={"worker": lease.worker, "outcome": outcome, "error_code": code, "provider": provider,
-                      "started_at": started_at, "finished_at": now},
+        # One attempt row per (message, attempt) (``outbox_attempt_once``): the first writer's stands.
+        OutboxAttempt.objects.bulk_create(
+            [OutboxAttempt(message_id=lease.id, attempt=lease.attempt, worker=lease.worker, outcome=outcome,
+                           error_code=code, provider=provider, started_at=started_at, finished_at=now)],
+            ignore_conflicts=True,
         )
     return updated == 1
 
@@ -127,7 +130,7 @@ def outbox_deliver(lease: Leased) -> str:
     """Deliver one leased message under the correlation id of the change that wrote it (so the
     delivery's log lines join that story); returns the outcome recorded."""
     started_at = timezone.now()
-    message = OutboxMessage.objects.get(id=lease.id)
+    message = lease.message if lease.message is not None else OutboxMessage.objects.get(id=lease.id)
     with bound(message.correlation_id):
         return _deliver(lease, message, started_at)
 

@@ -42,7 +42,3 @@ def from_error(status: int, body) -> OperationOutcome:
         "details": {"coding": [{"system": ERROR_SYSTEM, "code": code}], "text": code},
         "diagnostics": _diagnostics(body),
     }])
-
-
-def information(text: str) -> OperationOutcome:
-    return OperationOutcome(issue=[{"severity": "information", "code": "informational", "diagnostics": text}])

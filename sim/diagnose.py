@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=6)
     parser.add_argument("--first", type=int, default=int(os.environ.get("SIM_SEED", "1")))
     parser.add_argument("--set", type=json.loads, default={}, metavar="JSON", help="policy fields changed")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "2")))
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "3")))
     parser.add_argument("--scale", default="default")
     parser.add_argument("--json", action="store_true", help="print every run's figures")
     args = parser.parse_args(argv)

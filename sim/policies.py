@@ -6,7 +6,8 @@ from __future__ import annotations
 from .adapter import PolicySpec
 
 # Ours as configured: the product's defaults (hold 20 min, lead 3 h, weekly cap 8, 12 h after a decline (offers
-# like the declined one), a 30-minute window after two unanswered offers,
+# like the declined one), the whole window for every patient (a short window after unanswered offers is off:
+# measured, it cost fills),
 # quiet hours 21:00–08:00, 3 notices a day per patient, decision_gate REQUIRED with staff review for a
 # patient without a FRESH decision), all published as WaitlistPolicy fields.
 OURS = PolicySpec("ours", "Ours (as configured, gate REQUIRED)", hold_minutes=20, min_lead_minutes=180)
@@ -19,24 +20,26 @@ OURS_NO_CAPS = PolicySpec("ours_no_caps", "Ours, no weekly cap or decline suppre
                           min_lead_minutes=180, weekly_offer_cap=None, decline_suppression_hours=0)
 # Features off, one at a time (each runs only where the product has its field: ``run.available``):
 # the answer window fixed at 20 minutes to the slot's start, as before LEAD_TIME (no margin) ...
-# Feature-off runs take the first third of the months (the time budget); each is paired with ours on those.
+# Feature-off runs take the first quarter of the months (the time budget); each is paired with ours on those.
 OURS_FIXED_WINDOW = PolicySpec("ours_fixed_window", "Ours, fixed 20-minute window", hold_minutes=20,
-                               min_lead_minutes=180, months_share=1 / 3,
+                               min_lead_minutes=180, months_share=1 / 4,
                                extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0})
 # ... and the old contact limits: a weekly cap of 3, and a decline holds back every offer for 72 h, not only
 # similar ones (the cap's restart after an accept has no switch; a simulated accept books, so it does not matter).
 OURS_OLD_LIMITS = PolicySpec("ours_old_limits", "Ours, old contact limits (cap 3 a week, a decline holds back all "
-                             "offers 72 h)", hold_minutes=20, min_lead_minutes=180, months_share=1 / 3,
+                             "offers 72 h)", hold_minutes=20, min_lead_minutes=180, months_share=1 / 4,
                              weekly_offer_cap=3, decline_suppression_hours=72,
                              extra={"decline_suppression_scope": "ALL"})
 # ... and standing acceptance off: nobody is booked automatically, every patient is asked (the policy field
 # ``standing_acceptance``; the simulated patients who would opt in are asked like the others).
 OURS_NO_STANDING = PolicySpec("ours_no_standing", "Ours, no standing acceptance", hold_minutes=20,
-                              min_lead_minutes=180, months_share=1 / 3, standing_acceptance=False)
-# ... and the short window for patients whose recent offers went unanswered off: everyone gets the whole window.
-OURS_NO_UNANSWERED_WINDOW = PolicySpec("ours_no_unanswered_window", "Ours, whole window for unanswering patients",
-                                       hold_minutes=20, min_lead_minutes=180, months_share=1 / 3,
-                                       extra={"answer_window_unanswered_minutes": None})
+                              min_lead_minutes=180, months_share=1 / 4, standing_acceptance=False)
+# The short window for patients whose recent offers went unanswered, on (off in ours: the product's default since
+# make simulate measured it costing fills; ``python -m sim.diagnose --policy ours_unanswered_window`` runs it).
+OURS_UNANSWERED_WINDOW = PolicySpec("ours_unanswered_window", "Ours, 30-minute window after 2 unanswered offers",
+                                    hold_minutes=20, min_lead_minutes=180, months_share=1 / 4,
+                                    extra={"answer_window_unanswered_after": 2,
+                                           "answer_window_unanswered_minutes": 30})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
@@ -55,9 +58,8 @@ BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, m
 MODELLED_RULES = OURS
 
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
-POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, OURS_NO_UNANSWERED_WINDOW, FIFO, BROADCAST,
-            BATCH3]
-ALL_POLICIES = [*POLICIES, OURS_NO_CAPS, OURS_GATE_NOT_USED]
+POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, FIFO, BROADCAST, BATCH3]
+ALL_POLICIES = [*POLICIES, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]
 
 
 def sweep_specs() -> list[PolicySpec]:

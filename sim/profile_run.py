@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return execute(sql, params, many, context)
         finally:
-            entry = stats[" ".join(sql.split())[:150]]
+            entry = stats[" ".join(sql.split())]
             entry[0] += 1
             entry[1] += time.perf_counter() - started
 
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         profiler.enable()
         replay.run()
         profiler.disable()
+    profiler.dump_stats(f"/tmp/sim-profile-{name}-{seed}.pstats")
     total = time.perf_counter() - started
     connection.close()
     db.drop_run_database(url)
@@ -57,8 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{name} seed {seed}: {total:.1f} s, {sum(n for n, _ in stats.values())} statements, "
           f"{sql_seconds:.1f} s in SQL round trips")
     for text, (n, seconds) in sorted(stats.items(), key=lambda kv: -kv[1][1])[:30]:
-        print(f"{n:6d} {seconds:7.2f}  {text}")
+        shown = text if len(text) <= 400 else f"{text[:200]} … {text[-200:]}"
+        print(f"{n:6d} {seconds:7.2f} {1000 * seconds / n:6.2f} ms  {shown}")
     pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     return 0
 
 

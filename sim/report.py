@@ -371,8 +371,9 @@ def verdict(results: list[dict], stats: dict) -> list[str]:
                           ("ours_old_limits", "the new contact limits (against a cap of 3 a week and a decline "
                                               "holding back every offer for 72 h)"),
                           ("ours_no_standing", "standing acceptance (against nobody booked automatically)"),
-                          ("ours_no_unanswered_window", "the short window for patients whose recent offers went "
-                                                        "unanswered (against the whole window for everyone)"),
+                          ("ours_unanswered_window", "leaving the short window for patients whose recent offers "
+                                                     "went unanswered off (against a 30-minute window after 2 "
+                                                     "unanswered offers)"),
                           ("ours_no_caps", "the contact limits (against none: negative means they cost fills)"),
                           ("ours_gate_not_used", "the reliability gate (against NOT_USED)")):
         if name in stats and "ours_gain_fill" in stats[name]:
@@ -438,11 +439,12 @@ def render_doc(folder: Path) -> Path:
         "the migrations do not change (its comment is a hash of every migration file), so only the first run "
         "after a migration change migrates; each run gets its own copy (`CREATE DATABASE … TEMPLATE`, a "
         "fraction of a second), so runs neither see each other's rows nor depend on the order they ran in. "
-        "`SIM_WORKERS` processes (default 2, one per core) take the runs from one queue, longest first "
+        "`SIM_WORKERS` processes (default 3 on 2 cores: a run's process waits while its PostgreSQL backend works, "
+        "so a third keeps both cores busy) take the runs from one queue, longest first "
         "(policies without a weekly cap make about twice the offers), each starting the next when it finishes "
         "one; they set Django up while the template is checked, and the modelled policies run in the main "
         "process meanwhile. What runs: every month for ours, the FIFO cascade and the modelled policies; each "
-        "feature-off run (`months_share` in sim/policies.py) on the first third of the months, paired with ours "
+        "feature-off run (`months_share` in sim/policies.py) on the first quarter of the months, paired with ours "
         "on those (the time budget: the real runs are the cost).",
         "",
         "## How it works",
@@ -451,8 +453,7 @@ def render_doc(folder: Path) -> Path:
         "function of (seed, patient, slot), so every policy meets the same answers.",
         "* **Real policies** (ours with the product's defaults; ours with one feature turned off at a time: the "
         "fixed 20-minute answer window instead of LEAD_TIME, the old contact limits (a weekly cap of 3 and a "
-        "decline holding back every offer for 72 h), no standing acceptance, the whole answer window for "
-        "patients whose recent offers went unanswered; the FIFO cascade) run through the "
+        "decline holding back every offer for 72 h), no standing acceptance; the FIFO cascade) run through the "
         "product: `sim/engine.py` replays the month against PostgreSQL (its own database, `SIM_DATABASE_URL`, "
         "default `clinic_waitlist_sim`, as a template copied for each run). Each policy, quiet hours and daily "
         "contact cap included, is published with `policy_publish`; each simulated patient's consent is recorded "
@@ -584,7 +585,7 @@ def render_doc(folder: Path) -> Path:
 
 
 # A measured rate of the real runs on two otherwise idle cores: (statements, wall seconds, when).
-REFERENCE_RATE = (156_387, 50, "make simulate of 2026-12-01, 12 runs")
+REFERENCE_RATE = (326_654, 173, "make simulate of 2026-12-02, 33 real runs, 3 workers")
 
 
 def headline(folder: Path) -> dict:

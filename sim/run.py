@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m sim.run")
     parser.add_argument("--scale", default=os.environ.get("SIM_SCALE", "default"), choices=sorted(SCALES))
     parser.add_argument("--seeds", type=int, default=None, help="how many seeds (default 12; full 5)")
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "2")))
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("SIM_WORKERS", "3")))
     parser.add_argument("--results", default=str(Path(__file__).parent / "results"))
     parser.add_argument("--doc-only", action="store_true", help="only regenerate docs/simulation.md")
     parser.add_argument("--rebuild-template", action="store_true",

@@ -160,3 +160,24 @@ def test_the_benchmarks_import_each_other_one_way():
 
     cycles = {cycle for start in graph if (cycle := cycle_from(start, start, (start,)))}
     assert cycles == set()
+
+
+#: "No function over about 60 lines in services and selectors" (issue 23 part 3), docstring included.
+LONGEST_COMMAND_OR_READ = 65
+
+
+def _services_and_selectors() -> list[Path]:
+    return [path for path in _modules(*sorted(APPS))
+            if path.parent.name in ("services", "selectors") or path.stem in ("services", "selectors")]
+
+
+def test_no_services_or_selectors_function_is_longer_than_about_60_lines():
+    long = [
+        f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for path in _services_and_selectors()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > LONGEST_COMMAND_OR_READ
+    ]
+    assert _services_and_selectors(), "the scan found no services or selectors modules"
+    assert long == []

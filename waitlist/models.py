@@ -233,7 +233,7 @@ class WaitlistPolicy(models.Model):
     answer_window_unanswered_minutes = models.PositiveIntegerField(
         null=True,
         blank=True,
-        default=30,
+        default=None,
         validators=[MinValueValidator(1)],
         help_text="the longest answer window of a patient whose recent offers went unanswered; empty = no limit",
     )

@@ -44,9 +44,6 @@ class WindowRule:
     #: The longest window (minutes) of a patient whose recent offers went unanswered (None: no such limit).
     unanswered_minutes: int | None = None
 
-    def to_dict(self) -> dict:
-        return {k: (v.isoformat() if isinstance(v, time) else v) for k, v in self.__dict__.items()}
-
 
 def window_rule(policy, tz_name: str, *, unanswered: int = 0) -> WindowRule:
     """The rule of a ``WaitlistPolicy`` row (or anything with its field names) in clinic ``tz_name``, for a

@@ -120,13 +120,6 @@ def code_label(code) -> str:
     return label(code)
 
 
-@register.filter
-def code_help(code) -> str:
-    from operations.labels import code_help as help_text
-
-    return help_text(code)
-
-
 @register.inclusion_tag("operations/partials/code.html")
 def code(value):
     """A code in plain words with the code itself beside it (wrapping at underscores) and its explanation."""

@@ -36,7 +36,6 @@ from scheduling.models import (
     Appointment,
     AppointmentStatus,
     CapacityAllocation,
-    CapacityHold,
 )
 from scheduling.scoping import require_command_role
 from scheduling.services import hold_place, hold_release
@@ -404,7 +403,3 @@ def proposals_expire(*, now: datetime | None = None, limit: int = 200) -> int:
     if expired:
         logger.info("proposals expired=%s", expired)
     return expired
-
-
-def holds_of(proposal: AppointmentProposal) -> list[CapacityHold]:
-    return list(CapacityHold.objects.filter(pk__in=proposal.options.exclude(hold=None).values("hold_id")))

@@ -15,8 +15,6 @@ from .roles import (
     clinic_grant_decision_feed,
     clinic_grant_operate,
     clinic_grant_role,
-    clinic_revoke_operate,
-    clinic_revoke_role,
 )
 
 __all__ = [
@@ -27,8 +25,6 @@ __all__ = [
     "clinic_grant_operate",
     "clinic_grant_decision_feed",
     "clinic_grant_role",
-    "clinic_revoke_operate",
-    "clinic_revoke_role",
     "consent_current",
     "consent_record",
     "display_name_set",

@@ -1,5 +1,5 @@
 from django.db import transaction
-from guardian.shortcuts import assign_perm, remove_perm
+from guardian.shortcuts import assign_perm
 
 from ..models import OPERATE_PERMISSION, ROLE_PERMISSIONS, Clinic, Role
 
@@ -12,20 +12,11 @@ def clinic_grant_role(*, clinic: Clinic, user, role: Role) -> None:
             assign_perm(f"scheduling.{ROLE_PERMISSIONS[Role.ADMIN]}", user, clinic)
 
 
-def clinic_revoke_role(*, clinic: Clinic, user, role: Role) -> None:
-    with transaction.atomic():
-        remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.ADMIN]}", user, clinic)
-        if role == Role.STAFF:
-            remove_perm(f"scheduling.{ROLE_PERMISSIONS[Role.STAFF]}", user, clinic)
-
-
 def clinic_grant_operate(*, clinic: Clinic, user) -> None:
     """The "operate" grant: with the ADMIN role, the user may run ADMIN commands (not just read)."""
     assign_perm(f"scheduling.{OPERATE_PERMISSION}", user, clinic)
 
 
-def clinic_revoke_operate(*, clinic: Clinic, user) -> None:
-    remove_perm(f"scheduling.{OPERATE_PERMISSION}", user, clinic)
 DECISION_FEED_PERMISSION = "feed_decisions"
 
 

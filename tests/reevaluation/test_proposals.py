@@ -154,8 +154,13 @@ def test_confirmed_that_no_longer_fits_gets_a_proposal_the_patient_accepts_and_t
         [row] = token_client(staff).get(
             f"/api/v1/clinics/{world.clinic.ref}/reevaluation/proposals?appointment={ref}").json()["items"]
         assert row["proposal"] == proposal.ref and row["assessment_hash"] == proposal.assessment_hash
-    # The patient hears of the new time.
+    # The patient hears of the new time: the notice is delivered with the confirmed visit and the opt-out link.
     assert OutboxMessage.objects.filter(topic="reevaluation.proposal_applied", aggregate_ref=proposal.ref).exists()
+    mail.outbox.clear()
+    outbox_deliver_due(worker="test")
+    [applied] = [m for m in mail.outbox if m.subject.startswith("Your new time at")]
+    assert f"Your {new.treatment.name} is now confirmed on" in applied.body
+    assert "/optout/" in applied.body and world.confirmed.ref not in applied.body
     # A replay of the same command answers the same; a second confirmation is refused.
     replay = token_client(staff).post(
         f"/api/v1/clinics/{world.clinic.ref}/reevaluation/proposals/{proposal.ref}/confirm",

@@ -374,7 +374,7 @@ def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_
 
 def test_ours_runs_the_products_defaults_and_each_feature_off_run_one_change():
     """"Ours (as configured)" is a new clinic's policy: every field it publishes is the model's default."""
-    from sim.policies import OURS_NO_UNANSWERED_WINDOW
+    from sim.policies import OURS_UNANSWERED_WINDOW
     from sim.run import available
     from waitlist.models import WaitlistPolicy
 
@@ -385,9 +385,9 @@ def test_ours_runs_the_products_defaults_and_each_feature_off_run_one_change():
                  "standing_acceptance"):
         assert published[name] == defaults[name], name
     assert not OURS.extra  # the window and the short window for unanswering patients at the model's defaults
-    assert defaults["answer_window_unanswered_minutes"] is not None
-    assert available(OURS_NO_UNANSWERED_WINDOW)
-    assert policy_fields(OURS_NO_UNANSWERED_WINDOW, month)["answer_window_unanswered_minutes"] is None
+    assert defaults["answer_window_unanswered_minutes"] is None  # off by default (measured: it cost fills)
+    assert available(OURS_UNANSWERED_WINDOW)
+    assert policy_fields(OURS_UNANSWERED_WINDOW, month)["answer_window_unanswered_minutes"] == 30
     assert policy_fields(FIFO, month)["answer_window_unanswered_minutes"] is None  # the peer has no such rule
 
 

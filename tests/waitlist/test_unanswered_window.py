@@ -98,7 +98,7 @@ def test_without_the_limit_no_history_is_read_and_every_window_is_whole(world, f
 
 def test_the_limit_is_in_the_digest_and_old_versions_keep_theirs(world):
     before = services.policy_current(clinic=world.clinic)
-    assert before.answer_window_unanswered_minutes == 30 and before.answer_window_unanswered_after == 2
+    assert before.answer_window_unanswered_minutes is None and before.answer_window_unanswered_after == 2
     after = services.policy_publish(clinic=world.clinic, answer_window_unanswered_minutes=45)
     assert after.digest() != before.digest()
     legacy = WaitlistPolicy(version=3, hold_minutes=20, min_lead_minutes=180, **WaitlistPolicy.LEGACY_VALUES)

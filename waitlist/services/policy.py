@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from common.errors import ValidationFailed, VersionConflict
+from common.fastpath import PreparedQuery
 from common.services import audit_record
 from scheduling.models import Clinic
 
@@ -38,9 +39,14 @@ def _legacy_settings(clinic: Clinic) -> dict:
     return values
 
 
+#: The newest version of a clinic's policy: read by every dispatch, delivery and claim page (compiled once).
+_NEWEST_POLICY: PreparedQuery[WaitlistPolicy] = PreparedQuery(
+    lambda clinic_id: WaitlistPolicy.objects.filter(clinic_id=clinic_id).order_by("-version")[:1], int)
+
+
 def policy_current(*, clinic: Clinic) -> WaitlistPolicy:
     """The newest policy version; version 1 is made from the clinic's settings on first use."""
-    policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").first()
+    policy = _NEWEST_POLICY.first(clinic.pk)
     if policy is not None:
         return policy
     try:
