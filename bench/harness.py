@@ -339,9 +339,10 @@ How to read the numbers:
   `BENCH_ARGS="--only NAME"`.
 * issue 27 added the storm (`--only storm`: the `make run` deployment on loopback under 500 cancellations
   in 30 s, or 5,000 in 2 minutes at `full`) and the thousand-clinic sweep (`--only clinics`). Their
-  committed results are `quick` runs on 2026-12-01/02 on the same 2-core machine while it was shared with
-  other work (load average 25–30 at their start): 1,045 s and 356 s wall. A storm run drains for at most
-  5 minutes after its last cancellation, so a saturated machine bounds it; the full storm was not run there.
+  committed results are `quick` runs on 2026-12-02 on an idle 2-core machine (the slower one of the
+  before/after table below): 250 s and 68 s wall. (Their first runs, on 2026-12-01 on a machine shared
+  with other work at load average 25–30, gave a first notice p50 of 89 s and p99 of 170 s.) A storm run
+  drains for at most 5 minutes after its last cancellation; the full storm was not run there.
 * **Before and after issues 22 and 23** (the fill work and the architecture renovation): `BENCH_SCALE=quick`,
   the five benchmarks of issue 15, run back to back on one 2-core machine on 2026-12-02 (idle but for the
   run; load average 0.5–4 at their starts), first from commit `c94003f` (the code these committed results

@@ -386,7 +386,7 @@ def _pcts(values: list[float]) -> dict:
 
 def analyse(storm: Storm, times: dict, clinics) -> dict:
     """Join the run's cancellations, notices and claims with the database; check the invariants."""
-    from common.invariants import check
+    from observability.invariants import check
 
     clinic_ids = [c.pk for c in clinics]
     big_ref = clinics[0].ref
@@ -610,7 +610,7 @@ def method_note(d: dict) -> str:
         f"**First notice** = the receiver's arrival time of the first offer notice of the "
         f"cancellation's vacancy minus the time the cancellation's answer arrived (one clock: everything is on this "
         f"machine). Then, in the same run, `pgbench -c {PGBENCH_CLIENTS} -j 2 -T {PGBENCH_SECONDS}` (TPC-B-like, "
-        f"scale 10) on the same server, and the invariant checker (`common.invariants.check` over the storm's "
+        f"scale 10) on the same server, and the invariant checker (`observability.invariants.check` over the storm's "
         f"clinics: one active offer per vacancy and per entry, holds and allocations, no CONFIRMED double booking, "
         f"one creation event per offer, outbox delivered at most once) plus this benchmark's own checks: every "
         f"cancelled CONFIRMED appointment has its vacancy and every cancellation answered with one, no offer has "
@@ -633,9 +633,12 @@ def limits_note(d: dict) -> str:
         f"What is left is CPU: each "
         f"cancellation, with everything that followed it (its dispatch, the notice, the claims and console loads "
         f"around it, beat), cost {fmt(total)} ms of CPU here ({', '.join(f'{k} {fmt(v)}' for k, v in cpu.items())} "
-        f"ms), so {rate:.0f} cancellations/s ask for {fmt(rate * total / 1000)} cores while the machine offered 2, "
-        f"shared: the load average at the start of the runs (see the machine line) says how many other processes "
-        f"were runnable. The dispatch queue then grows for the whole storm and the first-notice time is mostly "
+        f"ms; 149 ms on 2026-12-01, before the waitlist flag, the offer notice's read, the plain offer lock chain "
+        f"and the newest policy were read through prepared statements: the flag's read alone was an eighth of "
+        f"the worker's samples under py-spy), so {rate:.0f} cancellations/s ask for {fmt(rate * total / 1000)} "
+        f"cores of the machine's 2 (the load average at the start of the runs, on the machine line, says how "
+        f"many other processes were runnable). The dispatch queue then grows for the whole storm and the "
+        f"first-notice time is mostly "
         f"waiting in it (p50 {fmt(fn['p50']['median'])} ms): the figure to compare between machines is the "
         f"notices per second against pgbench's tps in the same run "
         f"({fmt(d['notices_per_s']['median'])} ÷ {fmt(d['pgbench_tps']['median'])} = "

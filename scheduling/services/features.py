@@ -13,6 +13,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Exists, OuterRef
 
+from common.fastpath import PreparedQuery
 from common.services import audit_record
 
 from ..models import Clinic, ClinicFeatureSwitch, FeatureFlag, TenantGroup
@@ -47,18 +48,28 @@ class FeatureState:
         }
 
 
-def feature_state(name: str, clinic: Clinic) -> FeatureState:
-    """The flag's parts for ``clinic`` in one query; with no flag row, the setting's default."""
-    flag = (
+def _flag_for_clinic(name: str, clinic_id: int, tenant_group_id: int):
+    return (
         FeatureFlag.objects.filter(name=name)
         .annotate(
             tenant_allowed=Exists(FeatureFlag.tenant_allowlist.through.objects.filter(
-                featureflag_id=OuterRef("pk"), tenantgroup_id=clinic.tenant_group_id)),
-            clinic_off=Exists(ClinicFeatureSwitch.objects.filter(flag=OuterRef("pk"), clinic=clinic, enabled=False)),
-            clinic_on=Exists(ClinicFeatureSwitch.objects.filter(flag=OuterRef("pk"), clinic=clinic, enabled=True)),
+                featureflag_id=OuterRef("pk"), tenantgroup_id=tenant_group_id)),
+            clinic_off=Exists(ClinicFeatureSwitch.objects.filter(flag=OuterRef("pk"), clinic_id=clinic_id,
+                                                                 enabled=False)),
+            clinic_on=Exists(ClinicFeatureSwitch.objects.filter(flag=OuterRef("pk"), clinic_id=clinic_id,
+                                                                enabled=True)),
         )
-        .first()
+        .order_by("pk")[:1]
     )
+
+
+#: The flag's parts for one clinic: read by every dispatch and every notice (compiled once per process).
+_FLAG_FOR_CLINIC: PreparedQuery[FeatureFlag] = PreparedQuery(_flag_for_clinic, str, int, int)
+
+
+def feature_state(name: str, clinic: Clinic) -> FeatureState:
+    """The flag's parts for ``clinic`` in one query; with no flag row, the setting's default."""
+    flag = _FLAG_FOR_CLINIC.first(name, clinic.pk, clinic.tenant_group_id)
     if flag is None:
         default = feature_default(name)
         return FeatureState(name, default, False, True, default, False, None, 0)
