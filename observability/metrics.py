@@ -18,8 +18,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
-from django.db.models import Count, Max, Min, OuterRef, Q
+from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -29,21 +28,22 @@ from common.degrade import REDIS_ERRORS, cache_dependency
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from interop.models import NOTIFICATION_TOPIC, Subscription, SubscriptionStatus
 from reevaluation.models import ClinicReevaluationSettings, DrainState, JobState, QuarantineCase, ReevaluationJob
-from scheduling.models import Clinic, Patient
-from waitlist.decisions import Decision, get_decision_provider
+from scheduling.models import Clinic
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     OFFER_TOPIC,
     BookingReliabilityDecision,
-    DecisionStatus,
-    EntryStatus,
     JobRun,
     Offer,
     Vacancy,
     VacancyStatus,
-    WaitlistEntry,
 )
-from waitlist.selectors.metrics import NOTICE_TOPICS, fill_metrics, notice_provider_failures
+from waitlist.selectors.metrics import (
+    NOTICE_TOPICS,
+    decision_freshness_by_clinic,
+    fill_metrics,
+    notice_provider_failures,
+)
 from waitlist.services.vacancies import DISPATCH_SLOTS
 
 # --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
@@ -162,43 +162,6 @@ def _by(rows, key: str = "clinic_id") -> dict:
     return {row.pop(key): row for row in rows}
 
 
-#: Each WAITING patient's newest decision per clinic (``waitlist.selectors.decision_freshness``'s query, for
-#: every clinic at once): counted by (clinic, status, expired).
-_FRESHNESS_SQL = """
-WITH x AS MATERIALIZED ({pairs})
-SELECT x.clinic_id, x.latest ->> 'status', (x.latest ->> 'expires_at')::timestamptz <= %s, COUNT(*)
-FROM x GROUP BY 1, 2, 3
-"""
-
-
-def _decision_freshness(ids: list[int], now: datetime) -> dict[int, dict[str, int]]:
-    """``decision_freshness`` of every clinic in ``ids`` in one query (the same provider expression and the
-    same rule per group); a clinic with no WAITING patient has no entry (all zero). A patient belongs to one
-    clinic (its entries are that clinic's: ``scheduling.services`` refuses others), so the patient's clinic
-    groups; each patient is read once, without sorting the decisions to make them distinct."""
-    waiting = WaitlistEntry.objects.filter(clinic_id__in=ids, status=EntryStatus.WAITING).values("patient_id")
-    pairs = (
-        Patient.objects.filter(pk__in=waiting)
-        .annotate(latest=get_decision_provider().newest_expression(clinic=OuterRef("clinic_id"),
-                                                                   patient=OuterRef("pk")))
-        .values("clinic_id", "latest")
-        .order_by()
-    )
-    inner, params = pairs.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(_FRESHNESS_SQL.format(pairs=inner), [*params, now])
-        groups = cursor.fetchall()
-    out: dict[int, dict[str, int]] = {}
-    for clinic_id, status, expired, n in groups:
-        counts = out.setdefault(clinic_id, {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0})
-        if status is None:
-            counts["MISSING"] += n
-            continue
-        effective = Decision("", status, 0, now if expired else None).effective_status(now)
-        counts[effective if effective in counts else DecisionStatus.STALE] += n
-    return out
-
-
 _NO_FILL = {"vacancies": {"total": 0, "filled": 0, "closed": 0, "open": 0, "exhausted": 0}, "fill_rate": None,
             "time_to_fill_seconds": {"p50": None, "p90": None}}
 
@@ -234,7 +197,7 @@ def _clinics_samples(clinics: list[Clinic], now: datetime, add) -> None:
     failing = set(OutboxAttempt.objects.filter(message__clinic_ref__in=refs, message__topic__in=NOTICE_TOPICS,
                                                outcome=DeliveryOutcome.FAILED)
                   .values_list("message__clinic_ref", flat=True).distinct().order_by())
-    freshness = _decision_freshness(ids, now)
+    freshness = decision_freshness_by_clinic(clinic_ids=ids, now=now)  # every clinic of the scrape, one query
     newest = dict(BookingReliabilityDecision.objects.filter(clinic_id__in=ids).values("clinic_id")
                   .annotate(at=Max("received_at")).order_by().values_list("clinic_id", "at"))
     since = now - timedelta(days=int(getattr(settings, "WAITLIST_METRICS_WINDOW_DAYS", 30)))

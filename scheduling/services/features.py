@@ -8,6 +8,7 @@ row, ``FEATURE_DEFAULTS`` decides (``WAITLIST_ENABLED_BY_DEFAULT``, off unless s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -69,7 +70,8 @@ _FLAG_FOR_CLINIC: PreparedQuery[FeatureFlag] = PreparedQuery(_flag_for_clinic, s
 
 def feature_state(name: str, clinic: Clinic) -> FeatureState:
     """The flag's parts for ``clinic`` in one query; with no flag row, the setting's default."""
-    flag = _FLAG_FOR_CLINIC.first(name, clinic.pk, clinic.tenant_group_id)
+    # The annotations (tenant_allowed, clinic_off, clinic_on) are not model fields: read untyped.
+    flag: Any = _FLAG_FOR_CLINIC.first(name, clinic.pk, clinic.tenant_group_id)
     if flag is None:
         default = feature_default(name)
         return FeatureState(name, default, False, True, default, False, None, 0)

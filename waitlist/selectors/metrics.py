@@ -7,13 +7,13 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Count, Exists, Max, Min, OuterRef, Q, Subquery
+from django.db.models import Count, Exists, Max, Min, Q, Subquery
 from django.utils import timezone
 
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from common.notify import provider_for
 from common.timefmt import iso_in_zone
-from scheduling.models import Clinic, Patient
+from scheduling.models import Clinic
 
 from ..decisions import Decision, get_decision_provider
 from ..models import (
@@ -119,41 +119,48 @@ def fill_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: in
     }
 
 
-#: Each WAITING patient's newest decision (the provider's SQL expression, evaluated once per patient:
-#: MATERIALIZED keeps PostgreSQL from inlining it into both grouping keys), counted by status and expiry.
+#: Each WAITING patient (once, with their clinic) and their newest decision (the provider's SQL), counted by
+#: clinic, status and expiry; a patient without a decision counts with a NULL status (MISSING).
 DECISION_FRESHNESS_SQL = """
-WITH x AS MATERIALIZED ({patients})
-SELECT x.latest ->> 'status', (x.latest ->> 'expires_at')::timestamptz <= %s, COUNT(*)
-FROM x GROUP BY 1, 2
+WITH waiting AS MATERIALIZED (
+    SELECT DISTINCT e.clinic_id, e.patient_id FROM waitlist_waitlistentry e
+    WHERE e.clinic_id = ANY(%(clinics)s) AND e.status = %(waiting)s
+), newest AS ({newest})
+SELECT w.clinic_id, n.status, n.expires_at <= %(now)s, COUNT(*)
+FROM waiting w LEFT JOIN newest n ON n.clinic_id = w.clinic_id AND n.patient_id = w.patient_id
+GROUP BY 1, 2, 3
 """
 
 
-def decision_freshness(*, clinic: Clinic, now: datetime) -> dict:
-    """Newest booking-reliability decision of each WAITING patient: FRESH/STALE/UNAVAILABLE/MISSING counts,
-    read through the ``DecisionProvider`` like every decision read, in one query: its ``newest_expression``
-    per patient, counted in SQL by (status, expired). The one rule that turns a decision into its effective
-    status (``Decision.effective_status``) is applied to each group in Python; the query's size does not
-    grow with the number of waiting patients (it used to send every patient id, in batches)."""
-    counts = {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0}
-    waiting = WaitlistEntry.objects.filter(clinic=clinic, status=EntryStatus.WAITING).values("patient_id")
-    patients = (
-        Patient.objects.filter(pk__in=waiting)
-        .annotate(latest=get_decision_provider().newest_expression(clinic=clinic, patient=OuterRef("pk")))
-        .values("latest")
-        .order_by()
-    )
-    inner, params = patients.query.sql_with_params()
+def _freshness_counts() -> dict[str, int]:
+    return {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0}
+
+
+def decision_freshness_by_clinic(*, clinic_ids: list[int], now: datetime) -> dict[int, dict[str, int]]:
+    """Newest booking-reliability decision of each WAITING patient: FRESH/STALE/UNAVAILABLE/MISSING counts per
+    clinic of ``clinic_ids``, read through the ``DecisionProvider`` like every decision read, in one query (its
+    ``newest_per_patient_sql``). A patient's decisions are their clinic's (an entry is the patient's clinic's).
+    The one rule that turns a decision into its effective status (``Decision.effective_status``) is applied to
+    each group in Python; a clinic with no WAITING patient has no entry."""
+    sql = DECISION_FRESHNESS_SQL.format(newest=get_decision_provider().newest_per_patient_sql("waiting"))
     with connection.cursor() as cursor:
-        cursor.execute(DECISION_FRESHNESS_SQL.format(patients=inner), [*params, now])
+        cursor.execute(sql, {"clinics": list(clinic_ids), "waiting": EntryStatus.WAITING, "now": now})
         groups = cursor.fetchall()
-    for status, expired, n in groups:
+    out: dict[int, dict[str, int]] = {}
+    for clinic_id, status, expired, n in groups:
+        counts = out.setdefault(clinic_id, _freshness_counts())
         if status is None:
             counts["MISSING"] += n
             continue
         # A representative expiry: ``now`` when the group's decisions are past theirs, else none.
         effective = Decision("", status, 0, now if expired else None).effective_status(now)
         counts[effective if effective in counts else DecisionStatus.STALE] += n
-    return counts
+    return out
+
+
+def decision_freshness(*, clinic: Clinic, now: datetime) -> dict:
+    """``decision_freshness_by_clinic`` of one clinic (all zero without WAITING patients)."""
+    return decision_freshness_by_clinic(clinic_ids=[clinic.pk], now=now).get(clinic.pk, _freshness_counts())
 
 
 def outbox_health(*, clinic: Clinic, now: datetime) -> dict:
