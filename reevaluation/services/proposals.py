@@ -35,7 +35,9 @@ from scheduling.models import (
     LIVE_HOLD_STATUSES,
     Appointment,
     AppointmentStatus,
+    CancelActor,
     CapacityAllocation,
+    cancel_actor_ref,
 )
 from scheduling.scoping import require_command_role
 from scheduling.services import hold_place, hold_release
@@ -285,7 +287,8 @@ def proposal_answer(*, proposal_ref: str, choice: str, option_ref: str = "", dig
             _release_holds(proposal, keep_option_id=option.pk, reason="proposal_other_time_chosen")
         else:
             assert option is not None
-            _apply(proposal, option, status=AppointmentStatus.HELD, now=now, answered_at=now)
+            _apply(proposal, option, status=AppointmentStatus.HELD, now=now, answered_at=now,
+                   cancelled_by=cancel_actor_ref(CancelActor.PATIENT, proposal.patient))
         ProposalConsent.objects.create(
             tenant_group_id=proposal.tenant_group_id, clinic_id=proposal.clinic_id, proposal=proposal, choice=choice,
             option=option, shown=shown, shown_digest=digest, channel=channel, language=language[:2],
@@ -295,8 +298,10 @@ def proposal_answer(*, proposal_ref: str, choice: str, option_ref: str = "", dig
     return proposal
 
 
-def _apply(proposal: AppointmentProposal, option: ProposalOption, *, status: str, now: datetime, **changes) -> None:
-    """Swap the proposal's appointment for the option's time (one transaction; refused → nothing changes)."""
+def _apply(proposal: AppointmentProposal, option: ProposalOption, *, status: str, now: datetime, cancelled_by: str,
+           **changes) -> None:
+    """Swap the proposal's appointment for the option's time (one transaction; refused → nothing changes);
+    ``cancelled_by``: who chose it (the patient on their page, or the confirming operator)."""
     current = Appointment.objects.filter(clinic_id=proposal.clinic_id, ref=proposal.appointment_ref).first()
     if current is None:
         raise NotFound()
@@ -306,7 +311,7 @@ def _apply(proposal: AppointmentProposal, option: ProposalOption, *, status: str
         clinic=proposal.clinic, appointment_ref=proposal.appointment_ref, expected_status=proposal.appointment_status,
         expected_version=None, practitioner=option.practitioner, treatment=option.treatment, resource=option.resource,
         starts_at=option.starts_at, status=status, reason=f"reevaluation:proposal {proposal.ref}",
-        hold=option.hold,
+        cancelled_by=cancelled_by, hold=option.hold,
     )
     cas_update(proposal, state=ProposalState.APPLIED, chosen_option=option, result_appointment_ref=new.ref,
                finished_at=now, end_code="APPLIED", **changes)
@@ -348,7 +353,8 @@ def proposal_confirm(*, clinic, proposal_ref: str, actor, reason: str, idempoten
             raise Conflict("The proposal has expired.", code="PROPOSAL_EXPIRED")
         option = ProposalOption.objects.select_related("practitioner", "treatment", "resource", "hold").get(
             pk=cast(int, proposal.chosen_option_id))
-        _apply(proposal, option, status=AppointmentStatus.CONFIRMED, now=now, operator=actor, operator_reason=reason)
+        _apply(proposal, option, status=AppointmentStatus.CONFIRMED, now=now, operator=actor, operator_reason=reason,
+               cancelled_by=cancel_actor_ref(CancelActor.STAFF, actor))
         consent = proposal.consents.order_by("-recorded_at", "-pk").values_list("ref", flat=True).first()
         audit_record(
             actor=actor, action="reevaluation.proposal_confirm", clinic=clinic, target_ref=proposal.ref,

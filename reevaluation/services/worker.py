@@ -28,7 +28,16 @@ from common.cas import cas_update_all, transition_sources
 from common.errors import Conflict, NotFound, SlotOccupied
 from common.models import OutboxMessage
 from common.services import new_correlation_id, outbox_enqueue
-from scheduling.models import Appointment, AppointmentStatus, Practitioner, Resource, Treatment
+from scheduling.models import (
+    Appointment,
+    AppointmentStatus,
+    CancelActor,
+    CancelReason,
+    Practitioner,
+    Resource,
+    Treatment,
+    cancel_actor_ref,
+)
 from scheduling.services import appointment_book, appointment_cancel, appointment_set_status
 
 from ..assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
@@ -347,7 +356,8 @@ def _replace(appt: Appointment, spec: dict, *, status: str, reason: str) -> Appo
     """Cancel ``appt`` and book its replacement in one savepoint (HELD: under the exclusion constraint)."""
     with transaction.atomic():
         appointment_cancel(
-            clinic=appt.clinic, appointment_ref=appt.ref, reason=reason, expected_version=appt.version
+            clinic=appt.clinic, appointment_ref=appt.ref, reason=reason, expected_version=appt.version,
+            reason_code=CancelReason.RESCHEDULED, cancelled_by=cancel_actor_ref(CancelActor.SYSTEM, "reevaluation"),
         )
         return appointment_book(
             clinic=appt.clinic,

@@ -17,6 +17,7 @@ from ..models import (
     AllocationKind,
     Appointment,
     AppointmentStatus,
+    CancelReason,
     CapacityAllocation,
     CapacityHold,
     Clinic,
@@ -40,6 +41,7 @@ def appointment_swap(
     starts_at: datetime,
     status: str,
     reason: str,
+    cancelled_by: str,
     hold: CapacityHold | None = None,
 ) -> tuple[Appointment, Appointment]:
     """Cancel ``appointment_ref`` and book its replacement (``status``) in one transaction; returns (old, new).
@@ -48,7 +50,8 @@ def appointment_swap(
     the new appointment's in place and the hold is CONSUMED; without it a new allocation is inserted after
     the old one is released, and the exclusion constraints judge it (SLOT_OCCUPIED, PATIENT_OVERLAP). Any
     refusal rolls the whole swap back. The old appointment must still be ``expected_status`` at
-    ``expected_version`` (APPOINTMENT_CHANGED otherwise). Lock order: hold/allocation before appointment.
+    ``expected_version`` (APPOINTMENT_CHANGED otherwise). The old one records why (``RESCHEDULED``, ``reason``)
+    and who (``cancelled_by``, a ``cancel_actor_ref``). Lock order: hold/allocation before appointment.
     """
     with transaction.atomic():
         hold, allocation = _lock_hold(clinic, hold) if hold is not None else (None, None)
@@ -58,7 +61,8 @@ def appointment_swap(
             or hold.practitioner_id != practitioner.pk or hold.resource_id != (resource.pk if resource else None)
         ):
             raise Conflict("The hold is not for this time.", code="HOLD_NOT_LIVE")
-        cas_update(old, expected_status=expected_status, status=AppointmentStatus.CANCELLED, cancel_reason=reason[:200])
+        cas_update(old, expected_status=expected_status, status=AppointmentStatus.CANCELLED, cancel_reason=reason[:200],
+                   cancel_reason_code=CancelReason.RESCHEDULED, cancelled_by=cancelled_by[:120])
         allocations.release(appointment=old)
         old.previous_status = expected_status
         new = Appointment.objects.create(

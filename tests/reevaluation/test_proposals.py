@@ -141,6 +141,7 @@ def test_confirmed_that_no_longer_fits_gets_a_proposal_the_patient_accepts_and_t
     old = Appointment.objects.get(pk=world.confirmed.pk)
     new = Appointment.objects.get(ref=body["result_appointment"])
     assert old.status == AppointmentStatus.CANCELLED and old.cancel_reason == f"reevaluation:proposal {proposal.ref}"
+    assert (old.cancel_reason_code, old.cancelled_by) == ("RESCHEDULED", "staff:desk")  # who confirmed it
     assert (new.status, new.starts_at, new.practitioner) == (AppointmentStatus.CONFIRMED, seoul(5, 14, 30), world.dr_b)
     assert not CapacityAllocation.objects.filter(appointment=old, active=True).exists()
     [allocation] = CapacityAllocation.objects.filter(appointment=new, active=True)
@@ -302,7 +303,10 @@ def test_a_superseded_proposal_is_held_for_the_patient_who_accepts_it(world, crm
         new = Appointment.objects.get(ref=proposal.result_appointment_ref)
         assert new.status == AppointmentStatus.HELD and new.practitioner == world.dr_b
         assert CapacityAllocation.objects.get(appointment=new, active=True).hold_id == option.hold_id
-        assert Appointment.objects.get(ref=outcome.replacement_ref).status == AppointmentStatus.CANCELLED
+        replaced = Appointment.objects.get(ref=outcome.replacement_ref)
+        assert replaced.status == AppointmentStatus.CANCELLED
+        # The patient's own choice on the proposal page moved it: the cancellation says so.
+        assert (replaced.cancel_reason_code, replaced.cancelled_by) == ("RESCHEDULED", f"patient:{world.patient.ref}")
 
 
 def _digest(proposal) -> str:

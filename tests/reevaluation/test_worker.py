@@ -108,6 +108,8 @@ def test_apply_held_replaces_the_hold_atomically(scene, crm):
     )
     assert new.status == AppointmentStatus.HELD and new.practitioner == scene.dr_b
     assert CapacityAllocation.objects.filter(appointment=new, active=True).count() == 1
+    old = Appointment.objects.get(pk=scene.held.pk)
+    assert (old.cancel_reason_code, old.cancelled_by) == ("RESCHEDULED", "system:reevaluation")
     assert not CapacityAllocation.objects.filter(appointment=scene.held, active=True).exists()
 
 
