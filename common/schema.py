@@ -119,6 +119,9 @@ ENTRY = inline_serializer("WaitlistEntry", {
     "waiting_since": serializers.DateTimeField(), "patient": _ref(), "treatment": _ref(),
     "practitioner": _nullable_ref(), "earliest": serializers.DateTimeField(), "latest": serializers.DateTimeField(),
     "priority_rank": serializers.IntegerField(), "resource_kind": serializers.CharField(),
+    "asked_last_since": serializers.DateTimeField(
+        allow_null=True, help_text="since when the patient is asked after every other candidate (their last offers "
+        "went unanswered, the policy's unanswered_ask_last_after); null: in their place"),
 })
 
 

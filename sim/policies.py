@@ -40,6 +40,11 @@ OURS_UNANSWERED_WINDOW = PolicySpec("ours_unanswered_window", "Ours, 30-minute w
                                     hold_minutes=20, min_lead_minutes=180, months_share=1 / 4,
                                     extra={"answer_window_unanswered_after": 2,
                                            "answer_window_unanswered_minutes": 30})
+# ... and the patients who leave their offers unanswered kept in their place (not asked last): measured with
+# ``python -m sim.diagnose --policy ours_no_ask_last`` (left out of the default runs for the time budget).
+OURS_NO_ASK_LAST = PolicySpec("ours_no_ask_last", "Ours, patients who do not answer kept in their place",
+                              hold_minutes=20, min_lead_minutes=180, months_share=1 / 4,
+                              extra={"unanswered_ask_last_after": None})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
@@ -48,7 +53,7 @@ FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
                   use_priority=False, use_practitioner=False, standing_acceptance=False,
                   extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0,
-                         "answer_window_unanswered_minutes": None})
+                         "answer_window_unanswered_minutes": None, "unanswered_ask_last_after": None})
 # The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
 # per patient, and no standing acceptance (they model asking, not automatic booking: every patient is asked).
 BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast",
@@ -59,7 +64,7 @@ MODELLED_RULES = OURS
 
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
 POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, FIFO, BROADCAST, BATCH3]
-ALL_POLICIES = [*POLICIES, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]
+ALL_POLICIES = [*POLICIES, OURS_NO_ASK_LAST, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]
 
 
 def sweep_specs() -> list[PolicySpec]:

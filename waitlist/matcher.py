@@ -3,14 +3,15 @@
 No row locks are taken here: reading candidates is optimistic and reproducible; promotion
 (``services.dispatch``) re-reads and re-checks the chosen entry under the vacancy fence.
 
-Order: ``slot_fit DESC, priority_rank DESC, waiting_since ASC, entry_id ASC`` where
+Order: ``slot_fit DESC, asked_last ASC, priority_rank DESC, waiting_since ASC, entry_id ASC`` where
 
 * ``slot_fit`` = 1 when the entry asked for the vacancy's practitioner by name, 0 when it accepts
   any practitioner (entries that asked for another practitioner are not eligible at all).
   Each slot_fit tier is one equality range of the ``wl_entry_match`` index
   (``practitioner_key = X``, or ``= 0`` for "any"), so tiers are read one after another.
 * inside a tier the index order is ``(priority_key, waiting_since, id)`` with
-  ``priority_key = -priority_rank``: one ascending row comparison ``(…) > (last row)`` seeks
+  ``priority_key = -priority_rank`` (plus ``ASKED_LAST_OFFSET`` for an entry asked last: its patient left
+  their last offers unanswered): one ascending row comparison ``(…) > (last row)`` seeks
   straight to the next page, so a page costs O(log n + page) in the size of the waitlist.
 """
 
@@ -39,7 +40,7 @@ logger = logging.getLogger("waitlist")
 # its reason rather than silently missing: no consent for the clinic's channel, and a time overlapping the
 # patient's own bookings.
 PAGE_SQL = """
-SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since,
+SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since, e.priority_key,
   {pass_reason} AS pass_reason
 FROM (
   SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since, e.priority_key, e.clinic_id
@@ -182,7 +183,7 @@ def candidate_pages(
                         tiers[row[0]].append(row[1:])
                     # Each tier in its page order, (priority_key, waiting_since, id): no reliance on UNION ALL's.
                     for tier in tiers.values():
-                        tier.sort(key=lambda r: (-r[4], r[5], r[0]))
+                        tier.sort(key=lambda r: (r[6], r[5], r[0]))
                     rows, kept = tiers[slot_fit], tiers[_TIERS[1][0]]
                     kept_decisions = provider.decisions_for(
                         clinic=vacancy.clinic, patient_ids={r[2] for r in rows + kept}) if rows or kept else {}
@@ -195,7 +196,7 @@ def candidate_pages(
                 decisions = provider.decisions_for(clinic=vacancy.clinic, patient_ids={r[2] for r in rows})
             spent += clock() - started
             page = []
-            for entry_id, ref, patient_id, version, rank, since, pass_reason in rows:
+            for entry_id, ref, patient_id, version, rank, since, _key, pass_reason in rows:
                 stats.candidates += 1
                 if pass_reason:
                     stats.passed_over.append((entry_id, ref, pass_reason))
@@ -214,7 +215,7 @@ def candidate_pages(
             if page:
                 yield page
             last = rows[-1]
-            after = (-last[4], last[5], last[0])
+            after = (last[6], last[5], last[0])
             if len(rows) < limit:
                 break
     stats.exhausted = True

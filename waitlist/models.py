@@ -16,7 +16,7 @@ from django.contrib.postgres.constraints import ExclusionConstraint
 from django.contrib.postgres.fields import DateTimeRangeField, RangeOperators
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import F, Func, Q, Value
+from django.db.models import Case, F, Func, Q, Value, When
 from django.db.models.functions import Coalesce
 from django.utils.translation import gettext_lazy as _
 
@@ -237,6 +237,14 @@ class WaitlistPolicy(models.Model):
         validators=[MinValueValidator(1)],
         help_text="the longest answer window of a patient whose recent offers went unanswered; empty = no limit",
     )
+    unanswered_ask_last_after = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        default=2,
+        validators=[MinValueValidator(1)],
+        help_text="a patient whose last this many offers went unanswered is asked after every other candidate "
+        "until they answer one; empty = never",
+    )
     standing_acceptance = models.BooleanField(
         default=True,
         help_text="patients may pre-authorise automatic booking: dispatch books them at once, with a release link",
@@ -277,6 +285,7 @@ class WaitlistPolicy(models.Model):
         "answer_window_margin_minutes",
         "answer_window_unanswered_after",
         "answer_window_unanswered_minutes",
+        "unanswered_ask_last_after",
         "decline_suppression_scope",
         "standing_acceptance",
         "standing_release_minutes",
@@ -320,6 +329,8 @@ class WaitlistPolicy(models.Model):
         # Migration 0012: versions before it gave every patient the whole window.
         "answer_window_unanswered_after": 2,
         "answer_window_unanswered_minutes": None,
+        # Migration 0014: versions before it kept every patient in their place in the order.
+        "unanswered_ask_last_after": None,
     }
 
     def digest(self) -> str:
@@ -393,6 +404,10 @@ class EntryWindow(Func):
     output_field = DateTimeRangeField()
 
 
+#: Added to the priority key of an entry that is asked last: past every rank the API can set.
+ASKED_LAST_OFFSET = 1_000_000
+
+
 class WaitlistEntry(models.Model):
     """A patient waiting for a slot of ``treatment`` (with ``practitioner``, or any if empty).
 
@@ -427,10 +442,17 @@ class WaitlistEntry(models.Model):
     earliest = models.DateTimeField()
     latest = models.DateTimeField()
     priority_rank = models.IntegerField(default=0)
-    # Stored negation so the matcher's order (priority DESC, waiting_since ASC, id ASC) is one
-    # ascending row comparison that a btree index can seek to (keyset pagination).
+    # Set when the patient's last offers went unanswered (the policy's ``unanswered_ask_last_after``), cleared by
+    # their next answer: until then every other candidate is asked first (``responsiveness``).
+    asked_last_since = models.DateTimeField(null=True, blank=True)
+    # Stored negation so the matcher's order (asked last after the others, then priority DESC, waiting_since ASC,
+    # id ASC) is one ascending row comparison that a btree index can seek to (keyset pagination). Ranks are
+    # within ±ASKED_LAST_OFFSET / 2 (the API allows ±1000).
     priority_key = models.GeneratedField(
-        expression=F("priority_rank") * -1, output_field=models.IntegerField(), db_persist=True
+        expression=Case(When(asked_last_since__isnull=False, then=Value(ASKED_LAST_OFFSET)), default=Value(0))
+        - F("priority_rank"),
+        output_field=models.IntegerField(),
+        db_persist=True,
     )
     waiting_since = models.DateTimeField()
     status = models.CharField(max_length=10, choices=EntryStatus.choices, default=EntryStatus.WAITING)

@@ -142,7 +142,11 @@ def unanswered_streak(policy, entry_id: int, *, before_offer_id: int | None = No
     An offer counts as unanswered when its window ran out (EXPIRED, reason ``EXPIRED``); a decline, an accept
     (a hold that expired after it, ``HOLD_EXPIRED``, too) answers; withdrawn offers and standing bookings are
     left out. Read at an offer's notice's delivery; promotion reads the same fragment with its entry lock."""
-    limit = unanswered_limit(policy)
+    return unanswered_count(entry_id, unanswered_limit(policy), before_offer_id=before_offer_id)
+
+
+def unanswered_count(entry_id: int, limit: int, *, before_offer_id: int | None = None) -> int:
+    """``UNANSWERED_STREAK_SQL`` for one entry: up to ``limit`` latest offers unanswered in a row (0: no query)."""
     if not limit:
         return 0
     from django.db import connection

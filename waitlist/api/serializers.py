@@ -114,6 +114,7 @@ def entry_body(entry: WaitlistEntry, tz: str) -> dict:
         "latest": iso_in_zone(entry.latest, tz),
         "priority_rank": entry.priority_rank,
         "resource_kind": entry.resource_kind,
+        "asked_last_since": iso_in_zone(entry.asked_last_since, tz),
     }
 
 

@@ -34,11 +34,13 @@ from ..models import (
     EntryStatus,
     NonFreshAction,
     Offer,
+    OfferStatus,
     Vacancy,
     VacancyStatus,
     WaitlistPolicy,
 )
 from ..reachability import Unreachable, reachability
+from ..windows import unanswered_count
 from ._shared import event_append, note_record, notes_entry_locked, queue_dispatch
 from .fence import RESTART, UNREACHABLE, DispatchResult, active_offer, fenced, settled, with_active_offer
 from .offer_write import Attempt, lock_first_free, promote_locked
@@ -304,10 +306,28 @@ def _promote(
         return DispatchResult("ALREADY_OFFERED", active), used
 
 
-def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None, similar_only: bool = False) -> None:
+def _asked_last_after_close(locks: OfferLocks, *, now: datetime) -> datetime | None:
+    """The entry's ``asked_last_since`` once its offer closed: set (kept from before) when this expiry makes the
+    patient's last ``unanswered_ask_last_after`` offers (the clinic's policy now) all unanswered, as
+    ``windows.unanswered_streak`` counts them; cleared by an answer (a decline, or an accept whose hold lapsed);
+    else unchanged (a withdrawn offer or a standing booking says nothing of the patient)."""
+    offer, since = locks.offer, locks.entry.asked_last_since
+    if offer.status == OfferStatus.DECLINED or offer.reason_code == "HOLD_EXPIRED":
+        return None
+    if since is not None or offer.standing or offer.status != OfferStatus.EXPIRED or offer.reason_code != "EXPIRED":
+        return since
+    after = policy_current(clinic=locks.vacancy.clinic).unanswered_ask_last_after
+    return now if after and unanswered_count(offer.entry_id, after) >= after else None
+
+
+def _reopen_entry(locks: OfferLocks, *, suppressed_until: datetime | None = None, similar_only: bool = False,
+                  now: datetime) -> None:
     entry = locks.entry
     if entry.status in (EntryStatus.OFFERED, EntryStatus.ACCEPTED):
         changes: dict[str, Any] = {"status": EntryStatus.WAITING}
+        asked_last = _asked_last_after_close(locks, now=now)
+        if asked_last != entry.asked_last_since:
+            changes["asked_last_since"] = asked_last
         if suppressed_until is not None:
             # SIMILAR scope: only offers of this vacancy's practitioner and part of the day are held back.
             changes |= {"suppressed_until": suppressed_until,
@@ -327,7 +347,7 @@ def close_offer(locks: OfferLocks, *, to_status: str, reason_code: str, actor: s
     cas_update(offer, expected_status=previous, status=to_status, reason_code=reason_code, **offer_changes)
     scheduling.hold_release(hold=locks.hold, reason=reason_code)
     if reopen_entry:
-        _reopen_entry(locks, suppressed_until=suppressed_until, similar_only=similar_only)
+        _reopen_entry(locks, suppressed_until=suppressed_until, similar_only=similar_only, now=now)
     event_append(offer=offer, from_status=previous, to_status=to_status, reason_code=reason_code, actor=actor,
                  correlation_id=correlation_id, now=now, detail=detail)
     if locks.vacancy.status in DISPATCHABLE_VACANCY_STATUSES and locks.vacancy.starts_at > now:
