@@ -11,7 +11,7 @@ from django.test import Client
 from common import outbox
 from tests.conftest import seoul
 from waitlist import services
-from waitlist.models import Offer, Vacancy
+from waitlist.models import Offer, OfferStatus, Vacancy
 from waitlist.tokens import claim_link
 
 LINK = re.compile(r"https?://[^\s]+/claim/([^/\s]+)/")
@@ -83,3 +83,11 @@ def review_vacancy(world, starts_at=None, patient=None, **entry_kw):
     assert result.outcome == "STAFF_REVIEW", result.outcome
     vacancy.refresh_from_db()
     return vacancy, entry
+
+
+def let_expire(offer, clock) -> None:
+    """Move ``clock`` to the offer's deadline and run expiry: the offer ends EXPIRED (unanswered)."""
+    clock.move_to(offer.expires_at)
+    assert services.expire_run()["expired"] == 1
+    offer.refresh_from_db()
+    assert offer.status == OfferStatus.EXPIRED

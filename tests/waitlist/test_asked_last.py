@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from tests.conftest import seoul
-from tests.waitlist.loop_helpers import deliver, open_vacancy
+from tests.waitlist.loop_helpers import deliver, let_expire, open_vacancy
 from waitlist import services
-from waitlist.models import ASKED_LAST_OFFSET, OfferStatus, WaitlistEntry, WaitlistPolicy
+from waitlist.models import ASKED_LAST_OFFSET, WaitlistEntry, WaitlistPolicy
 
 LIMITS_OFF = {"contact_cap_per_day": None, "weekly_offer_cap": None, "decline_suppression_hours": 0}
 
@@ -20,13 +20,6 @@ def dispatch(world, starts_at):
     deliver()
     result.offer.refresh_from_db()
     return result.offer
-
-
-def let_expire(offer, clock) -> None:
-    clock.move_to(offer.expires_at)
-    assert services.expire_run()["expired"] == 1
-    offer.refresh_from_db()
-    assert offer.status == OfferStatus.EXPIRED
 
 
 def unanswered_twice(world, entry, clock, days=(3, 4)) -> None:

@@ -8,9 +8,9 @@ from datetime import timedelta
 from django.utils import timezone
 
 from tests.conftest import seoul
-from tests.waitlist.loop_helpers import deliver, open_vacancy
+from tests.waitlist.loop_helpers import deliver, let_expire, open_vacancy
 from waitlist import services
-from waitlist.models import OfferStatus, WaitlistPolicy
+from waitlist.models import WaitlistPolicy
 from waitlist.windows import LEAD_TIME, WindowRule, answer_deadline, unanswered_streak, window_rule
 
 LIMITS_OFF = {"contact_cap_per_day": None, "weekly_offer_cap": None, "decline_suppression_hours": 0}
@@ -23,13 +23,6 @@ def offer_to(world, entry, starts_at):
     deliver()
     result.offer.refresh_from_db()
     return result.offer
-
-
-def let_expire(offer, clock) -> None:
-    clock.move_to(offer.expires_at)
-    assert services.expire_run()["expired"] == 1
-    offer.refresh_from_db()
-    assert offer.status == OfferStatus.EXPIRED
 
 
 def test_the_short_window_caps_the_length_under_either_rule():
