@@ -155,6 +155,7 @@ COMMAND_ROLES: dict[str, Role] = {
     "standing_acceptance_record": Role.STAFF,  # on the patient's word, or by staff with their consent (audited)
     "standing_release": Role.STAFF,
     "offer_claim": Role.STAFF,
+    "offer_late_accept": Role.STAFF,  # the patient's yes after the window, on their word
     "hold_book": Role.STAFF,
     "vacancy_dispatch": Role.STAFF,
     # scheduling (the API's commands)

@@ -32,7 +32,7 @@ class PolicySpec:
     hold_minutes: int = 15
     min_lead_minutes: int = 60
     weekly_offer_cap: int | None = 8  # the product's defaults (``WaitlistPolicy``)
-    decline_suppression_hours: int = 12
+    decline_suppression_hours: int = 6
     quiet_hours: bool = True
     contact_cap_per_day: int = 3  # 0: no cap (the policy field empty)
     decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read
@@ -344,6 +344,28 @@ def accept(world: World, offer_ref: str, now: datetime) -> str:
     return "BOOKED"
 
 
+def late_accept(world: World, offer_ref: str, now: datetime) -> str:
+    """The claim page's accept after the offer ended unanswered: the product takes the time up again while it
+    is free (``offer_late_accept``), then books at once. Returns BOOKED or the refusal code."""
+    from waitlist.services import offer_book, offer_late_accept
+
+    offer = _offer_of(world, offer_ref)
+    try:
+        renewed = offer_late_accept(clinic=world.clinic, offer_ref=offer_ref, patient=offer.patient, now=now)
+        if renewed.kept:
+            return "KEPT"  # the time is offered to someone else: dispatch takes the yes up if it comes back
+        offer_book(clinic=world.clinic, hold_ref=renewed.offer.hold.ref, now=now)
+    except DomainError as exc:
+        return exc.code
+    return "BOOKED"
+
+
+def _offer_of(world: World, offer_ref: str):
+    from waitlist.models import Offer
+
+    return Offer.objects.select_related("patient").get(clinic=world.clinic, ref=offer_ref)
+
+
 def decline(world: World, offer_ref: str, now: datetime) -> str:
     from waitlist.services import offer_decline
 
@@ -373,7 +395,7 @@ def offers_since(world: World, last_id: int) -> list:
 
     return list(Offer.objects.filter(clinic=world.clinic, id__gt=last_id).order_by("id")
                 .values("id", "ref", "vacancy__ref", "vacancy__vacancy_key", "entry__ref", "expires_at", "created_at",
-                        "standing", "release_until"))
+                        "standing", "release_until", "renews_id"))
 
 
 def offer_states_with_vacancy(world: World, refs: list[str], now: datetime) -> dict[str, tuple[str, int, bool]]:

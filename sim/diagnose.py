@@ -61,7 +61,7 @@ def _job(args) -> dict:
 
     ref_key = dict(Vacancy.objects.filter(clinic=replay.world.clinic).values_list("ref", "vacancy_key"))
     trace = [(at, replay.booking_of[ref_key[ref]].key, outcome) for at, ref, outcome in replay.trace]
-    result = metrics.compute(month, spec, log)
+    result = metrics.compute(month, spec, log) | {"late_accepts": dict(replay.late_accepts)}
     seconds = time.perf_counter() - started
     connection.close()
     db.drop_run_database(url)
@@ -69,7 +69,8 @@ def _job(args) -> dict:
             "metrics": {k: result[k] for k in ("filled", "fillable_cancellations", "ceiling", "fill_of_ceiling",
                                                 "offers", "messages_per_patient_week")}
             | {"booked_share": {k: v["booked_share"] for k, v in result["fairness"]["by_responsiveness"].items()},
-               "band2": result["fairness"]["by_band"].get("2", {}).get("booked_share")},
+               "band2": result["fairness"]["by_band"].get("2", {}).get("booked_share"),
+               "late_accepts": result["late_accepts"]},
             "gap": analyse(month, spec, log, trace)}
 
 
@@ -217,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         total["seconds"] += r["seconds"]
         for name in ("classes", "patient_states", "unasked_minutes", "holdbacks"):
             sums[name].update(r["gap"][name])
+        sums["late_accepts"].update(m.get("late_accepts", {}))
         weeks.update({int(k): n for k, n in m["messages_per_patient_week"]["histogram"].items()})
         for k, v in m["booked_share"].items():
             sums["booked_share"][k] += v or 0
@@ -232,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
           f"run seconds {total['seconds']:.0f}, wall {time.perf_counter() - started:.0f}")
     print("  booked share (mean over months):",
           {k: round(v / len(runs), 3) for k, v in sums["booked_share"].items()})
-    for name in ("classes", "patient_states", "unasked_minutes", "holdbacks"):
+    for name in ("classes", "patient_states", "unasked_minutes", "holdbacks", "late_accepts"):
         print(f"  {name}:", dict(sorted(sums[name].items(), key=lambda kv: -kv[1])))
     return 0
 

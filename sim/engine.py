@@ -59,6 +59,7 @@ class Replay:
         self.last_offer_id = 0
         self.scheduled: set[tuple[str, datetime]] = set()
         self.replies_late = 0
+        self.late_accepts: Counter = Counter()  # late accept outcomes (BOOKED or the product's refusal code)
         self.cost: dict[str, list] = defaultdict(lambda: [0, 0.0, 0])  # event kind → [events, seconds, statements]
         self.statements = 0  # SQL statements sent so far (a cost that does not depend on the machine's load)
         self.woken: set[tuple[str, datetime]] = set()  # (entry key, when) of wakes scheduled for a product time
@@ -227,7 +228,16 @@ class Replay:
 
     def _on_reply(self, now, offer_ref, kind):
         if offer_ref not in self.active:
-            self.replies_late += 1  # the offer expired (or was withdrawn) before the patient answered
+            # The offer expired (or was withdrawn) before the patient answered. A yes may still take the time
+            # while it is free (the product's late accept, where the policy has it); anything else is late.
+            if kind == "ACCEPT" and self.world.policy.late_accept and offer_ref in self.offers:
+                outcome = adapter.late_accept(self.world, offer_ref, now)
+                self.late_accepts[outcome] += 1
+                if outcome == "BOOKED":
+                    self.booked.add(self.offers[offer_ref]["entry"])
+                    self.offered = True  # the renewed offer is registered by the next sync
+                    return
+            self.replies_late += 1
             return
         outcome = adapter.accept(self.world, offer_ref, now) if kind == "ACCEPT" else adapter.decline(
             self.world, offer_ref, now)
@@ -273,6 +283,11 @@ class Replay:
                     # A week after each offer the product's weekly count drops by one: a candidate again then
                     # if the cap held them back (the wake asks the product's eligibility, which decides).
                     self._wake_later(row["created_at"] + timedelta(days=7), row["ref"])
+                if row["renews_id"] is not None:
+                    # A late accept (the patient's reply, or dispatch taking up a kept yes): claimed and booked
+                    # when made; nothing to answer or expire.
+                    self.booked.add(row["entry__ref"])
+                    continue
                 if row["standing"]:
                     # Booked at once on the patient's standing word: nothing to answer or expire; the booking
                     # notice (its one message) decides whether they release it.
@@ -417,5 +432,6 @@ def replay(month: Month, spec: PolicySpec, run_label: str) -> tuple[dict, dict]:
     log = r.run()
     cost = {kind: {"events": n, "seconds": round(sec, 2), "statements": q}
             for kind, (n, sec, q) in sorted(r.cost.items())}
-    return log, {"replies_after_close": r.replies_late, "staff_reviews": dict(r.reviews), "engine_cost": cost,
+    return log, {"replies_after_close": r.replies_late, "late_accepts": dict(r.late_accepts),
+                 "staff_reviews": dict(r.reviews), "engine_cost": cost,
                  "statements": r.statements, "rules": adapter.policy_rules(r.world)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .adapter import PolicySpec
 
-# Ours as configured: the product's defaults (hold 20 min, lead 3 h, weekly cap 8, 12 h after a decline (offers
+# Ours as configured: the product's defaults (hold 20 min, lead 3 h, weekly cap 8, 6 h after a decline (offers
 # like the declined one), the whole window for every patient (a short window after unanswered offers is off:
 # measured, it cost fills),
 # quiet hours 21:00–08:00, 3 notices a day per patient, decision_gate REQUIRED with staff review for a
@@ -45,15 +45,20 @@ OURS_UNANSWERED_WINDOW = PolicySpec("ours_unanswered_window", "Ours, 30-minute w
 OURS_NO_ASK_LAST = PolicySpec("ours_no_ask_last", "Ours, patients who do not answer kept in their place",
                               hold_minutes=20, min_lead_minutes=180, months_share=1 / 4,
                               extra={"unanswered_ask_last_after": None})
+# ... and a yes after the window refused even while the time is still free (no late accept).
+OURS_NO_LATE_ACCEPT = PolicySpec("ours_no_late_accept", "Ours, no late accept", hold_minutes=20,
+                                 min_lead_minutes=180, months_share=1 / 4, extra={"late_accept": False})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
 # created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
-# Its window stays the peer's fixed 20 minutes (to the slot's start, no margin) and it has no standing acceptance.
+# Its window stays the peer's fixed 20 minutes (to the slot's start, no margin); it has no standing acceptance and
+# refuses a yes after the window (the peer's expired offer cannot be claimed).
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
                   use_priority=False, use_practitioner=False, standing_acceptance=False,
                   extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0,
-                         "answer_window_unanswered_minutes": None, "unanswered_ask_last_after": None})
+                         "answer_window_unanswered_minutes": None, "unanswered_ask_last_after": None,
+                         "late_accept": False})
 # The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
 # per patient, and no standing acceptance (they model asking, not automatic booking: every patient is asked).
 BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast",
@@ -64,7 +69,8 @@ MODELLED_RULES = OURS
 
 # Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
 POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, FIFO, BROADCAST, BATCH3]
-ALL_POLICIES = [*POLICIES, OURS_NO_ASK_LAST, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]
+ALL_POLICIES = [*POLICIES, OURS_NO_ASK_LAST, OURS_NO_LATE_ACCEPT, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS,
+                OURS_GATE_NOT_USED]
 
 
 def sweep_specs() -> list[PolicySpec]:

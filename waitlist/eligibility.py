@@ -150,10 +150,15 @@ def checks_sql(binding: Binding = PARAMS) -> tuple[str, list]:
     return render(f"ARRAY[\n    {items}]", binding)
 
 
-def first_failed(results) -> str | None:
-    """The reason code of the first failed rule, or None when every rule passed."""
+#: The rules a late accept (``services.offer_late_accept``) does not apply: they bound what the waiting list asks of
+#: a patient (once per vacancy, offers a week, the pause after a decline), and the patient is the one asking now.
+LATE_ACCEPT_WAIVED = ("ALREADY_OFFERED", "WEEKLY_CAP", "SUPPRESSED")
+
+
+def first_failed(results, waived: tuple[str, ...] = ()) -> str | None:
+    """The reason code of the first failed rule (other than ``waived`` ones), or None when every rule passed."""
     for rule, passed in zip(RULES, results, strict=True):
-        if not passed:
+        if not passed and rule.code not in waived:
             return rule.code
     return None
 

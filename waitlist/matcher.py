@@ -231,11 +231,13 @@ def checks_column() -> str:
 _CHECKS = eligibility.checks_sql(eligibility.PARAMS)[0]
 
 
-def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime) -> str | None:
+def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime, waived: tuple[str, ...] = ()
+                  ) -> str | None:
     """The same hard eligibility as ``PAGE_SQL`` (both from ``eligibility.RULES``), for one entry as stored
     (promotion re-validation under the locks, staff review, the shadow's comparison): one query.
 
-    Returns the first failed rule's reason code, or None when the entry may be offered this vacancy.
+    Returns the first failed rule's reason code (``waived`` ones aside), or None when the entry may be offered
+    this vacancy.
     """
     with connection.cursor() as cursor:
         cursor.execute(
@@ -243,4 +245,4 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
             {**page_params(vacancy=vacancy, policy=policy, now=now), "entry": entry.pk},
         )
         row = cursor.fetchone()
-    return eligibility.first_failed(row[0]) if row else "ENTRY_NOT_WAITING"
+    return eligibility.first_failed(row[0], waived) if row else "ENTRY_NOT_WAITING"

@@ -175,7 +175,7 @@ class WaitlistPolicy(models.Model):
     # Defaults chosen by measurement (docs/simulation.md): with the short window for patients who do not answer,
     # a cap of 3 and 72 h held back the patients who answer; 8 a week stays under the peer's p95 of 10.
     decline_suppression_hours = models.PositiveIntegerField(
-        default=12, help_text="after a decline the entry gets no offer (like the declined one) for this long"
+        default=6, help_text="after a decline the entry gets no offer (like the declined one) for this long"
     )
     weekly_offer_cap = models.PositiveIntegerField(
         null=True, blank=True, default=8, help_text="offers per patient in any 7 days; empty = no cap"
@@ -253,6 +253,11 @@ class WaitlistPolicy(models.Model):
         default=720,
         help_text="a standing booking may be released this long after it was made (never within the answer margin)",
     )
+    late_accept = models.BooleanField(
+        default=True,
+        help_text="a patient who answers yes after their offer ended still gets the time while it is free "
+        "(no other offer out, the lead time kept)",
+    )
     decline_suppression_scope = models.CharField(
         max_length=10,
         choices=SuppressionScope.choices,
@@ -289,6 +294,7 @@ class WaitlistPolicy(models.Model):
         "decline_suppression_scope",
         "standing_acceptance",
         "standing_release_minutes",
+        "late_accept",
     )
 
     class Meta:
@@ -331,6 +337,8 @@ class WaitlistPolicy(models.Model):
         "answer_window_unanswered_minutes": None,
         # Migration 0014: versions before it kept every patient in their place in the order.
         "unanswered_ask_last_after": None,
+        # Migration 0015: versions before it refused every answer after the window.
+        "late_accept": False,
     }
 
     def digest(self) -> str:
@@ -550,6 +558,15 @@ class Vacancy(models.Model):
     exhausted_at = models.DateTimeField(
         null=True, blank=True, help_text="when a dispatch first found no candidate left (the exhausted-list metric)"
     )
+    late_yes_offer = models.ForeignKey(
+        "Offer",
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text="an ended offer whose patient said yes late while the time was offered to someone else: the "
+        "next offer of this vacancy goes to them (a late accept) if they still fit",
+    )
     waiting_until = models.DateTimeField(
         null=True,
         blank=True,
@@ -633,6 +650,10 @@ class Offer(models.Model):
     release_until = models.DateTimeField(
         null=True, blank=True, help_text="a standing booking may be released by the patient until then"
     )
+    renews = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="renewal",
+        help_text="a late accept: the patient's expired offer of this vacancy that this one takes up again",
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField(auto_now=True)
     # Not stored: annotations the claim reads in its locking statement (services/offers.py).
@@ -648,10 +669,12 @@ class Offer(models.Model):
                 name="wl_offer_one_active_per_vacancy",
             ),
             # An entry is offered a given vacancy at most once (the cascade never comes back to it),
-            # except that an offer the system or a vacancy close withdrew does not count.
+            # except that an offer the system or a vacancy close withdrew does not count, nor a late accept's
+            # (``renews``: the patient took up their own expired offer again; at most one per offer).
             models.UniqueConstraint(
                 fields=["vacancy", "entry"],
-                condition=~Q(status="WITHDRAWN", reason_code__in=NON_BARRING_WITHDRAW_REASONS),
+                condition=~Q(status="WITHDRAWN", reason_code__in=NON_BARRING_WITHDRAW_REASONS)
+                & Q(renews__isnull=True),
                 name="wl_offer_once_per_entry",
             ),
         ]

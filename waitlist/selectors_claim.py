@@ -10,7 +10,17 @@ from django.utils import timezone
 
 from scheduling.models import Appointment, AppointmentStatus
 
-from .models import OPEN_ENTRY_STATUSES, Offer, OfferEvent, OfferStatus
+from .models import (
+    ACTIVE_OFFER_STATUSES,
+    DISPATCHABLE_VACANCY_STATUSES,
+    OPEN_ENTRY_STATUSES,
+    EntryStatus,
+    Offer,
+    OfferEvent,
+    OfferStatus,
+    WaitlistPolicy,
+)
+from .windows import late_acceptable
 
 
 class ClaimState(TextChoices):
@@ -31,6 +41,7 @@ class ClaimOutcome:
     appointment: Appointment | None = None  # BOOKED / BOOKING_CANCELLED
     on_list: bool = False  # the entry is still waiting (an ended offer)
     release_until: datetime | None = None  # BOOKED automatically (standing acceptance) and releasable until then
+    late_yes: str = ""  # EXPIRED unanswered: what a yes may still do (``LateYes``)
 
     @property
     def is_open(self) -> bool:
@@ -40,6 +51,44 @@ class ClaimOutcome:
 def _event_at(offer: Offer) -> datetime | None:
     return (OfferEvent.objects.filter(offer=offer, to_status=offer.status).order_by("-id")
             .values_list("created_at", flat=True).first())
+
+
+def renewal_of(offer: Offer) -> Offer:
+    """The offer the patient's link now stands for: ``offer``, or the late accept that took it up again
+    (``Offer.renews``), read as the claim page reads an offer."""
+    renewal = (Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment",
+                                            "vacancy__practitioner").filter(renews=offer).first())
+    return offer if renewal is None else renewal
+
+
+class LateYes(TextChoices):
+    """What an offer that ended unanswered still allows (``windows.late_acceptable``, ``offer_late_accept``)."""
+
+    NONE = ""
+    FREE = "FREE"  # the time is free: a yes books it now
+    NEXT = "NEXT"  # someone else is being asked: a yes is kept, and the time is theirs if it comes back
+    KEPT = "KEPT"  # this patient's yes is kept on the vacancy
+
+
+def late_yes(offer: Offer, now: datetime) -> str:
+    """Whether the patient may still take the time of ``offer``, which ended unanswered: the clinic takes late
+    answers, the slot is far enough away, the vacancy is open and the entry waits (or waits for the expiry job
+    to end this very offer); FREE with no other offer out, NEXT while another is out and no one else's late yes
+    is kept, KEPT when theirs is. The command re-checks all of it under its locks."""
+    vacancy = offer.vacancy
+    if vacancy.late_yes_offer_id == offer.pk:
+        return LateYes.KEPT if vacancy.status in DISPATCHABLE_VACANCY_STATUSES else LateYes.NONE
+    policy = WaitlistPolicy.objects.filter(clinic_id=offer.clinic_id).order_by("-version").first()
+    if policy is None or late_acceptable(offer, vacancy, policy, now) is not None:
+        return LateYes.NONE
+    waiting = offer.entry.status == EntryStatus.WAITING or (
+        offer.status == OfferStatus.OFFERED and offer.entry.status == EntryStatus.OFFERED)
+    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES or not waiting:
+        return LateYes.NONE
+    other = Offer.objects.filter(vacancy_id=vacancy.pk, status__in=ACTIVE_OFFER_STATUSES).exclude(pk=offer.pk)
+    if not other.exists():
+        return LateYes.FREE
+    return LateYes.NEXT if vacancy.late_yes_offer_id is None else LateYes.NONE
 
 
 def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
@@ -55,7 +104,8 @@ def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
         deadline = min(offer.expires_at, offer.vacancy.starts_at)
         if now < deadline:
             return ClaimOutcome(ClaimState.OPEN)
-        return ClaimOutcome(ClaimState.EXPIRED, ended_at=deadline, on_list=offer.entry.status in OPEN_ENTRY_STATUSES)
+        return ClaimOutcome(ClaimState.EXPIRED, ended_at=deadline, on_list=offer.entry.status in OPEN_ENTRY_STATUSES,
+                            late_yes=late_yes(offer, now))
     if offer.status == OfferStatus.ACCEPTED:
         appointment = (Appointment.objects.select_related("clinic", "practitioner", "treatment")
                        .filter(source_hold__offer=offer).first())
@@ -75,7 +125,8 @@ def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
             ended_at = offer.hold.expires_at
         else:
             ended_at = min(offer.expires_at, offer.vacancy.starts_at)
-        return ClaimOutcome(ClaimState.EXPIRED, ended_at=ended_at, on_list=on_list)
+        return ClaimOutcome(ClaimState.EXPIRED, ended_at=ended_at, on_list=on_list,
+                            late_yes=late_yes(offer, now) if offer.reason_code == "EXPIRED" else "")
     if offer.status == OfferStatus.DECLINED:
         state = ClaimState.DECLINED
     elif offer.reason_code == "STANDING_RELEASED":

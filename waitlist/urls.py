@@ -31,6 +31,7 @@ urlpatterns = [
     path(C + "offers/<str:ref>/decline", views.OfferDeclineView.as_view(), name="offer-decline"),
     path(C + "offers/<str:ref>/withdraw", views.OfferWithdrawView.as_view(), name="offer-withdraw"),
     path(C + "offers/<str:ref>/release", views.OfferReleaseView.as_view(), name="offer-release"),
+    path(C + "offers/<str:ref>/late-accept", views.OfferLateAcceptView.as_view(), name="offer-late-accept"),
     path(C + "holds/<str:ref>/book", views.HoldBookView.as_view(), name="hold-book"),
     path(C + "vacancies/<str:ref>/close", views.VacancyCloseView.as_view(), name="vacancy-close"),
     path(C + "vacancies/<str:ref>/reopen", views.VacancyReopenView.as_view(), name="vacancy-reopen"),

@@ -33,8 +33,8 @@ from .calendar import FILENAME, MIME_TYPE
 from .confirmations import booking_facts, booking_ics, clinic_contact_shown, local_moment, shown_name, slot_facts
 from .models import DeclineReason, Offer
 from .notifications import LANGUAGES, local_datetime, zone_label
-from .selectors_claim import ClaimOutcome, ClaimState, claim_outcome
-from .services import offer_claim_and_book, offer_decline, standing_release
+from .selectors_claim import ClaimOutcome, ClaimState, LateYes, claim_outcome, renewal_of
+from .services import offer_claim_and_book, offer_decline, offer_late_accept_and_book, standing_release
 from .tokens import TokenExpired, TokenInvalid, calendar_link, calendar_token_read, claim_token_read, standing_link
 
 logger = logging.getLogger("waitlist")
@@ -143,8 +143,8 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
     return response
 
 
-def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, status: int | None = None
-                    ) -> HttpResponse:
+def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, status: int | None = None,
+                    late_refused: bool = False) -> HttpResponse:
     """The page of a held, booked or ended offer: what happened, and when, in the clinic's zone. An offer
     still open here is one a command just refused (a stale decision, a taken slot): no longer available."""
     if outcome.is_open:
@@ -159,6 +159,8 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
             extra.update(release_local=local_moment(outcome.release_until, offer.clinic.timezone))
     if outcome.on_list and offer.policy.standing_acceptance:
         extra["standing_url"] = standing_link(offer.entry)
+    # A late accept the command refused (a racer took the time, the decision went stale): no second button.
+    extra.update(late_yes="" if late_refused else outcome.late_yes, late_refused=late_refused)
     if status is None:
         status = 410 if outcome.state in ENDED_STATES else 200
     return _render(request, offer, STATE_TEMPLATES[ClaimState(outcome.state)], status=status, **extra)
@@ -185,6 +187,7 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
     offer = _load(offer_ref, entry_ref)
     if offer is None:
         return _gone(request, 404)
+    offer = renewal_of(offer)  # after a late accept, the link stands for the offer that took the time up
     language = claim_language(request, offer)
     with translation.override(language):
         outcome = claim_outcome(offer)
@@ -217,7 +220,22 @@ def _again(request: HttpRequest, offer: Offer) -> HttpResponse:
 def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
     """Accept through ``offer_claim_and_book`` (claim, and book under ``ON_ACCEPT``). A double submit
     shows the same page; a refused booking still says "held" (reconcile finishes it); an offer that
-    has ended says how."""
+    has ended says how; one that ended unanswered while its time is still free is taken up late (a new offer,
+    which the link then stands for), or, while someone else is asked, the yes is kept for when it comes back."""
+    if outcome.state == ClaimState.EXPIRED and outcome.late_yes in (LateYes.FREE, LateYes.NEXT):
+        refused = False
+        try:
+            offer_late_accept_and_book(clinic=offer.clinic, offer_ref=offer.ref, patient=offer.patient)
+        except NotFound:
+            return _gone(request, 404, translation.get_language())
+        except Conflict as exc:
+            refused = True
+            logger.info("claim page: offer %s not taken up late: %s", offer.ref, exc.code)
+        fresh = _load(offer.ref, offer.entry.ref)
+        if fresh is None:
+            return _gone(request, 404, translation.get_language())
+        fresh = renewal_of(fresh)
+        return _render_outcome(request, fresh, claim_outcome(fresh), status=200, late_refused=refused)
     if outcome.state not in (ClaimState.OPEN, ClaimState.HELD, ClaimState.BOOKED):
         return _render_outcome(request, offer, outcome)
     try:

@@ -155,3 +155,20 @@ def unanswered_count(entry_id: int, limit: int, *, before_offer_id: int | None =
         cursor.execute("SELECT " + UNANSWERED_STREAK_SQL.format(entry="%s", before="%s", limit="%s"),
                        [entry_id, before_offer_id or NO_OFFER_BEFORE, limit])
         return cursor.fetchone()[0]
+
+
+def late_acceptable(offer, vacancy, policy, now: datetime) -> str | None:
+    """Why ``offer`` (its own patient's, as read) cannot be taken up late now (``services.offer_late_accept``),
+    as a refusal code; None: it may be, if the vacancy's fence finds no other offer out. A yes that came after
+    the window (it ended unanswered, or its deadline passed before the expiry job ran) still counts while the
+    slot is more than the answer margin away, where the clinic's policy takes late answers. Read without locks
+    by the claim page (to offer the time) and under them by the command."""
+    if not policy.late_accept:
+        return "LATE_ACCEPT_OFF"
+    unanswered = (offer.status == "EXPIRED" and offer.reason_code == "EXPIRED") or (
+        offer.status == "OFFERED" and now >= min(offer.expires_at, vacancy.starts_at))
+    if not unanswered:
+        return "OFFER_NOT_EXPIRED" if offer.status == "OFFERED" else "LATE_ACCEPT_NOT_APPLICABLE"
+    if vacancy.starts_at - now <= timedelta(minutes=policy.answer_window_margin_minutes):
+        return "SLOT_TOO_SOON"
+    return None

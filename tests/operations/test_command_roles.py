@@ -32,6 +32,7 @@ API_COMMANDS: dict[str, str] = {
     "EntryWithdrawView": "entry_withdraw",
     "VacancyDispatchView": "vacancy_dispatch",
     "OfferClaimView": "offer_claim",
+    "OfferLateAcceptView": "offer_late_accept",
     "OfferDeclineView": "offer_decline",
     "OfferWithdrawView": "offer_withdraw",
     "OfferReleaseView": "standing_release",

@@ -138,6 +138,8 @@ def test_a_booking_cancelled_later_says_so(world):
 
 
 def test_accepting_an_ended_offer_says_what_happened_and_changes_nothing(world, frozen_clock):
+    """Where the clinic takes no late answers (``late_accept`` off; test_late_accept.py has the default)."""
+    services.policy_publish(clinic=world.clinic, late_accept=False)
     offer = make_offer(world)
     client = page_client()
     csrf = CSRF.search(text(client.get(claim_path(offer)))).group(1)  # the page as the patient opened it

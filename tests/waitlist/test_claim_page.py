@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from scheduling.models import Appointment, AppointmentStatus, HoldStatus
 from tests.conftest import assert_no_pii, seoul
 from tests.waitlist.loop_helpers import CSRF, claim_path, make_offer, page_client, submit
+from waitlist import services
 from waitlist.models import EntryStatus, Offer, OfferClaimReceipt, OfferEvent, OfferStatus
 from waitlist.tokens import SALT
 
@@ -171,6 +172,7 @@ def test_a_token_for_offer_x_cannot_act_on_offer_y(world):
 
 
 def test_expired_offer_and_expired_token_are_gone(world, frozen_clock, settings):
+    services.policy_publish(clinic=world.clinic, late_accept=False)  # the default takes a late yes (test_late_accept)
     offer = make_offer(world, world.patient(language="ko"))
     frozen_clock.move_to(offer.expires_at)
     response = page_client().get(claim_path(offer))

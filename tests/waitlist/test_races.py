@@ -162,3 +162,36 @@ def test_a_dispatcher_passes_over_an_entry_another_transaction_is_promoting(worl
     assert result.outcome == "OFFERED" and result.offer.entry_id == runner_up.pk
     best.refresh_from_db()
     assert best.status == EntryStatus.WAITING  # still first in line for the next vacancy
+
+
+def test_a_late_accept_racing_dispatch_leaves_one_offer_and_keeps_or_books_the_late_yes(world, frozen_clock):
+    """The patient's yes after the window and the cascade's dispatch to the next patient, on real connections:
+    either the late yes books the time (the dispatch finds it filled), or the next patient is offered it and
+    the yes is kept for when that offer ends. Never two active offers, never a lost yes."""
+    services.policy_publish(clinic=world.clinic, contact_cap_per_day=None, weekly_offer_cap=None,
+                            decline_suppression_hours=0)
+    late_entry, next_entry = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
+    vacancy = open_vacancy(world)
+    late = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).offer
+    assert late.entry_id == late_entry.pk
+    frozen_clock.move_to(late.expires_at)
+    assert services.expire_run()["expired"] == 1
+
+    def worker(i):
+        if i % 2:
+            return services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).outcome
+        return services.offer_late_accept(clinic=world.clinic, offer_ref=late.ref, patient=late.patient)
+
+    results = race(worker, 8)
+    assert not [r for r in results if isinstance(r, BaseException)], results
+    vacancy.refresh_from_db()
+    active = Offer.objects.filter(vacancy=vacancy, status__in=["OFFERED", "ACCEPTED"])
+    assert active.count() == 1
+    offer = active.get()
+    if offer.entry_id == late_entry.pk:
+        assert offer.renews_id == late.pk and vacancy.late_yes_offer_id is None
+        assert all(r.offer.pk == offer.pk for r in results if not isinstance(r, str))
+    else:
+        assert offer.entry_id == next_entry.pk and vacancy.late_yes_offer_id == late.pk
+        assert all(r.kept for r in results if not isinstance(r, str))
+    assert Offer.objects.filter(renews=late).count() == (offer.entry_id == late_entry.pk)

@@ -158,6 +158,8 @@ def offer_body(offer: Offer, tz: str) -> dict:
         # Booked at once under the patient's standing acceptance; the patient may release it until then.
         "standing": offer.standing,
         "release_until": iso_in_zone(offer.release_until, tz) if offer.release_until else None,
+        # A late accept: the patient's offer of this vacancy that ended unanswered and that this one took up again.
+        "renews": offer.renews.ref if offer.renews is not None else None,
     }
 
 

@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 from common.api import ClinicAPIView, ReasonInput, field_errors, list_parameters, page_body
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
+from common.timefmt import iso_in_zone
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_grant, command_role, may_run
 from scheduling.services.roles import DECISION_FEED_PERMISSION
@@ -99,6 +100,29 @@ class EntryStandingAcceptanceView(ClinicAPIView):
             return 200, {"entry": ref, "standing_acceptance": standing_body(row, self.clinic.timezone)}
 
         return self.command("standing_acceptance_record", execute)
+
+
+class OfferLateAcceptView(ClinicAPIView):
+    """(I) The patient's yes after their offer ended unanswered, on their word (they called): while the time is
+    still free, a new offer of it is made and claimed (``renews``: the ended one), and booked at once under
+    ``confirmation=ON_ACCEPT``. 409 LATE_ACCEPT_OFF, OFFER_NOT_EXPIRED, LATE_ACCEPT_NOT_APPLICABLE, SLOT_TOO_SOON,
+    SLOT_OFFERED, SLOT_GONE, ENTRY_NOT_WAITING, NOT_ELIGIBLE, DECISION_STALE."""
+
+    @extend_schema(request=None, responses=_ok("{offer, renews, status, hold, hold_expires_at, receipt, appointment}"))
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            renewed, booked = services.offer_late_accept_and_book(clinic=self.clinic, offer_ref=ref,
+                                                                  actor=request.user)
+            offer = renewed.offer
+            if renewed.kept:
+                return 200, {"offer": offer.ref, "renews": ref, "status": "KEPT", "hold": None,
+                             "hold_expires_at": None, "receipt": None, "appointment": None}
+            return 200, {"offer": offer.ref, "renews": ref, "status": offer.status, "hold": offer.hold.ref,
+                         "hold_expires_at": iso_in_zone(offer.hold.expires_at, self.clinic.timezone),
+                         "receipt": renewed.receipt.ref if renewed.receipt else None,
+                         "appointment": booked.appointment_ref or None}
+
+        return self.command("offer_late_accept", execute)
 
 
 class OfferReleaseView(ClinicAPIView):

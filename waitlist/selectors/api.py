@@ -122,4 +122,4 @@ def vacancy_detail(*, clinic: Clinic, ref: str) -> tuple[Vacancy, Offer | None]:
 
 
 def offer_detail(*, clinic: Clinic, ref: str) -> Offer:
-    return scoped_get(Offer.objects.select_related("vacancy", "entry", "hold__appointment"), clinic, ref)
+    return scoped_get(Offer.objects.select_related("vacancy", "entry", "hold__appointment", "renews"), clinic, ref)

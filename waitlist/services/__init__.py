@@ -1,11 +1,12 @@
 """Waitlist commands: the only writers of waitlist rows. Each opens its own transaction."""
 
-from .accept import AcceptResult, offer_claim_and_book
+from .accept import AcceptResult, offer_claim_and_book, offer_late_accept_and_book
 from .booking import offer_book
 from .confirmation import booking_confirmation_queue
 from .controls import waitlist_switch_set, waitlist_tenant_allow
 from .decisions import decision_record
 from .entries import entry_create, entry_set_priority, entry_withdraw
+from .late_accept import LateAccept, offer_late_accept
 from .loop import expire_run, reconcile_run
 from .offers import (
     offer_claim,
@@ -34,6 +35,7 @@ __all__ = [
     "AcceptResult",
     "BookingRetry",
     "DispatchResult",
+    "LateAccept",
     "ReviewResult",
     "appointment_cancel_with_vacancy",
     "booking_confirmation_queue",
@@ -48,6 +50,8 @@ __all__ = [
     "offer_claim_and_book",
     "offer_decline",
     "offer_expire",
+    "offer_late_accept",
+    "offer_late_accept_and_book",
     "offer_notice_delivered",
     "offer_withdraw",
     "offers_expire_due",

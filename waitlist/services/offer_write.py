@@ -172,6 +172,9 @@ class Attempt:
     actor_label: str
     correlation_id: str
     staff_reviewed: bool
+    #: A late accept (``late_accept.offer_late_accept``): the patient's expired offer of this vacancy, whose yes
+    #: came after its window. The new offer needs no notice and no reachability: the patient is answering now.
+    renews: Offer | None = None
 
 
 def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None,
@@ -185,14 +188,16 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
         return DispatchResult(RESTART)
     reason = (
         eligibility.first_failed(rechecks.checks) if rechecks is not None
-        else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now)
+        else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now,
+                                   waived=eligibility.LATE_ACCEPT_WAIVED if a.renews is not None else ())
     )
     if reason is not None:
         logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
         return None
-    standing = not a.staff_reviewed and standing_applies(policy, entry.standing_min_notice,
-                                                         starts_at=locked.starts_at, now=now)
-    if not a.staff_reviewed and not standing:
+    standing = not a.staff_reviewed and a.renews is None and standing_applies(
+        policy, entry.standing_min_notice, starts_at=locked.starts_at, now=now)
+    answered = standing or a.renews is not None  # the patient's yes is already given: nothing to ask or send
+    if not a.staff_reviewed and not answered:
         # Checked once the entry is ours (not before): a racer that finds the entry locked or taken moves on
         # without reading the patient's notices first. A standing booking needs no answer: its notice waits in
         # the outbox for quiet hours and the daily cap like any other.
@@ -203,7 +208,7 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
                         now=now, correlation_id=a.correlation_id)
             return DispatchResult(UNREACHABLE, waiting=unreachable)
     known = getattr(entry, "unanswered_streak", None)  # read with the entry's lock (``lock_first_free``) or not
-    unanswered = 0 if standing else known if known is not None else unanswered_streak(policy, entry.pk)
+    unanswered = 0 if answered else known if known is not None else unanswered_streak(policy, entry.pk)
     rule = window_rule(policy, locked.clinic.timezone, unanswered=unanswered)
     expires_at = answer_deadline(rule, start=now, slot_starts_at=locked.starts_at)
     shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
@@ -214,7 +219,7 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
     offer = _new_offer(locked, entry, candidate, decision, hold, a, expires_at=expires_at, standing=standing,
                        gated=gated)
     _offer_write(locked, offer, entry, candidate, _offer_detail(offer, candidate, a), actor_label=a.actor_label,
-                 correlation_id=a.correlation_id, now=now, notice=not standing)
+                 correlation_id=a.correlation_id, now=now, notice=not answered)
     if standing:
         standing_book(locked, offer, entry, actor=a.actor_label, correlation_id=a.correlation_id, now=now)
         return DispatchResult("BOOKED", offer)
@@ -256,6 +261,7 @@ def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candida
         created_at=now,
         standing=standing,
         release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
+        renews=a.renews,
         **_offer_decision(decision, gated=gated, staff_reviewed=a.staff_reviewed, now=now, expires_at=expires_at),
     )
 
@@ -274,6 +280,7 @@ def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: Attempt) -> dic
         "decision_expires_at": offer.decision_expires_at.isoformat() if offer.decision_expires_at else None,
         **({"staff_reviewed": True} if a.staff_reviewed else {}),
         **({"standing": True} if offer.standing else {}),
+        **({"renews": a.renews.ref} if a.renews is not None else {}),
     }
 
 
@@ -287,7 +294,7 @@ WITH entry AS (
     WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
 ), vacancy AS (
     UPDATE waitlist_vacancy SET version = version + 1, status = %s, review_entry_id = NULL, waiting_reason = '',
-        waiting_until = NULL
+        waiting_until = NULL, late_yes_offer_id = NULL
     WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
 ), offer AS (
     {offer} RETURNING id
@@ -304,7 +311,8 @@ SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FR
 
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
                  *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
-    """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting),
+    """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting, no
+    late yes kept),
     the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``). ``notice=False``: a
     standing booking, whose notice is the booking's, not the offer's."""
     entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
@@ -332,6 +340,7 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
     entry.status, entry.version = EntryStatus.OFFERED, candidate.version + 1
     vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1
     vacancy.review_entry, vacancy.waiting_reason, vacancy.waiting_until = None, "", None
+    vacancy.late_yes_offer = None  # any new offer uses up a late yes: taken up, or tried and passed over
     event_logged(offer=offer, from_status="", to_status=OfferStatus.OFFERED, reason_code="MATCHED",
                  actor=actor_label, correlation_id=event_correlation)
 

@@ -361,7 +361,7 @@ def notice_deferred():
     )
 
 
-def _expiry_due(offer: Offer, hold, vacancy, now: datetime) -> str | None:
+def expiry_due(offer: Offer, hold, vacancy, now: datetime) -> str | None:
     """The reason an active offer ends now, or None.
 
     OFFERED: its answer window is over (``expires_at``), unless the send window still holds its notice
@@ -382,7 +382,7 @@ def _expiry_due(offer: Offer, hold, vacancy, now: datetime) -> str | None:
 def offer_expire(
     *, clinic: Clinic, offer_ref: str, now: datetime | None = None, correlation_id: str = ""
 ) -> Offer:
-    """End an active offer that is due (``_expiry_due``): → EXPIRED, hold released in the same
+    """End an active offer that is due (``expiry_due``): → EXPIRED, hold released in the same
     transaction, entry back to WAITING, cascade. OFFERED → EXPIRED (``EXPIRED``) or ACCEPTED → EXPIRED
     (``HOLD_EXPIRED``: accepted but not booked in time). An offer already closed is a no-op; one not
     due is 409 ``OFFER_NOT_DUE``."""
@@ -392,7 +392,7 @@ def offer_expire(
         offer = locks.offer
         if offer.status not in ACTIVE_OFFER_STATUSES or locks.hold.status == HoldStatus.CONSUMED:
             return offer
-        reason = _expiry_due(offer, locks.hold, locks.vacancy, now)
+        reason = expiry_due(offer, locks.hold, locks.vacancy, now)
         if reason is None:
             raise Conflict("The offer has not expired yet.", code="OFFER_NOT_DUE")
         return close_offer(

@@ -23,6 +23,7 @@ from scheduling.services.features import feature_enabled
 
 from ..models import ACTIVE_OFFER_STATUSES, DISPATCHABLE_VACANCY_STATUSES, Vacancy, WaitlistPolicy
 from ._shared import actor_label, queue_dispatch, slot_of
+from .accept import late_yes_take_up
 from .policy import policy_current
 from .promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
 
@@ -167,6 +168,10 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
         enabled = cache.enabled(vacancy.clinic) if cache is not None else feature_enabled("waitlist", vacancy.clinic)
         if not enabled:
             return DispatchResult("DISABLED")
+        if vacancy.late_yes_offer_id is not None:
+            taken = late_yes_take_up(vacancy, now=now, correlation_id=correlation_id)
+            if taken is not None:
+                return taken
         policy = cache.policy(vacancy.clinic) if cache is not None else None
         result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, policy=policy)
         if result.outcome == RESTART:
