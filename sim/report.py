@@ -371,6 +371,10 @@ def verdict(results: list[dict], stats: dict) -> list[str]:
                           ("ours_old_limits", "the new contact limits (against a cap of 3 a week and a decline "
                                               "holding back every offer for 72 h)"),
                           ("ours_no_standing", "standing acceptance (against nobody booked automatically)"),
+                          ("ours_no_ask_last", "asking last the patients who do not answer (against keeping them "
+                                               "in their place)"),
+                          ("ours_no_late_accept", "late accepts (against turning away every yes after the "
+                                                  "window)"),
                           ("ours_unanswered_window", "leaving the short window for patients whose recent offers "
                                                      "went unanswered off (against a 30-minute window after 2 "
                                                      "unanswered offers)"),
@@ -453,7 +457,8 @@ def render_doc(folder: Path) -> Path:
         "function of (seed, patient, slot), so every policy meets the same answers.",
         "* **Real policies** (ours with the product's defaults; ours with one feature turned off at a time: the "
         "fixed 20-minute answer window instead of LEAD_TIME, the old contact limits (a weekly cap of 3 and a "
-        "decline holding back every offer for 72 h), no standing acceptance; the FIFO cascade) run through the "
+        "decline holding back every offer for 72 h), no standing acceptance, patients who do not answer kept in "
+        "their place instead of asked last, no late accepts; the FIFO cascade) run through the "
         "product: `sim/engine.py` replays the month against PostgreSQL (its own database, `SIM_DATABASE_URL`, "
         "default `clinic_waitlist_sim`, as a template copied for each run). Each policy, quiet hours and daily "
         "contact cap included, is published with `policy_publish`; each simulated patient's consent is recorded "
@@ -463,7 +468,9 @@ def render_doc(folder: Path) -> Path:
         "`vacancy_dispatch` (again at a waiting vacancy's `waiting_until`: quiet hours, contact caps), the outbox "
         "worker (`outbox_deliver_due` → the real `deliver_offer_notice` → `offer_notice_delivered`, so the "
         "answer window counts from delivery: the engine reads each offer's `expires_at` and state from the "
-        "database and never computes a window itself), `offer_claim` + `offer_book` (the claim page's accept), "
+        "database and never computes a window itself), `offer_claim` + `offer_book` (the claim page's accept; "
+        "a yes after the window, `offer_late_accept` + `offer_book`, which the product refuses, or keeps while "
+        "the time is offered to someone else), "
         "`offer_decline`, `standing_acceptance_record` at an opted-in entry's arrival and `standing_release` when its "
         "patient releases an automatic booking (dispatch then answers BOOKED: the engine reads the booking notice's "
         "delivery like an offer notice's and dispatches a released vacancy again at once), the expiry "

@@ -212,7 +212,7 @@ class WaitlistPolicy(models.Model):
         help_text="FIXED: hold minutes to answer; LEAD_TIME: a share of the time left until the slot",
     )
     answer_window_percent = models.PositiveSmallIntegerField(
-        default=25,
+        default=10,
         validators=[MinValueValidator(1), MaxValueValidator(100)],
         help_text="LEAD_TIME: the share (%) of the time until the slot that the patient gets to answer",
     )

@@ -1,7 +1,8 @@
 """The patient pages in a real browser (issue 25 sections 4 and 5): axe-core on every one of them (the claim
-page open, booked, declined, expired and withdrawn; the "book me automatically" page; the opt-out page), in
-English and Korean, at 1280 px and 390 px, and on the API docs page: no critical and no serious violation.
-Accept and decline by keyboard alone; the live countdown; the decline reason's size and distance.
+page open, booked, declined, expired, expired with its time still free (issue 22's late accept) and withdrawn;
+the "book me automatically" page; the opt-out page), in English and Korean, at 1280 px and 390 px, and on the
+API docs page: no critical and no serious violation. Accept and decline by keyboard alone; the live countdown;
+the decline reason's size and distance.
 
 Fixtures from browser_support (registered by tests/operations/conftest.py). Run with ``pytest -m browser``.
 """
@@ -60,13 +61,16 @@ def pages(patient_world):
         return make_offer(world, world.patient(language="ko"), starts_at=_slot(day))
 
     open_offer, booked, declined, expired, withdrawn = offer(1), offer(2), offer(3), offer(4), offer(5)
+    late = offer(6)  # made before the others end (their entries then wait again), expired unanswered below
     services.offer_claim_and_book(offer=Offer.objects.select_related("clinic", "patient", "policy", "vacancy")
                                   .get(pk=booked.pk))
     services.offer_decline(clinic=world.clinic, offer_ref=declined.ref, reason="TIME_NOT_SUITABLE")
     Offer.objects.filter(pk=expired.pk).update(status=OfferStatus.EXPIRED)
     services.offer_withdraw(clinic=world.clinic, offer_ref=withdrawn.ref, actor=world.staff, reason="r")
+    late = _expired_unanswered(late)
     entry = world.waiting(world.patient(language="ko"))
     return {
+        "claim-late": f"/claim/{claim_token_make(late)}/",
         "claim-open": f"/claim/{claim_token_make(open_offer)}/",
         "claim-booked": f"/claim/{claim_token_make(booked)}/",
         "claim-declined": f"/claim/{claim_token_make(declined)}/",
@@ -76,6 +80,19 @@ def pages(patient_world):
         "standing": "/standing/" + standing_link(entry).rsplit("/standing/", 1)[1],
         "optout": "/optout/" + optout_link(entry.patient).rsplit("/optout/", 1)[1],
     }
+
+
+def _expired_unanswered(offer):
+    """The offer's window ran out unanswered (the expiry job's own command): its time is still free."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from waitlist import services
+    from waitlist.models import Offer
+
+    Offer.objects.filter(pk=offer.pk).update(expires_at=timezone.now() - timedelta(minutes=1))
+    return services.offer_expire(clinic=offer.clinic, offer_ref=offer.ref)
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280", "390"])
@@ -127,6 +144,25 @@ def test_accept_by_keyboard_alone(open_page, patient_world):
     sync_api.expect(page.get_by_test_id("calendar")).to_be_visible()
     sync_api.expect(page.get_by_test_id("change")).to_contain_text("+82 2-555-0100")
     shot(page, "patient-claim-accepted-keyboard")
+    assert page.errors == []
+
+
+def test_a_yes_after_the_window_takes_the_still_free_time_by_keyboard(open_page, patient_world):
+    from tests.operations.waitlist_helpers import make_offer
+    from waitlist.tokens import claim_token_make
+
+    offer = _expired_unanswered(make_offer(patient_world, patient_world.patient(language="en"), starts_at=_slot(1)))
+    page = open_page(PHONE)
+    page.goto(f"/claim/{claim_token_make(offer)}/")
+    sync_api.expect(page.get_by_test_id("still-free")).to_be_visible()
+    shot(page, "patient-claim-late-still-free-390")
+    _tab_to(page, "accept-late")
+    page.keyboard.press("Enter")
+    sync_api.expect(page.locator("h1")).to_have_text("Your appointment is confirmed")
+    sync_api.expect(page.get_by_test_id("reference")).to_be_visible()
+    page.reload()  # the link now stands for the booking
+    sync_api.expect(page.locator("h1")).to_have_text("Your appointment is confirmed")
+    shot(page, "patient-claim-late-booked-390")
     assert page.errors == []
 
 

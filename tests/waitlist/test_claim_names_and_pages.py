@@ -90,7 +90,7 @@ def test_offer_and_booking_notices_use_the_display_names_and_never_double_a_full
                      "까지 이 시간을 잡아 두었습니다."):
         assert expected in body, expected
     _subject, english = offer_notice_text(offer, "https://x.example/claim/t/", "en")
-    assert "It is held for you until Dec. 1, 2030, 5 p.m. (Seoul time)." in english
+    assert "It is held for you until Dec. 1, 2030, 1:54 p.m. (Seoul time)." in english
     assert f"A {world.treatment.name} appointment at {world.clinic.name} is available for you." in english
     submit(page_client(), claim_path(offer), "accept")
     appointment = Appointment.objects.get(source_hold__offer=offer)

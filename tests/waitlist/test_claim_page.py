@@ -29,10 +29,10 @@ def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
     assert world.clinic.name in html and world.treatment.name in html and world.doctor.name in html
     assert "Tuesday, Dec. 3, 2030" in html and "10 a.m.–10:30 a.m." in html and "(Seoul time)" in html
     assert "123 Teheran-ro, Seoul" in html and 'href="tel:+822-555-0100"' in html
-    # The time left in words (the lead-time window's 8-hour ceiling, slot two days out), and what the
+    # The time left in words (the lead-time window: 10 % of the 49 hours to the slot), and what the
     # countdown script needs: the seconds left and the phrases in the page's language.
-    assert ">8 h 0 min left<" in html and 'data-seconds="28800"' in html and 'data-t-m="{m} min left"' in html
-    assert "(until 5 p.m. on Sunday, Dec. 1, 2030)" in html
+    assert ">4 h 54 min left<" in html and 'data-seconds="17640"' in html and 'data-t-m="{m} min left"' in html
+    assert "(until 1:54 p.m. on Sunday, Dec. 1, 2030)" in html
     assert 'name="action" value="accept"' in html and 'name="action" value="decline"' in html
     # CSP-clean: a stylesheet and a script file, no inline scripts or styles.
     assert not re.search(r"<script(?![^>]*\ssrc=)", html) and "<style" not in html and "style=" not in html
@@ -62,7 +62,7 @@ def test_the_korean_page_is_in_korean(world):
     html = response.content.decode()
     assert response["Content-Language"] == "ko" and '<html lang="ko">' in html
     assert "예약 가능한 시간이 생겼습니다" in html and "이 시간 수락하기" in html and "거절하기" in html
-    assert "2030년 12월 3일 화요일" in html and "8시간 0분 남음" in html
+    assert "2030년 12월 3일 화요일" in html and "4시간 54분 남음" in html
     assert "Accept this time" not in html
     accepted = submit(client, claim_path(offer), "accept")
     assert "예약이 확정되었습니다" in accepted.content.decode() and "서울 시간" in accepted.content.decode()

@@ -46,8 +46,8 @@ def test_a_cancels_b_is_offered_c_never(
 
     detail = staff_api.get(f"{base}/offers/{offer.ref}").json()
     assert detail["status"] == "OFFERED" and detail["version"] == 1 and detail["policy_version"] == 1
-    # The lead-time window: a quarter of the 49 hours left, capped at its 8-hour ceiling.
-    assert detail["expires_at"] == (seoul(1, 9) + timedelta(hours=8)).isoformat()
+    # The lead-time window: 10 % of the 49 hours left.
+    assert detail["expires_at"] == (seoul(1, 9) + timedelta(hours=4, minutes=54)).isoformat()
     assert staff_api.get(f"{base}/vacancies/{vacancy.ref}").json()["active_offer"] == offer.ref
 
     # A second dispatch finds the offer and does nothing else.

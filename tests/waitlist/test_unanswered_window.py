@@ -37,7 +37,7 @@ def test_the_short_window_caps_the_length_under_either_rule():
 
 
 def test_after_two_unanswered_offers_the_next_one_gets_the_short_window(world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, answer_window_unanswered_after=2,
+    services.policy_publish(clinic=world.clinic, answer_window_percent=25, answer_window_unanswered_after=2,
                             answer_window_unanswered_minutes=30, **LIMITS_OFF)
     entry = world.waiting()
     first = offer_to(world, entry, seoul(3, 10))  # made at 09:00 on the 1st, 49 h ahead: 8 h (the ceiling)
@@ -52,7 +52,7 @@ def test_after_two_unanswered_offers_the_next_one_gets_the_short_window(world, f
 
 
 def test_a_decline_gives_the_patient_the_whole_window_again(world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, answer_window_unanswered_after=2,
+    services.policy_publish(clinic=world.clinic, answer_window_percent=25, answer_window_unanswered_after=2,
                             answer_window_unanswered_minutes=30, **LIMITS_OFF)
     entry = world.waiting()
     for day in (3, 4):
@@ -66,7 +66,7 @@ def test_a_decline_gives_the_patient_the_whole_window_again(world, frozen_clock)
 
 
 def test_other_patients_keep_the_whole_window(world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, answer_window_unanswered_after=1,
+    services.policy_publish(clinic=world.clinic, answer_window_percent=25, answer_window_unanswered_after=1,
                             answer_window_unanswered_minutes=30, **LIMITS_OFF)
     quiet, other = world.waiting(), world.waiting()
     first = offer_to(world, quiet, seoul(3, 10))  # the longer-waiting entry first

@@ -1,3 +1,4 @@
+import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
@@ -9,8 +10,9 @@ class Migration(migrations.Migration):
     vacancy's next offer goes to that patient if they still fit. The renewed offer names the expired one (``renews``, at most one each) and is left out of the rule that an
     entry is offered a vacancy once (the cascade still never comes back to it by itself). Versions published
     before this migration get ``late_accept`` off, the value ``WaitlistPolicy.LEGACY_VALUES`` leaves out of the
-    digest; new versions default to on, and to 6 h of decline suppression (was 12; measured with late accepts:
-    docs/simulation.md). The default changes no stored version."""
+    digest; new versions default to on, to 6 h of decline suppression (was 12) and to a LEAD_TIME share of 10 %
+    (was 25): with late accepts, shorter windows ask more patients while a slow yes still counts (measured:
+    docs/waitlist.md). The defaults change no stored version."""
 
     dependencies = [
         ("scheduling", "0011_clinic_practitioner_treatment_display_names"),
@@ -63,6 +65,15 @@ class Migration(migrations.Migration):
             name="decline_suppression_hours",
             field=models.PositiveIntegerField(
                 default=6, help_text="after a decline the entry gets no offer (like the declined one) for this long"
+            ),
+        ),
+        migrations.AlterField(
+            model_name="waitlistpolicy",
+            name="answer_window_percent",
+            field=models.PositiveSmallIntegerField(
+                default=10,
+                help_text="LEAD_TIME: the share (%) of the time until the slot that the patient gets to answer",
+                validators=[django.core.validators.MinValueValidator(1), django.core.validators.MaxValueValidator(100)],
             ),
         ),
         migrations.AddConstraint(
