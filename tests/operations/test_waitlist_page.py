@@ -346,3 +346,27 @@ def test_decision_freshness_is_one_query_whatever_the_waiting_patients(world, dj
         world.waiting(world.patient(), fresh=False)
     with django_assert_num_queries(1):
         assert decision_freshness(clinic=world.clinic, now=now) == {**counts, "MISSING": 31}
+
+
+def test_the_vacancy_panel_shows_a_kept_late_yes_and_the_booking_it_became(staff_web, world, frozen_clock):
+    """Staff see that a patient said yes after their window (issue 22's late accept), and which offer it became."""
+    from tests.conftest import assert_no_pii, seoul
+    from tests.waitlist.loop_helpers import let_expire, open_vacancy
+
+    services.policy_publish(clinic=world.clinic, contact_cap_per_day=None, weekly_offer_cap=None,
+                            decline_suppression_hours=0)
+    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
+    vacancy = open_vacancy(world, seoul(3, 10))
+    late = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).offer
+    let_expire(late, frozen_clock)
+    other = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).offer
+    assert services.offer_late_accept(clinic=world.clinic, offer_ref=late.ref, patient=late.patient).kept
+    staff_web.force_login(world.staff)  # the clock moved past the console's idle timeout
+    panel = staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=vacancy.ref), **HX).content.decode()
+    assert 'data-testid="late-yes-kept"' in panel and late.ref in panel and "Late yes</span>" not in panel
+    services.offer_decline(clinic=world.clinic, offer_ref=other.ref, patient=other.patient, reason="PATIENT_DECLINED")
+    taken = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert taken.outcome == "BOOKED" and first.pk == taken.offer.entry_id and second.pk == other.entry_id
+    panel = staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=vacancy.ref), **HX).content.decode()
+    assert 'data-testid="late-yes-kept"' not in panel and "Late yes</span>" in panel
+    assert_no_pii(panel, [first.patient, second.patient])

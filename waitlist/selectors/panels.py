@@ -130,6 +130,7 @@ OFFER_EVIDENCE_FIELDS = (
     "entry__ref", "entry__priority_rank",
     "entry__waiting_since", "entry__status", "hold__ref", "hold__status", "vacancy__ref", "vacancy__status",
     "vacancy__version", "vacancy__starts_at", "vacancy_has_active_offer", "hold__appointment__ref", "standing",
+    "renews__ref",
 )
 
 
@@ -158,6 +159,7 @@ def _offer_evidence(o: dict, clinic: Clinic) -> dict:
             "decline_reason": o["decline_reason"],
             "notified_at": iso_in_zone(o["notified_at"], tz) if o["notified_at"] else None,
             "appointment": o["hold__appointment__ref"], "standing": o["standing"],
+            "renews": o["renews__ref"],  # a late accept: the patient's offer that ended unanswered
         },
     }
 
@@ -246,6 +248,7 @@ PANEL_VACANCY_FIELDS = (
     *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref", "practitioner__name",
     "treatment__name", "source_appointment__ref", "source_appointment__status", "source_appointment__cancel_reason",
     "source_appointment__cancel_reason_code", "source_appointment__cancelled_by", "source_appointment__updated_at",
+    "late_yes_offer__ref",
 )
 
 
@@ -318,6 +321,8 @@ def ops_vacancy_panel(
         "starts_at": iso_in_zone(v["starts_at"], tz), "ends_at": iso_in_zone(v["ends_at"], tz),
         "created_at": iso_in_zone(v["created_at"], tz),
         "exhausted_at": iso_in_zone(v["exhausted_at"], tz) if v["exhausted_at"] else None,
+        # A patient's yes after their window, kept while the time is offered to someone else (a late accept).
+        "late_yes_offer": v["late_yes_offer__ref"],
         "waiting": waiting_state(v["waiting_reason"], v["waiting_until"], tz),
         "passed_over": dispatch_notes(clinic=clinic, vacancy_id=v["id"], limit=notes),
         "reasons": dispatch_reasons_by_vacancy(clinic=clinic, vacancy_ids=[v["id"]]).get(v["id"], []),
