@@ -14,7 +14,7 @@ from scheduling.models import Appointment, AppointmentStatus
 from tests.conftest import assert_no_pii, seoul, token_client
 from tests.waitlist.loop_helpers import claim_path, deliver, let_expire, open_vacancy, page_client, submit
 from waitlist import services
-from waitlist.models import EntryStatus, Offer, OfferEvent, OfferStatus, Vacancy, VacancyStatus
+from waitlist.models import EntryStatus, Offer, OfferEvent, OfferStatus, Vacancy, VacancyStatus, WaitlistEntry
 
 LIMITS_OFF = {"contact_cap_per_day": None, "weekly_offer_cap": None, "decline_suppression_hours": 0}
 
@@ -34,6 +34,19 @@ def expired_offer(world, clock, starts_at=None):
     offer = offered(world, vacancy, entry)
     let_expire(offer, clock)
     return offer
+
+
+def offered_to_the_next(world, clock, also_waiting: int = 0):
+    """The first patient let their offer expire and the vacancy went on to the next one (contact limits off):
+    ``(vacancy, the expired offer, the next patient's open offer)``; ``also_waiting`` more entries wait behind."""
+    services.policy_publish(clinic=world.clinic, **LIMITS_OFF)
+    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
+    for _ in range(also_waiting):
+        world.waiting(priority_rank=0)
+    vacancy = open_vacancy(world, seoul(3, 10))
+    late = offered(world, vacancy, first)
+    let_expire(late, clock)
+    return vacancy, late, offered(world, vacancy, second)
 
 
 def late_accept(offer, **kw):
@@ -114,12 +127,7 @@ def test_the_weekly_cap_and_a_pause_after_a_decline_do_not_turn_a_late_yes_away(
 
 def test_a_yes_while_the_time_is_offered_to_someone_else_is_kept_and_taken_up_when_that_offer_ends(
         world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, **LIMITS_OFF)
-    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
-    vacancy = open_vacancy(world, seoul(3, 10))
-    late = offered(world, vacancy, first)
-    let_expire(late, frozen_clock)
-    other = offered(world, vacancy, second)
+    vacancy, late, other = offered_to_the_next(world, frozen_clock)
 
     kept, booked = late_accept(late)
     assert kept.kept and not booked.booked
@@ -132,19 +140,14 @@ def test_a_yes_while_the_time_is_offered_to_someone_else_is_kept_and_taken_up_wh
     assert result.outcome == "BOOKED" and result.offer.renews_id == late.pk
     vacancy.refresh_from_db()
     assert vacancy.status == VacancyStatus.FILLED and vacancy.late_yes_offer_id is None
-    assert Appointment.objects.get(source_hold__offer=result.offer).patient_id == first.patient_id
+    assert Appointment.objects.get(source_hold__offer=result.offer).patient_id == late.patient_id
 
 
 def test_a_kept_yes_is_dropped_when_it_no_longer_fits_and_the_list_goes_on(world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, **LIMITS_OFF)
-    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
-    third = world.waiting(priority_rank=0)
-    vacancy = open_vacancy(world, seoul(3, 10))
-    late = offered(world, vacancy, first)
-    let_expire(late, frozen_clock)
-    other = offered(world, vacancy, second)
+    vacancy, late, other = offered_to_the_next(world, frozen_clock, also_waiting=1)
+    third = WaitlistEntry.objects.get(priority_rank=0, clinic=world.clinic)
     assert late_accept(late)[0].kept
-    services.entry_withdraw(clinic=world.clinic, entry_ref=first.ref, actor=world.staff, reason="no longer needed")
+    services.entry_withdraw(clinic=world.clinic, entry_ref=late.entry.ref, actor=world.staff, reason="no longer needed")
     services.offer_decline(clinic=world.clinic, offer_ref=other.ref, patient=other.patient, reason="PATIENT_DECLINED")
     result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
     assert result.outcome == "OFFERED" and result.offer.entry_id == third.pk and result.offer.renews_id is None
@@ -184,12 +187,7 @@ def test_the_ended_page_offers_the_still_free_time_and_takes_it(world, frozen_cl
 
 
 def test_the_ended_page_says_the_patient_is_next_in_line_while_someone_else_is_asked(world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, **LIMITS_OFF)
-    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
-    vacancy = open_vacancy(world, seoul(3, 10))
-    late = offered(world, vacancy, first)
-    let_expire(late, frozen_clock)
-    offered(world, vacancy, second)
+    vacancy, late, _other = offered_to_the_next(world, frozen_clock)
     client = page_client()
     assert 'data-testid="next-in-line"' in client.get(claim_path(late)).content.decode()
     kept = submit(client, claim_path(late), "accept").content.decode()
@@ -197,12 +195,7 @@ def test_the_ended_page_says_the_patient_is_next_in_line_while_someone_else_is_a
 
 
 def test_the_ended_page_offers_nothing_once_the_time_is_filled(world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, **LIMITS_OFF)
-    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
-    vacancy = open_vacancy(world, seoul(3, 10))
-    late = offered(world, vacancy, first)
-    let_expire(late, frozen_clock)
-    other = offered(world, vacancy, second)
+    vacancy, late, other = offered_to_the_next(world, frozen_clock)
     services.offer_claim_and_book(offer=Offer.objects.select_related("policy", "patient", "clinic").get(pk=other.pk))
     html = page_client().get(claim_path(late)).content.decode()
     assert 'data-testid="accept-late"' not in html and 'data-testid="next-in-line"' not in html
@@ -235,12 +228,7 @@ def test_a_late_accept_of_another_clinics_offer_is_404_like_a_missing_one(world,
 
 def test_the_api_says_kept_while_the_time_is_offered_to_someone_else_and_the_offer_names_what_it_renews(
         world, frozen_clock):
-    services.policy_publish(clinic=world.clinic, **LIMITS_OFF)
-    first, second = world.waiting(priority_rank=5), world.waiting(priority_rank=1)
-    vacancy = open_vacancy(world, seoul(3, 10))
-    late = offered(world, vacancy, first)
-    let_expire(late, frozen_clock)
-    other = offered(world, vacancy, second)
+    vacancy, late, other = offered_to_the_next(world, frozen_clock)
     client = token_client(world.staff)
     base = f"/api/v1/clinics/{world.clinic.ref}/offers"
     kept = client.post(f"{base}/{late.ref}/late-accept", HTTP_IDEMPOTENCY_KEY="late-2").json()
