@@ -10,6 +10,7 @@ import hashlib
 import hmac
 import json
 import logging
+import os
 import smtplib
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
@@ -74,6 +75,21 @@ class EmailProvider:
             raise DeliveryFailed("SMTP_UNAVAILABLE") from exc
 
 
+_SESSIONS: dict[int, requests.Session] = {}
+
+
+def _session() -> requests.Session:
+    """This process's HTTP session (keep-alive: one connection to the gateway reused across notices, not one
+    opened and closed per notice). Keyed by process id: a worker pool forks, and a connection opened before
+    the fork must never be shared by two children."""
+    pid = os.getpid()
+    session = _SESSIONS.get(pid)
+    if session is None:
+        _SESSIONS.clear()
+        session = _SESSIONS[pid] = requests.Session()
+    return session
+
+
 class WebhookProvider:
     """A signed JSON POST for SMS or messaging gateways: ``X-Signature: sha256=<hmac of the body>``."""
 
@@ -89,7 +105,7 @@ class WebhookProvider:
                            "text": notice.body, "link": notice.link}, separators=(",", ":")).encode()
         signature = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
         try:
-            response = requests.post(self.url, data=body, timeout=self.timeout, headers={
+            response = _session().post(self.url, data=body, timeout=self.timeout, headers={
                 "Content-Type": "application/json", "X-Signature": f"sha256={signature}",
                 "Idempotency-Key": notice.message_ref})
         except requests.Timeout as exc:

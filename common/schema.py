@@ -59,7 +59,7 @@ OPERATION_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
                                   "DECISION_STALE", "OFFER_NOT_CLAIMABLE")},
     "OfferLateAcceptView.post": {409: ("LATE_ACCEPT_OFF", "OFFER_NOT_EXPIRED", "LATE_ACCEPT_NOT_APPLICABLE",
                                        "SLOT_TOO_SOON", "SLOT_OFFERED", "SLOT_GONE", "ENTRY_NOT_WAITING",
-                                       "NOT_ELIGIBLE", "DECISION_STALE")},
+                                       "NOT_ELIGIBLE", "DECISION_STALE", "WAITLIST_DISABLED")},
     "OfferDeclineView.post": {409: ("OFFER_NOT_DECLINABLE", "OFFER_EXPIRED", "VERSION_CONFLICT")},
     "OfferWithdrawView.post": {409: ("OFFER_NOT_WITHDRAWABLE", "VERSION_CONFLICT")},
     "HoldBookView.post": {409: ("HOLD_NOT_BOOKABLE",)},

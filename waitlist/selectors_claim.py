@@ -9,6 +9,7 @@ from django.db.models import TextChoices
 from django.utils import timezone
 
 from scheduling.models import Appointment, AppointmentStatus
+from scheduling.services.features import feature_enabled
 
 from .models import (
     ACTIVE_OFFER_STATUSES,
@@ -76,8 +77,6 @@ def late_yes(offer: Offer, now: datetime) -> str:
     to end this very offer); FREE with no other offer out, NEXT while another is out and no one else's late yes
     is kept, KEPT when theirs is. The command re-checks all of it under its locks."""
     vacancy = offer.vacancy
-    if vacancy.late_yes_offer_id == offer.pk:
-        return LateYes.KEPT if vacancy.status in DISPATCHABLE_VACANCY_STATUSES else LateYes.NONE
     policy = WaitlistPolicy.objects.filter(clinic_id=offer.clinic_id).order_by("-version").first()
     if policy is None or late_acceptable(offer, vacancy, policy, now) is not None:
         return LateYes.NONE
@@ -85,10 +84,15 @@ def late_yes(offer: Offer, now: datetime) -> str:
         offer.status == OfferStatus.OFFERED and offer.entry.status == EntryStatus.OFFERED)
     if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES or not waiting:
         return LateYes.NONE
-    other = Offer.objects.filter(vacancy_id=vacancy.pk, status__in=ACTIVE_OFFER_STATUSES).exclude(pk=offer.pk)
-    if not other.exists():
+    if not feature_enabled("waitlist", offer.clinic):
+        return LateYes.NONE
+    if vacancy.late_yes_offer_id == offer.pk:
+        return LateYes.KEPT
+    other = (Offer.objects.filter(vacancy_id=vacancy.pk, status__in=ACTIVE_OFFER_STATUSES).exclude(pk=offer.pk)
+             .values_list("status", flat=True).first())
+    if other is None:
         return LateYes.FREE
-    return LateYes.NEXT if vacancy.late_yes_offer_id is None else LateYes.NONE
+    return LateYes.NEXT if other == OfferStatus.OFFERED and vacancy.late_yes_offer_id is None else LateYes.NONE
 
 
 def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:

@@ -31,7 +31,7 @@ from scheduling.models import Appointment, AppointmentStatus, Patient
 
 from .calendar import FILENAME, MIME_TYPE
 from .confirmations import booking_facts, booking_ics, clinic_contact_shown, local_moment, shown_name, slot_facts
-from .models import DeclineReason, Offer
+from .models import Confirmation, DeclineReason, Offer
 from .notifications import LANGUAGES, local_datetime, zone_label
 from .selectors_claim import ClaimOutcome, ClaimState, LateYes, claim_outcome, renewal_of
 from .services import offer_claim_and_book, offer_decline, offer_late_accept_and_book, standing_release
@@ -160,7 +160,8 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
     if outcome.on_list and offer.policy.standing_acceptance:
         extra["standing_url"] = standing_link(offer.entry)
     # A late accept the command refused (a racer took the time, the decision went stale): no second button.
-    extra.update(late_yes="" if late_refused else outcome.late_yes, late_refused=late_refused)
+    extra.update(late_yes="" if late_refused else outcome.late_yes, late_refused=late_refused,
+                 books_at_once=offer.policy.confirmation == Confirmation.ON_ACCEPT)
     if status is None:
         status = 410 if outcome.state in ENDED_STATES else 200
     return _render(request, offer, STATE_TEMPLATES[ClaimState(outcome.state)], status=status, **extra)

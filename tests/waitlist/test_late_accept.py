@@ -237,3 +237,69 @@ def test_the_api_says_kept_while_the_time_is_offered_to_someone_else_and_the_off
     taken = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).offer
     detail = client.get(f"{base}/{taken.ref}").json()
     assert detail["renews"] == late.ref and detail["status"] == "ACCEPTED" and detail["appointment"]
+
+
+def test_a_late_yes_is_refused_while_the_clinics_waiting_list_is_off(world, frozen_clock):
+    from scheduling.services.features import feature_set
+
+    offer = expired_offer(world, frozen_clock)
+    feature_set(name="waitlist", actor=None, reason="paused", clinic=world.clinic, clinic_enabled=False)
+    before = Offer.objects.count()
+    with pytest.raises(Conflict) as refused:
+        late_accept(offer)
+    assert refused.value.code == "WAITLIST_DISABLED" and Offer.objects.count() == before
+    assert 'data-testid="accept-late"' not in page_client().get(claim_path(offer)).content.decode()
+
+
+def test_a_late_yes_for_a_time_someone_else_accepted_is_not_kept(world, frozen_clock):
+    vacancy, late, other = offered_to_the_next(world, frozen_clock)
+    services.offer_claim_and_book(offer=Offer.objects.select_related("policy", "patient", "clinic").get(pk=other.pk))
+    with pytest.raises(Conflict) as refused:
+        late_accept(late)
+    assert refused.value.code == "SLOT_GONE"
+    vacancy.refresh_from_db()
+    assert vacancy.status == VacancyStatus.FILLED and vacancy.late_yes_offer_id is None
+    assert not OfferEvent.objects.filter(offer=late, reason_code="LATE_YES_KEPT").exists()
+
+
+def test_a_late_accept_puts_a_patient_asked_last_back_in_their_place(world, frozen_clock):
+    services.policy_publish(clinic=world.clinic, unanswered_ask_last_after=1)
+    offer = expired_offer(world, frozen_clock)
+    offer.entry.refresh_from_db()
+    assert offer.entry.asked_last_since is not None
+    late_accept(offer)
+    offer.entry.refresh_from_db()
+    assert offer.entry.asked_last_since is None
+
+
+def test_a_kept_yes_that_no_longer_applies_is_dropped_with_an_event_and_the_page_stops_promising(
+        world, frozen_clock):
+    vacancy, late, other = offered_to_the_next(world, frozen_clock)
+    assert late_accept(late)[0].kept
+    services.entry_withdraw(clinic=world.clinic, entry_ref=late.entry.ref, actor=world.staff, reason="not needed")
+    assert 'data-testid="kept"' not in page_client().get(claim_path(late)).content.decode()
+    services.offer_decline(clinic=world.clinic, offer_ref=other.ref, patient=other.patient, reason="PATIENT_DECLINED")
+    services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    dropped = OfferEvent.objects.get(offer=late, reason_code="LATE_YES_DROPPED")
+    assert dropped.actor == "system:dispatch" and dropped.detail["refusal"] == "ENTRY_NOT_WAITING"
+
+
+def test_dispatch_takes_a_kept_yes_up_as_the_dispatcher_not_as_the_patient(world, frozen_clock):
+    vacancy, late, other = offered_to_the_next(world, frozen_clock)
+    late_accept(late)
+    services.offer_decline(clinic=world.clinic, offer_ref=other.ref, patient=other.patient, reason="PATIENT_DECLINED")
+    taken = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).offer
+    assert OfferEvent.objects.get(offer=taken, reason_code="MATCHED").actor == "system:dispatch"
+
+
+def test_a_reopened_vacancy_forgets_a_late_yes_kept_before_it_closed(world, frozen_clock):
+    from scheduling.models import Role
+    from tests.factories import user_with_role
+
+    vacancy, late, _other = offered_to_the_next(world, frozen_clock)
+    late_accept(late)
+    admin = user_with_role(world.clinic, Role.ADMIN)
+    services.vacancy_close(clinic=world.clinic, vacancy_ref=vacancy.ref, actor=admin, reason="clinic closed")
+    services.vacancy_reopen(clinic=world.clinic, vacancy_ref=vacancy.ref, actor=admin, reason="open after all")
+    vacancy.refresh_from_db()
+    assert vacancy.status == VacancyStatus.OPEN and vacancy.late_yes_offer_id is None

@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from django.utils import timezone
+
 from common.errors import DomainError, VersionConflict
 from common.services import new_correlation_id
 
-from ..models import Confirmation, Offer, OfferStatus, Vacancy
+from ..models import Confirmation, Offer, OfferStatus
 from . import booking, offers
 from .fence import DispatchResult
-from .late_accept import LateAccept, offer_late_accept
+from .late_accept import LateAccept, late_yes_drop, offer_late_accept
 from .policy import policy_current
 
 logger = logging.getLogger("waitlist")
@@ -73,10 +75,11 @@ def late_yes_take_up(vacancy, *, now=None, correlation_id: str = "") -> Dispatch
     book_now = policy_current(clinic=old.clinic).confirmation == Confirmation.ON_ACCEPT
     try:
         renewed = offer_late_accept(clinic=old.clinic, offer_ref=old.ref, patient=old.patient, now=now,
-                                    correlation_id=correlation_id, request_booking=book_now)
+                                    correlation_id=correlation_id, request_booking=book_now,
+                                    system_label="system:dispatch")
     except DomainError as exc:
         logger.info("vacancy %s: late yes of %s not taken up: %s", vacancy.ref, old.ref, exc.code)
-        Vacancy.objects.filter(pk=vacancy.pk, late_yes_offer_id=old.pk).update(late_yes_offer=None)
+        late_yes_drop(vacancy, old, code=exc.code, correlation_id=correlation_id, now=now or timezone.now())
         vacancy.late_yes_offer_id = None
         return None
     if renewed.kept:

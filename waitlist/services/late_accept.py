@@ -21,11 +21,22 @@ from common.cas import cas_update
 from common.errors import Conflict, NotFound
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, Patient
+from scheduling.services.features import feature_enabled
 
 from .. import eligibility, matcher
 from ..decisions import Decision, get_decision_provider
 from ..locks import lock_offer_chain
-from ..models import DecisionGate, EntryStatus, Offer, OfferClaimReceipt, OfferStatus, Vacancy, WaitlistPolicy
+from ..models import (
+    DISPATCHABLE_VACANCY_STATUSES,
+    DecisionGate,
+    EntryStatus,
+    Offer,
+    OfferClaimReceipt,
+    OfferStatus,
+    Vacancy,
+    WaitlistEntry,
+    WaitlistPolicy,
+)
 from ..windows import late_acceptable
 from ._shared import actor_label, event_append
 from .fence import RESTART, fenced
@@ -54,6 +65,7 @@ _REFUSALS = {
     "ENTRY_NOT_WAITING": "The waiting-list entry is no longer waiting.",
     "NOT_ELIGIBLE": "The time no longer fits the waiting-list entry.",
     "DECISION_STALE": "The booking decision for this patient is not fresh.",
+    "WAITLIST_DISABLED": "The waiting list is switched off for this clinic.",
 }
 
 
@@ -61,9 +73,22 @@ def _refuse(code: str) -> Conflict:
     return Conflict(_REFUSALS[code], code=code)
 
 
+def late_yes_drop(vacancy: Vacancy, old: Offer, *, code: str, correlation_id: str, now: datetime) -> None:
+    """Under the vacancy's lock: the kept yes of ``old`` is over (its take-up was refused with ``code``), with a
+    ``LATE_YES_DROPPED`` event; a yes another transaction replaced or used up meanwhile is left alone."""
+    with transaction.atomic():
+        if not Vacancy.objects.select_for_update(no_key=True).filter(pk=vacancy.pk, late_yes_offer_id=old.pk).exists():
+            return
+        Vacancy.objects.filter(pk=vacancy.pk).update(late_yes_offer=None)
+        event_append(offer=old, from_status=old.status, to_status=old.status, reason_code="LATE_YES_DROPPED",
+                     actor="system:dispatch", correlation_id=correlation_id, now=now,
+                     detail={"vacancy": vacancy.ref, "refusal": code})
+
+
 def offer_late_accept(
     *, clinic: Clinic, offer_ref: str, patient: Patient | None = None, actor=None, correlation_id: str = "",
     now: datetime | None = None, request_booking: bool = False, idempotency_key: str | None = None,
+    system_label: str = "",
 ) -> LateAccept:
     """Take up an offer that ended unanswered (``late_acceptable``): a new offer of the same vacancy to the same
     entry, claimed at once (its hold ACCEPTED), with a ``LATE_ACCEPTED`` audit row. An offer still OFFERED past its
@@ -73,7 +98,9 @@ def offer_late_accept(
     looks missing). Refusals are 409s (``_REFUSALS``) and change nothing."""
     now = now or timezone.now()
     correlation_id = correlation_id or new_correlation_id()
-    label = "patient" if patient is not None else actor_label(actor, "late_accept")
+    label = system_label or ("patient" if patient is not None else actor_label(actor, "late_accept"))
+    if not feature_enabled("waitlist", clinic):
+        raise _refuse("WAITLIST_DISABLED")  # no new offer while the clinic's waiting list is off (invariant 8)
     with transaction.atomic():
         locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
         old = locks.offer
@@ -92,7 +119,11 @@ def offer_late_accept(
             close_offer(locks, to_status=OfferStatus.EXPIRED, reason_code="EXPIRED", actor="system:expire",
                         correlation_id=correlation_id, now=now)
         locked, early = fenced(locks.vacancy, now)
+        if locked.status not in DISPATCHABLE_VACANCY_STATUSES:
+            raise _refuse("SLOT_GONE")  # filled (its booked offer still counts as active) or closed
         if early is not None and early.outcome == "ALREADY_OFFERED":
+            if early.offer is None or early.offer.status != OfferStatus.OFFERED:
+                raise _refuse("SLOT_GONE")  # someone said yes to it: the time is theirs
             return _keep(locked, old, locks.entry, policy, actor=actor, actor_label=label,
                          correlation_id=correlation_id, now=now)
         if early is not None:
@@ -101,6 +132,8 @@ def offer_late_accept(
         receipt = offer_claim(clinic=clinic, offer_ref=new.ref, expected_version=new.version, patient=patient,
                               actor=actor, correlation_id=correlation_id, now=now, request_booking=request_booking,
                               idempotency_key=idempotency_key)
+        if locks.entry.asked_last_since is not None:  # they answered, if late (the entry's lock is held)
+            WaitlistEntry.objects.filter(pk=locks.entry.pk).update(asked_last_since=None)
         audit_record(actor=actor, action="waitlist.offer_late_accept", clinic=clinic, target_ref=new.ref,
                      reason="LATE_ACCEPTED", correlation_id=correlation_id, system_label="late_accept",
                      result={"renews": old.ref, "vacancy": locks.vacancy.ref, "hold": receipt.hold_ref})

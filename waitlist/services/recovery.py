@@ -102,8 +102,9 @@ def vacancy_reopen(*, clinic: Clinic, vacancy_ref: str, actor, reason: str, now:
         if vacancy.starts_at <= now:
             raise Conflict("The vacancy's time has started.", code="VACANCY_STARTED")
         if vacancy.status != VacancyStatus.OPEN:
+            # A late yes kept before the close is over with it (the patient's page said the time ended).
             cas_update(vacancy, expected_status=vacancy.status, status=VacancyStatus.OPEN, close_reason="",
-                       review_entry=None)
+                       review_entry=None, late_yes_offer=None)
         command_audit(vacancy, action="vacancy_reopen", actor=actor, clinic=clinic, reason=reason,
                       correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="recover")
         queue_dispatch(vacancy.pk)

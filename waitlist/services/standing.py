@@ -184,7 +184,8 @@ def standing_release(
         cas_update(offer, expected_status=OfferStatus.ACCEPTED, status=OfferStatus.WITHDRAWN,
                    reason_code="STANDING_RELEASED")
         _entry_waits_again(locks, now=now)
-        cas_update(vacancy, expected_status=VacancyStatus.FILLED, status=VacancyStatus.OPEN, exhausted_at=None)
+        cas_update(vacancy, expected_status=VacancyStatus.FILLED, status=VacancyStatus.OPEN, exhausted_at=None,
+                   late_yes_offer=None)
         queue_dispatch(vacancy.pk)
         label = "patient" if patient is not None else actor_label(actor, "release")
         detail = {"appointment": appointment.ref, "vacancy": vacancy.ref}
