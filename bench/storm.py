@@ -645,7 +645,12 @@ def limits_note(d: dict) -> str:
         + f"(p50 {fmt(fn['p50']['median'])} ms). The webhook provider keeps one connection to the gateway per "
         f"worker process (`common.notify._session`, keep-alive) instead of opening one per notice: in a one-run "
         f"comparison on the same quiet machine that took the first notice from p50 508 / p99 3,702 ms to 199 / "
-        f"536 ms and the notices from 16.2 to 17.9 a second (below and above the cancellations' 16.7). "
+        f"536 ms and the notices from 16.2 to 17.9 a second (below and above the cancellations' 16.7). The worker "
+        f"also keeps its database connection across tasks (`CELERY_DB_REUSE_MAX`, `config/celery.py`): Celery's "
+        f"Django fixup closed it after every task, so each dispatch and delivery opened a PostgreSQL backend and "
+        f"prepared its statements again. Alternating one-run quick storms on one machine (2026-12-02, pgbench "
+        f"2,596–3,696 tps), closing after each task / keeping it: first notice p50 11,252 / 53 ms and 8,032 / 30 "
+        f"ms, notices 10.5 / 16.9 and 12.7 / 18.6 a second, CPU per cancellation 103 / 84 and 88 / 69 ms. "
         f"The figure to compare between machines is the "
         f"notices per second against pgbench's tps in the same run "
         f"({fmt(d['notices_per_s']['median'])} ÷ {fmt(d['pgbench_tps']['median'])} = "
@@ -666,11 +671,13 @@ def limits_note(d: dict) -> str:
         + (f"Not measured at full scale here ({5_000:,} cancellations in 2 minutes is {5_000 / 120:.0f}/s, "
            + ("beyond" if 5_000 / 120 > 2000 / total else "within")
            + " what the CPU figure allows on 2 cores). One full-scale run on 2026-12-02 (`BENCH_SCALE=full "
-           "BENCH_STORM_RUNS=1`, not kept): 10.8 notices/s against 41.7 cancellations/s, 53.8 ms of CPU per "
-           "cancellation (web 18.4, worker 28.9, PostgreSQL 5.8), load average 4.8: the queue grew for the whole "
-           "storm (first notice p50 144 s, p99 322 s, 788 vacancies still without a notice when the drain gave "
-           "up), console p99 18.8 s, claims p99 538 ms, invariants held: 41.7 cancellations/s at 53.8 ms ask for "
-           "2.24 cores of 2, and the worker's share (dispatch and delivery) is the largest."
+           "BENCH_STORM_RUNS=1`, not kept), with the worker keeping its database connection across tasks "
+           "(`CELERY_DB_REUSE_MAX`; before it, Celery closed it after every task and each dispatch and delivery "
+           "paid a new backend and re-prepared its statements: 10.8 notices/s and 788 vacancies still without a "
+           "notice when the drain gave up): 17.9 notices/s against 41.7 cancellations/s, 64.5 ms of CPU per "
+           "cancellation (web 18.7, worker 31.6, PostgreSQL 13.5), every vacancy notified in the end but the "
+           "queue grew for the whole storm (first notice p50 91 s, p99 184 s), console p99 22.9 s, claims p99 "
+           "779 ms, invariants held: 41.7 cancellations/s at that cost ask for 2.7 cores of 2."
            if d["cancellations"] < 5_000 else "")
     )
 

@@ -2,7 +2,7 @@
 
 import os
 
-from celery import Celery
+from celery import Celery, signals
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 
@@ -19,3 +19,15 @@ def _add_steps() -> None:
 
 
 _add_steps()
+
+
+@signals.task_prerun.connect
+def _fresh_connection(**_kwargs) -> None:
+    """Before each task, drop a connection that errored or outlived CONN_MAX_AGE (health checks on: the first
+    query of the task checks a reused one), since the worker keeps connections across tasks
+    (``CELERY_DB_REUSE_MAX``). A task run eagerly inside a caller's transaction keeps the caller's connection."""
+    from django.db import connections
+
+    for conn in connections.all(initialized_only=True):
+        if not conn.in_atomic_block:
+            conn.close_if_unusable_or_obsolete()
