@@ -346,24 +346,20 @@ def accept(world: World, offer_ref: str, now: datetime) -> str:
 
 def late_accept(world: World, offer_ref: str, now: datetime) -> str:
     """The claim page's accept after the offer ended unanswered: the product takes the time up again while it
-    is free (``offer_late_accept``), then books at once. Returns BOOKED or the refusal code."""
-    from waitlist.services import offer_book, offer_late_accept
+    is free, then books it (``offer_late_accept_and_book``, as the claim page). Returns BOOKED, KEPT (the time is
+    offered to someone else: dispatch takes the yes up if it comes back) or the refusal code."""
+    from waitlist.models import Offer
+    from waitlist.services import offer_late_accept_and_book
 
-    offer = _offer_of(world, offer_ref)
+    patient = Offer.objects.select_related("patient").get(clinic=world.clinic, ref=offer_ref).patient
     try:
-        renewed = offer_late_accept(clinic=world.clinic, offer_ref=offer_ref, patient=offer.patient, now=now)
-        if renewed.kept:
-            return "KEPT"  # the time is offered to someone else: dispatch takes the yes up if it comes back
-        offer_book(clinic=world.clinic, hold_ref=renewed.offer.hold.ref, now=now)
+        renewed, booked = offer_late_accept_and_book(clinic=world.clinic, offer_ref=offer_ref, patient=patient,
+                                                     now=now)
     except DomainError as exc:
         return exc.code
-    return "BOOKED"
-
-
-def _offer_of(world: World, offer_ref: str):
-    from waitlist.models import Offer
-
-    return Offer.objects.select_related("patient").get(clinic=world.clinic, ref=offer_ref)
+    if renewed.kept:
+        return "KEPT"
+    return "BOOKED" if booked.booked else booked.booking_error or "NOT_BOOKED"
 
 
 def decline(world: World, offer_ref: str, now: datetime) -> str:

@@ -208,14 +208,17 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
         return _render(request, offer, "waitlist/claim.html")
 
 
-def _again(request: HttpRequest, offer: Offer) -> HttpResponse:
-    """After a command changed (or refused to change) the offer: read it again and say what is true. A
-    decline (this one, or a double submit) is the answer to the patient's POST, so it is a 200."""
+def _again(request: HttpRequest, offer: Offer, *, late: bool = False, late_refused: bool = False) -> HttpResponse:
+    """After a command changed (or refused to change) the offer: read it again (the renewal a late accept made,
+    if any) and say what is true. A decline (this one, or a double submit) and a late accept (``late``) are the
+    answer to the patient's POST, so they are a 200."""
     fresh = _load(offer.ref, offer.entry.ref)
     if fresh is None:
         return _gone(request, 404, translation.get_language())
+    fresh = renewal_of(fresh)
     outcome = claim_outcome(fresh)
-    return _render_outcome(request, fresh, outcome, status=200 if outcome.state == ClaimState.DECLINED else None)
+    status = 200 if late or outcome.state == ClaimState.DECLINED else None
+    return _render_outcome(request, fresh, outcome, status=status, late_refused=late_refused)
 
 
 def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
@@ -232,11 +235,7 @@ def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpRe
         except Conflict as exc:
             refused = True
             logger.info("claim page: offer %s not taken up late: %s", offer.ref, exc.code)
-        fresh = _load(offer.ref, offer.entry.ref)
-        if fresh is None:
-            return _gone(request, 404, translation.get_language())
-        fresh = renewal_of(fresh)
-        return _render_outcome(request, fresh, claim_outcome(fresh), status=200, late_refused=refused)
+        return _again(request, offer, late=True, late_refused=refused)
     if outcome.state not in (ClaimState.OPEN, ClaimState.HELD, ClaimState.BOOKED):
         return _render_outcome(request, offer, outcome)
     try:

@@ -105,7 +105,8 @@ class EntryStandingAcceptanceView(ClinicAPIView):
 class OfferLateAcceptView(ClinicAPIView):
     """(I) The patient's yes after their offer ended unanswered, on their word (they called): while the time is
     still free, a new offer of it is made and claimed (``renews``: the ended one), and booked at once under
-    ``confirmation=ON_ACCEPT``. 409 LATE_ACCEPT_OFF, OFFER_NOT_EXPIRED, LATE_ACCEPT_NOT_APPLICABLE, SLOT_TOO_SOON,
+    ``confirmation=ON_ACCEPT``; while it is offered to someone else the yes is KEPT. 409 WAITLIST_DISABLED,
+    LATE_ACCEPT_OFF, OFFER_NOT_EXPIRED, LATE_ACCEPT_NOT_APPLICABLE, SLOT_TOO_SOON,
     SLOT_OFFERED, SLOT_GONE, ENTRY_NOT_WAITING, NOT_ELIGIBLE, DECISION_STALE."""
 
     @extend_schema(request=None, responses=_ok("{offer, renews, status, hold, hold_expires_at, receipt, appointment}"))

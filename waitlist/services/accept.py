@@ -46,8 +46,8 @@ def offer_claim_and_book(*, offer: Offer, correlation_id: str = "") -> AcceptRes
     return _book(offer, hold_ref, book_now=book_now, correlation_id=correlation_id)
 
 
-def offer_late_accept_and_book(*, clinic, offer_ref: str, patient=None, actor=None, correlation_id: str = ""
-                               ) -> tuple[LateAccept, AcceptResult]:
+def offer_late_accept_and_book(*, clinic, offer_ref: str, patient=None, actor=None, correlation_id: str = "",
+                               now=None, system_label: str = "") -> tuple[LateAccept, AcceptResult]:
     """An accept of an offer that ended unanswered while its time is still free (``late_accept.offer_late_accept``:
     a new offer, claimed), then, under ``confirmation=ON_ACCEPT``, the booking as for any accept. The claim page
     passes its ``patient``, the API its ``actor``. A yes kept while the time is offered to someone else books
@@ -55,12 +55,12 @@ def offer_late_accept_and_book(*, clinic, offer_ref: str, patient=None, actor=No
     is returned, not raised (reconcile finishes the booking)."""
     correlation_id = correlation_id or new_correlation_id()
     book_now = policy_current(clinic=clinic).confirmation == Confirmation.ON_ACCEPT
-    renewed = offer_late_accept(clinic=clinic, offer_ref=offer_ref, patient=patient, actor=actor,
-                                correlation_id=correlation_id, request_booking=book_now)
+    renewed = offer_late_accept(clinic=clinic, offer_ref=offer_ref, patient=patient, actor=actor, now=now,
+                                correlation_id=correlation_id, request_booking=book_now, system_label=system_label)
     if renewed.kept:
         return renewed, AcceptResult(hold_ref="", booked=False)
     return renewed, _book(renewed.offer, renewed.offer.hold.ref, book_now=book_now, correlation_id=correlation_id,
-                          actor=actor)
+                          actor=actor, now=now)
 
 
 def late_yes_take_up(vacancy, *, now=None, correlation_id: str = "") -> DispatchResult | None:
@@ -72,11 +72,10 @@ def late_yes_take_up(vacancy, *, now=None, correlation_id: str = "") -> Dispatch
     if old is None:
         return None
     correlation_id = correlation_id or new_correlation_id()
-    book_now = policy_current(clinic=old.clinic).confirmation == Confirmation.ON_ACCEPT
     try:
-        renewed = offer_late_accept(clinic=old.clinic, offer_ref=old.ref, patient=old.patient, now=now,
-                                    correlation_id=correlation_id, request_booking=book_now,
-                                    system_label="system:dispatch")
+        renewed, booked = offer_late_accept_and_book(clinic=old.clinic, offer_ref=old.ref, patient=old.patient,
+                                                     now=now, correlation_id=correlation_id,
+                                                     system_label="system:dispatch")
     except DomainError as exc:
         logger.info("vacancy %s: late yes of %s not taken up: %s", vacancy.ref, old.ref, exc.code)
         late_yes_drop(vacancy, old, code=exc.code, correlation_id=correlation_id, now=now or timezone.now())
@@ -84,16 +83,16 @@ def late_yes_take_up(vacancy, *, now=None, correlation_id: str = "") -> Dispatch
         return None
     if renewed.kept:
         return DispatchResult("ALREADY_OFFERED", None)  # another offer landed meanwhile: the yes waits on
-    booked = _book(renewed.offer, renewed.offer.hold.ref, book_now=book_now, correlation_id=correlation_id)
     return DispatchResult("BOOKED" if booked.booked else "OFFERED", renewed.offer)
 
 
-def _book(offer: Offer, hold_ref: str, *, book_now: bool, correlation_id: str, actor=None) -> AcceptResult:
+def _book(offer: Offer, hold_ref: str, *, book_now: bool, correlation_id: str, actor=None, now=None
+          ) -> AcceptResult:
     if not book_now:
         return AcceptResult(hold_ref=hold_ref, booked=False)
     try:
         appointment, _created = booking.offer_book(clinic=offer.clinic, hold_ref=hold_ref,
-                                                   correlation_id=correlation_id, actor=actor)
+                                                   correlation_id=correlation_id, actor=actor, now=now)
     except DomainError as exc:
         # The hold stays ACCEPTED; reconcile finishes this booking once, then flags it for staff.
         logger.warning("claim page: booking of hold %s left to reconcile: %s", hold_ref, exc.code)

@@ -17,7 +17,6 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from common.cas import cas_update
 from common.errors import Conflict, NotFound
 from common.services import audit_record, new_correlation_id
 from scheduling.models import Clinic, Patient
@@ -74,12 +73,12 @@ def _refuse(code: str) -> Conflict:
 
 
 def late_yes_drop(vacancy: Vacancy, old: Offer, *, code: str, correlation_id: str, now: datetime) -> None:
-    """Under the vacancy's lock: the kept yes of ``old`` is over (its take-up was refused with ``code``), with a
-    ``LATE_YES_DROPPED`` event; a yes another transaction replaced or used up meanwhile is left alone."""
+    """The kept yes of ``old`` is over (its take-up was refused with ``code``): cleared, with a
+    ``LATE_YES_DROPPED`` event, in one conditional UPDATE (which takes the vacancy's lock); a yes another
+    transaction replaced or used up meanwhile is left alone."""
     with transaction.atomic():
-        if not Vacancy.objects.select_for_update(no_key=True).filter(pk=vacancy.pk, late_yes_offer_id=old.pk).exists():
+        if not Vacancy.objects.filter(pk=vacancy.pk, late_yes_offer_id=old.pk).update(late_yes_offer=None):
             return
-        Vacancy.objects.filter(pk=vacancy.pk).update(late_yes_offer=None)
         event_append(offer=old, from_status=old.status, to_status=old.status, reason_code="LATE_YES_DROPPED",
                      actor="system:dispatch", correlation_id=correlation_id, now=now,
                      detail={"vacancy": vacancy.ref, "refusal": code})
@@ -132,8 +131,7 @@ def offer_late_accept(
         receipt = offer_claim(clinic=clinic, offer_ref=new.ref, expected_version=new.version, patient=patient,
                               actor=actor, correlation_id=correlation_id, now=now, request_booking=request_booking,
                               idempotency_key=idempotency_key)
-        if locks.entry.asked_last_since is not None:  # they answered, if late (the entry's lock is held)
-            WaitlistEntry.objects.filter(pk=locks.entry.pk).update(asked_last_since=None)
+        _answered(locks.entry)
         audit_record(actor=actor, action="waitlist.offer_late_accept", clinic=clinic, target_ref=new.ref,
                      reason="LATE_ACCEPTED", correlation_id=correlation_id, system_label="late_accept",
                      result={"renews": old.ref, "vacancy": locks.vacancy.ref, "hold": receipt.hold_ref})
@@ -155,14 +153,20 @@ def _keep(locked: Vacancy, old: Offer, entry, policy: WaitlistPolicy, *, actor, 
                              waived=eligibility.LATE_ACCEPT_WAIVED) is not None:
         raise _refuse("NOT_ELIGIBLE")
     Vacancy.objects.filter(pk=locked.pk).update(late_yes_offer=old)
-    if entry.asked_last_since is not None:
-        cas_update(entry, expected_status=entry.status, asked_last_since=None)  # they answered, if late
+    _answered(entry)
     event_append(offer=old, from_status=old.status, to_status=old.status, reason_code="LATE_YES_KEPT",
                  actor=actor_label, correlation_id=correlation_id, now=now, detail={"vacancy": locked.ref})
     audit_record(actor=actor, action="waitlist.offer_late_accept", clinic=locked.clinic, target_ref=old.ref,
                  reason="LATE_YES_KEPT", correlation_id=correlation_id, system_label="late_accept",
                  result={"vacancy": locked.ref})
     return LateAccept(old, None, kept=True)
+
+
+def _answered(entry: WaitlistEntry) -> None:
+    """Under the entry's lock: a late yes is an answer, so a patient asked last is back in their place (a marker,
+    like ``asked_last_since`` itself: no version bump; the claim may have moved the row's version already)."""
+    if entry.asked_last_since is not None:
+        WaitlistEntry.objects.filter(pk=entry.pk).update(asked_last_since=None)
 
 
 def _renew(locked: Vacancy, old: Offer, entry, policy: WaitlistPolicy, *, now: datetime, actor_label: str,
