@@ -193,7 +193,7 @@ def _our_worker(cursor_name: str, constraints: dict, go, out) -> None:
     # Start-up before the start signal: imports, the CRM stub, the connection and its backend.
     from reevaluation.assessment import canonical, parse_document  # noqa: F401
     from reevaluation.crm_stub import stub_document  # noqa: F401
-    from reevaluation.services.worker import work_round
+    from reevaluation.services.rounds import work_round
 
     crm = ZeroLatencyCRM(constraints)
     with connection.cursor() as cursor:
@@ -776,25 +776,36 @@ def run() -> Result:
     return result
 
 
-#: Issue 27 part 3, measured once with ``python -m bench.reevaluation_profile`` (not re-run by ``make bench``).
+#: Issue 27 part 3, measured with ``python -m bench.reevaluation_profile`` (not re-run by ``make bench``).
 REAL_WORK_LAYERS_NOTE = (
-    '**Real work, per layer (issue 27 part 3; measured, not re-run by `make bench`).** `python -m '
-    'bench.reevaluation_profile 200` runs 195 real-work jobs (a HELD appointment replaced each) with the '
-    'inline worker under cProfile and counts every statement. On 2026-12-02 at 00:08 UTC, on this 2-core '
-    'machine shared with other work (load average about 30: every figure is several times an idle '
-    "machine's, the split is what travels): one job is 30 SQL statements, and about 62 % of its wall time"
-    " is inside `cursor.execute` (round trips to a CPU-starved PostgreSQL); by layer, of the job's time: "
-    'the decision and its apply (`_decide_all`) 47 %, most of it replacing the HELD appointment '
-    '(`_replace` 35 %: `appointment_cancel` 20 %, `appointment_book` 12 %); the CONFIRMED-untouched '
-    "digest read before and after it (`_confirmed_digest`) 12 %; reading the scope's appointments "
-    "(`_eligible`) 9 %; writing the outcome rows and the job's state (`_finish_completed`) 9 %; the "
-    'completion notice 3 %, the policy advance 2 %; the CRM fetch with its verification and parse well '
-    "under 1 %. Python's share is mostly the ORM building statements (`as_sql`, `build_filter`: about 15 "
-    '% of the wall). 300 jobs/s for one process leaves about 3.3 ms a job: with 30 statements each, that '
-    'needs the statements per job cut several-fold (the cancel and the book as one statement each, the '
-    'digest folded into the scope read, the outcome rows in one insert), which was not attempted here: '
-    'the reevaluation services are other work in progress, and the guarantee (CONFIRMED untouched, every '
-    'outcome as today) is what those statements check.'
+    '**Real work, per layer, before and after (issue 27 part 3; measured, not re-run by `make bench`).** '
+    '`python -m bench.reevaluation_profile 300` runs 295 real-work jobs (a HELD appointment replaced each, one '
+    'clinic, rounds of 50) with the inline worker under cProfile and counts and times every statement '
+    '(`--plain`: the same without cProfile). Both runs on 2026-12-03 on this 2-core machine, load average '
+    'about 1. **Before** (each job written back alone, `worker.job_complete`): 31.1 statements a job, twelve '
+    'of them `SAVEPOINT`/`RELEASE` pairs of nested scheduling commands; 35.1 ms a job without cProfile (28 '
+    'jobs/s in this harness, 76 in the bench\'s shape), 55.5 ms under it, of which 18.3 ms inside '
+    '`cursor.execute`. By layer, per job under cProfile: the decision and its apply (`_decide_all`) 20.2 ms, '
+    'most of it replacing the HOLD (`_replace` 15.1: `appointment_cancel` 10.0, `appointment_book` 4.5); the '
+    'CONFIRMED digest, three reads (7.2); outcome rows and the job\'s state (5.0); the completion notice '
+    '(1.5); the policy advance (0.7); the CRM fetch and parse under 0.1. The time was Django building '
+    'statements (a 6-table `select_related` costs about 2 ms of Python and 1 ms of PostgreSQL planning on '
+    'this machine) and round trips, not PostgreSQL executing them. **After** (`rounds._complete_held_batch`: '
+    'a round\'s jobs whose scopes hold only HELD appointments that the assessment keeps or moves to its first '
+    'fitting combination, in a clinic applying HELD outcomes, share one transaction): about 20 statements for '
+    'the whole round, 0.5 a job; 2.3 ms a job without cProfile (433 jobs/s in this harness), 4.2 ms under it, '
+    '1.9 ms inside `cursor.execute`. By layer, per job under cProfile: the fair claim (`dispatch_round`) 0.52 '
+    'ms; the batch 3.57 ms: the scopes\' appointments in one read 0.42, the CONFIRMED digest before and after '
+    '0.25, practitioners and treatments once 0.13, heads and jobs locked 0.09, the policy advance 0.03, '
+    'every cancel and rebook in one scheduling command (`appointments_replace_held`: allocations locked, one '
+    'UPDATE for the cancels and their releases, one INSERT of the new rows, one of their allocations under '
+    'the exclusion constraints) 1.21, live proposals superseded 0.12, the jobs completed in one UPDATE 0.15, '
+    'the rest the outcome and outbox rows in one INSERT each. What it does not cover (a PROPOSED appointment, '
+    'a gone target, a future CONFIRMED one that no longer fits, no fitting combination, a taken slot, a row '
+    'changed since it was read, a newer head, another mode) undoes the batch or leaves the job out, and the '
+    'one-by-one path decides as before: the outcomes are the same (`tests/reevaluation/test_held_batch.py`, '
+    'with a race against staff confirming one of the holds). What limits the rest: model instances and '
+    'PostgreSQL\'s share of the round trips, about half each.'
 )
 
 

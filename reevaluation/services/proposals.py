@@ -166,10 +166,20 @@ def proposal_open(*, job, appointment: Appointment, trigger: str, specs: list[di
 
 def supersede_live(*, clinic_id: int, appointment_refs: list[str], now: datetime) -> int:
     """A newer reevaluation of the same appointment: its live proposals end SUPERSEDED and release their holds."""
+    return supersede_live_many(refs_by_clinic={clinic_id: appointment_refs}, now=now)
+
+
+def supersede_live_many(*, refs_by_clinic: dict[int, list[str]], now: datetime) -> int:
+    """``supersede_live`` for the appointments of several clinics in one locking read."""
+    scope = Q()
+    for clinic_id, refs in sorted(refs_by_clinic.items()):
+        scope |= Q(clinic_id=clinic_id, appointment_ref__in=refs)
+    if not scope:
+        return 0
     ended = 0
     for proposal in (
         AppointmentProposal.objects.select_for_update(no_key=True)
-        .filter(clinic_id=clinic_id, appointment_ref__in=appointment_refs, state__in=LIVE_PROPOSAL_STATES)
+        .filter(scope, state__in=LIVE_PROPOSAL_STATES)
         .order_by("pk")
     ):
         _end(proposal, ProposalState.SUPERSEDED, now=now, code="SUPERSEDED")

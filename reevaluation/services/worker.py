@@ -24,9 +24,8 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from common.cas import cas_update_all, transition_sources
+from common.cas import cas_update_all
 from common.errors import Conflict, NotFound, SlotOccupied
-from common.models import OutboxMessage
 from common.services import new_correlation_id, outbox_enqueue
 from scheduling.models import (
     Appointment,
@@ -56,7 +55,7 @@ from ..models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-from .dispatch import Claim, dispatch_round
+from .dispatch import Claim
 from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
 from .modes import privacy_stop, quarantine_watch, settings_for
 from .proposals import proposal_open, supersede_live
@@ -150,39 +149,6 @@ def job_run_claimed(claim: Claim, *, client: AssessmentClient | None = None, hea
     return _run(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=heartbeat)
 
 
-def work_round(
-    *,
-    client: AssessmentClient | None = None,
-    global_limit: int | None = None,
-    per_clinic_limit: int | None = None,
-    cursor_name: str = "default",
-) -> Counter:
-    """Claim one fair round for this process and run every claim inline; counts the results.
-
-    For an inline worker next to a fast CRM (the benchmark): the claim is the lease, so there is no
-    take-over per job. The assessments are fetched first (no transaction open, no heartbeat: a round
-    that outlasts its leases is rescued and run again, never written twice); the jobs whose scopes
-    have nothing to decide are then completed together in one transaction of five statements
-    (``_complete_quiet_batch``), the rest one by one as ``job_run`` does. Celery workers keep
-    ``job_run`` (a task message may be redelivered, and only the first delivery may take the lease).
-    """
-    client = client or AssessmentClient()
-    claims = dispatch_round(
-        global_limit=global_limit, per_clinic_limit=per_clinic_limit, cursor_name=cursor_name, for_worker=True
-    )
-    results: Counter = Counter()
-    fetched: list[tuple[Claim, Assessment]] = []
-    for claim in claims:
-        assessment = _fetch(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=False)
-        if isinstance(assessment, str):
-            results[assessment] += 1
-        else:
-            fetched.append((claim, assessment))
-    for claim, assessment in _complete_quiet_batch(fetched, results):
-        results[_write_back(claim.fence, claim.own_job, assessment)] += 1
-    return results
-
-
 def _load(job_id: int) -> ReevaluationJob:
     job = ReevaluationJob.objects.select_related("clinic__tenant_group").get(pk=job_id)
     job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
@@ -190,11 +156,13 @@ def _load(job_id: int) -> ReevaluationJob:
 
 
 def _run(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> str:
-    assessment = _fetch(fence, job, head, client=client, heartbeat=heartbeat)
-    return assessment if isinstance(assessment, str) else _write_back(fence, job, assessment)
+    assessment = fetch_assessment(fence, job, head, client=client, heartbeat=heartbeat)
+    return assessment if isinstance(assessment, str) else write_back(fence, job, assessment)
 
 
-def _fetch(fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool) -> Assessment | str:
+def fetch_assessment(
+    fence: Fence, job: ReevaluationJob, head: int | None, *, client, heartbeat: bool
+) -> Assessment | str:
     """The job's assessment, or the job's resulting state when there is none to write back."""
     if head is not None and job.revision < head:
         return _finish_stale(fence)
@@ -211,7 +179,7 @@ def _fetch(fence: Fence, job: ReevaluationJob, head: int | None, *, client, hear
         return job_quarantine(fence, error=exc)
 
 
-def _write_back(fence: Fence, job: ReevaluationJob, assessment: Assessment) -> str:
+def write_back(fence: Fence, job: ReevaluationJob, assessment: Assessment) -> str:
     try:
         return job_complete(fence, assessment=assessment, job=job)
     except PolicyWentBack:
@@ -309,7 +277,7 @@ class Decision:
     proposal: Any = None  # the AppointmentProposal made to the patient, if any
 
 
-def _fits(appt: Appointment, c: Constraints) -> bool:
+def fits(appt: Appointment, c: Constraints) -> bool:
     minutes = (appt.ends_at - appt.starts_at).total_seconds() / 60
     return (
         (c.required_practitioner is None or appt.practitioner.ref == c.required_practitioner)
@@ -371,7 +339,7 @@ def _replace(appt: Appointment, spec: dict, *, status: str, reason: str) -> Appo
 
 
 def _decide_proposed(appt: Appointment, a: Assessment, material: bool, apply: bool) -> Decision:
-    if not material or _fits(appt, a.constraints):
+    if not material or fits(appt, a.constraints):
         return Decision(appt, Outcome.SKIPPED_UNCHANGED)
     specs = _replacement_specs(appt, a.constraints)
     if not specs:
@@ -386,7 +354,7 @@ def _decide_proposed(appt: Appointment, a: Assessment, material: bool, apply: bo
 def _decide_held(appt: Appointment, a: Assessment, material: bool, apply: bool) -> Decision:
     if not material:
         return Decision(appt, Outcome.SKIPPED_UNCHANGED)
-    if _fits(appt, a.constraints):
+    if fits(appt, a.constraints):
         return Decision(appt, Outcome.HOLD_KEPT)
     for spec in _replacement_specs(appt, a.constraints):
         try:
@@ -410,13 +378,20 @@ def _decide_held(appt: Appointment, a: Assessment, material: bool, apply: bool) 
     return Decision(appt, Outcome.FALLBACK_TO_PROPOSED, applied=True)
 
 
-def _confirmed_digest(clinic_id: int, fingerprint: str, pks: set[int] | None = None) -> dict:
-    queryset = Appointment.objects.filter(clinic_id=clinic_id)
-    if pks is None:
-        queryset = queryset.filter(patient__crm_fingerprint=fingerprint, status=AppointmentStatus.CONFIRMED)
-    else:
-        queryset = queryset.filter(pk__in=pks)
-    return {row["id"]: row for row in queryset.values()}
+def confirmed_digest(scopes: list[tuple[int, str]]) -> dict:
+    """Every column of the CONFIRMED appointments of the scopes' patients ((clinic id, fingerprint) pairs),
+    by id: equal before and after a write-back, or a CONFIRMED row was changed, left CONFIRMED or was made.
+    One SELECT over the clinics and fingerprints, the pairs kept here."""
+    wanted = set(scopes)
+    rows = (
+        Appointment.objects.filter(
+            clinic_id__in={c for c, _ in wanted}, patient__crm_fingerprint__in={f for _, f in wanted},
+            status=AppointmentStatus.CONFIRMED,
+        )
+        .annotate(scope_fingerprint=F("patient__crm_fingerprint"))
+        .values()
+    )
+    return {row["id"]: row for row in rows if (row["clinic_id"], row["scope_fingerprint"]) in wanted}
 
 
 def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob | None = None) -> str:
@@ -438,41 +413,46 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
         if head is not None and job.revision < head.revision:
             return _finish_stale(fence)
         mode = _policy_advance(job, assessment)
-        confirmed_before = _confirmed_digest(job.clinic_id, job.fingerprint)
+        scope = [(job.clinic_id, job.fingerprint)]
+        confirmed_before = confirmed_digest(scope)
         decisions = _decide_all(job, assessment, mode, current)
         decisions += _decide_confirmed(job, assessment, mode, confirmed, decisions, now)
         _open_proposals(job, assessment, decisions, now)
-        confirmed_after = _confirmed_digest(job.clinic_id, job.fingerprint, set(confirmed_before))
-        if confirmed_after != confirmed_before or len(
-            _confirmed_digest(job.clinic_id, job.fingerprint)
-        ) != len(confirmed_before):
+        if confirmed_digest(scope) != confirmed_before:
             raise ConfirmedInvariantViolated(f"job {job.ref}")
-        ReevaluationOutcome.objects.bulk_create(
-            [
-                ReevaluationOutcome(
-                    tenant_group_id=job.tenant_group_id,
-                    clinic_id=job.clinic_id,
-                    job=job,
-                    appointment_ref=d.appointment.ref,
-                    status_before=d.appointment.status,
-                    outcome=d.outcome,
-                    applied=d.applied,
-                    mode=mode,
-                    replacement_ref=d.replacement_ref,
-                    assessment_ref=job.assessment_ref,
-                    assessment_hash=job.assessment_hash,
-                    proposal=d.proposal,
-                )
-                for d in decisions
-            ]
-        )
-        counts = dict(sorted(Counter(str(d.outcome) for d in decisions).items()))
+        ReevaluationOutcome.objects.bulk_create(outcome_rows(job, mode, decisions))
+        counts = outcome_counts(decisions)
         if not _finish_completed(fence, job, assessment, counts, now):
             # Cannot happen while we hold the row lock; refuse rather than guess.
             raise Conflict("The job's lease was lost.", code="LEASE_LOST")
         _completed_notice(job, assessment, mode, counts, decisions)
     logger.info("reevaluation job=%s completed mode=%s outcomes=%s", job.ref, mode, counts)
     return JobState.COMPLETED
+
+
+def outcome_rows(job: ReevaluationJob, mode: str, decisions: list[Decision]) -> list[ReevaluationOutcome]:
+    """The job's outcome rows, unsaved: one per decision."""
+    return [
+        ReevaluationOutcome(
+            tenant_group_id=job.tenant_group_id,
+            clinic_id=job.clinic_id,
+            job=job,
+            appointment_ref=d.appointment.ref,
+            status_before=d.appointment.status,
+            outcome=d.outcome,
+            applied=d.applied,
+            mode=mode,
+            replacement_ref=d.replacement_ref,
+            assessment_ref=job.assessment_ref,
+            assessment_hash=job.assessment_hash,
+            proposal=d.proposal,
+        )
+        for d in decisions
+    ]
+
+
+def outcome_counts(decisions: list[Decision]) -> dict:
+    return dict(sorted(Counter(str(d.outcome) for d in decisions).items()))
 
 
 def _complete_quiet(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -> str:
@@ -504,10 +484,10 @@ def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, n
 
 
 def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
-    outbox_enqueue(topic=JOB_COMPLETED_TOPIC, **_notice(job, assessment, mode, counts, decisions))
+    outbox_enqueue(topic=JOB_COMPLETED_TOPIC, **completion_notice(job, assessment, mode, counts, decisions))
 
 
-def _notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> dict:
+def completion_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> dict:
     """The ``job_completed`` outbox message of a job, but its topic (refs, states and counts only)."""
     return {
         "tenant_group_ref": job.tenant_group_ref,
@@ -528,145 +508,6 @@ def _notice(job, assessment: Assessment, mode: str, counts: dict, decisions: lis
             "policy_generation": assessment.policy_generation,
         },
     }
-
-
-# --- a round's quiet jobs together ----------------------------------------------------------------
-
-_COMPLETE_MANY_SQL = """
-UPDATE reevaluation_reevaluationjob AS j
-SET state = %(completed)s, outcome_counts = '{}'::jsonb, needs_staff = false, target_policy_ref = v.ref,
-    target_policy_generation = v.gen, last_failure_code = '', lease_owner = '', lease_expires_at = NULL,
-    finished_at = %(now)s, version = j.version + 1, updated_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[], %(refs)s::text[], %(gens)s::bigint[])
-    AS v(id, owner, attempt, ref, gen)
-WHERE j.id = v.id AND j.state = ANY(%(sources)s) AND j.lease_owner = v.owner AND j.attempts = v.attempt
-  AND NOT EXISTS (
-    SELECT 1 FROM reevaluation_reevaluationhead h
-    WHERE h.clinic_id = j.clinic_id AND h.tenant_group_id = j.tenant_group_id AND h.fingerprint = j.fingerprint
-      AND h.revision > j.revision)
-RETURNING j.id
-"""
-
-# The settings rows are locked in clinic order (two workers' batches never wait on each other in a cycle).
-_POLICY_MANY_SQL = """
-WITH locked AS (
-    SELECT id FROM reevaluation_clinicreevaluationsettings WHERE clinic_id = ANY(%(clinics)s)
-    ORDER BY clinic_id FOR NO KEY UPDATE)
-UPDATE reevaluation_clinicreevaluationsettings AS s
-SET policy_ref = v.ref, policy_generation = v.gen, consecutive_assessment_failures = 0
-FROM unnest(%(clinics)s::bigint[], %(refs)s::text[], %(gens)s::bigint[]) AS v(clinic_id, ref, gen), locked
-WHERE s.id = locked.id AND s.clinic_id = v.clinic_id
-  AND (s.policy_generation IS NULL OR s.policy_generation < v.gen
-       OR (s.policy_generation = v.gen AND s.policy_ref = v.ref))
-RETURNING s.clinic_id, s.mutation_mode
-"""
-
-_SETTLE_MANY_SQL = """
-UPDATE reevaluation_reevaluationjob AS j SET needs_staff = false, version = j.version + 1
-FROM unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
-WHERE j.needs_staff AND j.clinic_id = v.clinic_id AND j.tenant_group_id = v.tenant_group_id
-  AND j.fingerprint = v.fp AND NOT (j.id = ANY(%(ids)s))
-"""
-
-
-class _BatchAbort(Exception):
-    """A clinic's policy would move back: undo the batch and let each job's own write-back decide."""
-
-
-def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
-    """Complete, in one transaction, the fetched jobs whose scopes have nothing to decide (what
-    ``_complete_quiet`` does for one job, a statement per step for all); returns the pairs left for
-    the one-by-one write-back (scopes with appointments, a newer head, a lost lease, a policy
-    that would move back, or a clinic whose jobs name different policies)."""
-    policies: dict[int, set] = {}
-    for claim, a in fetched:
-        policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
-    quiet = [
-        (c, a) for c, a in fetched
-        if not (c.own_job.held_targets or c.own_job.proposed_targets) and len(policies[c.clinic_id]) == 1
-    ]
-    if not quiet:
-        return fetched
-    now = timezone.now()
-    try:
-        with transaction.atomic():
-            busy = set(
-                Appointment.objects.filter(
-                    Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now),
-                    clinic_id__in={c.clinic_id for c, _ in quiet},
-                    patient__crm_fingerprint__in={c.own_job.fingerprint for c, _ in quiet},
-                ).values_list("clinic_id", "patient__crm_fingerprint")
-            )
-            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.own_job.fingerprint) not in busy]
-            done = _complete_many(quiet, now) if quiet else []
-            if done:
-                modes = _policy_advance_many(done)
-                _settle_many(done)
-                OutboxMessage.objects.bulk_create(
-                    OutboxMessage(
-                        topic=JOB_COMPLETED_TOPIC,
-                        correlation_id=new_correlation_id(),
-                        **_notice(c.own_job, a, modes[c.clinic_id], {}, []),
-                    )
-                    for c, a in done
-                )
-    except _BatchAbort:
-        return fetched
-    results[JobState.COMPLETED] += len(done)
-    finished = {c.job_id for c, _ in done}
-    return [(c, a) for c, a in fetched if c.job_id not in finished]
-
-
-def _complete_many(quiet: list, now) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _COMPLETE_MANY_SQL,
-            {
-                "completed": JobState.COMPLETED,
-                "sources": transition_sources(ReevaluationJob, JobState.COMPLETED, [JobState.RUNNING]),
-                "now": now,
-                "ids": [c.job_id for c, _ in quiet],
-                "owners": [c.owner for c, _ in quiet],
-                "attempts": [c.attempt for c, _ in quiet],
-                "refs": [a.policy_ref for _, a in quiet],
-                "gens": [a.policy_generation for _, a in quiet],
-            },
-        )
-        ids = {row[0] for row in cursor.fetchall()}
-    return [(c, a) for c, a in quiet if c.job_id in ids]
-
-
-def _policy_advance_many(done: list) -> dict[int, str]:
-    """``_policy_advance`` for every clinic of the batch at once; returns each clinic's mode."""
-    policy = {c.clinic_id: (a.policy_ref, a.policy_generation) for c, a in done}
-    clinics = sorted(policy)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _POLICY_MANY_SQL,
-            {
-                "clinics": clinics,
-                "refs": [policy[k][0] for k in clinics],
-                "gens": [policy[k][1] for k in clinics],
-            },
-        )
-        modes = {clinic: mode or MutationMode.DISABLED for clinic, mode in cursor.fetchall()}
-    if set(modes) != set(clinics):
-        raise _BatchAbort
-    return modes
-
-
-def _settle_many(done: list) -> None:
-    """Older needs-staff asks of the completed scopes are settled (see ``_finish_completed``)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _SETTLE_MANY_SQL,
-            {
-                "clinics": [c.clinic_id for c, _ in done],
-                "tenants": [c.own_job.tenant_group_id for c, _ in done],
-                "fps": [c.own_job.fingerprint for c, _ in done],
-                "ids": [c.job_id for c, _ in done],
-            },
-        )
 
 
 _POLICY_SQL = """
@@ -731,7 +572,7 @@ def _decide_confirmed(job: ReevaluationJob, a: Assessment, mode: str, confirmed:
     apply = _apply_modes(mode)[0]
     out: list[Decision] = []
     for appt in confirmed:
-        if appt.ref in seen or _fits(appt, a.constraints):
+        if appt.ref in seen or fits(appt, a.constraints):
             continue
         specs = _replacement_specs(appt, a.constraints)
         proposal = None

@@ -1,10 +1,12 @@
 """Scheduling commands: the only writers of scheduling rows."""
 
 from .appointments import (
+    HeldReplacement,
     appointment_book,
     appointment_cancel,
     appointment_move,
     appointment_set_status,
+    appointments_replace_held,
 )
 from .consent import consent_current, consent_record
 from .display_names import display_name_set
@@ -22,6 +24,8 @@ __all__ = [
     "appointment_cancel",
     "appointment_move",
     "appointment_set_status",
+    "appointments_replace_held",
+    "HeldReplacement",
     "clinic_grant_operate",
     "clinic_grant_decision_feed",
     "clinic_grant_role",

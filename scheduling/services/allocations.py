@@ -58,17 +58,31 @@ def allocation_insert(*, starts_at, ends_at, **fields) -> CapacityAllocation:
     return CapacityAllocation.objects.create(period=period(starts_at, ends_at), **fields)
 
 
-def allocate_for_appointment(appointment) -> CapacityAllocation:
-    return allocate(
+def _appointment_allocation(appointment) -> CapacityAllocation:
+    """The active allocation of a HELD or CONFIRMED appointment, unsaved."""
+    return CapacityAllocation(
         clinic_id=appointment.clinic_id,
         practitioner_id=appointment.practitioner_id,
         resource_id=appointment.resource_id,
         patient_id=appointment.patient_id,
-        starts_at=appointment.starts_at,
-        ends_at=appointment.ends_at,
+        period=period(appointment.starts_at, appointment.ends_at),
         kind=AllocationKind.APPOINTMENT,
         appointment=appointment,
     )
+
+
+def allocate_for_appointment(appointment) -> CapacityAllocation:
+    def write() -> CapacityAllocation:
+        allocation = _appointment_allocation(appointment)
+        allocation.save(force_insert=True)
+        return allocation
+
+    return occupy(write)
+
+
+def allocate_for_appointments(appointments: list) -> list[CapacityAllocation]:
+    """``allocate_for_appointment`` for many in one INSERT: one overlap and none is written."""
+    return occupy(lambda: CapacityAllocation.objects.bulk_create([_appointment_allocation(a) for a in appointments]))
 
 
 def reallocate_appointment(appointment) -> CapacityAllocation:
@@ -76,15 +90,9 @@ def reallocate_appointment(appointment) -> CapacityAllocation:
 
     def swap():
         release(appointment=appointment)
-        return CapacityAllocation.objects.create(
-            clinic_id=appointment.clinic_id,
-            practitioner_id=appointment.practitioner_id,
-            resource_id=appointment.resource_id,
-            patient_id=appointment.patient_id,
-            period=period(appointment.starts_at, appointment.ends_at),
-            kind=AllocationKind.APPOINTMENT,
-            appointment=appointment,
-        )
+        allocation = _appointment_allocation(appointment)
+        allocation.save(force_insert=True)
+        return allocation
 
     return occupy(swap)
 

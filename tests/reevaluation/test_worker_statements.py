@@ -10,7 +10,7 @@ from django.test.utils import CaptureQueriesContext
 from common.models import OutboxMessage
 from reevaluation.assessment import AssessmentClient
 from reevaluation.models import JobState, ReevaluationJob
-from reevaluation.services import dispatch_round
+from reevaluation.services import dispatch_round, rounds
 from reevaluation.services import worker as worker_module
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import post_event
@@ -50,8 +50,8 @@ def test_a_newer_revision_makes_the_quiet_write_back_stale(world, crm):
 def test_work_round_claims_and_runs_inline(world, crm):
     rf.enable(world.clinic, "DRY_RUN")
     post_event(world, world.fp, 1, crm)
-    assert worker_module.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 1}
-    assert worker_module.work_round(client=AssessmentClient()) == {}
+    assert rounds.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 1}
+    assert rounds.work_round(client=AssessmentClient()) == {}
 
 
 def test_work_round_completes_a_rounds_quiet_jobs_together(world, crm):
@@ -63,7 +63,7 @@ def test_work_round_completes_a_rounds_quiet_jobs_together(world, crm):
     refs = [post_event(world, fp, 1, crm).job_ref for fp in quiet]
     busy = post_event(world, world.fp, 1, crm).job_ref
     with CaptureQueriesContext(connection) as queries:
-        assert worker_module.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 4}
+        assert rounds.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 4}
     jobs = ReevaluationJob.objects.filter(ref__in=[*refs, busy])
     assert {j.state for j in jobs} == {JobState.COMPLETED}
     assert ReevaluationJob.objects.get(ref=busy).outcomes.count() == 1
@@ -78,7 +78,7 @@ def test_a_policy_that_would_move_back_undoes_the_batch_and_each_job_decides(wor
     rf.enable(world.clinic, "DRY_RUN")
     ClinicReevaluationSettings.objects.filter(clinic=world.clinic).update(policy_ref="demo-policy", policy_generation=9)
     ref = post_event(world, world.fp, 1, crm).job_ref  # the stub's document says generation 1
-    assert worker_module.work_round(client=AssessmentClient()) == {JobState.FAILED: 1}
+    assert rounds.work_round(client=AssessmentClient()) == {JobState.FAILED: 1}
     job = ReevaluationJob.objects.get(ref=ref)
     assert (job.state, job.last_failure_code) == (JobState.FAILED, "ASSESSMENT_POLICY_STALE")
     assert not OutboxMessage.objects.filter(aggregate_ref=ref).exists()

@@ -8,7 +8,14 @@ import pytest
 
 from common.errors import SlotOccupied, VersionConflict
 from scheduling.models import Appointment, AppointmentStatus, CapacityAllocation
-from scheduling.services import appointment_book, appointment_cancel, appointment_move, appointment_set_status
+from scheduling.services import (
+    HeldReplacement,
+    appointment_book,
+    appointment_cancel,
+    appointment_move,
+    appointment_set_status,
+    appointments_replace_held,
+)
 from tests import factories as f
 from tests.conftest import race, seoul
 
@@ -171,3 +178,46 @@ def test_racing_cancels_of_one_appointment_cancel_once():
     assert sum(isinstance(r, Appointment) for r in results) == 1, results
     appointment.refresh_from_db()
     assert appointment.version == version + 1
+
+
+def _replacements(held, practitioner, treatment):
+    return [HeldReplacement(appointment=a, practitioner=practitioner, treatment=treatment, resource=None,
+                            reason="moved", reason_code="RESCHEDULED", cancelled_by="system:test") for a in held]
+
+
+def _two_holds(clinic, practitioner, treatment):
+    return [
+        book(clinic, f.PatientFactory(clinic=clinic), practitioner, treatment, seoul(3, hour), "HELD")
+        for hour in (9, 11)
+    ]
+
+
+def test_replacing_holds_together_cancels_each_and_books_its_replacement(clinic, practitioner, treatment):
+    held = _two_holds(clinic, practitioner, treatment)
+    other = f.PractitionerFactory(clinic=clinic)
+    booked = appointments_replace_held(replacements=_replacements(held, other, treatment))
+    assert [(a.status, a.practitioner_id, a.starts_at, a.patient_id) for a in booked] == [
+        (AppointmentStatus.HELD, other.pk, h.starts_at, h.patient_id) for h in held]
+    assert set(Appointment.objects.filter(pk__in=[h.pk for h in held]).values_list("status", flat=True)) == {
+        AppointmentStatus.CANCELLED}
+    assert set(CapacityAllocation.objects.filter(active=True).values_list("appointment_id", flat=True)) == {
+        a.pk for a in booked}
+
+
+def test_replacing_holds_together_writes_nothing_when_one_was_changed(clinic, practitioner, treatment):
+    held = _two_holds(clinic, practitioner, treatment)
+    appointment_set_status(clinic=clinic, appointment_ref=held[1].ref, target="CONFIRMED")
+    with pytest.raises(VersionConflict):
+        appointments_replace_held(replacements=_replacements(held, f.PractitionerFactory(clinic=clinic), treatment))
+    assert list(Appointment.objects.order_by("pk").values_list("status", flat=True)) == ["HELD", "CONFIRMED"]
+    assert CapacityAllocation.objects.filter(active=True).count() == 2
+
+
+def test_replacing_holds_together_writes_nothing_when_one_slot_is_taken(clinic, practitioner, treatment):
+    held = _two_holds(clinic, practitioner, treatment)
+    other = f.PractitionerFactory(clinic=clinic)
+    book(clinic, f.PatientFactory(clinic=clinic), other, treatment, seoul(3, 11))
+    with pytest.raises(SlotOccupied):
+        appointments_replace_held(replacements=_replacements(held, other, treatment))
+    assert sorted(Appointment.objects.values_list("status", flat=True)) == ["CONFIRMED", "HELD", "HELD"]
+    assert CapacityAllocation.objects.filter(active=True).count() == 3

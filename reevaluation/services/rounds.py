@@ -1,0 +1,454 @@
+"""A worker's round (``work_round``): claim a fair round with its own tokens, fetch every assessment,
+then write back together what can be written together, the rest one by one (``worker.write_back``).
+
+Two kinds of job share a transaction: scopes with nothing to decide (``_complete_quiet_batch``), and
+scopes whose every PROPOSED/HELD appointment is HELD and is kept or replaced at the same start by the
+assessment's first fitting combination, in a clinic that applies HELD outcomes
+(``_complete_held_batch``). Each batch does what ``worker.job_complete`` does for one job, a statement
+per step for all, and anything it does not cover (a newer head, a lost lease, a slot taken, a policy
+that would move back, a CONFIRMED row that would change, a proposal to open) leaves the job to the
+one-by-one path, which decides it as it always has.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass
+
+from django.db import connection, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from common.cas import transition_sources
+from common.errors import Conflict, NotFound, PatientOverlap, SlotOccupied, ValidationFailed
+from common.models import OutboxMessage
+from common.services import new_correlation_id
+from scheduling.models import (
+    Appointment,
+    AppointmentStatus,
+    CancelActor,
+    CancelReason,
+    Practitioner,
+    Treatment,
+    cancel_actor_ref,
+)
+from scheduling.services import HeldReplacement, appointments_replace_held
+
+from ..assessment import Assessment, AssessmentClient
+from ..models import JOB_COMPLETED_TOPIC, JobState, MutationMode, Outcome, ReevaluationJob, ReevaluationOutcome
+from .dispatch import Claim, dispatch_round
+from .proposals import supersede_live_many
+from .worker import (
+    ELIGIBLE,
+    ConfirmedInvariantViolated,
+    Decision,
+    completion_notice,
+    confirmed_digest,
+    fetch_assessment,
+    fits,
+    outcome_counts,
+    outcome_rows,
+    write_back,
+)
+
+logger = logging.getLogger(__name__)
+
+
+_COMPLETE_MANY_SQL = """
+UPDATE reevaluation_reevaluationjob AS j
+SET state = %(completed)s, outcome_counts = v.counts::jsonb, needs_staff = false, target_policy_ref = v.ref,
+    target_policy_generation = v.gen, last_failure_code = '', lease_owner = '', lease_expires_at = NULL,
+    finished_at = %(now)s, version = j.version + 1, updated_at = %(now)s
+FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[], %(refs)s::text[], %(gens)s::bigint[],
+            %(counts)s::text[])
+    AS v(id, owner, attempt, ref, gen, counts)
+WHERE j.id = v.id AND j.state = ANY(%(sources)s) AND j.lease_owner = v.owner AND j.attempts = v.attempt
+  AND NOT EXISTS (
+    SELECT 1 FROM reevaluation_reevaluationhead h
+    WHERE h.clinic_id = j.clinic_id AND h.tenant_group_id = j.tenant_group_id AND h.fingerprint = j.fingerprint
+      AND h.revision > j.revision)
+RETURNING j.id
+"""
+
+# The settings rows are locked in clinic order (two workers' batches never wait on each other in a cycle).
+_POLICY_MANY_SQL = """
+WITH locked AS (
+    SELECT id FROM reevaluation_clinicreevaluationsettings WHERE clinic_id = ANY(%(clinics)s)
+    ORDER BY clinic_id FOR NO KEY UPDATE)
+UPDATE reevaluation_clinicreevaluationsettings AS s
+SET policy_ref = v.ref, policy_generation = v.gen, consecutive_assessment_failures = 0
+FROM unnest(%(clinics)s::bigint[], %(refs)s::text[], %(gens)s::bigint[]) AS v(clinic_id, ref, gen), locked
+WHERE s.id = locked.id AND s.clinic_id = v.clinic_id
+  AND (s.policy_generation IS NULL OR s.policy_generation < v.gen
+       OR (s.policy_generation = v.gen AND s.policy_ref = v.ref))
+RETURNING s.clinic_id, s.mutation_mode
+"""
+
+_SETTLE_MANY_SQL = """
+UPDATE reevaluation_reevaluationjob AS j SET needs_staff = false, version = j.version + 1
+FROM unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
+WHERE j.needs_staff AND j.clinic_id = v.clinic_id AND j.tenant_group_id = v.tenant_group_id
+  AND j.fingerprint = v.fp AND NOT (j.id = ANY(%(ids)s))
+"""
+
+
+class BatchAbort(Exception):
+    """A clinic's policy would move back: undo the batch and let each job's own write-back decide."""
+
+
+def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
+    """Complete, in one transaction, the fetched jobs whose scopes have nothing to decide (what
+    ``_complete_quiet`` does for one job, a statement per step for all); returns the pairs left for
+    the one-by-one write-back (scopes with appointments, a newer head, a lost lease, a policy
+    that would move back, or a clinic whose jobs name different policies)."""
+    policies: dict[int, set] = {}
+    for claim, a in fetched:
+        policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
+    quiet = [
+        (c, a) for c, a in fetched
+        if not (c.own_job.held_targets or c.own_job.proposed_targets) and len(policies[c.clinic_id]) == 1
+    ]
+    if not quiet:
+        return fetched
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            busy = set(
+                Appointment.objects.filter(
+                    Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now),
+                    clinic_id__in={c.clinic_id for c, _ in quiet},
+                    patient__crm_fingerprint__in={c.own_job.fingerprint for c, _ in quiet},
+                ).values_list("clinic_id", "patient__crm_fingerprint")
+            )
+            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.own_job.fingerprint) not in busy]
+            done = complete_many(quiet, now) if quiet else []
+            if done:
+                modes = policy_advance_many(done)
+                settle_many(done)
+                OutboxMessage.objects.bulk_create(
+                    OutboxMessage(
+                        topic=JOB_COMPLETED_TOPIC,
+                        correlation_id=new_correlation_id(),
+                        **completion_notice(c.own_job, a, modes[c.clinic_id], {}, []),
+                    )
+                    for c, a in done
+                )
+    except BatchAbort:
+        return fetched
+    results[JobState.COMPLETED] += len(done)
+    finished = {c.job_id for c, _ in done}
+    return [(c, a) for c, a in fetched if c.job_id not in finished]
+
+
+def complete_many(quiet: list, now, counts: list[dict] | None = None) -> list:
+    """Complete the (claim, assessment) pairs fenced, with each one's outcome counts (none: ``{}``), none
+    needing staff, unless a newer revision heads its scope; returns the pairs completed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _COMPLETE_MANY_SQL,
+            {
+                "completed": JobState.COMPLETED,
+                "sources": transition_sources(ReevaluationJob, JobState.COMPLETED, [JobState.RUNNING]),
+                "now": now,
+                "ids": [c.job_id for c, _ in quiet],
+                "owners": [c.owner for c, _ in quiet],
+                "attempts": [c.attempt for c, _ in quiet],
+                "refs": [a.policy_ref for _, a in quiet],
+                "gens": [a.policy_generation for _, a in quiet],
+                "counts": [json.dumps(c, sort_keys=True) for c in counts or [{}] * len(quiet)],
+            },
+        )
+        ids = {row[0] for row in cursor.fetchall()}
+    return [(c, a) for c, a in quiet if c.job_id in ids]
+
+
+def policy_advance_many(done: list) -> dict[int, str]:
+    """``_policy_advance`` for every clinic of the batch at once; returns each clinic's mode."""
+    policy = {c.clinic_id: (a.policy_ref, a.policy_generation) for c, a in done}
+    clinics = sorted(policy)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _POLICY_MANY_SQL,
+            {
+                "clinics": clinics,
+                "refs": [policy[k][0] for k in clinics],
+                "gens": [policy[k][1] for k in clinics],
+            },
+        )
+        modes = {clinic: mode or MutationMode.DISABLED for clinic, mode in cursor.fetchall()}
+    if set(modes) != set(clinics):
+        raise BatchAbort
+    return modes
+
+
+def settle_many(done: list) -> None:
+    """Older needs-staff asks of the completed scopes are settled (see ``_finish_completed``)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _SETTLE_MANY_SQL,
+            {
+                "clinics": [c.clinic_id for c, _ in done],
+                "tenants": [c.own_job.tenant_group_id for c, _ in done],
+                "fps": [c.own_job.fingerprint for c, _ in done],
+                "ids": [c.job_id for c, _ in done],
+            },
+        )
+
+
+def work_round(
+    *,
+    client: AssessmentClient | None = None,
+    global_limit: int | None = None,
+    per_clinic_limit: int | None = None,
+    cursor_name: str = "default",
+) -> Counter:
+    """Claim one fair round for this process and run every claim inline; counts the results.
+
+    For an inline worker next to a fast CRM (the benchmark): the claim is the lease, so there is no
+    take-over per job. The assessments are fetched first (no transaction open, no heartbeat: a round
+    that outlasts its leases is rescued and run again, never written twice); the jobs whose scopes
+    have nothing to decide are then completed together in one transaction of five statements
+    (``_complete_quiet_batch``), the jobs whose HELD appointments the assessment keeps or replaces
+    together in another (``_complete_held_batch``), the rest one by one as ``job_run`` does. Celery
+    workers keep ``job_run`` (a task message may be redelivered, and only the first delivery may take
+    the lease).
+    """
+    client = client or AssessmentClient()
+    claims = dispatch_round(
+        global_limit=global_limit, per_clinic_limit=per_clinic_limit, cursor_name=cursor_name, for_worker=True
+    )
+    results: Counter = Counter()
+    fetched: list[tuple[Claim, Assessment]] = []
+    for claim in claims:
+        assessment = fetch_assessment(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=False)
+        if isinstance(assessment, str):
+            results[assessment] += 1
+        else:
+            fetched.append((claim, assessment))
+    for claim, assessment in _complete_held_batch(_complete_quiet_batch(fetched, results), results):
+        results[write_back(claim.fence, claim.own_job, assessment)] += 1
+    return results
+
+
+# --- a round's HELD replacements together ----------------------------------------------------------
+
+_LOCK_HEADS_SQL = """
+SELECT h.clinic_id, h.tenant_group_id, h.fingerprint, h.revision FROM reevaluation_reevaluationhead AS h
+JOIN unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
+  ON h.clinic_id = v.clinic_id AND h.tenant_group_id = v.tenant_group_id AND h.fingerprint = v.fp
+ORDER BY h.id FOR NO KEY UPDATE OF h
+"""
+
+_LOCK_JOBS_SQL = """
+SELECT j.id FROM reevaluation_reevaluationjob AS j
+JOIN unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[]) AS v(id, owner, attempt)
+  ON j.id = v.id AND j.lease_owner = v.owner AND j.attempts = v.attempt
+WHERE j.state = %(running)s
+ORDER BY j.id FOR NO KEY UPDATE OF j
+"""
+
+HELD_BATCH_MODE = MutationMode.APPLY_PROPOSED_AND_HELD
+
+
+@dataclass
+class _Plan:
+    """One job of the batch: its claim and assessment, its scope's HELD appointments decided."""
+
+    claim: Claim
+    assessment: Assessment
+    decisions: list[Decision]
+    bookings: list[tuple[Decision, Practitioner, Treatment]]  # the HOLD_REPLACED ones and what to book
+
+
+def _complete_held_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
+    """Complete, in one transaction, the fetched jobs whose scopes hold only HELD appointments that the
+    assessment keeps (HOLD_KEPT) or moves to its first fitting practitioner and treatment at the same
+    start (HOLD_REPLACED), in clinics that apply HELD outcomes; returns the pairs left for the one-by-one
+    write-back. Any refusal undoes the whole batch: each job is then decided alone, as it always was."""
+    candidates = _held_candidates(fetched)
+    if len(candidates) < 2:
+        return fetched
+    try:
+        with transaction.atomic():
+            done = _held_batch(candidates)
+    except (BatchAbort, ConfirmedInvariantViolated, Conflict, NotFound, SlotOccupied, PatientOverlap,
+            ValidationFailed):
+        return fetched
+    for plan in done:
+        logger.info("reevaluation job=%s completed mode=%s outcomes=%s", plan.claim.own_job.ref, HELD_BATCH_MODE,
+                    outcome_counts(plan.decisions))
+    results[JobState.COMPLETED] += len(done)
+    finished = {p.claim.job_id for p in done}
+    return [(c, a) for c, a in fetched if c.job_id not in finished]
+
+
+def _held_candidates(fetched: list[tuple[Claim, Assessment]]) -> list[tuple[Claim, Assessment]]:
+    """Jobs whose intake saw HELD appointments only, a material change and no resource to find, one
+    policy per clinic (as the quiet batch asks)."""
+    policies: dict[int, set] = {}
+    for claim, a in fetched:
+        policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
+    return [
+        (c, a) for c, a in fetched
+        if c.own_job.held_targets and not c.own_job.proposed_targets and c.own_job.material_change
+        and a.constraints.resource_need is None and len(policies[c.clinic_id]) == 1
+    ]
+
+
+def _held_batch(candidates: list[tuple[Claim, Assessment]]) -> list[_Plan]:
+    now = timezone.now()
+    scopes = sorted({(c.clinic_id, c.own_job.fingerprint) for c, _ in candidates})
+    confirmed_before = confirmed_digest(scopes)
+    rows = _scope_rows(scopes)
+    choices = _Choices({c.clinic_id for c, _ in candidates},
+                       {a.constraints.required_practitioner for _, a in candidates})
+    plans = []
+    for claim, assessment in candidates:
+        plan = _decide(claim, assessment, rows.get((claim.clinic_id, claim.own_job.fingerprint), []), choices)
+        if plan is not None:
+            plans.append(plan)
+    plans = _locked(plans)
+    if len(plans) < 2:
+        raise BatchAbort
+    modes = policy_advance_many([(p.claim, p.assessment) for p in plans])
+    plans = [p for p in plans if modes[p.claim.clinic_id] == HELD_BATCH_MODE]
+    if len(plans) < 2:
+        raise BatchAbort
+    _apply(plans, now)
+    if confirmed_digest(scopes) != confirmed_before:
+        raise ConfirmedInvariantViolated("held batch")
+    ReevaluationOutcome.objects.bulk_create(
+        [row for p in plans for row in outcome_rows(p.claim.own_job, HELD_BATCH_MODE, p.decisions)]
+    )
+    pairs = [(p.claim, p.assessment) for p in plans]
+    if len(complete_many(pairs, now, [outcome_counts(p.decisions) for p in plans])) != len(plans):
+        raise BatchAbort  # cannot happen while we hold the job rows: refuse rather than guess
+    settle_many(pairs)
+    OutboxMessage.objects.bulk_create(
+        OutboxMessage(
+            topic=JOB_COMPLETED_TOPIC,
+            correlation_id=new_correlation_id(),
+            **completion_notice(p.claim.own_job, p.assessment, HELD_BATCH_MODE, outcome_counts(p.decisions),
+                                p.decisions),
+        )
+        for p in plans
+    )
+    return plans
+
+
+def _scope_rows(scopes: list[tuple[int, str]]) -> dict[tuple[int, str], list[Appointment]]:
+    """The scopes' PROPOSED/HELD appointments and future CONFIRMED ones (``worker._scope_appointments``)
+    in one SELECT, by scope."""
+    by_scope: dict[tuple[int, str], list[Appointment]] = {scope: [] for scope in scopes}
+    for appt in (
+        Appointment.objects.select_related("patient", "practitioner", "treatment", "resource")
+        .filter(Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=timezone.now()),
+                clinic_id__in={c for c, _ in scopes}, patient__crm_fingerprint__in={f for _, f in scopes})
+        .order_by("pk")
+    ):
+        if (appt.clinic_id, appt.patient.crm_fingerprint) in by_scope:
+            by_scope[(appt.clinic_id, appt.patient.crm_fingerprint)].append(appt)
+    return by_scope
+
+
+class _Choices:
+    """The batch's clinics' active practitioners named by the assessments, and their treatments, read once:
+    what ``worker._replacement_specs`` reads per appointment."""
+
+    def __init__(self, clinics: set[int], practitioner_refs: set):
+        refs = {r for r in practitioner_refs if r is not None}
+        self.practitioners = {
+            (p.clinic_id, p.ref): p
+            for p in Practitioner.objects.filter(clinic_id__in=clinics, ref__in=refs, active=True)
+        } if refs else {}
+        self.treatments: dict[int, list[Treatment]] = {}
+        for t in Treatment.objects.filter(clinic_id__in=clinics).order_by("pk"):
+            self.treatments.setdefault(t.clinic_id, []).append(t)
+
+    def first(self, appt: Appointment, c) -> tuple[Practitioner, Treatment] | None:
+        """``worker._replacement_specs(appt, c)[0]`` without a resource: the named practitioner (or the
+        appointment's), and the appointment's treatment if it is among the first 20 that fit, else the
+        first of them."""
+        practitioner: Practitioner | None = appt.practitioner
+        if c.required_practitioner is not None:
+            practitioner = self.practitioners.get((appt.clinic_id, c.required_practitioner))
+        if practitioner is None:
+            return None
+        fitting = [
+            t for t in self.treatments.get(appt.clinic_id, [])
+            if (c.allowed_treatments is None or t.ref in c.allowed_treatments)
+            and (c.minimum_slot_minutes is None or t.duration_minutes >= c.minimum_slot_minutes)
+        ][:20]
+        if not fitting:
+            return None
+        return practitioner, next((t for t in fitting if t.pk == appt.treatment_id), fitting[0])
+
+
+def _decide(claim: Claim, a: Assessment, rows: list[Appointment], choices: _Choices) -> _Plan | None:
+    """The job's decisions as ``worker._decide_all`` and ``_decide_confirmed`` make them in an applying
+    mode, or None when the job needs the one-by-one path (a PROPOSED appointment, an intake target gone,
+    a future CONFIRMED one that no longer fits, a HELD one with no fitting combination)."""
+    current = [r for r in rows if r.status in ELIGIBLE]
+    if any(r.status != AppointmentStatus.HELD for r in current):
+        return None
+    if set(claim.own_job.held_targets) - {r.ref for r in current}:
+        return None
+    if any(not fits(r, a.constraints) for r in rows if r.status == AppointmentStatus.CONFIRMED):
+        return None
+    plan = _Plan(claim, a, [], [])
+    for appt in current:
+        if fits(appt, a.constraints):
+            plan.decisions.append(Decision(appt, Outcome.HOLD_KEPT))
+            continue
+        first = choices.first(appt, a.constraints)
+        if first is None:
+            return None
+        decision = Decision(appt, Outcome.HOLD_REPLACED, applied=True)
+        plan.decisions.append(decision)
+        plan.bookings.append((decision, *first))
+    return plan
+
+
+def _locked(plans: list[_Plan]) -> list[_Plan]:
+    """Lock the scopes' heads, then the jobs (the order intake and ``job_complete`` take): the plans whose
+    fence holds and whose revision still heads its scope (the rest go one by one: STALE or LEASE_LOST)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK_HEADS_SQL, {
+            "clinics": [p.claim.clinic_id for p in plans],
+            "tenants": [p.claim.own_job.tenant_group_id for p in plans],
+            "fps": [p.claim.own_job.fingerprint for p in plans],
+        })
+        heads = {(c, t, f): revision for c, t, f, revision in cursor.fetchall()}
+        cursor.execute(_LOCK_JOBS_SQL, {
+            "ids": [p.claim.job_id for p in plans], "owners": [p.claim.owner for p in plans],
+            "attempts": [p.claim.attempt for p in plans], "running": JobState.RUNNING,
+        })
+        held = {row[0] for row in cursor.fetchall()}
+    return [
+        p for p in plans
+        if p.claim.job_id in held
+        and heads.get((p.claim.clinic_id, p.claim.own_job.tenant_group_id, p.claim.own_job.fingerprint), 0)
+        <= p.claim.own_job.revision
+    ]
+
+
+def _apply(plans: list[_Plan], now) -> None:
+    """Cancel and rebook every replaced HOLD in one scheduling command, then end the live proposals about
+    the cancelled appointments (``worker._open_proposals`` for HOLD_REPLACED)."""
+    bookings = [b for p in plans for b in p.bookings]
+    actor = cancel_actor_ref(CancelActor.SYSTEM, "reevaluation")
+    booked = appointments_replace_held(replacements=[
+        HeldReplacement(
+            appointment=d.appointment, practitioner=practitioner, treatment=treatment, resource=None,
+            reason="reevaluation:hold_replaced", reason_code=CancelReason.RESCHEDULED, cancelled_by=actor,
+        )
+        for d, practitioner, treatment in bookings
+    ])
+    for (d, _, _), new in zip(bookings, booked, strict=True):
+        d.replacement_ref = new.ref
+    refs_by_clinic: dict[int, list[str]] = {}
+    for d, _, _ in bookings:
+        refs_by_clinic.setdefault(d.appointment.clinic_id, []).append(d.appointment.ref)
+    supersede_live_many(refs_by_clinic=refs_by_clinic, now=now)
