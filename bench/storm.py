@@ -364,6 +364,12 @@ def pgbench_run(seconds: int, clients: int) -> float:
 # --- analysis ----------------------------------------------------------------------------------
 
 
+def _own_cpu() -> float:
+    """CPU seconds of this process (every thread) so far."""
+    t = os.times()
+    return t.user + t.system
+
+
 def pg_cpu() -> dict[int, float]:
     """CPU seconds so far of each PostgreSQL backend serving the bench database (from /proc)."""
     tick = os.sysconf("SC_CLK_TCK")
@@ -521,16 +527,18 @@ def run() -> Result:
         for run_no in range(runs_n):
             items = world["plan"][run_no]
             log(f"storm: run {run_no + 1}: {len(items):,} cancellations over {seconds} s")
-            cpu_before, pg_before = dep.cpu_seconds(), pg_cpu()
+            cpu_before, pg_before, own_before = dep.cpu_seconds(), pg_cpu(), _own_cpu()
             storm = Storm(dep.url, world["token"], session, items, seconds, receiver_log, [c.ref for c in clinics])
             times = storm.run()
-            cpu_after, pg_after = dep.cpu_seconds(), pg_cpu()
+            cpu_after, pg_after, own_after = dep.cpu_seconds(), pg_cpu(), _own_cpu()
             connections.close_all()
             r = analyse(storm, times, clinics)
             r["cpu_seconds"] = {k: round(cpu_after.get(k, 0) - cpu_before.get(k, 0), 1) for k in cpu_after}
             # Backends that lived through the run (web and worker keep theirs: DATABASE_CONN_MAX_AGE).
             r["cpu_seconds"]["postgresql"] = round(sum(v - pg_before.get(pid, 0.0) for pid, v in pg_after.items()), 1)
             r["cpu_ms_per_cancellation"] = {k: 1000 * v / max(len(items), 1) for k, v in r["cpu_seconds"].items()}
+            # The load itself (this process: senders, claimers, staff, the receiver log's tail) shares the cores.
+            r["load_generator_cpu_ms_per_cancellation"] = 1000 * (own_after - own_before) / max(len(items), 1)
             log(f"storm: run {run_no + 1}: pgbench {PGBENCH_SECONDS} s at {PGBENCH_CLIENTS} clients")
             r["pgbench_tps"] = pgbench_run(PGBENCH_SECONDS, PGBENCH_CLIENTS)
             fn = r["first_notice_ms"]
@@ -584,6 +592,9 @@ def summarise(runs: list[dict], cfg: dict) -> dict:
         "pgbench_tps": s("pgbench_tps"),
         "invariants_ok_every_run": all(r["invariants_ok"] for r in runs),
         "cpu_ms_per_cancellation": {k: s(f"cpu_ms_per_cancellation.{k}") for k in runs[0]["cpu_ms_per_cancellation"]},
+        "load_generator_cpu_ms_per_cancellation": (
+            s("load_generator_cpu_ms_per_cancellation") if "load_generator_cpu_ms_per_cancellation" in runs[0]
+            else None),
     }
 
 
@@ -726,6 +737,11 @@ def describe(result: Result, cfg: dict) -> None:
         [[*(fmt_stat(cpu[k]) for k in ("web", "worker", "beat", "receiver", "postgresql") if k in cpu),
           fmt(sum(cpu[k]["median"] for k in cpu))]],
     )
+    if d.get("load_generator_cpu_ms_per_cancellation"):
+        result.note(
+            f"The load generator (the benchmark's own process: cancellation senders, claimers, staff, the receiver "
+            f"log's tail) used {fmt_stat(d['load_generator_cpu_ms_per_cancellation'])} ms of CPU per cancellation "
+            "on the same cores, outside the system's figures above.")
     result.table(
         "Per run",
         ["run", "vacancies", "notices", "first notice p50 / p99 / max (ms)", "claims ok / sent", "offers ACCEPTED",

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import connection, transaction
@@ -44,6 +45,7 @@ from .worker import (
     ELIGIBLE,
     ConfirmedInvariantViolated,
     Decision,
+    LeaseKeeper,
     completion_notice,
     confirmed_digest,
     fetch_assessment,
@@ -98,7 +100,7 @@ class BatchAbort(Exception):
     """A clinic's policy would move back: undo the batch and let each job's own write-back decide."""
 
 
-def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
+def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: dict[str, str]) -> list:
     """Complete, in one transaction, the fetched jobs whose scopes have nothing to decide (what
     ``_complete_quiet`` does for one job, a statement per step for all); returns the pairs left for
     the one-by-one write-back (scopes with appointments, a newer head, a lost lease, a policy
@@ -137,7 +139,7 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: Coun
                 )
     except BatchAbort:
         return fetched
-    results[JobState.COMPLETED] += len(done)
+    results.update({c.own_job.ref: JobState.COMPLETED for c, _ in done})
     finished = {c.job_id for c, _ in done}
     return [(c, a) for c, a in fetched if c.job_id not in finished]
 
@@ -204,32 +206,54 @@ def work_round(
     per_clinic_limit: int | None = None,
     cursor_name: str = "default",
 ) -> Counter:
-    """Claim one fair round for this process and run every claim inline; counts the results.
+    """Claim one fair round for this process and run every claim inline; counts the results
+    (``work_round_states``: each job's).
 
     For an inline worker next to a fast CRM (the benchmark): the claim is the lease, so there is no
     take-over per job. The assessments are fetched first (no transaction open, no heartbeat: a round
     that outlasts its leases is rescued and run again, never written twice); the jobs whose scopes
     have nothing to decide are then completed together in one transaction of five statements
     (``_complete_quiet_batch``), the jobs whose HELD appointments the assessment keeps or replaces
-    together in another (``_complete_held_batch``), the rest one by one as ``job_run`` does. Celery
-    workers keep ``job_run`` (a task message may be redelivered, and only the first delivery may take
-    the lease).
+    together in another (``_complete_held_batch``), the rest one by one as ``job_run`` does. Beat's
+    round task runs it in a Celery worker too (``REEVALUATION_WORKER_ROUNDS``): a redelivered task
+    message claims a new round, and a round whose process died is rescued when its leases expire.
     """
-    client = client or AssessmentClient()
+    return Counter(work_round_states(client=client, global_limit=global_limit, per_clinic_limit=per_clinic_limit,
+                                     cursor_name=cursor_name).values())
+
+
+def work_round_states(
+    *,
+    client: AssessmentClient | None = None,
+    global_limit: int | None = None,
+    per_clinic_limit: int | None = None,
+    cursor_name: str = "default",
+) -> dict[str, str]:
+    """``work_round``, answering each claimed job's resulting state by job ref, in claim order."""
     claims = dispatch_round(
         global_limit=global_limit, per_clinic_limit=per_clinic_limit, cursor_name=cursor_name, for_worker=True
     )
-    results: Counter = Counter()
+    return run_claims(claims, client=client)
+
+
+def run_claims(claims: list[Claim], *, client: AssessmentClient | None = None, heartbeat: bool = False) -> dict:
+    """Run a round this process claimed (``dispatch_round(for_worker=True)``); each job's state by ref. With
+    ``heartbeat`` (a Celery worker next to a real CRM) every claimed lease is renewed while the round's
+    assessments are fetched."""
+    client = client or AssessmentClient()
+    results: dict[str, str] = {}
     fetched: list[tuple[Claim, Assessment]] = []
-    for claim in claims:
-        assessment = fetch_assessment(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=False)
-        if isinstance(assessment, str):
-            results[assessment] += 1
-        else:
-            fetched.append((claim, assessment))
+    with LeaseKeeper(*[c.fence for c in claims]) if heartbeat and claims else nullcontext():
+        for claim in claims:
+            assessment = fetch_assessment(claim.fence, claim.own_job, claim.head_revision, client=client,
+                                          heartbeat=False)
+            if isinstance(assessment, str):
+                results[claim.own_job.ref] = assessment
+            else:
+                fetched.append((claim, assessment))
     for claim, assessment in _complete_held_batch(_complete_quiet_batch(fetched, results), results):
-        results[write_back(claim.fence, claim.own_job, assessment)] += 1
-    return results
+        results[claim.own_job.ref] = write_back(claim.fence, claim.own_job, assessment)
+    return {c.own_job.ref: results[c.own_job.ref] for c in claims}
 
 
 # --- a round's HELD replacements together ----------------------------------------------------------
@@ -262,7 +286,7 @@ class _Plan:
     bookings: list[tuple[Decision, Practitioner, Treatment]]  # the HOLD_REPLACED ones and what to book
 
 
-def _complete_held_batch(fetched: list[tuple[Claim, Assessment]], results: Counter) -> list:
+def _complete_held_batch(fetched: list[tuple[Claim, Assessment]], results: dict[str, str]) -> list:
     """Complete, in one transaction, the fetched jobs whose scopes hold only HELD appointments that the
     assessment keeps (HOLD_KEPT) or moves to its first fitting practitioner and treatment at the same
     start (HOLD_REPLACED), in clinics that apply HELD outcomes; returns the pairs left for the one-by-one
@@ -279,7 +303,7 @@ def _complete_held_batch(fetched: list[tuple[Claim, Assessment]], results: Count
     for plan in done:
         logger.info("reevaluation job=%s completed mode=%s outcomes=%s", plan.claim.own_job.ref, HELD_BATCH_MODE,
                     outcome_counts(plan.decisions))
-    results[JobState.COMPLETED] += len(done)
+    results.update({p.claim.own_job.ref: JobState.COMPLETED for p in done})
     finished = {p.claim.job_id for p in done}
     return [(c, a) for c, a in fetched if c.job_id not in finished]
 

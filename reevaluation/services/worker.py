@@ -96,10 +96,11 @@ def lease_start(claim: Fence, *, now: datetime | None = None) -> Fence | None:
 
 
 class LeaseKeeper:
-    """Renews a lease from a background thread while the worker waits on the CRM."""
+    """Renews leases (one job's, or a round's) from a background thread while the worker waits on the CRM.
+    A lease that is lost is not renewed again; the others still are."""
 
-    def __init__(self, fence: Fence, interval: float | None = None):
-        self.fence = fence
+    def __init__(self, *fences: Fence, interval: float | None = None):
+        self.fences = list(fences)
         self.interval = interval or max(dj_settings.REEVALUATION_LEASE_SECONDS / 3, 1)
         self.lost = False
         self._stop = threading.Event()
@@ -107,10 +108,10 @@ class LeaseKeeper:
 
     def _run(self) -> None:
         try:
-            while not self._stop.wait(self.interval):
-                if not lease_renew(self.fence):
-                    self.lost = True
-                    return
+            while self.fences and not self._stop.wait(self.interval):
+                kept = [fence for fence in self.fences if lease_renew(fence)]
+                self.lost = self.lost or len(kept) < len(self.fences)
+                self.fences = kept
         finally:
             connection.close()
 

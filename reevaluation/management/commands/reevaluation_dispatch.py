@@ -1,6 +1,7 @@
 from django.core.management.base import BaseCommand
 
-from reevaluation.services import dispatch_round, worker
+from reevaluation.services import dispatch_round
+from reevaluation.services.rounds import work_round_states
 
 
 class Command(BaseCommand):
@@ -12,14 +13,17 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         for _ in range(options["rounds"]):
-            # Run inline: the claim takes the lease under this process's own tokens (no take-over).
-            claims = dispatch_round(for_worker=options["run"])
-            self.stdout.write(f"claimed {len(claims)}")
             if options["run"]:
-                for claim in claims:
-                    self.stdout.write(f"{claim.job_ref} {worker.job_run_claimed(claim)}")
-            else:
-                from reevaluation.tasks import run_job
+                # Inline: the claim takes the lease under this process's own tokens (no take-over), and the
+                # round's quiet jobs and HELD replacements are written back together (``rounds.work_round``).
+                states = work_round_states()
+                self.stdout.write(f"claimed {len(states)}")
+                for ref, state in states.items():
+                    self.stdout.write(f"{ref} {state}")
+                continue
+            from reevaluation.tasks import run_job
 
-                for claim in claims:
-                    run_job.delay(claim.job_id, claim.owner, claim.attempt)
+            claims = dispatch_round()
+            self.stdout.write(f"claimed {len(claims)}")
+            for claim in claims:
+                run_job.delay(claim.job_id, claim.owner, claim.attempt)
