@@ -23,8 +23,16 @@ from scheduling.models import Clinic
 
 from .assessment import Assessment, AssessmentTransient, canonical, document_hash, parse_document
 from .crm_stub import stub_document
-from .models import ClinicReevaluationSettings, InboxEvent, MutationMode, ReevaluationJob
-from .services import dispatch_round, event_intake, job_run, mode_set, signed_headers, wake_retries
+from .models import ClinicReevaluationSettings, DrainState, InboxEvent, MutationMode, ReevaluationJob
+from .services import (
+    dispatch_round,
+    drain_set,
+    event_intake,
+    job_run,
+    mode_set,
+    signed_headers,
+    wake_retries,
+)
 from .services.modes import rollout_path, settings_for
 
 DEMO_EVENT_PREFIX = "demo-seed-"
@@ -127,8 +135,13 @@ def _seed_clinics(clinics: list[Clinic]) -> None:
         held = _crm_ref(clinic, min(2, last[clinic.pk]))
         _post(clinic, "held", held, 2)
         _post(clinic, "held", held, 3)
-        # 4. A quarantined event: a field beyond the minimum payload is a privacy-boundary incident.
+        # 4. A quarantined event: a field beyond the minimum payload is a privacy-boundary incident, which
+        #    stops the clinic's consumer at once (docs/reevaluation.md); the demo's operator has reviewed it
+        #    and resumes, so `make demo-event` is worked on (the stop and the resume stay in the audit log).
         _post(clinic, "extra-field", _crm_ref(clinic, 0), 9, score=0.42)
+        if settings_for(clinic).drain_state != DrainState.ACTIVE:
+            drain_set(clinic=clinic, state=DrainState.ACTIVE, actor=None,
+                      reason="demo: the seeded privacy incident reviewed, consumer resumed (seed_demo)")
 
 
 def seed_demo(world: dict) -> None:

@@ -44,3 +44,15 @@ def test_seed_demo_shows_every_state_and_a_second_run_adds_nothing():
     before = counts()
     seed_demo(seed_scheduling())
     assert counts() == before
+
+
+def test_the_demo_clinics_are_working_after_the_seeded_privacy_stop():
+    """The seeded privacy incident stops each demo clinic's consumer (audited); the demo resumes it, so the
+    tour's ``make demo-event`` is worked on at beat's next round."""
+    world = seed_scheduling()
+    seed_demo(world)
+    for clinic in world["clinics"]:
+        row = ClinicReevaluationSettings.objects.get(clinic=clinic)
+        assert row.drain_state == "ACTIVE", clinic.ref
+    actions = list(AuditEntry.objects.filter(action__startswith="reevaluation.drain").values_list("action", flat=True))
+    assert len(actions) >= 2  # each clinic's resume is audited
