@@ -85,7 +85,7 @@ def test_accept_holds_then_books_and_a_double_submit_shows_the_same_page(world):
     offer.refresh_from_db()
     assert offer.status == OfferStatus.ACCEPTED and offer.version == 2
     assert OfferClaimReceipt.objects.filter(offer=offer).count() == 1
-    assert list(OfferEvent.objects.filter(offer=offer).values_list("reason_code", flat=True)) == [
+    assert list(OfferEvent.objects.filter(offer=offer).order_by("id").values_list("reason_code", flat=True)) == [
         "MATCHED", "CLAIMED", "BOOKED"]
     assert Appointment.objects.filter(patient=patient, status=AppointmentStatus.CONFIRMED).count() == 1
     # Coming back later shows the same answer, not "no longer available".

@@ -74,7 +74,7 @@ def test_a_cancels_b_is_offered_c_never(
     assert hold.status == HoldStatus.CONSUMED and hold.appointment == appointment
     allocation = CapacityAllocation.objects.get(active=True, practitioner=world.doctor)
     assert allocation.appointment == appointment and allocation.hold == hold  # moved in place
-    assert list(OfferEvent.objects.filter(offer=offer).values_list("reason_code", flat=True)) == [
+    assert list(OfferEvent.objects.filter(offer=offer).order_by("id").values_list("reason_code", flat=True)) == [
         "MATCHED",
         "CLAIMED",
         "BOOKED",
