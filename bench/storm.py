@@ -270,7 +270,7 @@ class Storm:
             time.sleep(0.05)
         while self.storming.is_set() and not self.stop_all.is_set():
             ref = self.clinic_refs[0] if rng.random() < BIG_SHARE else rng.choice(self.clinic_refs[1:])
-            start = time.perf_counter()
+            start, started = time.perf_counter(), time.time()
             try:
                 status = http.get(f"{self.base}/console/c/{ref}/waitlist/", timeout=30,
                                   allow_redirects=False).status_code
@@ -278,7 +278,7 @@ class Storm:
                 status = f"error {type(exc).__name__}"
             with self.lock:
                 self.console.append({"ms": (time.perf_counter() - start) * 1000, "status": status,
-                                     "big": ref == self.clinic_refs[0]})
+                                     "big": ref == self.clinic_refs[0], "started": started})
             time.sleep(CONSOLE_PAUSE_S)
 
     def _backlog(self, vacancy_refs: list[str]) -> tuple[int, int, int]:
@@ -472,6 +472,10 @@ def analyse(storm: Storm, times: dict, clinics) -> dict:
         "claim_link_ms": _pcts([c["link_ms"] for c in storm.claims if c["link_ms"] is not None]),
         "offers_accepted": extra[2],
         "console_ms": _pcts(console_ms),
+        # The slowest loads, when into the storm they started (s) and how long they took: a tail at the start
+        # is a cold process, one throughout is load.
+        "console_slowest": [[round(c["started"] - times["t0"], 1), round(c["ms"]), c["big"]]
+                            for c in sorted(storm.console, key=lambda c: -c["ms"])[:5]],
         "console_statuses": dict(Counter(str(c["status"]) for c in storm.console)),
         "console_errors": sum(1 for c in storm.console if c["status"] != 200),
         "outbox_not_sent": extra[3],

@@ -29,6 +29,7 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
+from common import effects
 from common.cas import sql_states
 from common.degrade import REDIS_ERRORS, cache_dependency
 from common.timefmt import iso_in_zone
@@ -198,29 +199,62 @@ def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days
     }
 
 
+#: After-commit effect (``common.effects``): recompute a clinic's figures in the background.
+FAIRNESS_REFRESH_EFFECT = "waitlist.fairness_refresh"
+#: How long computed figures are kept for a clinic nobody looks at (the next look computes them again).
+FAIRNESS_KEEP_SECONDS = 3600
+
+
+def _fairness_key(clinic_id: int, window_days: int) -> str:
+    return f"waitlist:fairness:{clinic_id}:{window_days}"
+
+
 def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, window_days: int = 30) -> dict:
-    """``fairness_metrics`` as the console and the ops snapshot show it: computed at most once per
-    ``WAITLIST_FAIRNESS_CACHE_SECONDS`` bucket of ``now`` per clinic (0: every time). The pass-over count
-    joins every offer of the window with the entries that waited longer, so at a busy clinic it costs
-    seconds of database time, and the waitlist page (and its readiness poll) asked for it on every load; a
-    30-day figure does not need to be fresher than a bucket. Redis down: computed every time."""
+    """``fairness_metrics`` as the console and the ops snapshot show it, with ``computed_at``. The pass-over
+    count joins every offer of the window with the entries that waited longer, so at a busy clinic it costs
+    seconds of database time: the figures are kept per clinic, and once they are older than
+    ``WAITLIST_FAIRNESS_CACHE_SECONDS`` a reader gets them as they are while one background refresh (one per
+    clinic at a time) computes new ones, so no page load waits for them but the first in an hour
+    (``FAIRNESS_KEEP_SECONDS``). 0: computed on every read. Redis down: computed every time."""
     now = now or timezone.now()
     seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 30))
     if seconds <= 0:
-        return fairness_metrics(clinic=clinic, now=now, window_days=window_days)
-    key = f"waitlist:fairness:{clinic.pk}:{window_days}:{int(now.timestamp()) // seconds}"
+        return _computed(clinic, now, window_days)
     try:
-        value = cache.get(key)
+        kept = cache.get(_fairness_key(clinic.pk, window_days))
     except REDIS_ERRORS as exc:
         cache_dependency.failed(exc)
-        return fairness_metrics(clinic=clinic, now=now, window_days=window_days)
-    if value is None:
-        value = fairness_metrics(clinic=clinic, now=now, window_days=window_days)
+        return _computed(clinic, now, window_days)
+    if kept is None:
+        return fairness_refresh(clinic=clinic, now=now, window_days=window_days)
+    if now.timestamp() - kept["at"] >= seconds:
         try:
-            cache.set(key, value, seconds)
+            queued = cache.add(f"{_fairness_key(clinic.pk, window_days)}:refreshing", 1, timeout=seconds)
         except REDIS_ERRORS as exc:
             cache_dependency.failed(exc)
+            queued = False
+        if queued:
+            effects.after_commit(FAIRNESS_REFRESH_EFFECT, clinic_id=clinic.pk, window_days=window_days)
+    return kept["value"]
+
+
+def fairness_refresh(*, clinic: Clinic, now: datetime | None = None, window_days: int = 30) -> dict:
+    """Compute a clinic's figures and keep them for ``fairness_metrics_cached`` (the background refresh, and
+    a first read). Writes only the cache."""
+    now = now or timezone.now()
+    value = _computed(clinic, now, window_days)
+    key = _fairness_key(clinic.pk, window_days)
+    try:
+        cache.set(key, {"at": now.timestamp(), "value": value}, FAIRNESS_KEEP_SECONDS)
+        cache.delete(f"{key}:refreshing")
+    except REDIS_ERRORS as exc:
+        cache_dependency.failed(exc)
     return value
+
+
+def _computed(clinic: Clinic, now: datetime, window_days: int) -> dict:
+    return {**fairness_metrics(clinic=clinic, now=now, window_days=window_days),
+            "computed_at": iso_in_zone(now, clinic.timezone)}
 
 
 def shadow_summary(*, clinic: Clinic, differences: int = 10) -> dict | None:

@@ -8,6 +8,7 @@ from datetime import datetime
 from django.db.models import TextChoices
 from django.utils import timezone
 
+from common.fastpath import PreparedQuery
 from scheduling.models import Appointment, AppointmentStatus
 from scheduling.services.features import feature_enabled
 
@@ -54,11 +55,33 @@ def _event_at(offer: Offer) -> datetime | None:
             .values_list("created_at", flat=True).first())
 
 
+def _page_offers():
+    return Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment",
+                                        "vacancy__practitioner").order_by("pk")
+
+
+#: The claim page's offer, by (offer ref, entry ref), and the offer renewing one (by its id): compiled once per
+#: process and planned once per connection (an eight-table read, read again after every answer).
+_PAGE_OFFER: PreparedQuery[Offer] = PreparedQuery(
+    lambda ref, entry_ref: _page_offers().filter(ref=ref, entry__ref=entry_ref)[:1], str, str)
+_RENEWAL: PreparedQuery[Offer] = PreparedQuery(lambda offer_id: _page_offers().filter(renews_id=offer_id)[:1], int)
+_BOOKED_FROM: PreparedQuery[Appointment] = PreparedQuery(
+    lambda offer_id: Appointment.objects.select_related("clinic", "practitioner", "treatment")
+    .filter(source_hold__offer__id=offer_id).order_by("pk")[:1], int)
+
+
+def claim_offer(offer_ref: str, entry_ref: str) -> Offer | None:
+    """The offer a claim link names (its ref and its entry's), with everything the page shows."""
+    return _PAGE_OFFER.first(offer_ref, entry_ref)
+
+
 def renewal_of(offer: Offer) -> Offer:
     """The offer the patient's link now stands for: ``offer``, or the late accept that took it up again
-    (``Offer.renews``), read as the claim page reads an offer."""
-    renewal = (Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment",
-                                            "vacancy__practitioner").filter(renews=offer).first())
+    (``Offer.renews``), read as the claim page reads an offer. Only an EXPIRED offer is ever renewed (a late
+    accept expires an OFFERED one first), so any other is its own answer without a read."""
+    if offer.status != OfferStatus.EXPIRED:
+        return offer
+    renewal = _RENEWAL.first(offer.pk)
     return offer if renewal is None else renewal
 
 
@@ -111,8 +134,7 @@ def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
         return ClaimOutcome(ClaimState.EXPIRED, ended_at=deadline, on_list=offer.entry.status in OPEN_ENTRY_STATUSES,
                             late_yes=late_yes(offer, now))
     if offer.status == OfferStatus.ACCEPTED:
-        appointment = (Appointment.objects.select_related("clinic", "practitioner", "treatment")
-                       .filter(source_hold__offer=offer).first())
+        appointment = _BOOKED_FROM.first(offer.pk)
         if appointment is None:
             if now >= offer.hold.expires_at:  # ran out unbooked; the expiry job makes it HOLD_EXPIRED
                 return ClaimOutcome(ClaimState.EXPIRED, ended_at=offer.hold.expires_at,

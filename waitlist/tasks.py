@@ -16,7 +16,9 @@ from common.degrade import broker_dependency
 from common.errors import NotFound
 from common.outbox import outbox_deliver_due
 from common.tasks import worker_name
+from scheduling.models import Clinic
 
+from .fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
 from .services import expire_run, reconcile_run, vacancy_dispatch_by_id
 from .services._shared import DISPATCH_EFFECT
 
@@ -78,9 +80,21 @@ def reconcile(limit: int | None = None) -> dict:
     return counts
 
 
+@shared_task(ignore_result=True)
+def refresh_fairness(clinic_id: int, window_days: int) -> None:
+    clinic = Clinic.objects.filter(pk=clinic_id).first()
+    if clinic is not None:
+        fairness_refresh(clinic=clinic, window_days=window_days)
+
+
 def _queue_dispatch(*, vacancy_id: int) -> None:
     dispatch_vacancy.delay(vacancy_id)  # looked up at send time (tests and the simulator stub ``delay``)
 
 
 def register_effects() -> None:
     effects.register(DISPATCH_EFFECT, _queue_dispatch)
+    effects.register(FAIRNESS_REFRESH_EFFECT, _queue_fairness_refresh)
+
+
+def _queue_fairness_refresh(*, clinic_id: int, window_days: int) -> None:
+    refresh_fairness.delay(clinic_id, window_days)

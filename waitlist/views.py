@@ -33,7 +33,7 @@ from .calendar import FILENAME, MIME_TYPE
 from .confirmations import booking_facts, booking_ics, clinic_contact_shown, local_moment, shown_name, slot_facts
 from .models import Confirmation, DeclineReason, Offer
 from .notifications import LANGUAGES, local_datetime, zone_label
-from .selectors_claim import ClaimOutcome, ClaimState, LateYes, claim_outcome, renewal_of
+from .selectors_claim import ClaimOutcome, ClaimState, LateYes, claim_offer, claim_outcome, renewal_of
 from .services import offer_claim_and_book, offer_decline, offer_late_accept_and_book, standing_release
 from .tokens import TokenExpired, TokenInvalid, calendar_link, calendar_token_read, claim_token_read, standing_link
 
@@ -167,15 +167,6 @@ def _render_outcome(request: HttpRequest, offer: Offer, outcome: ClaimOutcome, s
     return _render(request, offer, STATE_TEMPLATES[ClaimState(outcome.state)], status=status, **extra)
 
 
-def _load(offer_ref: str, entry_ref: str) -> Offer | None:
-    return (
-        Offer.objects.select_related("clinic", "patient", "policy", "entry", "hold", "vacancy__treatment",
-                                     "vacancy__practitioner")
-        .filter(ref=offer_ref, entry__ref=entry_ref)
-        .first()
-    )
-
-
 @never_cache
 @require_http_methods(["GET", "HEAD", "POST"])
 def claim_page(request: HttpRequest, token: str) -> HttpResponse:
@@ -185,7 +176,7 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
         return _gone(request, 404)
     except TokenExpired:
         return _gone(request, 410)
-    offer = _load(offer_ref, entry_ref)
+    offer = claim_offer(offer_ref, entry_ref)
     if offer is None:
         return _gone(request, 404)
     offer = renewal_of(offer)  # after a late accept, the link stands for the offer that took the time up
@@ -212,7 +203,7 @@ def _again(request: HttpRequest, offer: Offer, *, late: bool = False, late_refus
     """After a command changed (or refused to change) the offer: read it again (the renewal a late accept made,
     if any) and say what is true. A decline (this one, or a double submit) and a late accept (``late``) are the
     answer to the patient's POST, so they are a 200."""
-    fresh = _load(offer.ref, offer.entry.ref)
+    fresh = claim_offer(offer.ref, offer.entry.ref)
     if fresh is None:
         return _gone(request, 404, translation.get_language())
     fresh = renewal_of(fresh)
@@ -280,7 +271,7 @@ def _release(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpR
         return _gone(request, 404, translation.get_language())
     except Conflict as exc:
         logger.info("claim page: offer %s not released: %s", offer.ref, exc.code)
-    fresh = _load(offer.ref, offer.entry.ref)
+    fresh = claim_offer(offer.ref, offer.entry.ref)
     if fresh is None:
         return _gone(request, 404, translation.get_language())
     return _render_outcome(request, fresh, claim_outcome(fresh), status=200)

@@ -28,6 +28,13 @@ def test_page_shows_pass_overs_by_reason_and_the_forgotten_waiter_by_ref(client)
     assert_no_pii(html, list(world.clinic.patients.all()))
 
 
+def test_page_says_when_the_fairness_figures_were_computed(client):
+    world = waitlist_world()
+    client.force_login(world.staff)
+    html = client.get(reverse("console:waitlist", kwargs={"clinic_ref": world.clinic.ref})).content.decode()
+    assert 'data-testid="fairness-as-of">As of <time datetime="2030-12-01T09:00:00+09:00">' in html
+
+
 def test_page_shows_the_shadow_policy_agreement_and_its_differences(client):
     from scheduling.models import Role
     from tests import factories as f

@@ -104,5 +104,6 @@ def test_ops_api_carries_fairness_without_patient_data(world, staff_api, frozen_
     body = staff_api.get(URL, {"clinic": world.clinic.ref}).json()
     fairness = body["fairness"]
     assert fairness["passovers"]["by_reason"]["PRIORITY"]["passovers"] == 1
-    assert set(fairness) == {"window_days", "wait_reduction", "passovers", "longest_waiting_without_offer"}
+    assert set(fairness) == {"window_days", "wait_reduction", "passovers", "longest_waiting_without_offer",
+                             "computed_at"}
     assert_no_pii(json.dumps(body), list(world.clinic.patients.all()))
