@@ -8,19 +8,25 @@ Services never import this module: they name an after-commit effect (``common.ef
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 from django.core.cache import cache
+from django.db import DatabaseError
 
 from common import effects
 from common.degrade import broker_dependency
 from common.errors import NotFound
-from common.outbox import outbox_deliver_due
+from common.outbox import outbox_deliver_due, outbox_deliver_written
 from common.tasks import worker_name
 from scheduling.models import Clinic
 
 from .fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
+from .models import OFFER_TOPIC
 from .services import expire_run, reconcile_run, vacancy_dispatch_by_id
 from .services._shared import DISPATCH_EFFECT
+
+logger = logging.getLogger("waitlist")
 
 #: Outcomes whose commit wrote a notice to the outbox (an offer's, or a standing booking's confirmation).
 NOTICE_OUTCOMES = frozenset({"OFFERED", "BOOKED"})
@@ -33,13 +39,23 @@ DELIVERY_BATCH = 50
 
 @shared_task
 def dispatch_vacancy(vacancy_id: int) -> str:
+    """Dispatch, then deliver the new offer's notice from this task (``outbox_deliver_written``); any other
+    notice the dispatch wrote (a standing booking's confirmation), or one this task could not deliver, goes
+    to a queued delivery run."""
     try:
-        outcome = vacancy_dispatch_by_id(vacancy_id=vacancy_id).outcome
+        result = vacancy_dispatch_by_id(vacancy_id=vacancy_id)
     except NotFound:
         return "MISSING"
-    if outcome in NOTICE_OUTCOMES:
+    if result.outcome == "OFFERED" and result.offer is not None:
+        try:
+            outbox_deliver_written(worker=worker_name(), topic=OFFER_TOPIC, aggregate_ref=result.offer.ref)
+        except DatabaseError:
+            logger.warning("vacancy %s: notice of %s left to a delivery run", vacancy_id, result.offer.ref,
+                           exc_info=True)
+            kick_delivery()
+    elif result.outcome in NOTICE_OUTCOMES:
         kick_delivery()
-    return outcome
+    return result.outcome
 
 
 @shared_task(name="waitlist.tasks.deliver_notices", ignore_result=True)

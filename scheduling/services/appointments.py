@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from common.cas import cas_conflict, cas_update, check_transition, transition_sources
 from common.errors import Conflict, NotFound, ValidationFailed
+from common.fastpath import PreparedQuery
 
 from ..models import (
     APPOINTMENT_TRANSITIONS,
@@ -61,12 +62,21 @@ def appointment_book(
         return appointment
 
 
+#: The two locks of a cancellation, by (clinic id, appointment ref): compiled once per process and planned once per
+#: connection (the ORM's own statements; building them was a tenth of the web's CPU in the storm).
+_LOCK_ALLOCATION: PreparedQuery[allocations.CapacityAllocation] = PreparedQuery(
+    lambda clinic_id, ref: allocations.CapacityAllocation.objects.select_for_update(of=("self",), no_key=True)
+    .filter(active=True, appointment__ref=ref, appointment__clinic_id=clinic_id).order_by("pk")[:1], int, str)
+_LOCK_APPOINTMENT: PreparedQuery[Appointment] = PreparedQuery(
+    lambda clinic_id, ref: Appointment.objects.select_for_update(no_key=True).filter(clinic_id=clinic_id, ref=ref)
+    .order_by("pk")[:1], int, str)
+
+
 def _lock(clinic: Clinic, appointment_ref: str) -> Appointment:
     """Lock order: allocation before appointment (ARCHITECTURE.md)."""
-    allocations.CapacityAllocation.objects.select_for_update(of=("self",), no_key=True).filter(
-        active=True, appointment__ref=appointment_ref, appointment__clinic=clinic
-    ).first()
-    appointment = Appointment.objects.select_for_update(no_key=True).filter(clinic=clinic, ref=appointment_ref).first()
+    ref = appointment_ref if isinstance(appointment_ref, str) else ""
+    _LOCK_ALLOCATION.first(clinic.pk, ref)
+    appointment = _LOCK_APPOINTMENT.first(clinic.pk, ref)
     if appointment is None:
         raise NotFound()
     return appointment

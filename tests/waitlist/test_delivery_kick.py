@@ -1,5 +1,6 @@
-"""An offer's notice goes out on a kick, not at beat's next tick (issue 27): a dispatch that wrote a notice
-queues one delivery run; a storm of dispatches queues one run while it waits; a full batch kicks the next."""
+"""An offer's notice goes out at once, not at beat's next tick (issue 27): the dispatch task delivers the notice
+its offer wrote; any other notice queues one delivery run (a storm queues one run while it waits); a full batch
+kicks the next."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from django.core.cache import cache
 from common.models import OutboxMessage, OutboxStatus
 from tests.conftest import seoul
 from waitlist import services, tasks
+from waitlist.models import OFFER_TOPIC, Offer
 
 
 @pytest.fixture
@@ -26,25 +28,49 @@ def cancelled_vacancy(world, hour: int):
     return vacancy
 
 
-def test_a_dispatch_that_offers_queues_one_delivery_run_until_it_starts(world, frozen_clock, kicks):
+def test_a_dispatch_that_offers_delivers_its_notice_from_the_same_task(world, frozen_clock, kicks):
+    vacancy = cancelled_vacancy(world, 10)
+    assert tasks.dispatch_vacancy.run(vacancy.pk) == "OFFERED"
+    offer = Offer.objects.get(vacancy=vacancy)
+    message = OutboxMessage.objects.get(topic=OFFER_TOPIC, aggregate_ref=offer.ref)
+    assert message.status == OutboxStatus.SENT and message.attempts == 1
+    assert offer.notified_at is not None  # the window counts from this delivery
+    assert kicks == []  # no delivery run queued for it
+    assert tasks.dispatch_vacancy.run(vacancy.pk) == "ALREADY_OFFERED"
+    assert OutboxMessage.objects.filter(topic=OFFER_TOPIC).count() == 1 and kicks == []
+
+
+def test_the_notice_of_a_dispatch_by_another_road_goes_to_one_queued_run(world, frozen_clock, kicks):
     first, second = cancelled_vacancy(world, 10), cancelled_vacancy(world, 11)
-    assert tasks.dispatch_vacancy.run(first.pk) == "OFFERED"
-    assert tasks.dispatch_vacancy.run(second.pk) == "OFFERED"
-    assert len(kicks) == 1  # the second offer's notice rides on the run already queued
-    assert tasks.dispatch_vacancy.run(first.pk) == "ALREADY_OFFERED"
-    assert len(kicks) == 1
-    counts = tasks.deliver_notices.run()
-    assert counts == {"SENT": 2}
-    assert OutboxMessage.objects.filter(status=OutboxStatus.SENT).count() == 2
-    assert cache.get(tasks.DELIVERY_KICK_KEY) is None  # cleared when the run started: the next offer kicks again
-    third = cancelled_vacancy(world, 12)
-    assert tasks.dispatch_vacancy.run(third.pk) == "OFFERED"
+    for vacancy in (first, second):  # staff dispatch (not the task): the notice waits for a delivery run
+        assert services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).outcome == "OFFERED"
+    tasks.kick_delivery()
+    tasks.kick_delivery()
+    assert len(kicks) == 1  # the second rides on the run already queued
+    assert tasks.deliver_notices.run() == {"SENT": 2}
+    assert cache.get(tasks.DELIVERY_KICK_KEY) is None  # cleared when the run started: the next kick queues again
+    tasks.kick_delivery()
     assert len(kicks) == 2
+
+
+def test_a_notice_the_dispatch_task_could_not_deliver_goes_to_a_queued_run(world, frozen_clock, kicks, monkeypatch):
+    from django.db import OperationalError
+
+    def lost(**_kw):
+        raise OperationalError("connection lost")
+
+    monkeypatch.setattr(tasks, "outbox_deliver_written", lost)
+    vacancy = cancelled_vacancy(world, 10)
+    assert tasks.dispatch_vacancy.run(vacancy.pk) == "OFFERED"
+    assert len(kicks) == 1
+    assert OutboxMessage.objects.get(topic=OFFER_TOPIC).status == OutboxStatus.PENDING
+    assert tasks.deliver_notices.run() == {"SENT": 1}
 
 
 def test_a_full_batch_kicks_the_next_run(world, frozen_clock, kicks):
     for hour in (10, 11, 12):
-        assert tasks.dispatch_vacancy.run(cancelled_vacancy(world, hour).pk) == "OFFERED"
+        vacancy = cancelled_vacancy(world, hour)
+        assert services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref).outcome == "OFFERED"
     kicks.clear()
     cache.delete(tasks.DELIVERY_KICK_KEY)
     assert tasks.deliver_notices.run(limit=2) == {"SENT": 2}
