@@ -376,19 +376,49 @@ def _own_cpu() -> float:
     return t.user + t.system
 
 
-def pg_cpu() -> dict[int, float]:
-    """CPU seconds so far of each PostgreSQL backend serving the bench database (from /proc)."""
-    tick = os.sysconf("SC_CLK_TCK")
-    pids = [r[0] for r in db.sql("SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
-                                 "AND pid <> pg_backend_pid()")]
-    out = {}
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-            out[pid] = (int(fields[11]) + int(fields[12])) / tick
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
+class PgCpuSampler:
+    """CPU seconds of the PostgreSQL backends serving the bench database during a run, those that closed before
+    its end included (web and worker close theirs after ``DATABASE_CONN_MAX_AGE``, 60 s): /proc is polled every
+    half second and a backend keeps what the last poll saw of it. Reading only the backends alive at the end
+    missed about half of PostgreSQL's time in a two-minute storm."""
+
+    def __init__(self, dbname: str) -> None:
+        self.dbname = dbname
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self.base: dict[str, int] = {}
+        self.last: dict[str, int] = {}
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _backends(self) -> dict[str, int]:
+        out = {}
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+                if not cmd.startswith(b"postgres: ") or f" {self.dbname} ".encode() not in cmd.replace(b"\0", b" "):
+                    continue
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                out[pid] = int(fields[11]) + int(fields[12])
+            except (OSError, IndexError, ValueError):
+                continue
+        return out
+
+    def _poll(self) -> None:
+        while not self.stop_event.wait(0.5):
+            self.last.update(self._backends())
+
+    def start(self) -> None:
+        self.base = self._backends()
+        self.last = dict(self.base)
+        self.thread.start()
+
+    def stop(self) -> float:
+        self.stop_event.set()
+        self.thread.join()
+        self.last.update(self._backends())
+        return sum(t - self.base.get(pid, 0) for pid, t in self.last.items()) / self.tick
 
 
 def _pcts(values: list[float]) -> dict:
@@ -537,17 +567,19 @@ def run() -> Result:
         for run_no in range(runs_n):
             items = world["plan"][run_no]
             log(f"storm: run {run_no + 1}: {len(items):,} cancellations over {seconds} s")
-            cpu_before, pg_before, own_before = dep.cpu_seconds(), pg_cpu(), _own_cpu()
+            pg = PgCpuSampler(connections["default"].settings_dict["NAME"])
+            pg.start()
+            cpu_before, own_before = dep.cpu_seconds(), _own_cpu()
             machine_before = _machine_ticks()
             storm = Storm(dep.url, world["token"], session, items, seconds, receiver_log, [c.ref for c in clinics])
             times = storm.run()
-            cpu_after, pg_after, own_after = dep.cpu_seconds(), pg_cpu(), _own_cpu()
+            cpu_after, own_after = dep.cpu_seconds(), _own_cpu()
+            pg_seconds = pg.stop()
             machine_after = _machine_ticks()
             connections.close_all()
             r = analyse(storm, times, clinics)
             r["cpu_seconds"] = {k: round(cpu_after.get(k, 0) - cpu_before.get(k, 0), 1) for k in cpu_after}
-            # Backends that lived through the run (web and worker keep theirs: DATABASE_CONN_MAX_AGE).
-            r["cpu_seconds"]["postgresql"] = round(sum(v - pg_before.get(pid, 0.0) for pid, v in pg_after.items()), 1)
+            r["cpu_seconds"]["postgresql"] = round(pg_seconds, 1)
             r["cpu_ms_per_cancellation"] = {k: 1000 * v / max(len(items), 1) for k, v in r["cpu_seconds"].items()}
             # The load itself (this process: senders, claimers, staff, the receiver log's tail) shares the cores.
             r["load_generator_cpu_ms_per_cancellation"] = 1000 * (own_after - own_before) / max(len(items), 1)
@@ -653,60 +685,55 @@ def limits_note(d: dict) -> str:
     total = sum(cpu.values())
     fn = d["first_notice_ms"]
     rate = d["cancellations"] / d["seconds"]
+    busy = d.get("machine_busy_share")
+    keeps_up = d["notices_per_s"]["median"] >= 0.95 * rate
     return (
-        f"**What limits it.** A notice leaves about half a second after its offer is committed: a dispatch that "
-        f"made an offer queues one `deliver_notices` run (`waitlist/tasks.py`; before issue 27 notices waited for "
-        f"beat's `deliver-outbox` tick, every 10 s and 50 rows a tick, 5 notices/s at most: first notice p50 "
-        f"43–50 s and 3.9–4.7 notices/s in the same quick storm, load average 6.8 at its start). "
-        f"What is left is CPU: each "
-        f"cancellation, with everything that followed it (its dispatch, the notice, the claims and console loads "
-        f"around it, beat), cost {fmt(total)} ms of CPU here ({', '.join(f'{k} {fmt(v)}' for k, v in cpu.items())} "
-        f"ms; 149 ms on 2026-12-01, before the waitlist flag, the offer notice's read, the plain offer lock chain "
-        f"and the newest policy were read through prepared statements: the flag's read alone was an eighth of "
-        f"the worker's samples under py-spy), so {rate:.0f} cancellations/s ask for {fmt(rate * total / 1000)} "
-        f"cores of the machine's 2 (the load average at the start of the runs, on the machine line, says how "
-        f"many other processes were runnable). "
-        + ("The dispatch queue then grows for the whole storm and the first-notice time is mostly waiting in it "
-           if d["notices_per_s"]["median"] < 0.95 * rate else
-           f"Notices keep up with the cancellations ({fmt(d['notices_per_s']['median'])} a second against "
-           f"{rate:.1f}), so the first-notice time is the loop's own latency, not a queue ")
-        + f"(p50 {fmt(fn['p50']['median'])} ms). The webhook provider keeps one connection to the gateway per "
-        f"worker process (`common.notify._session`, keep-alive) instead of opening one per notice: in a one-run "
-        f"comparison on the same quiet machine that took the first notice from p50 508 / p99 3,702 ms to 199 / "
-        f"536 ms and the notices from 16.2 to 17.9 a second (below and above the cancellations' 16.7). The worker "
-        f"also keeps its database connection across tasks (`CELERY_DB_REUSE_MAX`, `config/celery.py`): Celery's "
-        f"Django fixup closed it after every task, so each dispatch and delivery opened a PostgreSQL backend and "
-        f"prepared its statements again. Alternating one-run quick storms on one machine (2026-12-02, pgbench "
-        f"2,596–3,696 tps), closing after each task / keeping it: first notice p50 11,252 / 53 ms and 8,032 / 30 "
-        f"ms, notices 10.5 / 16.9 and 12.7 / 18.6 a second, CPU per cancellation 103 / 84 and 88 / 69 ms. "
-        f"The figure to compare between machines is the "
-        f"notices per second against pgbench's tps in the same run "
+        "**What limits it.** A cancellation's vacancy is dispatched by a Celery task queued after its commit, and "
+        "that task delivers the new offer's notice itself (`outbox_deliver_written`, `waitlist/tasks.py`): before "
+        "2026-12-03 it queued a `deliver_notices` run for it (one more task, a Redis kick and a broker round trip "
+        "per notice), and before that notices waited for beat's `deliver-outbox` tick (every 10 s, 50 rows: 5 "
+        "notices/s at most, first notice p50 43–50 s in this quick storm). "
+        f"What is left is CPU: each cancellation, with everything that followed it (its dispatch, the notice, the "
+        f"claims and console loads around it, beat), cost {fmt(total)} ms of CPU here "
+        f"({', '.join(f'{k} {fmt(v)}' for k, v in cpu.items())} ms; PostgreSQL's backends are polled through the run, "
+        "so those web and worker close after `DATABASE_CONN_MAX_AGE` count too: reading only the ones alive at the "
+        f"end had shown about half), so {rate:.0f} cancellations/s ask for {fmt(rate * total / 1000)} of the "
+        "machine's 2 cores"
+        + (f", and the whole machine was busy {fmt(100 * busy['median'])} % of the run" if busy else "")
+        + ". "
+        + (f"Notices keep up with the cancellations ({fmt(d['notices_per_s']['median'])} a second against "
+           f"{rate:.1f}), so the first-notice time (p50 {fmt(fn['p50']['median'])} ms) is the loop's own latency, "
+           "not a queue. " if keeps_up else
+           f"Notices fall behind ({fmt(d['notices_per_s']['median'])} a second against {rate:.1f}), so the "
+           f"dispatch queue grows for the whole storm and the first-notice time (p50 {fmt(fn['p50']['median'])} "
+           "ms) is mostly waiting in it. ")
+        + "The gains of 2026-12-03, each measured by a one-run full storm (5,000 in 2 minutes, 41.7/s) on the same "
+        "machine: 29.5 notices/s before; 33.6 with the dispatch task delivering its own notice (worker CPU 21.9 → "
+        "19.3 ms a cancellation); 36.1 with the outbox leasing in one statement (`UPDATE … WHERE id IN (SELECT … FOR "
+        "NO KEY UPDATE SKIP LOCKED) RETURNING`, was five) and recording an attempt with its fence in one (was four), "
+        "and a cancellation's two row locks read through prepared statements (their ORM building was a tenth of the "
+        "web's samples under py-spy); the machine was then 97 % busy, so the remaining gap is CPU. Under "
+        "`pg_stat_statements` in a quick storm the readiness panel's decision freshness (every WAITING patient's "
+        "newest decision, counted) was 28 % of PostgreSQL's statement time, at 12 ms a console load at the big "
+        "clinic: it is now kept `WAITLIST_READINESS_CACHE_SECONDS` (10) per clinic. The console's 30-day fairness "
+        "figures (the pass-over count joins every offer of the window with the entries that waited longer: "
+        "0.3–0.7 s of SQL at the big clinic once a storm has made a few hundred offers, and two staff members "
+        "paid it together when a 30 s bucket turned over: console p99 0.6–2.4 s) are kept per clinic and "
+        "recomputed by one background task (`waitlist.tasks.refresh_fairness`) once older than "
+        "`WAITLIST_FAIRNESS_CACHE_SECONDS` (300), so no load waits for them. The claim page reads its offer "
+        "through prepared statements and skips the renewal read for an offer that is not EXPIRED (POST accept 54 "
+        "→ 24 ms warm in-process; claims p50 in the quick storm 167 → 54 ms). "
+        f"Console p99 {fmt(d['console_ms']['p99']['median'])} ms and claims p99 "
+        f"{fmt(d['claim_ms']['p99']['median'])} ms (GET the link, POST accept: claim and book) here. Kept from "
+        "before: the webhook provider keeps one connection to the gateway per worker process "
+        "(`common.notify._session`: first notice p50 508 → 199 ms in a one-run comparison), the worker keeps "
+        "its database connection across tasks (`CELERY_DB_REUSE_MAX`: Celery's Django fixup closed it after every "
+        "task, so each task paid a new backend and re-prepared its statements), and a claim whose offer's version "
+        "only moved (the delivery's own bookkeeping) claims once more at the current version "
+        f"(`waitlist/services/accept.py`); claim errors in these runs: {fmt(d['claim_errors']['max'])} at most. "
+        "The figure to compare between machines is the notices per second against pgbench's tps in the same run "
         f"({fmt(d['notices_per_s']['median'])} ÷ {fmt(d['pgbench_tps']['median'])} = "
-        f"{fmt(d['notices_per_s']['median'] / d['pgbench_tps']['median'])}). On 2 idle cores the CPU figure above "
-        f"allows about {fmt(2000 / total)} cancellations/s end to end (an estimate, not a measurement). The console "
-        f"waitlist page at the big clinic computed the 30-day fairness figures (the pass-over count joins every "
-        f"offer of the window with the entries that waited longer: 2–3 s of SQL once the storm had made a few "
-        f"hundred offers) on every load and every readiness poll; they are now computed once per "
-        f"`WAITLIST_FAIRNESS_CACHE_SECONDS` (30) per clinic; one load per bucket still pays them, and every "
-        f"other statement of the page (25 in all) waits for the CPU like the rest, so the console's p99 "
-        f"({fmt(d['console_ms']['p99']['median'])} ms) and the claims' (GET the link, POST accept: claim and book; "
-        f"p99 {fmt(d['claim_ms']['p99']['median'])} ms) are what a saturated machine gives, not a per-request "
-        f"cost (claims alone: section 3). A claim the page refused (410) while its offer was still open was a "
-        f"version race with the delivery's own bookkeeping (the worker's `offer_notice_delivered` moves the "
-        f"offer's version while a bench patient, faster than a person, accepts): the accept now claims once more "
-        f"at the current version when only the version moved (`waitlist/services/accept.py`), so such a claim "
-        f"books. Claim errors in these runs: {fmt(d['claim_errors']['max'])} at most. "
-        + (f"Not measured at full scale here ({5_000:,} cancellations in 2 minutes is {5_000 / 120:.0f}/s, "
-           + ("beyond" if 5_000 / 120 > 2000 / total else "within")
-           + " what the CPU figure allows on 2 cores). One full-scale run on 2026-12-02 (`BENCH_SCALE=full "
-           "BENCH_STORM_RUNS=1`, not kept), with the worker keeping its database connection across tasks "
-           "(`CELERY_DB_REUSE_MAX`; before it, Celery closed it after every task and each dispatch and delivery "
-           "paid a new backend and re-prepared its statements: 10.8 notices/s and 788 vacancies still without a "
-           "notice when the drain gave up): 17.9 notices/s against 41.7 cancellations/s, 64.5 ms of CPU per "
-           "cancellation (web 18.7, worker 31.6, PostgreSQL 13.5), every vacancy notified in the end but the "
-           "queue grew for the whole storm (first notice p50 91 s, p99 184 s), console p99 22.9 s, claims p99 "
-           "779 ms, invariants held: 41.7 cancellations/s at that cost ask for 2.7 cores of 2."
-           if d["cancellations"] < 5_000 else "")
+        f"{fmt(d['notices_per_s']['median'] / d['pgbench_tps']['median'])})."
     )
 
 

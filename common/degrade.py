@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 from redis.exceptions import RedisError
 
 logger = logging.getLogger("common.degrade")
 
 #: What the cache and the broker raise when Redis cannot be reached.
+T = TypeVar("T")
+
 REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
 
 
@@ -40,3 +44,24 @@ class Dependency:
 
 cache_dependency = Dependency("redis cache", "throttles fail open and sign-in counting uses PostgreSQL")
 broker_dependency = Dependency("celery broker", "follow-up tasks are left to reconcile")
+
+
+def cached(key: str, seconds: int, compute: Callable[[], T]) -> T:
+    """``compute()``, kept in the cache for ``seconds`` under ``key`` (0 or less: computed every time). With Redis
+    down it is computed every time: a read must not fail because its cache did."""
+    from django.core.cache import cache
+
+    if seconds <= 0:
+        return compute()
+    try:
+        value = cache.get(key)
+    except REDIS_ERRORS as exc:
+        cache_dependency.failed(exc)
+        return compute()
+    if value is None:
+        value = compute()
+        try:
+            cache.set(key, value, seconds)
+        except REDIS_ERRORS as exc:
+            cache_dependency.failed(exc)
+    return value

@@ -281,6 +281,7 @@ def _count(web, path, **headers) -> int:
 def test_page_queries_do_not_grow_with_queue_rows_or_vacancies(staff_web, world, settings):
     settings.CONSOLE_WAITLIST_PAGE_SIZE = 50
     settings.WAITLIST_FAIRNESS_CACHE_SECONDS = 0  # every load computes fairness (its cache: test_fairness_cache)
+    settings.WAITLIST_READINESS_CACHE_SECONDS = 0  # ... and the decision freshness counts
     dead_delivery_offer(world)
     bulk_reviews(world, 3)
     bulk_vacancies(world, 5)
@@ -311,6 +312,20 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     # session, user, clinic scope, vacancy, offers, events, dispatch notes, pass-over counts, EHR identifiers
     with django_assert_num_queries(9):
         staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=offer.vacancy.ref), **HX)
+
+
+def test_the_decision_freshness_counts_are_kept_a_few_seconds_per_clinic(staff_web, world, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.WAITLIST_READINESS_CACHE_SECONDS = 10
+    world.waiting()
+    first = staff_web.get(page_url(world.clinic), HTTP_HX_TARGET="wl-readiness", **HX)
+    with CaptureQueriesContext(connection) as again:
+        second = staff_web.get(page_url(world.clinic), HTTP_HX_TARGET="wl-readiness", **HX)
+    assert first.status_code == second.status_code == 200
+    assert not any("WITH waiting AS MATERIALIZED" in q["sql"] for q in again.captured_queries)
+    assert first.content == second.content
 
 
 def test_decision_freshness_is_one_query_whatever_the_waiting_patients(world, django_assert_num_queries):

@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
+from common.degrade import cached
 from common.pagination import day_bounds
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic, ContactConsent
@@ -46,7 +48,11 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
         "readiness": {
             "feature_enabled": feature_enabled("waitlist", clinic),
             "policy_version": policy["version"] if policy else None,
-            "decision_freshness": decision_freshness(clinic=clinic, now=now),
+            # Every WAITING patient's newest decision, counted: the page's heaviest read at a big clinic (tens of
+            # ms), and decisions change over hours, so kept a few seconds per clinic.
+            "decision_freshness": cached(
+                f"waitlist:freshness:{clinic.pk}", int(getattr(settings, "WAITLIST_READINESS_CACHE_SECONDS", 10)),
+                lambda: decision_freshness(clinic=clinic, now=now)),
             "warnings": readiness_warnings(
                 clinic=clinic, now=now, decision_gate=policy["decision_gate"] if policy else None
             ),
