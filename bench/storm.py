@@ -705,6 +705,7 @@ def limits_note(d: dict) -> str:
     rate = d["cancellations"] / d["seconds"]
     busy = d.get("machine_busy_share")
     keeps_up = d["notices_per_s"]["median"] >= 0.95 * rate
+    slow = sum(1 for r in d["runs"] if r["first_notice_ms"]["p99"] > 10_000)
     return (
         "**What limits it.** A cancellation's vacancy is dispatched by a Celery task queued after its commit, and "
         "that task delivers the new offer's notice itself (`outbox_deliver_written`, `waitlist/tasks.py`): before "
@@ -720,8 +721,10 @@ def limits_note(d: dict) -> str:
         + (f", and the whole machine was busy {fmt(100 * busy['median'])} % of the run" if busy else "")
         + ". "
         + (f"Notices keep up with the cancellations ({fmt(d['notices_per_s']['median'])} a second against "
-           f"{rate:.1f}), so the first-notice time (p50 {fmt(fn['p50']['median'])} ms) is the loop's own latency, "
-           "not a queue. " if keeps_up else
+           f"{rate:.1f}), so the first-notice time (p50 {fmt(fn['p50']['median'])} ms) is mostly the loop's own "
+           f"latency; the margin is thin, though: {slow} of {len(d['runs'])} runs let a queue build (first notice "
+           f"p99 up to {fmt(fn['p99']['max'])} ms), whenever the machine's share left for the loop dipped. "
+           if keeps_up else
            f"Notices fall behind ({fmt(d['notices_per_s']['median'])} a second against {rate:.1f}), so the "
            f"dispatch queue grows for the whole storm and the first-notice time (p50 {fmt(fn['p50']['median'])} "
            "ms) is mostly waiting in it. ")
@@ -730,7 +733,9 @@ def limits_note(d: dict) -> str:
         "19.3 ms a cancellation); 36.1 with the outbox leasing in one statement (`UPDATE … WHERE id IN (SELECT … FOR "
         "NO KEY UPDATE SKIP LOCKED) RETURNING`, was five) and recording an attempt with its fence in one (was four), "
         "and a cancellation's two row locks read through prepared statements (their ORM building was a tenth of the "
-        "web's samples under py-spy); the machine was then 97 % busy, so the remaining gap is CPU. Under "
+        "web's samples under py-spy), the machine then 97 % busy; 41.4 with the readiness panel's decision "
+        "freshness kept and the fairness figures refreshed every 5 minutes (below); then the background dispatch's "
+        "vacancy read prepared and the warm-up run (method) before these three runs. Under "
         "`pg_stat_statements` in a quick storm the readiness panel's decision freshness (every WAITING patient's "
         "newest decision, counted) was 28 % of PostgreSQL's statement time, at 12 ms a console load at the big "
         "clinic: it is now kept `WAITLIST_READINESS_CACHE_SECONDS` (10) per clinic. The console's 30-day fairness "
