@@ -50,6 +50,7 @@ from .worker import (
     confirmed_digest,
     fetch_assessment,
     fits,
+    in_scope,
     outcome_counts,
     outcome_rows,
     write_back,
@@ -363,13 +364,12 @@ def _held_batch(candidates: list[tuple[Claim, Assessment]]) -> list[_Plan]:
 
 
 def _scope_rows(scopes: list[tuple[int, str]]) -> dict[tuple[int, str], list[Appointment]]:
-    """The scopes' PROPOSED/HELD appointments and future CONFIRMED ones (``worker._scope_appointments``)
-    in one SELECT, by scope."""
+    """The scopes' appointments as one job reads its own (``worker.in_scope``), in one SELECT, by scope."""
     by_scope: dict[tuple[int, str], list[Appointment]] = {scope: [] for scope in scopes}
     for appt in (
         Appointment.objects.select_related("patient", "practitioner", "treatment", "resource")
-        .filter(Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=timezone.now()),
-                clinic_id__in={c for c, _ in scopes}, patient__crm_fingerprint__in={f for _, f in scopes})
+        .filter(in_scope(timezone.now()), clinic_id__in={c for c, _ in scopes},
+                patient__crm_fingerprint__in={f for _, f in scopes})
         .order_by("pk")
     ):
         if (appt.clinic_id, appt.patient.crm_fingerprint) in by_scope:

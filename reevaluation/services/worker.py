@@ -544,13 +544,17 @@ def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
     return row[0] or MutationMode.DISABLED
 
 
+def in_scope(now) -> Q:
+    """What a job reads of its scope: the PROPOSED/HELD appointments, and the CONFIRMED ones still ahead."""
+    return Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now)
+
+
 def _scope_appointments(job: ReevaluationJob, now) -> tuple[list[Appointment], list[Appointment]]:
     """The scope's PROPOSED/HELD appointments now, and its future CONFIRMED ones, in one SELECT. CONFIRMED
     never enters a scheduling command: it is only compared with the assessment (``_decide_confirmed``)."""
     rows = list(
         Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
-        .filter(Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now),
-                clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint)
+        .filter(in_scope(now), clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint)
         .order_by("pk")
     )
     return ([a for a in rows if a.status in ELIGIBLE], [a for a in rows if a.status == AppointmentStatus.CONFIRMED])
