@@ -16,9 +16,9 @@ from redis.exceptions import RedisError
 
 logger = logging.getLogger("common.degrade")
 
-#: What the cache and the broker raise when Redis cannot be reached.
 T = TypeVar("T")
 
+#: What the cache and the broker raise when Redis cannot be reached.
 REDIS_ERRORS: tuple[type[BaseException], ...] = (RedisError, OSError)
 
 

@@ -204,11 +204,7 @@ def _fail(lease: Leased, started_at: datetime, code: str) -> str:
 def outbox_deliver_due(*, worker: str, limit: int = 50, now: datetime | None = None) -> dict[str, int]:
     """One bounded delivery round: lease, then deliver each. Call it outside a transaction: sends are
     network calls and must not hold row locks."""
-    counts: dict[str, int] = {}
-    for lease in outbox_lease(worker=worker, limit=limit, now=now):
-        outcome = outbox_deliver(lease)
-        counts[outcome] = counts.get(outcome, 0) + 1
-    return counts
+    return _deliver_all(outbox_lease(worker=worker, limit=limit, now=now))
 
 
 def outbox_deliver_written(*, worker: str, topic: str, aggregate_ref: str) -> dict[str, int]:
@@ -216,8 +212,13 @@ def outbox_deliver_written(*, worker: str, topic: str, aggregate_ref: str) -> di
     made the change, rather than queueing a delivery run for it: under a storm of offers that is one task and one
     broker round trip less per notice. The same lease, fence and handler as ``outbox_deliver_due``; a row another
     worker leased first is skipped (SKIP LOCKED), one not yet due (a deferral) waits for its time."""
+    return _deliver_all(outbox_lease(worker=worker, limit=10, topics=[topic], aggregate_ref=aggregate_ref))
+
+
+def _deliver_all(leases: list[Leased]) -> dict[str, int]:
+    """Deliver each leased row in order; the outcomes counted."""
     counts: dict[str, int] = {}
-    for lease in outbox_lease(worker=worker, limit=10, topics=[topic], aggregate_ref=aggregate_ref):
+    for lease in leases:
         outcome = outbox_deliver(lease)
         counts[outcome] = counts.get(outcome, 0) + 1
     return counts

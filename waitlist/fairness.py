@@ -209,6 +209,11 @@ def _fairness_key(clinic_id: int, window_days: int) -> str:
     return f"waitlist:fairness:{clinic_id}:{window_days}"
 
 
+def _refreshing_key(clinic_id: int, window_days: int) -> str:
+    """Set while one background refresh of these figures is queued or running."""
+    return f"{_fairness_key(clinic_id, window_days)}:refreshing"
+
+
 def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, window_days: int = 30) -> dict:
     """``fairness_metrics`` as the console and the ops snapshot show it, with ``computed_at``. The pass-over
     count joins every offer of the window with the entries that waited longer, so at a busy clinic it costs
@@ -217,7 +222,7 @@ def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, wind
     clinic at a time) computes new ones, so no page load waits for them but the first in an hour
     (``FAIRNESS_KEEP_SECONDS``). 0: computed on every read. Redis down: computed every time."""
     now = now or timezone.now()
-    seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 30))
+    seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 300))
     if seconds <= 0:
         return _computed(clinic, now, window_days)
     try:
@@ -229,7 +234,7 @@ def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, wind
         return fairness_refresh(clinic=clinic, now=now, window_days=window_days)
     if now.timestamp() - kept["at"] >= seconds:
         try:
-            queued = cache.add(f"{_fairness_key(clinic.pk, window_days)}:refreshing", 1, timeout=seconds)
+            queued = cache.add(_refreshing_key(clinic.pk, window_days), 1, timeout=seconds)
         except REDIS_ERRORS as exc:
             cache_dependency.failed(exc)
             queued = False
@@ -246,7 +251,7 @@ def fairness_refresh(*, clinic: Clinic, now: datetime | None = None, window_days
     key = _fairness_key(clinic.pk, window_days)
     try:
         cache.set(key, {"at": now.timestamp(), "value": value}, FAIRNESS_KEEP_SECONDS)
-        cache.delete(f"{key}:refreshing")
+        cache.delete(_refreshing_key(clinic.pk, window_days))
     except REDIS_ERRORS as exc:
         cache_dependency.failed(exc)
     return value

@@ -40,6 +40,16 @@ def test_a_dispatch_that_offers_delivers_its_notice_from_the_same_task(world, fr
     assert OutboxMessage.objects.filter(topic=OFFER_TOPIC).count() == 1 and kicks == []
 
 
+def test_the_dispatch_task_delivers_only_the_notice_its_own_offer_wrote(world, frozen_clock, kicks):
+    waiting = cancelled_vacancy(world, 10)
+    assert services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=waiting.ref).outcome == "OFFERED"
+    mine = cancelled_vacancy(world, 11)
+    assert tasks.dispatch_vacancy.run(mine.pk) == "OFFERED"
+    status = dict(OutboxMessage.objects.filter(topic=OFFER_TOPIC).values_list("aggregate_ref", "status"))
+    assert status == {Offer.objects.get(vacancy=mine).ref: OutboxStatus.SENT,
+                      Offer.objects.get(vacancy=waiting).ref: OutboxStatus.PENDING}  # left to its delivery run
+
+
 def test_the_notice_of_a_dispatch_by_another_road_goes_to_one_queued_run(world, frozen_clock, kicks):
     first, second = cancelled_vacancy(world, 10), cancelled_vacancy(world, 11)
     for vacancy in (first, second):  # staff dispatch (not the task): the notice waits for a delivery run
