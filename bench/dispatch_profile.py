@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="run under cProfile and print the top functions")
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--sql", action="store_true", help="print one offer's statements in full")
+    parser.add_argument("--deliver", action="store_true",
+                        help="then deliver the offers' notices (the outbox handler) and measure that instead")
     args = parser.parse_args(argv)
 
     db.configure_environment()
@@ -62,19 +64,28 @@ def main(argv: list[str] | None = None) -> int:
     clinic, ids = build(f"prof{uuid.uuid4().hex[:6]}", args.vacancies)
     outcomes: Counter = Counter()
     profiler = cProfile.Profile() if args.profile else None
+    if args.deliver:
+        for _vacancy_id, _result in vacancies_dispatch(vacancy_ids=ids):
+            pass
     with CaptureQueriesContext(connection) as queries:
         started = time.perf_counter()
         if profiler:
             profiler.enable()
-        for _vacancy_id, result in vacancies_dispatch(vacancy_ids=ids):
-            outcomes[result.outcome] += 1
+        if args.deliver:
+            from common.outbox import outbox_deliver_due
+
+            while delivered := outbox_deliver_due(worker="profile", limit=50):
+                outcomes.update(delivered)
+        else:
+            for _vacancy_id, result in vacancies_dispatch(vacancy_ids=ids):
+                outcomes[result.outcome] += 1
         if profiler:
             profiler.disable()
         wall = time.perf_counter() - started
-    offers = outcomes.get("OFFERED", 0)
+    offers = outcomes.get("SENT" if args.deliver else "OFFERED", 0)
     per = max(offers, 1)
-    print(f"outcomes {dict(outcomes)}; {offers / wall:.1f} offers/s ({wall:.2f} s wall"
-          f"{', under cProfile' if profiler else ''})")
+    print(f"outcomes {dict(outcomes)}; {offers / wall:.1f} {'notices' if args.deliver else 'offers'}/s "
+          f"({wall:.2f} s wall{', under cProfile' if profiler else ''})")
     invariants = check_invariants(clinic, len(ids))
     print(f"invariants hold: {invariants_ok(invariants)}"
           + ("" if invariants_ok(invariants) else f" {invariants}"))
@@ -89,7 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"database time (as the client saw it): {total:.2f} s = {100 * total / wall:.0f}% of the wall time")
     for kind, n in counts.most_common():
         print(f"  {n / per:6.2f}/offer  {100 * seconds[kind] / total:5.1f}% db time  {kind}")
-    if args.sql:
+    if args.sql and args.deliver:
+        # The statements of one notice's delivery, after the batch's lease.
+        per_notice = round(len(queries) / per)
+        for query in queries.captured_queries[1 + per_notice:1 + 2 * per_notice]:
+            print(f"--- {query['time']} s: {re.sub(r'[ ]+', ' ', query['sql'])[:300]}")
+    elif args.sql:
         # The statements of one vacancy's dispatch, from its claim to the next claim.
         claims = [i for i, q in enumerate(queries.captured_queries) if "dispatch_claimed_until = " in q["sql"]
                   and "FROM (" in q["sql"]]

@@ -31,33 +31,34 @@ SCALES: dict[str, dict] = {
     # A few minutes on 2 cores.
     "quick": {
         "runs": 3,
-        "matcher_sizes": [10_000, 50_000, 100_000],
-        "matcher_spread": (100_000, 100),  # entries, clinics
-        "matcher_samples": 60,
+        "matcher_sizes": [10_000, 25_000, 50_000],
+        "matcher_spread": (50_000, 100),  # entries, clinics
+        "matcher_samples": 40,
         "contention_vacancies": 200,
         "contention_dispatchers": 32,
-        # Supply for every wrk second at up to ~800 claims/s (a run that runs out is flagged: supply-limited).
-        "claims_offers": 8_000,
-        "claims_seconds": 10,
+        # Supply for every wrk second at up to ~750 claims/s (a run that runs out is flagged: supply-limited).
+        "claims_offers": 3_000,
+        "claims_seconds": 4,
         "claims_concurrency": 32,
         "pgbench_scale": 10,
-        # Enough that every throughput run lasts several seconds at 1 and at 2 processes (about 1,300
-        # quiet jobs/s, 35 real-work jobs/s and 160 Procrastinate jobs/s per process on 2 cores).
-        "reeval_jobs": 10_000,
+        # Enough that every throughput run lasts a few seconds at 1 and at 2 processes (about 1,400 quiet
+        # jobs/s, 500 real-work jobs/s and 300 Procrastinate jobs/s per process on 2 cores).
+        "reeval_jobs": 6_000,
         "reeval_real_jobs": 500,
-        "procrastinate_jobs": 2_000,
-        "fairness_big": 100_000,
+        "procrastinate_jobs": 1_000,
+        "fairness_big": 30_000,
         "fairness_small_clinics": 99,
         "fairness_small_jobs": 10,
         "console_rows": 10_000,
         "console_requests": 10,
-        "storm_cancellations": 500,
-        "storm_seconds": 30,
+        "storm_cancellations": 400,
+        "storm_seconds": 20,
+        "storm_pgbench_seconds": 8,
         "storm_big_entries": 10_000,
         "storm_small_entries": 1_000,
         "clinics_counts": [10, 100, 1_000],
     },
-    # The sizes: under 30 minutes on 2 cores.
+    # The sizes: under 40 minutes on 2 cores.
     "full": {
         "runs": 3,
         "matcher_sizes": [10_000, 100_000, 1_000_000],
@@ -65,13 +66,13 @@ SCALES: dict[str, dict] = {
         "matcher_samples": 200,
         "contention_vacancies": 1_000,
         "contention_dispatchers": 32,
-        "claims_offers": 25_000,
+        "claims_offers": 20_000,
         "claims_seconds": 30,
         "claims_concurrency": 32,
         "pgbench_scale": 10,
-        "reeval_jobs": 30_000,
+        "reeval_jobs": 20_000,
         "reeval_real_jobs": 1_500,
-        "procrastinate_jobs": 6_000,
+        "procrastinate_jobs": 2_500,
         "fairness_big": 100_000,
         "fairness_small_clinics": 99,
         "fairness_small_jobs": 10,
@@ -79,6 +80,7 @@ SCALES: dict[str, dict] = {
         "console_requests": 20,
         "storm_cancellations": 5_000,
         "storm_seconds": 120,
+        "storm_pgbench_seconds": 15,
         "storm_big_entries": 30_000,
         "storm_small_entries": 3_000,
         "clinics_counts": [10, 100, 1_000],

@@ -37,7 +37,6 @@ SENDERS = 24  # cancellation threads (open loop: each request leaves at its sche
 CLAIMERS = 4
 CONSOLE_USERS = 2
 CONSOLE_PAUSE_S = 0.5  # each staff member reloads the page every half second
-PGBENCH_SECONDS = 15
 PGBENCH_CLIENTS = 16
 WARMUP_SHARE = 5  # the warm-up storm: a fifth of a run's cancellations, at the same rate
 #: The tables the storm grows from empty: vacuumed and analysed after the warm-up, as autovacuum keeps a live system's.
@@ -602,8 +601,8 @@ def run() -> Result:
             # saturated the cores were (the per-process figures miss backends that closed during the run).
             busy, total = (a - b for a, b in zip(machine_after, machine_before, strict=True))
             r["machine_busy_share"] = busy / total if total else math.nan
-            log(f"storm: run {run_no + 1}: pgbench {PGBENCH_SECONDS} s at {PGBENCH_CLIENTS} clients")
-            r["pgbench_tps"] = pgbench_run(PGBENCH_SECONDS, PGBENCH_CLIENTS)
+            log(f"storm: run {run_no + 1}: pgbench {cfg['storm_pgbench_seconds']} s at {PGBENCH_CLIENTS} clients")
+            r["pgbench_tps"] = pgbench_run(cfg["storm_pgbench_seconds"], PGBENCH_CLIENTS)
             fn = r["first_notice_ms"]
             log(f"storm: run {run_no + 1}: first notice p50 {fmt(fn['p50'])} p99 {fmt(fn['p99'])} max "
                 f"{fmt(fn['max'])} ms, {fmt(r['notices_per_s'])} notices/s, {r['vacancies_without_notice']} without, "
@@ -637,6 +636,7 @@ def summarise(runs: list[dict], cfg: dict) -> dict:
         "runs": runs,
         "cancellations": runs[0]["cancellations"],
         "seconds": cfg["storm_seconds"],
+        "pgbench_seconds": cfg["storm_pgbench_seconds"],
         "clinics": CLINICS,
         "first_notice_ms": {k: s(f"first_notice_ms.{k}") for k in ("p50", "p90", "p99", "max")},
         "first_notice_ms_big": {k: s(f"first_notice_ms_big.{k}") for k in ("p50", "p99")},
@@ -687,7 +687,8 @@ def method_note(d: dict) -> str:
         f"outbox is empty (giving up after {DRAIN_IDLE_S} s without progress or {DRAIN_MAX_S} s in all). "
         f"**First notice** = the receiver's arrival time of the first offer notice of the "
         f"cancellation's vacancy minus the time the cancellation's answer arrived (one clock: everything is on this "
-        f"machine). Then, in the same run, `pgbench -c {PGBENCH_CLIENTS} -j 2 -T {PGBENCH_SECONDS}` (TPC-B-like, "
+        f"machine). Then, in the same run, `pgbench -c {PGBENCH_CLIENTS} -j 2 -T {d.get('pgbench_seconds', 15)}` "
+        f"(TPC-B-like, "
         f"scale 10) on the same server, and the invariant checker (`observability.invariants.check` over the storm's "
         f"clinics: one active offer per vacancy and per entry, holds and allocations, no CONFIRMED double booking, "
         f"one creation event per offer, outbox delivered at most once) plus this benchmark's own checks: every "
@@ -791,7 +792,7 @@ def describe(result: Result, cfg: dict) -> None:
              f"{fmt_stat(d['cancel_ms']['p50'])} / {fmt_stat(d['cancel_ms']['p99'])}", ""],
             ["cancellation errors", fmt_stat(d["cancellation_errors"]), ""],
             ["seconds to send every cancellation", fmt_stat(d["cancel_send_seconds"]), f"{d['seconds']}"],
-            [f"pgbench TPC-B-like tps (-c {PGBENCH_CLIENTS} -j 2, {PGBENCH_SECONDS} s, same run)",
+            [f"pgbench TPC-B-like tps (-c {PGBENCH_CLIENTS} -j 2, {d.get('pgbench_seconds', 15)} s, same run)",
              fmt_stat(d["pgbench_tps"]), ""],
             ["invariants (checker + per-run checks) after every run",
              "held" if d["invariants_ok_every_run"] else "**broken**", "held"],

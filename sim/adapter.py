@@ -65,16 +65,18 @@ class World:
 
 @contextmanager
 def no_task_queue():
-    """The product queues the cascade as a Celery task on commit; the simulator runs that dispatch
-    itself at the same instant (engine ``_cascade``), so the broker is not used."""
+    """The product queues the cascade and delivery runs as Celery tasks on commit; the simulator runs that
+    dispatch itself at the same instant (engine ``_cascade``) and delivers due notices itself, so the broker is
+    not used."""
     from waitlist import tasks
 
-    original = tasks.dispatch_vacancy.delay
+    originals = tasks.dispatch_vacancy.delay, tasks.deliver_notices.delay
     tasks.dispatch_vacancy.delay = lambda vacancy_id: None
+    tasks.deliver_notices.delay = lambda **kw: None
     try:
         yield
     finally:
-        tasks.dispatch_vacancy.delay = original
+        tasks.dispatch_vacancy.delay, tasks.deliver_notices.delay = originals
 
 
 @contextmanager

@@ -164,7 +164,8 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     )
     try:
         offer_notice_delivered(
-            clinic=clinic, offer_ref=offer.ref, delivered_at=now, correlation_id=message.correlation_id
+            clinic=clinic, offer_ref=offer.ref, delivered_at=now, correlation_id=message.correlation_id,
+            deadline=offer.expires_at,
         )
     except DomainError as exc:  # the notice went out; a failed bookkeeping step must not resend it
         logger.warning("offer %s: delivery not recorded: %s", offer.ref, exc.code)

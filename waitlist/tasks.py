@@ -25,6 +25,7 @@ from .fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
 from .models import OFFER_TOPIC
 from .services import expire_run, reconcile_run, vacancy_dispatch_by_id
 from .services._shared import DISPATCH_EFFECT
+from .services.confirmation import NOTICE_EFFECT
 
 logger = logging.getLogger("waitlist")
 
@@ -110,6 +111,7 @@ def _queue_dispatch(*, vacancy_id: int) -> None:
 def register_effects() -> None:
     effects.register(DISPATCH_EFFECT, _queue_dispatch)
     effects.register(FAIRNESS_REFRESH_EFFECT, _queue_fairness_refresh)
+    effects.register(NOTICE_EFFECT, kick_delivery)
 
 
 def _queue_fairness_refresh(*, clinic_id: int, window_days: int) -> None:

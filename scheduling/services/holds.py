@@ -126,8 +126,9 @@ def hold_accepted(hold: CapacityHold, *, expires_at: datetime) -> None:
 
 def hold_extend(*, hold: CapacityHold, expires_at: datetime) -> CapacityHold:
     """Move an ACTIVE hold's expiry (the waitlist counts an offer's window from its notice's delivery).
-    The caller holds the lock."""
-    with transaction.atomic():
+    The caller holds the lock; inside its transaction no savepoint is taken (a failed update fails the caller's
+    change as a whole)."""
+    with transaction.atomic(savepoint=False):
         cas_update(hold, expected_status=HoldStatus.ACTIVE, expires_at=expires_at)
     return hold
 

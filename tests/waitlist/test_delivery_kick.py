@@ -103,3 +103,18 @@ def test_without_a_broker_the_dispatch_still_answers(world, frozen_clock, monkey
 
     monkeypatch.setattr(tasks.deliver_notices, "delay", down)
     assert tasks.dispatch_vacancy.run(cancelled_vacancy(world, 10).pk) == "OFFERED"  # beat's tick delivers it
+
+
+def test_a_claim_that_books_queues_one_delivery_run_for_its_confirmation(
+    world, frozen_clock, kicks, django_capture_on_commit_callbacks
+):
+    from waitlist.services.accept import offer_claim_and_book
+    from waitlist.services.confirmation import BOOKING_CONFIRMED_TOPIC
+
+    vacancy = cancelled_vacancy(world, 10)
+    assert tasks.dispatch_vacancy.run(vacancy.pk) == "OFFERED"
+    with django_capture_on_commit_callbacks(execute=True):
+        offer_claim_and_book(offer=Offer.objects.get(vacancy=vacancy))
+    assert len(kicks) == 1  # not left to beat's next outbox tick
+    assert tasks.deliver_notices.run() == {"SENT": 1}
+    assert OutboxMessage.objects.get(topic=BOOKING_CONFIRMED_TOPIC).status == OutboxStatus.SENT

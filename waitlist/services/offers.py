@@ -436,21 +436,24 @@ def deadline_if_delivered(offer: Offer, *, starts_at: datetime, tz_name: str, de
 
 
 def offer_notice_delivered(
-    *, clinic: Clinic, offer_ref: str, delivered_at: datetime, correlation_id: str = ""
+    *, clinic: Clinic, offer_ref: str, delivered_at: datetime, correlation_id: str = "",
+    deadline: datetime | None = None,
 ) -> Offer:
     """The offer's notice went out at ``delivered_at``: its answer window counts from then.
 
     ``expires_at`` (and the hold's) becomes the policy's answer deadline counted from ``delivered_at``
     (``windows.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
-    expires_at). Only the first delivery counts; an offer no longer OFFERED is left alone.
+    expires_at). Only the first delivery counts; an offer no longer OFFERED is left alone. ``deadline``: the one
+    the notice stated (``deadline_if_delivered`` at ``delivered_at``), so the record is what the patient read and
+    the policy and streak are not read twice; computed here when not given.
     """
     with transaction.atomic():
         locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
         offer = locks.offer
         if offer.status != OfferStatus.OFFERED or offer.notified_at is not None:
             return offer
-        window_end = deadline_if_delivered(offer, starts_at=locks.vacancy.starts_at, tz_name=clinic.timezone,
-                                           delivered_at=delivered_at)
+        window_end = deadline if deadline is not None else deadline_if_delivered(
+            offer, starts_at=locks.vacancy.starts_at, tz_name=clinic.timezone, delivered_at=delivered_at)
         changes: dict = {"notified_at": delivered_at}
         if window_end > offer.expires_at:
             changes["expires_at"] = window_end
