@@ -729,8 +729,11 @@ def limits_note(d: dict) -> str:
            f"Notices fall behind ({fmt(d['notices_per_s']['median'])} a second against {rate:.1f}), so the "
            f"dispatch queue grows for the whole storm and the first-notice time (p50 {fmt(fn['p50']['median'])} "
            "ms) is mostly waiting in it. ")
-        + "The gains of 2026-12-03, each measured by a one-run full storm (5,000 in 2 minutes, 41.7/s) on the same "
-        "machine: 29.5 notices/s before; 33.6 with the dispatch task delivering its own notice (worker CPU 21.9 → "
+        + "The gains of 2026-12-03, each measured by a one-run full storm (5,000 in 2 minutes, 41.7/s) on a 2-core "
+        "machine faster than the one of 2026-12-04 (one claim in process 2.6 ms there against 6.7; its three-run "
+        "full storm gave 44.4 notices/s, first notice p50 1,039 ms and p99 2,602 ms, 38.3 ms of CPU a "
+        "cancellation): 29.5 notices/s before; 33.6 with the dispatch task "
+        "delivering its own notice (worker CPU 21.9 → "
         "19.3 ms a cancellation); 36.1 with the outbox leasing in one statement (`UPDATE … WHERE id IN (SELECT … FOR "
         "NO KEY UPDATE SKIP LOCKED) RETURNING`, was five) and recording an attempt with its fence in one (was four), "
         "and a cancellation's two row locks read through prepared statements (their ORM building was a tenth of the "
