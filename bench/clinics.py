@@ -2,8 +2,9 @@
 1,000 clinics (most small and quiet, one in a hundred large and busy).
 
 Each beat entry of ``CELERY_BEAT_SCHEDULE`` is run in process through its task's ``run`` (the code a worker
-runs for the tick), with the follow-up tasks it would queue (``run_job``, ``dispatch_vacancy``,
-``deliver_notices``) stubbed out, so only the tick itself is measured: wall time, the SQL statements it sends
+runs for the tick), with the follow-up tasks it would queue (``run_job``, ``dispatch_round``, ``dispatch_vacancy``,
+``deliver_notices``) and the reevaluation round's own jobs (``rounds.run_claims``) stubbed out, so only the tick
+itself is measured: wall time, the SQL statements it sends
 (Django's ``CaptureQueriesContext``) and the time spent inside ``cursor.execute`` (an ``execute_wrapper``),
 the median of several ticks after a warm one. The scrape is ``domain_samples`` for every clinic (the cache
 off) and the HTTP answer of ``GET /metrics``; the overview is an ADMIN of every clinic loading
@@ -81,9 +82,13 @@ def no_follow_ups():
     from waitlist import tasks as wtasks
 
     with ExitStack() as stack:
-        for task in (rtasks.run_job, wtasks.dispatch_vacancy, getattr(wtasks, "deliver_notices", None)):
+        for task in (rtasks.run_job, rtasks.dispatch_round, wtasks.dispatch_vacancy,
+                     getattr(wtasks, "deliver_notices", None)):
             if task is not None:
                 stack.enter_context(mock.patch.object(task, "delay", lambda *a, **k: None))
+        # With REEVALUATION_WORKER_ROUNDS the round's jobs run inside the tick: that is the busy clinics' work
+        # (up to the global limit a round), as the run_job tasks are without it, so it is left out the same way.
+        stack.enter_context(mock.patch.object(rtasks.rounds, "run_claims", lambda claims, **k: list(claims)))
         yield
 
 
@@ -215,7 +220,10 @@ def run() -> Result:
         "**What is measured.** Each entry of `CELERY_BEAT_SCHEDULE` (the shipped schedule: outbox delivery and "
         "reclaim, reevaluation's fair dispatch round, lease rescue and retry wake-ups, offer expiry, reconcile, the "
         "FHIR subscription fan-out) runs its task's body in process, as the worker runs it for one tick, with the "
-        "tasks it would queue stubbed (`run_job`, `dispatch_vacancy`, `deliver_notices`): wall time, SQL statements "
+        "tasks it would queue stubbed (`run_job`, `dispatch_round`, `dispatch_vacancy`, `deliver_notices`) and so is "
+        "the reevaluation round's own work on the jobs it claimed (`rounds.run_claims`, which runs inside the tick "
+        "under `REEVALUATION_WORKER_ROUNDS`: the busy clinics' jobs, up to the global limit a round, not a cost of "
+        "the clinic count): wall time, SQL statements "
         "(`CaptureQueriesContext`) and the time inside `cursor.execute` (an `execute_wrapper`: round trips and "
         "PostgreSQL's work), median of several ticks after a warm one. The scrape is `domain_samples` for every "
         "clinic and `GET /metrics` with the metrics cache off (`METRICS_CACHE_SECONDS=0`: the cost one scrape "

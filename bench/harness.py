@@ -330,21 +330,30 @@ How to read the numbers:
 * the machine may be shared: each section gives the load average when its benchmark started (on a
   2-core machine anything above 2 means other work was competing for the cores, which lowers the
   absolute figures and widens min–max; same-run ratios suffer less);
-* `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in a few minutes;
-  `BENCH_SCALE=full` uses the issue's sizes (1M entries, 1,000 vacancies, 30 s of claims). The
-  target is a full run under 30 minutes on 2 cores: on 2026-12-01 `BENCH_SCALE=full make bench` from a
-  fresh clone took **19 min 39 s** wall, the install included (matcher 256 s, contention 37 s, claims
-  586 s, of it about 6 min making 75,000 real offers through dispatch, reevaluation 264 s, console 8 s;
-  nothing else ran on the machine; the load average at each benchmark's start, 1.1–5.4, is the previous
-  benchmark's own load). The entry lock convoy that once made the
-  full contention benchmark alone take about 18 minutes is gone (37 s now). Run one part with
-  `BENCH_ARGS="--only NAME"`.
-* issue 27 added the storm (`--only storm`: the `make run` deployment on loopback under 500 cancellations
-  in 30 s, or 5,000 in 2 minutes at `full`) and the thousand-clinic sweep (`--only clinics`). Their
-  committed results are `quick` runs on 2026-12-02 on an idle 2-core machine (the slower one of the
-  before/after table below): 250 s and 68 s wall. (Their first runs, on 2026-12-01 on a machine shared
-  with other work at load average 25–30, gave a first notice p50 of 89 s and p99 of 170 s.) A storm run
-  drains for at most 5 minutes after its last cancellation; the full storm was not run there.
+* `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in under 10 minutes on 2 cores;
+  `BENCH_SCALE=full` uses the issues' sizes (1M entries, 1,000 vacancies, 30 s of claims, 5,000 cancellations
+  in 2 minutes) in under 40. From a fresh clone on 2026-12-04, the install included, on a 2-core machine idle but
+  for the run: `make bench` took **8 min 22 s** (matcher 86 s, contention 23, claims 100, reevaluation 56,
+  console 6, storm 131, clinics 45) and `BENCH_SCALE=full make bench` **35 min 54 s** (matcher 421 s,
+  contention 89, claims 608, reevaluation 214, console 13, storm 707, clinics 47). That machine was slower
+  than the one of 2026-12-01 to 03 on anything that sends many small statements (one claim in
+  process 6.7 ms against 2.6, pgbench 2,200–3,100 tps against 4,300–4,450), not on batched work (reevaluation's
+  real-work column 444 jobs/s against 451); on the earlier one the same full run added up to about 32 minutes.
+  On the slower machine the full storm did not keep up (31.5 notices a second against 41.7 cancellations, 61.5 ms
+  of CPU a cancellation: web 17.8, worker 21.4, PostgreSQL 21.7; first notice p50 39 s, claims p99 566 ms,
+  console p99 758 ms; invariants held) and one dispatcher made 74 offers a second, so the sections below keep the
+  earlier machine's results, except the thousand-clinic sweep, re-run there after a fix of its own (the
+  reevaluation round's jobs, which run inside the tick with `REEVALUATION_WORKER_ROUNDS`, were counted as the
+  tick's cost: 32 → 257 statements with the busy clinics; stubbed now, as the `run_job` tasks always were).
+  Run one part with `BENCH_ARGS="--only NAME"`. The entry lock convoy that once made the full contention
+  benchmark alone take about 18 minutes is gone.
+* **The storm and the thousand-clinic sweep run on databases of their own** (`bench/run.py` `OWN_DATABASE`): in
+  a run of several benchmarks each is a child `bench.run --only NAME` on `<bench database>_storm` or
+  `_clinics`, created and migrated for it. Their deployment's beat works on every clinic in its database: in the
+  shared one it found the reevaluation benchmark's queued jobs and some 70,000 outbox rows no worker had
+  delivered, so the quick storm's worker spent 77 ms of CPU a cancellation instead of 18, one run's first
+  notice p50 was 4.4 s at 16 a second, every drain waited out its 20 s, and the sweep's `deliver-outbox` tick
+  measured 101 statements instead of 3.
 * **Before and after issues 22 and 23** (the fill work and the architecture renovation): `BENCH_SCALE=quick`,
   the five benchmarks of issue 15, run back to back on one 2-core machine on 2026-12-02 (idle but for the
   run; load average 0.5–4 at their starts), first from commit `c94003f` (the code these committed results
