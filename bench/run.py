@@ -36,7 +36,6 @@ def _in_own_database(name: str) -> bool:
     """Run ``name`` in a child process on a database of its own; True when it succeeded."""
     url = db.url_with_db(db.bench_url(), f"{db.db_name(db.bench_url())}_{name}")
     env = {**os.environ, "BENCH_DATABASE_URL": url}
-    env.pop("DATABASE_URL", None)
     return subprocess.run([sys.executable, "-m", "bench.run", "--only", name], env=env).returncode == 0
 
 

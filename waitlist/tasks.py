@@ -24,13 +24,13 @@ from scheduling.models import Clinic
 from .fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
 from .models import OFFER_TOPIC
 from .services import expire_run, reconcile_run, vacancy_dispatch_by_id
-from .services._shared import DISPATCH_EFFECT
-from .services.confirmation import NOTICE_EFFECT
+from .services._shared import DISPATCH_EFFECT, NOTICE_EFFECT
 
 logger = logging.getLogger("waitlist")
 
-#: Outcomes whose commit wrote a notice to the outbox (an offer's, or a standing booking's confirmation).
-NOTICE_OUTCOMES = frozenset({"OFFERED", "BOOKED"})
+#: Outcomes whose commit wrote a notice nothing else delivers: an offer's (a booking's confirmation, a standing
+#: booking's too, queues its own delivery run: ``services._shared.queue_delivery``).
+NOTICE_OUTCOMES = frozenset({"OFFERED"})
 #: Set while a delivery run is queued and not yet started: a storm of offers queues one run, not one each.
 DELIVERY_KICK_KEY = "waitlist:delivery-kick"
 #: How long a queued run is trusted to start (a lost message costs at most this, or beat's next tick).
@@ -40,9 +40,8 @@ DELIVERY_BATCH = 50
 
 @shared_task
 def dispatch_vacancy(vacancy_id: int) -> str:
-    """Dispatch, then deliver the new offer's notice from this task (``outbox_deliver_written``); any other
-    notice the dispatch wrote (a standing booking's confirmation), or one this task could not deliver, goes
-    to a queued delivery run."""
+    """Dispatch, then deliver the new offer's notice from this task (``outbox_deliver_written``); one this task
+    could not deliver goes to a queued delivery run (a standing booking's confirmation queues its own)."""
     try:
         result = vacancy_dispatch_by_id(vacancy_id=vacancy_id)
     except NotFound:
@@ -54,8 +53,6 @@ def dispatch_vacancy(vacancy_id: int) -> str:
             logger.warning("vacancy %s: notice of %s left to a delivery run", vacancy_id, result.offer.ref,
                            exc_info=True)
             kick_delivery()
-    elif result.outcome in NOTICE_OUTCOMES:
-        kick_delivery()
     return result.outcome
 
 

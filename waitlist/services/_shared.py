@@ -84,6 +84,16 @@ def queue_dispatch(vacancy_id: int) -> None:
     effects.after_commit(DISPATCH_EFFECT, vacancy_id=vacancy_id)
 
 
+#: The effect that delivers due notices soon after a commit wrote one (handler registered by ``waitlist.tasks``).
+NOTICE_EFFECT = "waitlist.deliver_notices"
+
+
+def queue_delivery() -> None:
+    """Deliver the notices this transaction wrote soon after it commits, not at beat's next outbox tick. With
+    the broker down they wait for that tick."""
+    effects.after_commit(NOTICE_EFFECT)
+
+
 _NOTE_SQL = """
 INSERT INTO waitlist_dispatchnote
     (clinic_id, vacancy_id, entry_id, reason_code, until, times, first_at, last_at, correlation_id)

@@ -5,7 +5,7 @@ in its own transaction (``offer_book``, which the claim page's accept, the booki
 and the console, reconcile and retry-booking all run; the standing-acceptance booking made by dispatch
 calls it too), so the notice exists if and only if the booking commits. Delivery
 (``waitlist.confirmations.deliver_booking_confirmation``) renders it at send time; the commit queues a
-delivery run (``NOTICE_EFFECT``), so the patient hears within a second that the slot they claimed is theirs,
+delivery run (``queue_delivery``), so the patient hears within a second that the slot they claimed is theirs,
 not at beat's next outbox tick.
 """
 
@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from common import effects
 from common.models import OutboxMessage
 from common.services import outbox_enqueue
 from scheduling.models import Appointment
 
 from ..models import Offer
+from ._shared import queue_delivery
 
 BOOKING_CONFIRMED_TOPIC = "waitlist.booking_confirmed"
 BOOKING_CONFIRMED_TEMPLATE = "booking_confirmed_v1"
-#: The effect that delivers due notices soon after a commit wrote one (its handler is registered by ``waitlist.tasks``).
-NOTICE_EFFECT = "waitlist.deliver_notices"
 
 
 def booking_confirmation_queue(*, offer: Offer, appointment: Appointment, correlation_id: str, now: datetime,
@@ -48,7 +46,7 @@ def booking_confirmation_queue(*, offer: Offer, appointment: Appointment, correl
     }
     if release_until is not None:
         payload["release_until"] = release_until.isoformat()
-    effects.after_commit(NOTICE_EFFECT)
+    queue_delivery()
     return outbox_enqueue(
         topic=BOOKING_CONFIRMED_TOPIC,
         tenant_group_ref=vacancy.tenant_group.ref,
