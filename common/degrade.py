@@ -49,19 +49,26 @@ broker_dependency = Dependency("celery broker", "follow-up tasks are left to rec
 def cached(key: str, seconds: int, compute: Callable[[], T]) -> T:
     """``compute()``, kept in the cache for ``seconds`` under ``key`` (0 or less: computed every time). With Redis
     down it is computed every time: a read must not fail because its cache did."""
+    return cached_answer(key, seconds, compute)[0]
+
+
+def cached_answer(key: str, seconds: int, compute: Callable[[], T]) -> tuple[T, bool | None]:
+    """``cached``, with whether the cache answered (None: caching off), for readers that report it."""
     from django.core.cache import cache
 
     if seconds <= 0:
-        return compute()
+        return compute(), None
     try:
         value = cache.get(key)
     except REDIS_ERRORS as exc:
         cache_dependency.failed(exc)
-        return compute()
+        return compute(), False
     if value is None:
         value = compute()
         try:
             cache.set(key, value, seconds)
         except REDIS_ERRORS as exc:
             cache_dependency.failed(exc)
-    return value
+            return value, False
+    cache_dependency.ok()
+    return value, True

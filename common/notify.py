@@ -20,7 +20,9 @@ from zoneinfo import ZoneInfo
 import requests
 from django.conf import settings
 from django.core.mail import EmailMessage
+from django.db import connection
 
+from .fastpath import prepared_cursor
 from .models import OutboxMessage, OutboxStatus
 from .outbox import DeliveryDeferred, DeliveryFailed
 from .redaction import redact
@@ -155,6 +157,9 @@ CAP_SENDS_SQL = (
 )
 
 
+_CAP_SENDS_READ = "SELECT " + CAP_SENDS_SQL.format(recipient="%(recipient)s")
+
+
 def contact_cap_params(cap_per_day: int | None, now: datetime) -> dict:
     """The parameters of ``CAP_SENDS_SQL``."""
     return {"cap_since": now - timedelta(days=1), "cap_limit": max(cap_per_day or 0, 0)}
@@ -166,12 +171,11 @@ def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime
     ``sent``: those sends as ``CAP_SENDS_SQL`` read them with another statement (else read here)."""
     if not recipient_ref or not cap_per_day or cap_per_day <= 0:
         return None
-    window_start = now - timedelta(days=1)
-    recent = sent[:cap_per_day] if sent is not None else list(
-        OutboxMessage.objects.filter(recipient_ref=recipient_ref, status=OutboxStatus.SENT, sent_at__gt=window_start)
-        .order_by("sent_at")
-        .values_list("sent_at", flat=True)[:cap_per_day]
-    )
+    if sent is None:
+        with prepared_cursor(connection) as cursor:
+            cursor.execute(_CAP_SENDS_READ, {"recipient": recipient_ref, **contact_cap_params(cap_per_day, now)})
+            (sent,) = cursor.fetchone()
+    recent = sent[:cap_per_day]
     if len(recent) < cap_per_day:
         return None
     return cast(datetime, recent[0]) + timedelta(days=1)  # sent_at__gt above: never NULL

@@ -24,7 +24,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from common.degrade import REDIS_ERRORS, cache_dependency
+from common.degrade import REDIS_ERRORS, cache_dependency, cached_answer
 from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from interop.models import NOTIFICATION_TOPIC, Subscription, SubscriptionStatus
 from reevaluation.models import ClinicReevaluationSettings, DrainState, JobState, QuarantineCase, ReevaluationJob
@@ -307,24 +307,8 @@ def domain_samples(scope: Scope, now: datetime | None = None) -> dict[str, list[
 def cached_domain_samples(scope: Scope) -> tuple[dict, bool | None]:
     """(samples, whether the cache answered: None when caching is off). With Redis down the samples are
     computed every scrape: monitoring must keep seeing during the outage it reports."""
-    seconds = int(getattr(settings, "METRICS_CACHE_SECONDS", 10))
-    if seconds <= 0:
-        return domain_samples(scope), None
-    key = f"metrics:domain:{scope.tenant_group}"
-    try:
-        samples = cache.get(key)
-    except REDIS_ERRORS as exc:
-        cache_dependency.failed(exc)
-        return domain_samples(scope), False
-    if samples is None:
-        samples = domain_samples(scope)
-        try:
-            cache.set(key, samples, seconds)
-        except REDIS_ERRORS as exc:
-            cache_dependency.failed(exc)
-            return samples, False
-    cache_dependency.ok()
-    return samples, True
+    return cached_answer(f"metrics:domain:{scope.tenant_group}", int(getattr(settings, "METRICS_CACHE_SECONDS", 10)),
+                         lambda: domain_samples(scope))
 
 
 def _cache_answers() -> bool:

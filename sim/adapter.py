@@ -80,6 +80,19 @@ def no_task_queue():
 
 
 @contextmanager
+def matcher_clock_stopped():
+    """The matcher's time budget counts wall time, which depends on the machine: within a run its clock stands
+    still, so the same seed makes the same offers on any machine (the page and candidate budgets still apply)."""
+    from waitlist import matcher
+
+    original, matcher.budget_clock = matcher.budget_clock, lambda: 0.0
+    try:
+        yield
+    finally:
+        matcher.budget_clock = original
+
+
+@contextmanager
 def flag_reads_cached():
     """The waitlist flag is switched on once before the runs and never changes during one, so its read
     (one query with three subqueries, on every dispatch) is answered from memory within a run."""

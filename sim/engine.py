@@ -91,7 +91,7 @@ class Replay:
 
         month = self.month
         with (time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue(),
-              adapter.flag_reads_cached(), connection.execute_wrapper(self._count)):
+              adapter.flag_reads_cached(), adapter.matcher_clock_stopped(), connection.execute_wrapper(self._count)):
             started = time.perf_counter()
             self.world = adapter.setup(month, self.spec, self.run_label)
             self.cost["setup"] = [1, time.perf_counter() - started, self.statements]

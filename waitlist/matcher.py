@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -121,6 +121,11 @@ def page_params(
     }
 
 
+#: The time budget's clock. The simulator stops it (``sim.adapter.matcher_clock_stopped``): a budget of wall time
+#: would make a run's fills depend on the machine's speed.
+budget_clock: Callable[[], float] = time.perf_counter
+
+
 def candidates(**kwargs) -> Iterator[Candidate]:
     """Yield eligible candidates in order, with their decision, within the policy's budgets (the arguments
     of ``candidate_pages``)."""
@@ -135,7 +140,7 @@ def candidate_pages(
     provider: DecisionProvider,
     now: datetime,
     stats: MatchStats | None = None,
-    clock=time.perf_counter,
+    clock: Callable[[], float] | None = None,
 ) -> Iterator[list[Candidate]]:
     """Yield each page's eligible candidates in order, with their decision, within the policy's budgets.
 
@@ -143,6 +148,7 @@ def candidate_pages(
     candidates: promotion locks the first free one of the rest of a page in one statement.
     """
     stats = stats if stats is not None else MatchStats()
+    clock = clock or budget_clock
     # The time budget counts the matcher's own reads only: time the caller spends between candidates
     # (e.g. waiting on an entry lock another dispatcher holds) must not cut the list short.
     budget = policy.time_budget_ms / 1000

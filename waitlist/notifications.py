@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 from zoneinfo import ZoneInfo
 
+from django.db.models import OuterRef, Subquery
 from django.utils import formats, timezone, translation
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy as _lazy
@@ -40,10 +41,10 @@ from common.outbox import DeliverySkipped
 from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
 
-from .models import Offer, OfferStatus
+from .models import Offer, OfferStatus, WaitlistPolicy
 from .reachability import send_window
 from .services.offers import deadline_if_delivered, offer_notice_delivered
-from .services.policy import policy_current
+from .services.policy import newest_policies, policy_current
 from .tokens import claim_link, optout_link, standing_link
 
 logger = logging.getLogger("waitlist")
@@ -109,14 +110,24 @@ def optout_line(link: str, language: str) -> str:
 
 
 #: The offer with everything its notice says, by (clinic ref, offer ref): compiled once per process (a
-#: seven-table read on every notice).
+#: seven-table read on every notice). ``newest_policy_id``: the clinic's current policy, which is the offer's own
+#: unless a new version was published since (then read: ``send_window_policy``).
 _NOTICE_OFFER: PreparedQuery[Offer] = PreparedQuery(
     lambda clinic_ref, ref: Offer.objects.select_related(
         "clinic", "patient", "entry", "policy", "vacancy__treatment", "vacancy__practitioner"
-    ).filter(ref=ref, clinic__ref=clinic_ref).order_by("pk")[:1],
+    ).annotate(newest_policy_id=Subquery(newest_policies(OuterRef("clinic_id")).values("pk")[:1]))
+    .filter(ref=ref, clinic__ref=clinic_ref).order_by("pk")[:1],
     str,
     str,
 )
+
+
+def send_window_policy(offer: Offer) -> WaitlistPolicy:
+    """The clinic's current policy (its quiet hours and contact cap apply at send time), from ``_NOTICE_OFFER``'s
+    read: the offer's own when that is still the newest version."""
+    if offer.policy_id is not None and offer.newest_policy_id == offer.policy_id:  # type: ignore[attr-defined]
+        return offer.policy
+    return policy_current(clinic=offer.clinic)
 
 
 def deliver_offer_notice(message: OutboxMessage) -> str:
@@ -135,7 +146,7 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     if not consent_granted(patient.pk, provider_channels(clinic.settings)):
         raise DeliverySkipped("CONSENT_REVOKED")
     check_send_window(
-        send_window(policy_current(clinic=clinic), clinic),
+        send_window(send_window_policy(offer), clinic),
         recipient_ref=message.recipient_ref or patient.ref,
         now=now,
     )
@@ -165,7 +176,7 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     try:
         offer_notice_delivered(
             clinic=clinic, offer_ref=offer.ref, delivered_at=now, correlation_id=message.correlation_id,
-            deadline=offer.expires_at,
+            deadline=offer.expires_at, offer=offer,
         )
     except DomainError as exc:  # the notice went out; a failed bookkeeping step must not resend it
         logger.warning("offer %s: delivery not recorded: %s", offer.ref, exc.code)

@@ -53,6 +53,7 @@ from .worker import (
     in_scope,
     outcome_counts,
     outcome_rows,
+    replacement_choice,
     write_back,
 )
 
@@ -392,22 +393,9 @@ class _Choices:
             self.treatments.setdefault(t.clinic_id, []).append(t)
 
     def first(self, appt: Appointment, c) -> tuple[Practitioner, Treatment] | None:
-        """``worker._replacement_specs(appt, c)[0]`` without a resource: the named practitioner (or the
-        appointment's), and the appointment's treatment if it is among the first 20 that fit, else the
-        first of them."""
-        practitioner: Practitioner | None = appt.practitioner
-        if c.required_practitioner is not None:
-            practitioner = self.practitioners.get((appt.clinic_id, c.required_practitioner))
-        if practitioner is None:
-            return None
-        fitting = [
-            t for t in self.treatments.get(appt.clinic_id, [])
-            if (c.allowed_treatments is None or t.ref in c.allowed_treatments)
-            and (c.minimum_slot_minutes is None or t.duration_minutes >= c.minimum_slot_minutes)
-        ][:20]
-        if not fitting:
-            return None
-        return practitioner, next((t for t in fitting if t.pk == appt.treatment_id), fitting[0])
+        """``worker._replacement_specs(appt, c)[0]`` without a resource, from what was read."""
+        return replacement_choice(appt, c, named=lambda ref: self.practitioners.get((appt.clinic_id, ref)),
+                                  treatments=self.treatments.get(appt.clinic_id, []))
 
 
 def _decide(claim: Claim, a: Assessment, rows: list[Appointment], choices: _Choices) -> _Plan | None:

@@ -14,6 +14,7 @@ import logging
 import threading
 import uuid
 from collections import Counter
+from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -288,24 +289,36 @@ def fits(appt: Appointment, c: Constraints) -> bool:
     )
 
 
+def replacement_choice(
+    appt: Appointment, c: Constraints, *, named: Callable[[str], Practitioner | None], treatments: Iterable[Treatment]
+) -> tuple[Practitioner, Treatment] | None:
+    """The practitioner and treatment a replacement of ``appt`` takes: the active practitioner ``c`` names (by
+    ``named``), else the appointment's; the appointment's treatment if it is among the first 20 of
+    ``treatments`` (the clinic's, by pk) that fit ``c``, else the first of them. One rule for the one-by-one
+    path and the held batch (``rounds._Choices``), which reads the catalogue once for many jobs."""
+    practitioner = appt.practitioner if c.required_practitioner is None else named(c.required_practitioner)
+    if practitioner is None:
+        return None
+    fitting = [
+        t for t in treatments
+        if (c.allowed_treatments is None or t.ref in c.allowed_treatments)
+        and (c.minimum_slot_minutes is None or t.duration_minutes >= c.minimum_slot_minutes)
+    ][:20]
+    if not fitting:
+        return None
+    return practitioner, next((t for t in fitting if t.pk == appt.treatment_id), fitting[0])
+
+
 def _replacement_specs(appt: Appointment, c: Constraints) -> list[dict]:
     """Practitioner/treatment/resource combinations that satisfy ``c`` at the same start time."""
-    practitioner: Practitioner | None = appt.practitioner
-    if c.required_practitioner is not None:
-        practitioner = Practitioner.objects.filter(
-            clinic_id=appt.clinic_id, ref=c.required_practitioner, active=True
-        ).first()
-        if practitioner is None:
-            return []
-    treatments = Treatment.objects.filter(clinic_id=appt.clinic_id).order_by("pk")
-    if c.allowed_treatments is not None:
-        treatments = treatments.filter(ref__in=c.allowed_treatments)
-    if c.minimum_slot_minutes is not None:
-        treatments = treatments.filter(duration_minutes__gte=c.minimum_slot_minutes)
-    treatment_list = list(treatments[:20])
-    treatment_list.sort(key=lambda t: t.pk != appt.treatment_id)  # prefer keeping the treatment
-    if not treatment_list:
+    choice = replacement_choice(
+        appt, c,
+        named=lambda ref: Practitioner.objects.filter(clinic_id=appt.clinic_id, ref=ref, active=True).first(),
+        treatments=Treatment.objects.filter(clinic_id=appt.clinic_id).order_by("pk"),
+    )
+    if choice is None:
         return []
+    practitioner, treatment = choice
     if c.resource_need is not None:
         resources = list(
             Resource.objects.filter(clinic_id=appt.clinic_id, kind=c.resource_need).order_by("pk")[:10]
@@ -316,7 +329,7 @@ def _replacement_specs(appt: Appointment, c: Constraints) -> list[dict]:
     else:
         resources = [appt.resource]  # type: ignore[list-item]  # None: the appointment has no resource
     return [
-        {"practitioner": practitioner, "treatment": treatment_list[0], "resource": resource}
+        {"practitioner": practitioner, "treatment": treatment, "resource": resource}
         for resource in resources
     ]
 

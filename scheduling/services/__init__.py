@@ -11,7 +11,7 @@ from .appointments import (
 from .consent import consent_current, consent_record
 from .display_names import display_name_set
 from .features import feature_enabled, feature_set
-from .holds import hold_accept, hold_book, hold_extend, hold_place, hold_release
+from .holds import hold_accept, hold_book, hold_place, hold_release
 from .patients import patient_create
 from .roles import (
     clinic_grant_decision_feed,
@@ -36,7 +36,6 @@ __all__ = [
     "feature_set",
     "hold_accept",
     "hold_book",
-    "hold_extend",
     "hold_place",
     "hold_release",
     "patient_create",

@@ -124,13 +124,22 @@ def hold_accepted(hold: CapacityHold, *, expires_at: datetime) -> None:
     hold.status, hold.version, hold.expires_at = HoldStatus.ACCEPTED, hold.version + 1, expires_at
 
 
-def hold_extend(*, hold: CapacityHold, expires_at: datetime) -> CapacityHold:
-    """Move an ACTIVE hold's expiry (the waitlist counts an offer's window from its notice's delivery).
-    The caller holds the lock; inside its transaction no savepoint is taken (a failed update fails the caller's
-    change as a whole)."""
-    with transaction.atomic(savepoint=False):
-        cas_update(hold, expected_status=HoldStatus.ACTIVE, expires_at=expires_at)
-    return hold
+def hold_extend_sql(*, precondition: str) -> str:
+    """Move an ACTIVE hold's expiry to ``%(hold_expires)s`` (the waitlist counts an offer's window from its
+    notice's delivery), as one ``UPDATE … RETURNING id`` for a caller's composite statement, only while
+    ``precondition`` (the caller's SQL) holds. The caller holds the hold's owner locked (its offer); parameters
+    from ``hold_extend_params``. Fixed text for fixed ``precondition``: the states are the table's, as literals."""
+    return (
+        "UPDATE scheduling_capacityhold SET version = version + 1, updated_at = %(hold_now)s,"
+        " expires_at = %(hold_expires)s\n"
+        f"    WHERE id = %(hold)s AND status IN ({sql_states(HoldStatus.ACTIVE)}) AND {precondition}\n"
+        "    RETURNING id"
+    )
+
+
+def hold_extend_params(hold_id: int, *, expires_at: datetime, now: datetime) -> dict[str, Any]:
+    """The named parameters of ``hold_extend_sql``."""
+    return {"hold": hold_id, "hold_expires": expires_at, "hold_now": now}
 
 
 def hold_release(*, hold: CapacityHold, reason: str) -> CapacityHold:

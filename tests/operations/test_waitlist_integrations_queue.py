@@ -78,6 +78,7 @@ def test_an_active_subscription_is_not_in_the_queue(world):
 def test_a_failing_notice_provider_is_in_the_queue_until_a_notice_goes_out(staff_web, world, settings, frozen_clock):
     settings.OUTBOX_MAX_ATTEMPTS = 5
     settings.WAITLIST_PROVIDER_FAILING_AFTER = 3
+    settings.WAITLIST_READINESS_CACHE_SECONDS = 0  # the streak is read on every load (else kept a few seconds)
     with http_receiver([503, 503, 503, 200]) as (url, _seen):
         world.clinic.settings = {"notification": {"provider": "webhook", "webhook_url": url}}
         world.clinic.save(update_fields=["settings"])

@@ -306,12 +306,27 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     # decisions; warnings; the open vacancies of today and tomorrow. Decisions are one DecisionProvider batch each.
     with django_assert_num_queries(31):
         html = staff_web.get(page_url(world.clinic)).content.decode()
-    # session, user, clinic scope, queue x9 + decisions, evidence (reviews only here) + decisions
-    with django_assert_num_queries(15):
+    # session, user, clinic scope, queue x8 (the provider's failure streak is kept from the first load) + decisions,
+    # evidence (reviews only here) + decisions
+    with django_assert_num_queries(14):
         staff_web.get(page_url(world.clinic, after=cursor(html)), **HX)
     # session, user, clinic scope, vacancy, offers, events, dispatch notes, pass-over counts, EHR identifiers
     with django_assert_num_queries(9):
         staff_web.get(url("waitlist-vacancy", world.clinic, vacancy_ref=offer.vacancy.ref), **HX)
+
+
+def test_the_fill_metrics_outbox_health_and_provider_streak_are_kept_a_few_seconds_per_clinic(
+        staff_web, world, settings):
+    settings.WAITLIST_READINESS_CACHE_SECONDS = 10
+
+    def figures() -> list[str]:
+        with CaptureQueriesContext(connection) as ctx:
+            assert staff_web.get(page_url(world.clinic)).status_code == 200
+        return [q["sql"] for q in ctx.captured_queries if "WITH v AS" in q["sql"]
+                or ("common_outboxattempt" in q["sql"] and "interop_subscription" not in q["sql"])]
+
+    assert len(figures()) >= 3  # fill metrics, outbox health, the provider's streak
+    assert figures() == []
 
 
 def test_the_decision_freshness_counts_are_kept_a_few_seconds_per_clinic(staff_web, world, settings):

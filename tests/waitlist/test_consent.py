@@ -211,3 +211,15 @@ def test_a_staff_revocation_can_still_be_undone_by_staff(world):
     _revoke(patient, [ContactChannel.SMS])
     assert _grant(world, patient, {"channels": ["SMS"], "state": "GRANTED"}).status_code == 200
     assert consent_current(patient.pk)["SMS"] == "GRANTED"
+
+
+def test_the_current_consent_is_the_newest_row_of_each_channel_as_the_orm_reads_it(world):
+    patient = world.patient()
+    _revoke(patient, [ContactChannel.SMS])
+    consent_record(patient=patient, channels=[ContactChannel.SMS], state=ConsentState.GRANTED,
+                   source=ConsentSource.STAFF, actor_label="staff-user")
+    _revoke(patient, [ContactChannel.EMAIL])
+    orm = dict(ContactConsent.objects.filter(patient_id=patient.pk).order_by("channel", "-id")
+               .distinct("channel").values_list("channel", "state"))
+    assert consent_current(patient.pk) == {**dict.fromkeys(ContactChannel.values), **orm}
+    assert (orm[ContactChannel.SMS], orm[ContactChannel.EMAIL]) == (ConsentState.GRANTED, ConsentState.REVOKED)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 import pytest
@@ -170,6 +171,21 @@ def test_time_budget_stops_matching(world):
         )
     )
     assert stats.budget_hit == "TIME" and len(found) < 4
+
+
+def test_the_simulators_stopped_clock_leaves_the_time_budget_unspent(world):
+    """In a simulation run the budget's clock stands still, so a slow machine cuts no list short."""
+    from sim.adapter import matcher_clock_stopped
+
+    for _ in range(4):
+        world.waiting()
+    policy = services.policy_current(clinic=world.clinic)
+    policy.page_size, policy.time_budget_ms = 1, 0
+    stats = matcher.MatchStats()
+    with matcher_clock_stopped():
+        found = list(matcher.candidates(vacancy=vacancy_for(world), policy=policy, provider=StoredDecisionProvider(),
+                                        now=NOW, stats=stats))
+    assert len(found) == 4 and stats.budget_hit == "" and matcher.budget_clock is time.perf_counter
 
 
 def test_time_the_caller_spends_between_candidates_is_not_the_matchers(world):

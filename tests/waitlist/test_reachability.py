@@ -3,10 +3,15 @@ counted from delivery. Time is controlled (time-machine); nothing sleeps."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
+import pytest
+from django.utils import timezone
+
+from common.errors import Conflict
 from common.models import DeliveryOutcome, OutboxMessage, OutboxStatus
 from common.services import outbox_enqueue
+from scheduling.models import CapacityHold, HoldStatus
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
 from waitlist import services
@@ -124,3 +129,29 @@ def test_a_late_delivery_never_moves_the_window_past_the_slot_start(world, froze
     assert deliver() == {DeliveryOutcome.SENT: 1}
     offer.refresh_from_db()
     assert offer.expires_at == seoul(1, 9, 30)  # min(delivery + 20 minutes, the slot's start)
+
+
+def test_only_the_first_delivery_of_a_notice_is_recorded(world, frozen_clock):
+    offer = make_offer(world)
+    frozen_clock.move_to(offer.created_at + timedelta(minutes=5))
+    services.offer_notice_delivered(clinic=world.clinic, offer_ref=offer.ref, delivered_at=timezone.now())
+    first = Offer.objects.get(pk=offer.pk)
+    frozen_clock.move_to(offer.created_at + timedelta(minutes=9))
+    services.offer_notice_delivered(clinic=world.clinic, offer_ref=offer.ref, delivered_at=timezone.now())
+    again = Offer.objects.get(pk=offer.pk)
+    assert (again.notified_at, again.expires_at, again.version) == (first.notified_at, first.expires_at,
+                                                                     first.version)
+    event = OfferEvent.objects.get(offer=offer, reason_code="NOTICE_DELIVERED")
+    assert event.detail["late_seconds"] == 300 and event.detail["extended"] is True
+    assert datetime.fromisoformat(event.detail["expires_at"]) == first.expires_at == first.hold.expires_at
+
+
+def test_a_window_that_would_outgrow_an_inactive_hold_records_nothing(world, frozen_clock):
+    offer = make_offer(world)
+    CapacityHold.objects.filter(pk=offer.hold_id).update(status=HoldStatus.RELEASED)
+    frozen_clock.move_to(offer.created_at + timedelta(minutes=5))
+    with pytest.raises(Conflict):
+        services.offer_notice_delivered(clinic=world.clinic, offer_ref=offer.ref, delivered_at=timezone.now())
+    after = Offer.objects.get(pk=offer.pk)
+    assert (after.notified_at, after.expires_at, after.version) == (None, offer.expires_at, offer.version)
+    assert not OfferEvent.objects.filter(offer=offer, reason_code="NOTICE_DELIVERED").exists()

@@ -6,17 +6,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from django.conf import settings
 from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
-from common.degrade import cached
 from common.pagination import day_bounds
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic, ContactConsent
 from scheduling.services.features import feature_enabled
 
 from ..fairness import fairness_metrics_cached, shadow_summary
+from ..figures import kept
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -28,7 +27,13 @@ from ..models import (
     WaitlistEntry,
     WaitlistPolicy,
 )
-from .metrics import decision_freshness, fill_metrics, metrics_window_days, outbox_health, readiness_warnings
+from .metrics import (
+    decision_freshness,
+    fill_metrics,
+    metrics_window_days,
+    outbox_health,
+    readiness_warnings,
+)
 from .queue import ops_action_queue
 
 
@@ -49,17 +54,15 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
             "feature_enabled": feature_enabled("waitlist", clinic),
             "policy_version": policy["version"] if policy else None,
             # Every WAITING patient's newest decision, counted: the page's heaviest read at a big clinic (tens of
-            # ms), and decisions change over hours, so kept a few seconds per clinic.
-            "decision_freshness": cached(
-                f"waitlist:freshness:{clinic.pk}", int(getattr(settings, "WAITLIST_READINESS_CACHE_SECONDS", 10)),
-                lambda: decision_freshness(clinic=clinic, now=now)),
+            # ms), and decisions change over hours.
+            "decision_freshness": kept("freshness", clinic, lambda: decision_freshness(clinic=clinic, now=now)),
             "warnings": readiness_warnings(
                 clinic=clinic, now=now, decision_gate=policy["decision_gate"] if policy else None
             ),
-            "outbox": outbox_health(clinic=clinic, now=now),
+            "outbox": kept("outbox-health", clinic, lambda: outbox_health(clinic=clinic, now=now)),
             "jobs": jobs,
         },
-        "metrics": fill_metrics(clinic=clinic, now=now),
+        "metrics": kept("fill-metrics", clinic, lambda: fill_metrics(clinic=clinic, now=now)),
         "fairness": fairness_metrics_cached(clinic=clinic, now=now, window_days=metrics_window_days()),
         "shadow": shadow_summary(clinic=clinic),
         "action_queue": ops_action_queue(clinic=clinic, now=now, limit=queue_limit),

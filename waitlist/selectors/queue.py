@@ -19,6 +19,7 @@ from interop.selectors import failing_subscriptions
 from scheduling.models import Clinic
 
 from ..decisions import get_decision_provider
+from ..figures import kept
 from ..models import OFFER_TOPIC, Offer, OfferEvent, Vacancy, VacancyStatus, WaitlistPolicy
 from .dispatch import unoffered_vacancies
 from .metrics import NOTICE_TOPICS, notice_provider_failures, provider_failing_after
@@ -200,7 +201,7 @@ def _waiting_rows(page: QueuePage) -> list[QueueRow]:
 def _provider_rows(page: QueuePage) -> list[QueueRow]:
     """``PROVIDER_FAILING``: the clinic's notice provider (console, email, webhook) failed its last
     ``provider_failing_after()`` attempts with no notice sent since; since the first failure of the streak."""
-    streak = notice_provider_failures(clinic=page.clinic)
+    streak = kept("provider-failures", page.clinic, lambda: notice_provider_failures(clinic=page.clinic))
     if streak["failures"] < provider_failing_after():
         return []
     return [QueueRow(streak["since"], "PROVIDER_FAILING", streak["provider"], {

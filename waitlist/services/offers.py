@@ -11,7 +11,7 @@ from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from common.cas import cas_update, sql_states, transition_sources
+from common.cas import sql_states, transition_sources
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
 from common.fastpath import PreparedQuery, prepared_cursor
 from common.models import OutboxMessage, OutboxStatus
@@ -20,8 +20,13 @@ from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.scoping import require_command_role
-from scheduling.services import hold_extend
-from scheduling.services.holds import hold_accept_params, hold_accept_sql, hold_accepted
+from scheduling.services.holds import (
+    hold_accept_params,
+    hold_accept_sql,
+    hold_accepted,
+    hold_extend_params,
+    hold_extend_sql,
+)
 
 from ..decisions import Decision, decision_from_json, get_decision_provider
 from ..locks import OfferLocks, lock_offer_chain, lock_prepared_chain, offer_chain_queryset
@@ -38,7 +43,7 @@ from ..models import (
     offer_withdrawable,
 )
 from ..windows import answer_deadline, unanswered_streak, window_rule
-from ._shared import actor_label, command_audit, event_append, event_logged
+from ._shared import actor_label, command_audit, event_logged
 from .policy import policy_current
 from .promotion import close_offer
 
@@ -435,45 +440,79 @@ def deadline_if_delivered(offer: Offer, *, starts_at: datetime, tz_name: str, de
                                                  slot_starts_at=starts_at))
 
 
+def _notice_delivered_sql() -> str:
+    """``offer_notice_delivered``'s writes as one statement (fixed text: prepared once per connection; one
+    statement needs no transaction of its own). The offer is locked first and only while OFFERED and not yet
+    notified; the hold (scheduling's statement, ``hold_extend_sql``) is extended only when the deadline is later;
+    the offer's write waits for that extension when there is one, and the event is written only with the offer's.
+    Lock order: offer, then hold, as ``lock_offer_chain`` takes them."""
+    offered = sql_states(OfferStatus.OFFERED)
+    return f"""
+WITH locked AS (
+    SELECT id, expires_at AS was, created_at, correlation_id FROM waitlist_offer
+    WHERE id = %(offer)s AND status IN ({offered}) AND notified_at IS NULL
+    FOR NO KEY UPDATE),
+h AS (
+    {hold_extend_sql(precondition="EXISTS (SELECT 1 FROM locked WHERE locked.was < %(hold_expires)s)")}),
+o AS (
+    UPDATE waitlist_offer SET notified_at = %(at)s, expires_at = GREATEST(locked.was, %(hold_expires)s),
+        version = waitlist_offer.version + 1, updated_at = %(now)s
+    FROM locked WHERE waitlist_offer.id = locked.id AND (locked.was >= %(hold_expires)s OR EXISTS (SELECT 1 FROM h))
+    RETURNING waitlist_offer.expires_at, waitlist_offer.version, locked.was, locked.created_at,
+        locked.correlation_id),
+ev AS (
+    INSERT INTO waitlist_offerevent
+        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
+    SELECT %(clinic)s, %(offer)s, {offered}, {offered}, 'NOTICE_DELIVERED', 'system:notify',
+        COALESCE(NULLIF(%(correlation)s, ''), o.correlation_id),
+        jsonb_build_object('late_seconds', GREATEST(0, floor(extract(epoch FROM %(at)s - o.created_at)))::int,
+                           'expires_at', o.expires_at, 'extended', o.expires_at > o.was),
+        %(at)s
+    FROM o)
+SELECT (SELECT count(*) FROM locked), (SELECT expires_at FROM o), (SELECT version FROM o),
+    (SELECT COALESCE(NULLIF(%(correlation)s, ''), correlation_id) FROM o)
+"""
+
+
+_NOTICE_DELIVERED_SQL = _notice_delivered_sql()
+
+
 def offer_notice_delivered(
     *, clinic: Clinic, offer_ref: str, delivered_at: datetime, correlation_id: str = "",
-    deadline: datetime | None = None,
+    deadline: datetime | None = None, offer: Offer | None = None,
 ) -> Offer:
     """The offer's notice went out at ``delivered_at``: its answer window counts from then.
 
     ``expires_at`` (and the hold's) becomes the policy's answer deadline counted from ``delivered_at``
     (``windows.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
-    expires_at). Only the first delivery counts; an offer no longer OFFERED is left alone. ``deadline``: the one
-    the notice stated (``deadline_if_delivered`` at ``delivered_at``), so the record is what the patient read and
-    the policy and streak are not read twice; computed here when not given.
+    expires_at, extended). Only the first delivery counts; an offer no longer OFFERED is left alone. One
+    statement (``_NOTICE_DELIVERED_SQL``). ``deadline``: the one the notice stated (``deadline_if_delivered`` at
+    ``delivered_at``), so the record is what the patient read and the policy and streak are not read twice;
+    ``offer``: the delivery's own (unlocked) read of it, for its id and hold; both read here when not given.
+    Returns ``offer`` as written (unchanged when nothing was). A hold no longer ACTIVE when the window must
+    grow: Conflict, nothing written.
     """
-    with transaction.atomic():
-        locks = lock_offer_chain(clinic=clinic, offer_ref=offer_ref)
-        offer = locks.offer
-        if offer.status != OfferStatus.OFFERED or offer.notified_at is not None:
-            return offer
-        window_end = deadline if deadline is not None else deadline_if_delivered(
-            offer, starts_at=locks.vacancy.starts_at, tz_name=clinic.timezone, delivered_at=delivered_at)
-        changes: dict = {"notified_at": delivered_at}
-        if window_end > offer.expires_at:
-            changes["expires_at"] = window_end
-            hold_extend(hold=locks.hold, expires_at=window_end)
-        cas_update(offer, expected_status=OfferStatus.OFFERED, **changes)
-        event_append(
-            offer=offer,
-            from_status=OfferStatus.OFFERED,
-            to_status=OfferStatus.OFFERED,
-            reason_code="NOTICE_DELIVERED",
-            actor="system:notify",
-            correlation_id=correlation_id,
-            now=delivered_at,
-            detail={
-                "late_seconds": max(0, int((delivered_at - offer.created_at).total_seconds())),
-                "expires_at": offer.expires_at.isoformat(),
-                "extended": "expires_at" in changes,
-            },
-        )
+    if offer is None:
+        offer = Offer.objects.select_related("vacancy", "policy").filter(clinic=clinic, ref=offer_ref).first()
+        if offer is None:
+            raise NotFound()
+    if deadline is None:
+        deadline = deadline_if_delivered(offer, starts_at=offer.vacancy.starts_at, tz_name=clinic.timezone,
+                                         delivered_at=delivered_at)
+    now = timezone.now()
+    params = {"offer": offer.pk, "clinic": clinic.pk, "at": delivered_at, "now": now, "correlation": correlation_id,
+              **hold_extend_params(offer.hold_id, expires_at=deadline, now=now)}
+    with prepared_cursor(connection) as cursor:
+        cursor.execute(_NOTICE_DELIVERED_SQL, params)
+        found, expires_at, version, correlation = cursor.fetchone()
+    if expires_at is None:
+        if found:
+            raise Conflict("The offer's hold is no longer active.", code="STATE_CONFLICT")
         return offer
+    offer.notified_at, offer.expires_at, offer.version = delivered_at, expires_at, version
+    event_logged(offer=offer, from_status=OfferStatus.OFFERED, to_status=OfferStatus.OFFERED,
+                 reason_code="NOTICE_DELIVERED", actor="system:notify", correlation_id=correlation)
+    return offer
 
 
 def offer_withdraw(*, clinic: Clinic, offer_ref: str, actor, reason: str, expected_version: int | None = None,

@@ -7,6 +7,7 @@ from datetime import time
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from common.errors import ValidationFailed, VersionConflict
 from common.fastpath import PreparedQuery
@@ -40,8 +41,12 @@ def _legacy_settings(clinic: Clinic) -> dict:
 
 
 #: The newest version of a clinic's policy: read by every dispatch, delivery and claim page (compiled once).
-_NEWEST_POLICY: PreparedQuery[WaitlistPolicy] = PreparedQuery(
-    lambda clinic_id: WaitlistPolicy.objects.filter(clinic_id=clinic_id).order_by("-version")[:1], int)
+def newest_policies(clinic_id) -> QuerySet[WaitlistPolicy]:
+    """A clinic's policy versions, the current one first (``clinic_id``: a value or an ``OuterRef``)."""
+    return WaitlistPolicy.objects.filter(clinic_id=clinic_id).order_by("-version")
+
+
+_NEWEST_POLICY: PreparedQuery[WaitlistPolicy] = PreparedQuery(lambda clinic_id: newest_policies(clinic_id)[:1], int)
 
 
 def policy_current(*, clinic: Clinic) -> WaitlistPolicy:
