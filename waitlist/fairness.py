@@ -21,6 +21,7 @@ waitlist into Python). Refs and counts only. Definitions (docs/waitlist.md "Fair
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -104,35 +105,46 @@ SELECT 'quartile', quartile, COUNT(*), COUNT(booked_at),
 FROM q GROUP BY quartile
 """
 
+#: The window's offers with what judging a pass-over needs of each (its vacancy's slot under the alias ``v`` that
+#: ``{fits}`` names, its entry's rank, wait and resource, its policy's limits), read first (MATERIALIZED): joined
+#: the other way round, the planner hashed every (entry, offer) pair of a treatment before comparing waits (20
+#: million at the storm's big clinic: 50 of 67 s). One probe of the entry's offers answers both "offered this vacancy
+#: before" and "held another open offer"; entries are counted per reason by grouping, not by sorting every pair.
 PASSOVER_SQL = """
-SELECT reason, COUNT(*), COUNT(DISTINCT passed) FROM (
-    SELECT e.id AS passed, CASE
-        WHEN e.priority_rank < x.priority_rank THEN 'PRIORITY'
-        WHEN o.slot_fit = 1 AND e.practitioner_id IS NULL THEN 'SLOT_FIT'
-        WHEN EXISTS (SELECT 1 FROM {skip} s WHERE s.vacancy_id = v.id AND s.entry_id = e.id) THEN 'STAFF_SKIPPED'
-        WHEN EXISTS (SELECT 1 FROM {offer} d WHERE d.entry_id = e.id AND d.status IN ({declined})
-                     AND d.updated_at <= o.created_at
-                     AND d.updated_at > o.created_at - make_interval(hours => p.decline_suppression_hours))
-            THEN 'DECLINE_SUPPRESSION'
-        WHEN p.weekly_offer_cap IS NOT NULL AND (
-            SELECT COUNT(*) FROM {offer} c WHERE c.clinic_id = o.clinic_id AND c.patient_id = e.patient_id
-            AND c.created_at > o.created_at - interval '7 days' AND c.created_at < o.created_at
-        ) >= p.weekly_offer_cap THEN 'WEEKLY_CAP'
-        ELSE 'OTHER' END AS reason
+WITH v AS MATERIALIZED (
+    SELECT v.id, v.clinic_id, v.tenant_group_id, v.treatment_id, v.practitioner_id, v.starts_at, v.ends_at,
+           v.excluded_patient_id, o.slot_fit, o.created_at AS offered_at, x.id AS offered_entry,
+           x.priority_rank AS offered_rank, x.waiting_since AS offered_since, x.resource_kind,
+           p.decline_suppression_hours, p.weekly_offer_cap
     FROM {offer} o
     JOIN {entry} x ON x.id = o.entry_id
     JOIN {vacancy} v ON v.id = o.vacancy_id
     JOIN {policy} p ON p.id = o.policy_id
-    JOIN {entry} e ON {fits}
-        AND e.id <> x.id AND e.resource_kind = x.resource_kind
-        AND e.waiting_since < x.waiting_since AND e.created_at <= o.created_at
-        AND NOT (e.status IN ({closed_entry}) AND e.updated_at <= o.created_at)
     WHERE o.clinic_id = %(clinic)s AND o.created_at >= %(since)s
-      AND NOT EXISTS (SELECT 1 FROM {offer} a WHERE a.vacancy_id = v.id AND a.entry_id = e.id
-                      AND a.created_at < o.created_at)
-      AND NOT EXISTS (SELECT 1 FROM {offer} b WHERE b.entry_id = e.id AND b.created_at <= o.created_at
-                      AND (b.status IN ({active_offer}) OR b.updated_at > o.created_at))
-) t GROUP BY reason
+)
+SELECT reason, SUM(n)::bigint, COUNT(*) FROM (SELECT reason, passed, COUNT(*) AS n FROM (
+    SELECT e.id AS passed, CASE
+        WHEN e.priority_rank < v.offered_rank THEN 'PRIORITY'
+        WHEN v.slot_fit = 1 AND e.practitioner_id IS NULL THEN 'SLOT_FIT'
+        WHEN EXISTS (SELECT 1 FROM {skip} s WHERE s.vacancy_id = v.id AND s.entry_id = e.id) THEN 'STAFF_SKIPPED'
+        WHEN EXISTS (SELECT 1 FROM {offer} d WHERE d.entry_id = e.id AND d.status IN ({declined})
+                     AND d.updated_at <= v.offered_at
+                     AND d.updated_at > v.offered_at - make_interval(hours => v.decline_suppression_hours))
+            THEN 'DECLINE_SUPPRESSION'
+        WHEN v.weekly_offer_cap IS NOT NULL AND (
+            SELECT COUNT(*) FROM {offer} c WHERE c.clinic_id = v.clinic_id AND c.patient_id = e.patient_id
+            AND c.created_at > v.offered_at - interval '7 days' AND c.created_at < v.offered_at
+        ) >= v.weekly_offer_cap THEN 'WEEKLY_CAP'
+        ELSE 'OTHER' END AS reason
+    FROM v
+    JOIN {entry} e ON {fits}
+        AND e.id <> v.offered_entry AND e.resource_kind = v.resource_kind
+        AND e.waiting_since < v.offered_since AND e.created_at <= v.offered_at
+        AND NOT (e.status IN ({closed_entry}) AND e.updated_at <= v.offered_at)
+    WHERE NOT EXISTS (SELECT 1 FROM {offer} b WHERE b.entry_id = e.id AND b.created_at <= v.offered_at
+                      AND ((b.vacancy_id = v.id AND b.created_at < v.offered_at)
+                           OR b.status IN ({active_offer}) OR b.updated_at > v.offered_at))
+) t GROUP BY reason, passed) r GROUP BY reason
 """
 
 FORGOTTEN_SQL = """
@@ -203,6 +215,12 @@ def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days
 FAIRNESS_REFRESH_EFFECT = "waitlist.fairness_refresh"
 #: How long computed figures are kept for a clinic nobody looks at (the next look computes them again).
 FAIRNESS_KEEP_SECONDS = 3600
+#: Figures are refreshed no sooner than this many times the last computation's duration after it: the pass-over
+#: count grows with offers × longer waiters (67 s of SQL at the storm's big clinic after 5,000 offers over 30,000
+#: entries), and a refresh every 5 minutes there took a fifth of a core; so a refresh costs at most a twentieth.
+FAIRNESS_COST_FACTOR = 20
+#: What times a computation (for ``FAIRNESS_COST_FACTOR``); tests give it a clock of their own.
+refresh_clock = time.perf_counter
 
 
 def _fairness_key(clinic_id: int, window_days: int) -> str:
@@ -218,8 +236,9 @@ def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, wind
     """``fairness_metrics`` as the console and the ops snapshot show it, with ``computed_at``. The pass-over
     count joins every offer of the window with the entries that waited longer, so at a busy clinic it costs
     seconds of database time: the figures are kept per clinic, and once they are older than
-    ``WAITLIST_FAIRNESS_CACHE_SECONDS`` a reader gets them as they are while one background refresh (one per
-    clinic at a time) computes new ones, so no page load waits for them but the first in an hour
+    ``WAITLIST_FAIRNESS_CACHE_SECONDS`` (or ``FAIRNESS_COST_FACTOR`` times the last computation's duration, if
+    longer) a reader gets them as they are while one background refresh (one per clinic at a time) computes new
+    ones, so no page load waits for them but the first in an hour
     (``FAIRNESS_KEEP_SECONDS``). 0: computed on every read. Redis down: computed every time."""
     now = now or timezone.now()
     seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 300))
@@ -232,7 +251,7 @@ def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, wind
         return _computed(clinic, now, window_days)
     if kept is None:
         return fairness_refresh(clinic=clinic, now=now, window_days=window_days)
-    if now.timestamp() - kept["at"] >= seconds:
+    if now.timestamp() - kept["at"] >= max(seconds, FAIRNESS_COST_FACTOR * kept.get("took", 0.0)):
         try:
             queued = cache.add(_refreshing_key(clinic.pk, window_days), 1, timeout=seconds)
         except REDIS_ERRORS as exc:
@@ -247,10 +266,13 @@ def fairness_refresh(*, clinic: Clinic, now: datetime | None = None, window_days
     """Compute a clinic's figures and keep them for ``fairness_metrics_cached`` (the background refresh, and
     a first read). Writes only the cache."""
     now = now or timezone.now()
+    started = refresh_clock()
     value = _computed(clinic, now, window_days)
+    took = refresh_clock() - started
     key = _fairness_key(clinic.pk, window_days)
     try:
-        cache.set(key, {"at": now.timestamp(), "value": value}, FAIRNESS_KEEP_SECONDS)
+        cache.set(key, {"at": now.timestamp(), "took": took, "value": value},
+                  max(FAIRNESS_KEEP_SECONDS, int(2 * FAIRNESS_COST_FACTOR * took)))
         cache.delete(_refreshing_key(clinic.pk, window_days))
     except REDIS_ERRORS as exc:
         cache_dependency.failed(exc)

@@ -57,6 +57,28 @@ def test_older_figures_are_shown_at_once_while_one_background_refresh_computes_n
     assert len(queued) == 2  # the refresh let go of its marker: the next bucket queues again
 
 
+def test_figures_that_took_long_to_compute_are_refreshed_less_often(
+        world, frozen_clock, settings, monkeypatch, django_capture_on_commit_callbacks):
+    """At a busy clinic the pass-over count is a minute of SQL: a refresh waits 20 times as long as it took."""
+    from waitlist import fairness
+
+    settings.WAITLIST_FAIRNESS_CACHE_SECONDS = 30
+    queued = []
+    monkeypatch.setattr(tasks.refresh_fairness, "delay", lambda *args: queued.append(args))
+    readings = iter([100.0, 110.0])  # the computation takes 10 s
+    monkeypatch.setattr(fairness, "refresh_clock", lambda: next(readings))
+    fairness_metrics_cached(clinic=world.clinic)
+    factor = fairness.FAIRNESS_COST_FACTOR
+    frozen_clock.shift(timedelta(seconds=factor * 10 - 1))
+    with django_capture_on_commit_callbacks(execute=True):
+        fairness_metrics_cached(clinic=world.clinic)
+    assert queued == []
+    frozen_clock.shift(timedelta(seconds=1))
+    with django_capture_on_commit_callbacks(execute=True):
+        fairness_metrics_cached(clinic=world.clinic)
+    assert queued == [(world.clinic.pk, 30)]
+
+
 def test_zero_turns_the_cache_off(world, frozen_clock, settings):
     settings.WAITLIST_FAIRNESS_CACHE_SECONDS = 0
     offer_passing_over_a_longer_waiter(world)
