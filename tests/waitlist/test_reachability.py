@@ -155,3 +155,12 @@ def test_a_window_that_would_outgrow_an_inactive_hold_records_nothing(world, fro
     after = Offer.objects.get(pk=offer.pk)
     assert (after.notified_at, after.expires_at, after.version) == (None, offer.expires_at, offer.version)
     assert not OfferEvent.objects.filter(offer=offer, reason_code="NOTICE_DELIVERED").exists()
+
+
+def test_quiet_hours_published_after_the_offer_hold_its_notice_back(world, frozen_clock):
+    """The send window is the clinic's current policy, not the one the offer was made under."""
+    frozen_clock.move_to(seoul(1, 21, 30))
+    offer = make_offer(world)  # no quiet hours yet: offered at once
+    quiet_nights(world)
+    assert deliver() == {DeliveryOutcome.DEFERRED: 1}
+    assert OutboxMessage.objects.get(aggregate_ref=offer.ref).last_error_code == "QUIET_HOURS"
