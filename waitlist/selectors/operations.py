@@ -27,13 +27,7 @@ from ..models import (
     WaitlistEntry,
     WaitlistPolicy,
 )
-from .metrics import (
-    decision_freshness,
-    fill_metrics,
-    metrics_window_days,
-    outbox_health,
-    readiness_warnings,
-)
+from .metrics import decision_freshness, fill_metrics, metrics_window_days, outbox_health, readiness_warnings
 from .queue import ops_action_queue
 
 

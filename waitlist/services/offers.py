@@ -450,7 +450,7 @@ def _notice_delivered_sql() -> str:
     return f"""
 WITH locked AS (
     SELECT id, expires_at AS was, created_at, correlation_id FROM waitlist_offer
-    WHERE id = %(offer)s AND status IN ({offered}) AND notified_at IS NULL
+    WHERE id = %(offer)s AND clinic_id = %(clinic)s AND status IN ({offered}) AND notified_at IS NULL
     FOR NO KEY UPDATE),
 h AS (
     {hold_extend_sql(precondition="EXISTS (SELECT 1 FROM locked WHERE locked.was < %(hold_expires)s)")}),
@@ -470,7 +470,7 @@ ev AS (
         %(at)s
     FROM o)
 SELECT (SELECT count(*) FROM locked), (SELECT expires_at FROM o), (SELECT version FROM o),
-    (SELECT COALESCE(NULLIF(%(correlation)s, ''), correlation_id) FROM o)
+    (SELECT correlation_id FROM o)
 """
 
 
@@ -504,14 +504,15 @@ def offer_notice_delivered(
               **hold_extend_params(offer.hold_id, expires_at=deadline, now=now)}
     with prepared_cursor(connection) as cursor:
         cursor.execute(_NOTICE_DELIVERED_SQL, params)
-        found, expires_at, version, correlation = cursor.fetchone()
+        found, expires_at, version, offer_correlation = cursor.fetchone()
     if expires_at is None:
         if found:
             raise Conflict("The offer's hold is no longer active.", code="STATE_CONFLICT")
         return offer
     offer.notified_at, offer.expires_at, offer.version = delivered_at, expires_at, version
     event_logged(offer=offer, from_status=OfferStatus.OFFERED, to_status=OfferStatus.OFFERED,
-                 reason_code="NOTICE_DELIVERED", actor="system:notify", correlation_id=correlation)
+                 reason_code="NOTICE_DELIVERED", actor="system:notify",
+                 correlation_id=correlation_id or offer_correlation)
     return offer
 
 

@@ -40,12 +40,12 @@ def _legacy_settings(clinic: Clinic) -> dict:
     return values
 
 
-#: The newest version of a clinic's policy: read by every dispatch, delivery and claim page (compiled once).
 def newest_policies(clinic_id) -> QuerySet[WaitlistPolicy]:
     """A clinic's policy versions, the current one first (``clinic_id``: a value or an ``OuterRef``)."""
     return WaitlistPolicy.objects.filter(clinic_id=clinic_id).order_by("-version")
 
 
+#: The newest version of a clinic's policy: read by every dispatch, delivery and claim page (compiled once).
 _NEWEST_POLICY: PreparedQuery[WaitlistPolicy] = PreparedQuery(lambda clinic_id: newest_policies(clinic_id)[:1], int)
 
 
