@@ -767,7 +767,7 @@ def limits_note(d: dict) -> str:
         f"Console p99 {fmt(d['console_ms']['p99']['median'])} ms and claims p99 "
         f"{fmt(d['claim_ms']['p99']['median'])} ms (GET the link, POST accept: claim and book) here. Kept from "
         "before: the webhook provider keeps one connection to the gateway per worker process "
-        "(`common.notify._session`: first notice p50 508 → 199 ms in a one-run comparison), the worker keeps "
+        "(`common.notify._pool`: first notice p50 508 → 199 ms in a one-run comparison), the worker keeps "
         "its database connection across tasks (`CELERY_DB_REUSE_MAX`: Celery's Django fixup closed it after every "
         "task, so each task paid a new backend and re-prepared its statements), and a claim whose offer's version "
         "only moved (the delivery's own bookkeeping) claims once more at the current version "

@@ -356,9 +356,11 @@ WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=3
 # The ops snapshot's fairness figures (30-day pass-overs: seconds of SQL at a busy clinic) are recomputed at
 # most once per this many seconds per clinic (0: on every read).
 WAITLIST_FAIRNESS_CACHE_SECONDS = env.int("WAITLIST_FAIRNESS_CACHE_SECONDS", default=300)
-# The console's figures kept per clinic (waitlist.figures.kept): decision freshness counts, fill metrics, outbox
-# health and the notice provider's failure streak (0: read on every load).
+# The console's figures kept per clinic (waitlist.figures.kept): fill metrics, outbox health and the notice
+# provider's failure streak; the decision freshness counts (every WAITING patient's newest decision) a minute
+# (0: read on every load).
 WAITLIST_READINESS_CACHE_SECONDS = env.int("WAITLIST_READINESS_CACHE_SECONDS", default=10)
+WAITLIST_DECISION_FRESHNESS_CACHE_SECONDS = env.int("WAITLIST_DECISION_FRESHNESS_CACHE_SECONDS", default=60)
 # Background dispatches at once across the deployment (about the database's cores; 0: no limit), and how long
 # one waits for a slot before it dispatches without one (a slot is throughput, never correctness).
 WAITLIST_DISPATCH_CONCURRENCY = env.int("WAITLIST_DISPATCH_CONCURRENCY", default=4)

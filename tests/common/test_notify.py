@@ -73,6 +73,24 @@ def test_webhook_failures_map_to_bounded_codes(status, code):
     assert info.value.code == code
 
 
+def test_a_redirect_is_webhook_rejected_and_not_followed():
+    with http_receiver([307]) as (url, seen):
+        with pytest.raises(DeliveryFailed) as info:
+            WebhookProvider(url, "s").send(notice())
+    assert info.value.code == "WEBHOOK_REJECTED" and len(seen) == 1
+
+
+def test_a_gateway_that_does_not_answer_in_time_is_webhook_timeout():
+    import socket
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)  # accepts the connection, never answers
+        with pytest.raises(DeliveryFailed) as info:
+            WebhookProvider(f"http://127.0.0.1:{server.getsockname()[1]}/hook", "s", timeout=(1, 0.2)).send(notice())
+    assert info.value.code == "WEBHOOK_TIMEOUT"
+
+
 def test_a_refused_connection_is_webhook_unavailable():
     with pytest.raises(DeliveryFailed) as info:
         WebhookProvider("http://127.0.0.1:1/hook", "s", timeout=(1, 1)).send(notice())

@@ -143,6 +143,26 @@ def test_keyset_pages_cover_every_candidate_once_in_order(world, django_assert_m
     assert stats.pages == 6
 
 
+def test_a_tiers_first_page_is_read_as_a_probe_then_its_rest_as_the_same_page(world):
+    entries = [world.waiting(waiting_since=NOW - timedelta(minutes=i)) for i in range(30)]
+    vacancy = vacancy_for(world)
+    policy = services.policy_current(clinic=world.clinic)
+    policy.page_size = 20
+    stats = matcher.MatchStats()
+    pages = [[c.entry_id for c in page] for page in matcher.candidate_pages(
+        vacancy=vacancy, policy=policy, provider=StoredDecisionProvider(), now=NOW, stats=stats)]
+    assert [len(p) for p in pages] == [matcher.PROBE_ROWS, 20 - matcher.PROBE_ROWS, 10]
+    assert sum(pages, []) == [e.pk for e in reversed(entries)]  # the longest waiting first, each once
+    assert stats.pages == 1 + 2 and stats.exhausted  # the empty named tier, then two pages of 20
+
+
+def test_the_pages_budget_counts_a_probed_page_once(world):
+    for _ in range(30):
+        world.waiting()
+    ids, stats, _ = ranked(world, vacancy_for(world), page_size=20, max_pages=2)
+    assert len(ids) == 20 and stats.budget_hit == "PAGES"  # tier 1 (empty) took one page, tier 2 one of 20
+
+
 def test_budgets_bound_the_scan(world):
     for _ in range(12):
         world.waiting()

@@ -15,7 +15,7 @@ from scheduling.models import Clinic, ContactConsent
 from scheduling.services.features import feature_enabled
 
 from ..fairness import fairness_metrics_cached, shadow_summary
-from ..figures import kept
+from ..figures import FRESHNESS_SETTING, kept
 from ..models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -49,7 +49,8 @@ def ops_snapshot(*, clinic: Clinic, now: datetime | None = None, queue_limit: in
             "policy_version": policy["version"] if policy else None,
             # Every WAITING patient's newest decision, counted: the page's heaviest read at a big clinic (tens of
             # ms), and decisions change over hours.
-            "decision_freshness": kept("freshness", clinic, lambda: decision_freshness(clinic=clinic, now=now)),
+            "decision_freshness": kept("freshness", clinic, lambda: decision_freshness(clinic=clinic, now=now),
+                                       setting=FRESHNESS_SETTING),
             "warnings": readiness_warnings(
                 clinic=clinic, now=now, decision_gate=policy["decision_gate"] if policy else None
             ),

@@ -122,6 +122,28 @@ def test_a_prepared_statement_is_logged_with_its_values_and_planned_once(clinic)
         assert cursor.fetchone()[0] == 1
 
 
+def test_psycopg_postgres_query_parses_with_query2pg_and_dumps_its_values():
+    from psycopg._queries import PostgresQuery, _query2pg_nocache
+
+    assert psycopg.Cursor._query_cls is PostgresQuery
+    assert _params(_query2pg_nocache) == ["query", "encoding"]
+    assert _params(PostgresQuery.dump) == ["self", "vars"]
+    assert callable(PostgresQuery._ensure_bytes)
+
+
+def test_a_long_prepared_statement_with_many_values_is_parsed_once(clinic):
+    with prepared_cursor(connection) as cursor:
+        parsed = cursor.cursor._query_cls.parsed  # psycopg's query class, with the parsing cached
+    sql = f"SELECT ref /* {'x' * 4100} */ FROM scheduling_clinic WHERE {' OR '.join(['id = %s'] * 60)}"
+    before = parsed.cache_info()
+    for _ in range(3):
+        with prepared_cursor(connection) as cursor:
+            cursor.execute(sql, [clinic.pk] * 60)
+            assert cursor.fetchone() == (clinic.ref,)
+    after = parsed.cache_info()
+    assert (after.misses - before.misses, after.hits - before.hits) == (1, 2)
+
+
 # --- insert_sql / saved: the ORM's INSERT compiler and model state ------------------------------------
 
 
