@@ -49,7 +49,7 @@ def start_gunicorn(port: int, *, app: str = "config.wsgi:application", env_over:
                    ) -> subprocess.Popen:
     """gunicorn on loopback with ``GUNICORN_CONFIG``, once it answers (``env_over``: settings to compare)."""
     env = dict(os.environ)
-    env.setdefault("DATABASE_CONN_MAX_AGE", "60")  # as the web tier runs under `make run`
+    env.setdefault("DATABASE_CONN_MAX_AGE", "300")  # as the web tier runs under `make run`
     # One token sends every request: the per-user throttle (still run: one Redis call a request) must not be
     # what is measured. At the default 6,000/min, warm-up and claims past ~5,000 a run answered 429.
     env.setdefault("API_THROTTLE_USER", "10000000/min")
@@ -268,7 +268,7 @@ def reading_note(d: dict) -> str:
         f"cores (with any other work on the machine: see the load average), so throughput is bounded by the CPU "
         f"a claim costs, Python and PostgreSQL alike, and with 32 requests in flight latency is mostly queueing "
         f"(p50 ≈ concurrency ÷ throughput); sync workers take requests from one listen queue in arrival order, "
-        f"which keeps p99 near p50. Connections are reused (`DATABASE_CONN_MAX_AGE=60`, as under `make run`, "
+        f"which keeps p99 near p50. Connections are reused (`DATABASE_CONN_MAX_AGE=300`, as under `make run`, "
         f"with health checks after idleness); psycopg's pool (`psycopg_pool` is installed) was not measured: with one "
         f"persistent connection per sync worker it would save no connects, only cap the server's backends when "
         f"many hosts share one PostgreSQL. Every request carries the same token, so the per-user throttle is "

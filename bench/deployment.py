@@ -146,7 +146,7 @@ def deployment(extra_env: dict[str, str] | None = None) -> Deployment:
     logs = Path(tempfile.mkdtemp(prefix="cw-bench-deploy-"))
     env = dict(os.environ)
     env.update({
-        "DATABASE_CONN_MAX_AGE": "60",  # as config/launcher.py gives web and worker
+        "DATABASE_CONN_MAX_AGE": "300",  # as devtools/launcher.py gives web and worker
         "CELERY_BROKER_URL": os.environ.get("CELERY_BROKER_URL") or os.environ["REDIS_URL"],
         "PUBLIC_BASE_URL": f"http://{HOST}:{port}",
         "DJANGO_ALLOWED_HOSTS": f"{HOST},localhost",

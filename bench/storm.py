@@ -382,7 +382,7 @@ def _own_cpu() -> float:
 
 class PgCpuSampler:
     """CPU seconds of the PostgreSQL backends serving the bench database during a run, those that closed before
-    its end included (web and worker close theirs after ``DATABASE_CONN_MAX_AGE``, 60 s): /proc is polled every
+    its end included (web and worker close theirs after ``DATABASE_CONN_MAX_AGE``, 300 s): /proc is polled every
     half second and a backend keeps what the last poll saw of it. Reading only the backends alive at the end
     missed about half of PostgreSQL's time in a two-minute storm."""
 

@@ -19,6 +19,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .correlation import bound
+from .fastpath import prepared_cursor
 from .models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 
 logger = logging.getLogger(__name__)
@@ -150,7 +151,7 @@ def _finish(lease: Leased, *, started_at: datetime, outcome: str, result: _Resul
         "error": result.error, "give_back": int(result.give_back), "next_set": result.next_attempt_at is not None,
         "next": result.next_attempt_at, "sent_at": result.sent_at, "outcome": outcome, "code": code,
         "provider": provider, "started": started_at, "finished": timezone.now()}
-    with connection.cursor() as cursor:
+    with prepared_cursor(connection) as cursor:  # fixed text: planned once per connection, not per notice
         cursor.execute(_FINISH_SQL, params)
         (updated,) = cursor.fetchone()
     return updated == 1

@@ -429,7 +429,9 @@ CELERY_TASK_TIME_LIMIT = env.int("CELERY_TASK_TIME_LIMIT", default=max(1, CELERY
 # the storm benchmark, issue 27). With it, a pool process keeps its connection for up to twice this many tasks;
 # ``config.celery`` still drops one that is broken or older than CONN_MAX_AGE before each task (the hard time
 # limit kills a stuck process with its connection, so no task is interrupted mid-query and its connection kept).
-CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=200)
+# At 200 a storm's pool process reconnected every few seconds, and each new connection planned the hot path's
+# prepared statements again (a third of PostgreSQL's planning time in the full storm).
+CELERY_DB_REUSE_MAX = env.int("CELERY_DB_REUSE_MAX", default=5000)
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "socket_connect_timeout": 2,
     "visibility_timeout": CELERY_VISIBILITY_TIMEOUT_SECONDS,

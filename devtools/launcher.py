@@ -270,8 +270,8 @@ def main() -> int:
     # Other shells (`make demo-event`, manage.py) reach the same servers through this file.
     (DATA_DIR / "run.env").write_text(run_env_text(env, host, port))
     # Web and worker keep their connections: a new one costs a connect, a cold backend and every prepared
-    # statement again, on every task or request.
-    kept_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "60")}
+    # statement planned again (up to six times: PostgreSQL's first five custom plans, then the generic one).
+    kept_env = {**env, "DATABASE_CONN_MAX_AGE": env.get("DATABASE_CONN_MAX_AGE", "300")}
 
     def popen(args: list[str], child_env: dict):
         return lambda: subprocess.Popen(args, cwd=BASE_DIR, env=child_env)

@@ -143,7 +143,8 @@ class AppointmentCancelView(ClinicAPIView):
                 "cancelled_by": appointment.cancelled_by,
             }
 
-        return self.command("appointment_cancel", execute)
+        # Every refusal of the cancel (and of its body) comes before its first write.
+        return self.command("appointment_cancel", execute, refusals_write_nothing=True)
 
 
 class AppointmentDetailView(ClinicAPIView):

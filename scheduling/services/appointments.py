@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from common.cas import cas_conflict, cas_update, check_transition, transition_sources
 from common.errors import Conflict, NotFound, ValidationFailed
-from common.fastpath import PreparedQuery
+from common.fastpath import PreparedQuery, prepared_cursor
+from common.transactions import own_transaction
 
 from ..models import (
     APPOINTMENT_TRANSITIONS,
@@ -88,23 +89,25 @@ def appointment_cancel(
 ) -> Appointment:
     """Cancel and free the slot, recording why (``reason_code``, a ``CancelReason``; ``reason``, free words) and
     who (``cancelled_by``, ``cancel_actor_ref``). Returns the appointment as it was cancelled (with
-    ``previous_status``)."""
-    with transaction.atomic():
+    ``previous_status``). Every refusal (NotFound, APPOINTMENT_NOT_CANCELLABLE, a version Conflict) comes before
+    its first write, so inside a caller's transaction it takes no savepoint (``own_transaction``)."""
+    with own_transaction():
         appointment = _lock(clinic, appointment_ref)
         previous = appointment.status
         check_transition(
             APPOINTMENT_TRANSITIONS, previous, AppointmentStatus.CANCELLED, code="APPOINTMENT_NOT_CANCELLABLE"
         )
-        cas_update(
-            appointment,
-            expected_status=previous,
-            expected_version=expected_version,
-            status=AppointmentStatus.CANCELLED,
-            cancel_reason=reason[:200],
-            cancel_reason_code=reason_code,
-            cancelled_by=cancelled_by[:120],
-        )
-        allocations.release(appointment=appointment)
+        version = appointment.version if expected_version is None else expected_version
+        sources = transition_sources(Appointment, AppointmentStatus.CANCELLED, [previous])
+        now, reason, cancelled_by = timezone.now(), reason[:200], cancelled_by[:120]
+        with prepared_cursor(connection) as cursor:
+            cancelled = _cancel_rows(cursor, ids=[appointment.pk], versions=[version], reasons=[reason],
+                                     codes=[reason_code], actors=[cancelled_by], sources=sources, now=now)
+        if not cancelled:
+            raise cas_conflict(Appointment, appointment.pk, version=version, sources=sources)
+        appointment.status, appointment.version, appointment.updated_at = AppointmentStatus.CANCELLED, version + 1, now
+        appointment.cancel_reason, appointment.cancel_reason_code = reason, reason_code
+        appointment.cancelled_by = cancelled_by
         appointment.previous_status = previous
         return appointment
 
@@ -128,7 +131,9 @@ SELECT id FROM scheduling_capacityallocation WHERE active AND appointment_id = A
 ORDER BY id FOR NO KEY UPDATE
 """
 
-_CANCEL_HELD_SQL = """
+# Cancel appointments at their versions from ``sources`` and free their slots, in one statement (one appointment:
+# ``appointment_cancel``; a round's HELD ones: ``appointments_replace_held``). Returns the ids it cancelled.
+_CANCEL_SQL = """
 WITH cancelled AS (
     UPDATE scheduling_appointment AS a
     SET status = %(cancelled)s, cancel_reason = v.reason, cancel_reason_code = v.code, cancelled_by = v.actor,
@@ -143,6 +148,14 @@ released AS (
     RETURNING c.id)
 SELECT array(SELECT id FROM cancelled), (SELECT count(*) FROM released)
 """
+
+
+def _cancel_rows(cursor, *, ids: list[int], versions: list[int], reasons: list[str], codes: list[str],
+                 actors: list[str], sources: list[str], now) -> list[int]:
+    cursor.execute(_CANCEL_SQL, {"cancelled": AppointmentStatus.CANCELLED, "sources": sources, "now": now,
+                                 "ids": ids, "versions": versions, "reasons": reasons, "codes": codes,
+                                 "actors": actors})
+    return cursor.fetchone()[0]
 
 
 def appointments_replace_held(*, replacements: list[HeldReplacement]) -> list[Appointment]:
@@ -166,14 +179,10 @@ def appointments_replace_held(*, replacements: list[HeldReplacement]) -> list[Ap
     now = timezone.now()
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(_LOCK_ALLOCATIONS_SQL, {"ids": ids})
-        cursor.execute(_CANCEL_HELD_SQL, {
-            "cancelled": AppointmentStatus.CANCELLED, "sources": sources, "now": now, "ids": ids,
-            "versions": [r.appointment.version for r in replacements],
-            "reasons": [r.reason[:200] for r in replacements],
-            "codes": [r.reason_code for r in replacements],
-            "actors": [r.cancelled_by[:120] for r in replacements],
-        })
-        cancelled, _released = cursor.fetchone()
+        cancelled = _cancel_rows(
+            cursor, ids=ids, versions=[r.appointment.version for r in replacements],
+            reasons=[r.reason[:200] for r in replacements], codes=[r.reason_code for r in replacements],
+            actors=[r.cancelled_by[:120] for r in replacements], sources=sources, now=now)
         if len(cancelled) != len(ids):
             missed = next(r.appointment for r in replacements if r.appointment.pk not in set(cancelled))
             raise cas_conflict(Appointment, missed.pk, version=missed.version, sources=sources)

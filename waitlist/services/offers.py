@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from datetime import datetime, timedelta
 
 from django.db import connection, transaction
@@ -18,6 +17,7 @@ from common.models import OutboxMessage, OutboxStatus
 from common.refs import new_ref
 from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
+from common.transactions import own_transaction
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.scoping import require_command_role
 from scheduling.services.holds import (
@@ -180,13 +180,6 @@ _CLAIM_CHAIN: PreparedQuery[Offer] = PreparedQuery(
 )
 
 
-def _own_transaction():
-    """A transaction when none is open; inside a caller's, no savepoint: every refusal of the claim comes
-    before its single write statement, so there is nothing to roll back to (and a failed write marks
-    the caller's transaction for rollback)."""
-    return nullcontext() if connection.in_atomic_block else transaction.atomic()
-
-
 def offer_claim(
     *,
     clinic: Clinic,
@@ -212,7 +205,7 @@ def offer_claim(
     read, then the writes; inside a caller's transaction it adds no savepoint of its own.
     """
     now = now or timezone.now()
-    with _own_transaction():
+    with own_transaction():
         locks = lock_prepared_chain(_CLAIM_CHAIN, clinic=clinic, offer_ref=offer_ref, key=get_decision_provider())
         _owner_check(locks, patient)
         repeat = _claim_repeated(locks, expected_version=expected_version, idempotency_key=idempotency_key)

@@ -10,13 +10,14 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from common.cas import sql_states
 from common.errors import DomainError, NotFound
 from common.fastpath import PreparedQuery, Semaphore, prepared_cursor
 from common.services import new_correlation_id
+from common.transactions import own_transaction
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
@@ -45,9 +46,10 @@ def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, rea
                                     cancelled_by: str = "") -> tuple[Appointment, Vacancy | None]:
     """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
     from now, open a vacancy for its slot (the cancelling patient excluded) in the same
-    transaction; dispatch is queued for after the commit."""
+    transaction; dispatch is queued for after the commit. Every refusal is the cancel's, before its first write
+    (``own_transaction``: no savepoint inside a caller's transaction)."""
     now = now or timezone.now()
-    with transaction.atomic():
+    with own_transaction():
         appointment = scheduling.appointment_cancel(
             clinic=clinic, appointment_ref=appointment_ref, reason=reason, expected_version=expected_version,
             reason_code=reason_code, cancelled_by=cancelled_by,

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
+import time_machine
 from django.core.handlers.base import BaseHandler
 from django.db import connection, connections
 from django.db.models import Model, Value
@@ -21,6 +23,8 @@ from django.test.utils import CaptureQueriesContext
 
 from common.fastpath import PreparedQuery, insert_sql, prepared_cursor, saved
 from scheduling.models import Clinic, TenantGroup
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 #: The modules whose ``PreparedQuery`` constants run in production (imported so each registers).
 PREPARED_IN = ("scheduling.scoping", "waitlist.services.fence", "waitlist.services.offers")
@@ -158,6 +162,28 @@ def test_django_insert_query_compiles_the_orms_insert(db):
         saved(group, cursor.fetchone()[0])
     assert group._state.adding is False and group._state.db == "default"
     assert TenantGroup.objects.get(pk=group.pk).ref == group.ref
+
+
+def test_a_models_insert_text_is_compiled_once_and_its_values_are_the_compilers(db, settings):
+    from django.db.models.sql.compiler import SQLInsertCompiler
+
+    from waitlist.models import Vacancy
+
+    settings.FASTPATHS = "on"
+    assert _params(SQLInsertCompiler.prepare_value) == ["self", "field", "value"]
+    fields = [f for f in Vacancy._meta.local_concrete_fields if not f.primary_key and not f.generated]
+    first = Vacancy(vacancy_key="pin:1", clinic_id=1, tenant_group_id=1, practitioner_id=1, treatment_id=1,
+                    starts_at=NOW, ends_at=NOW, excluded_patient_id=None)
+    insert_sql(first)  # compiles the model's text
+    row = Vacancy(vacancy_key="pin:2", clinic_id=1, tenant_group_id=1, practitioner_id=1, treatment_id=1,
+                  starts_at=NOW, ends_at=NOW, excluded_patient_id=None)
+    with time_machine.travel(NOW, tick=False):  # auto_now columns: the same instant in both
+        sql, params = insert_sql(row)
+        query = InsertQuery(Vacancy)
+        query.insert_values(fields, [row])
+        ((orm_sql, orm_params),) = query.get_compiler(connection=connection).as_sql()  # pre_save again
+    assert sql == orm_sql and [str(p) for p in params] == [str(p) for p in orm_params]
+    assert row.ref and row.created_at is not None  # refs and auto_now_add filled in on the object, as save does
 
 
 # --- the lean API chain: Django's handler builds its chain from settings.MIDDLEWARE ---------------------
