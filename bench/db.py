@@ -39,6 +39,18 @@ def recreate_database(url: str) -> None:
     scratchdb.recreate_database(url, "bench")
 
 
+def forget_cached() -> None:
+    """Delete the bench's cache keys (its ``CACHE_KEY_PREFIX``, ``cw-bench``), not the Redis database's others."""
+    import redis
+    from django.conf import settings
+
+    cache = settings.CACHES["default"]
+    client = redis.Redis.from_url(cache["LOCATION"])
+    keys = list(client.scan_iter(match=f"{cache['KEY_PREFIX']}:*", count=1000))
+    for start in range(0, len(keys), 1000):
+        client.delete(*keys[start:start + 1000])
+
+
 def migrate() -> None:
     from django.core.management import call_command
 

@@ -58,6 +58,10 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
+    if not args.keep_db:
+        # The bench's cache outlives the bench database: figures kept per clinic id (fairness, readiness) from an
+        # earlier run's database would be shown, and refreshed in the middle of a storm, as this one's.
+        db.forget_cached()
     log("migrating")
     db.migrate()
     machine = machine_info()

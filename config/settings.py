@@ -354,8 +354,8 @@ WAITLIST_EXPIRE_BATCH = env.int("WAITLIST_EXPIRE_BATCH", default=100)
 WAITLIST_RECONCILE_BATCH = env.int("WAITLIST_RECONCILE_BATCH", default=50)
 WAITLIST_METRICS_WINDOW_DAYS = env.int("WAITLIST_METRICS_WINDOW_DAYS", default=30)
 # The ops snapshot's fairness figures (30-day pass-overs: seconds of SQL at a busy clinic) are recomputed at
-# most once per this many seconds per clinic (0: on every read).
-WAITLIST_FAIRNESS_CACHE_SECONDS = env.int("WAITLIST_FAIRNESS_CACHE_SECONDS", default=300)
+# most once per this many seconds per clinic (0: on every read): half an hour, for figures over 30 days.
+WAITLIST_FAIRNESS_CACHE_SECONDS = env.int("WAITLIST_FAIRNESS_CACHE_SECONDS", default=1800)
 # The console's figures kept per clinic (waitlist.figures.kept): fill metrics, outbox health and the notice
 # provider's failure streak; the decision freshness counts (every WAITING patient's newest decision) a minute
 # (0: read on every load).

@@ -241,7 +241,7 @@ def fairness_metrics_cached(*, clinic: Clinic, now: datetime | None = None, wind
     ones, so no page load waits for them but the first in an hour
     (``FAIRNESS_KEEP_SECONDS``). 0: computed on every read. Redis down: computed every time."""
     now = now or timezone.now()
-    seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 300))
+    seconds = int(getattr(settings, "WAITLIST_FAIRNESS_CACHE_SECONDS", 1800))
     if seconds <= 0:
         return _computed(clinic, now, window_days)
     try:
