@@ -332,19 +332,14 @@ How to read the numbers:
   absolute figures and widens min–max; same-run ratios suffer less);
 * `BENCH_SCALE=quick` (the default) uses smaller data so it finishes in under 10 minutes on 2 cores;
   `BENCH_SCALE=full` uses the issues' sizes (1M entries, 1,000 vacancies, 30 s of claims, 5,000 cancellations
-  in 2 minutes) in under 40. From a fresh clone on 2026-12-04, the install included, on a 2-core machine idle but
-  for the run: `make bench` took **8 min 22 s** (matcher 86 s, contention 23, claims 100, reevaluation 56,
-  console 6, storm 131, clinics 45) and `BENCH_SCALE=full make bench` **35 min 54 s** (matcher 421 s,
-  contention 89, claims 608, reevaluation 214, console 13, storm 707, clinics 47). That machine was slower
-  than the one of 2026-12-01 to 03 on anything that sends many small statements (one claim in
-  process 6.7 ms against 2.6, pgbench 2,200–3,100 tps against 4,300–4,450), not on batched work (reevaluation's
-  real-work column 444 jobs/s against 451); on the earlier one the same full run added up to about 32 minutes.
-  On the slower machine the full storm did not keep up (31.5 notices a second against 41.7 cancellations, 61.5 ms
-  of CPU a cancellation: web 17.8, worker 21.4, PostgreSQL 21.7; first notice p50 39 s, claims p99 566 ms,
-  console p99 758 ms; invariants held) and one dispatcher made 74 offers a second, so the sections below keep the
-  earlier machine's results, except the thousand-clinic sweep, re-run there after a fix of its own (the
-  reevaluation round's jobs, which run inside the tick with `REEVALUATION_WORKER_ROUNDS`, were counted as the
-  tick's cost: 32 → 257 statements with the busy clinics; stubbed now, as the `run_job` tasks always were).
+  in 2 minutes) in under 40. The result files committed with this page come from one `BENCH_SCALE=full make
+  bench` from a fresh clone (commit `6347a58`, 2026-12-04, the install included, a 2-core machine idle but for
+  the run): **28 min 22 s** (matcher 361 s, contention 56, claims 546, reevaluation 145, console 9, storm 502,
+  clinics 29). That machine is slower than the one of 2026-12-01 to 03 on anything that sends many small
+  statements (one claim alone in process 3.8 ms against 2.6, pgbench 3,200–3,600 tps against 4,300–4,450), so compare
+  absolute figures with care; earlier on the same day, before the storm's reductions, the same full run took
+  35 min 54 s there and its storm did not keep up (31.5 notices a second against 41.7 cancellations, 61.5 ms of
+  CPU a cancellation; docs below, "The storm"). A quick `make bench` took 8 min 22 s from a fresh clone then.
   Run one part with `BENCH_ARGS="--only NAME"`. The entry lock convoy that once made the full contention
   benchmark alone take about 18 minutes is gone.
 * **The storm and the thousand-clinic sweep run on databases of their own** (`bench/run.py` `OWN_DATABASE`): in

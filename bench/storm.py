@@ -723,8 +723,10 @@ def limits_note(d: dict) -> str:
         + ". "
         + (f"Notices keep up with the cancellations ({fmt(d['notices_per_s']['median'])} a second against "
            f"{rate:.1f}), so the first-notice time (p50 {fmt(fn['p50']['median'])} ms) is mostly the loop's own "
-           f"latency; the margin is thin, though: {slow} of {len(d['runs'])} runs let a queue build (first notice "
-           f"p99 up to {fmt(fn['p99']['max'])} ms), whenever the machine's share left for the loop dipped. "
+           + (f"latency; the margin is thin, though: {slow} of {len(d['runs'])} runs let a queue build (first "
+              f"notice p99 up to {fmt(fn['p99']['max'])} ms), whenever the machine's share left for the loop "
+              "dipped. " if slow else
+              f"latency, and no run let a queue build (first notice p99 at most {fmt(fn['p99']['max'])} ms). ")
            if keeps_up else
            f"Notices fall behind ({fmt(d['notices_per_s']['median'])} a second against {rate:.1f}), so the "
            f"dispatch queue grows for the whole storm and the first-notice time (p50 {fmt(fn['p50']['median'])} "
