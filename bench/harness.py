@@ -339,7 +339,8 @@ How to read the numbers:
   statements (one claim alone in process 3.8 ms against 2.6, pgbench 3,200–3,600 tps against 4,300–4,450), so compare
   absolute figures with care; earlier on the same day, before the storm's reductions, the same full run took
   35 min 54 s there and its storm did not keep up (31.5 notices a second against 41.7 cancellations, 61.5 ms of
-  CPU a cancellation; docs below, "The storm"). A quick `make bench` took 8 min 22 s from a fresh clone then.
+  CPU a cancellation; docs below, "The storm"). A quick `make bench` from a fresh clone took 6 min 48 s at
+  `6347a58` (8 min 22 s before the reductions).
   Run one part with `BENCH_ARGS="--only NAME"`. The entry lock convoy that once made the full contention
   benchmark alone take about 18 minutes is gone.
 * **The storm and the thousand-clinic sweep run on databases of their own** (`bench/run.py` `OWN_DATABASE`): in

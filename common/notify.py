@@ -87,18 +87,26 @@ _POOLS: dict[tuple[int, str | None], urllib3.PoolManager] = {}
 def _pool(url: str) -> urllib3.PoolManager:
     """This process's connection pool for ``url`` (keep-alive: one connection to the gateway reused across
     notices, not one opened and closed per notice), through the proxy the environment names for it, if any
-    (``HTTPS_PROXY``, ``NO_PROXY``: read once per URL). Keyed by process id: a worker pool forks, and a
-    connection opened before the fork must never be shared by two children. urllib3 itself, not ``requests``
-    on top of it: ``requests`` reads the environment's proxies, netrc and CA settings again for every POST,
-    about half of a notice's send in the storm (benchmark 6)."""
+    (``HTTPS_PROXY`` with its ``user:password@``, ``NO_PROXY``: read once per URL), trusting the CA file
+    ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` names (else certifi's), as ``requests`` does. Keyed by process
+    id: a worker pool forks, and a connection opened before the fork must never be shared by two children.
+    urllib3 itself, not ``requests`` on top of it: ``requests`` reads the environment's proxies, netrc and CA
+    settings again for every POST, about half of a notice's send in the storm (benchmark 6)."""
     key = (os.getpid(), _environment_proxy(url))
     pool = _POOLS.get(key)
     if pool is None:
         if any(pid != key[0] for pid, _proxy in _POOLS):
             _POOLS.clear()  # inherited from the parent: never used here
-        proxy, ca_certs = key[1], certifi.where()
-        pool = _POOLS[key] = (urllib3.ProxyManager(proxy, ca_certs=ca_certs, retries=False) if proxy
-                              else urllib3.PoolManager(ca_certs=ca_certs, retries=False))
+        proxy = key[1]
+        ca_certs = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
+        if proxy:
+            credentials = urllib.parse.urlsplit(proxy)
+            headers = urllib3.make_headers(proxy_basic_auth=urllib.parse.unquote(
+                f"{credentials.username}:{credentials.password or ''}")) if credentials.username else None
+            pool = urllib3.ProxyManager(proxy, proxy_headers=headers, ca_certs=ca_certs, retries=False)
+        else:
+            pool = urllib3.PoolManager(ca_certs=ca_certs, retries=False)
+        _POOLS[key] = pool
     return pool
 
 
@@ -124,7 +132,8 @@ class WebhookProvider:
         signature = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
         try:
             response = _pool(self.url).request(
-                "POST", self.url, body=body, redirect=False, timeout=urllib3.Timeout(*self.timeout), headers={
+                "POST", self.url, body=body, redirect=False,
+                timeout=urllib3.Timeout(connect=self.timeout[0], read=self.timeout[1]), headers={
                     "Content-Type": "application/json", "X-Signature": f"sha256={signature}",
                     "Idempotency-Key": notice.message_ref})
         except urllib3.exceptions.NewConnectionError as exc:  # refused, unresolved (a ConnectTimeoutError in urllib3)

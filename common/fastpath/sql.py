@@ -31,9 +31,8 @@ def insert_sql(obj: Any) -> tuple[str, list]:
     query = InsertQuery(model)
     query.insert_values(fields, [obj])
     ((sql, params),) = query.get_compiler(connection=connection).as_sql()
-    if len(params) == len(fields) and not any(hasattr(p, "resolve_expression") for p in params) and not any(
-            getattr(f, "get_placeholder", None) for f in fields):
-        _PLAIN_INSERTS[model] = sql
+    if sql.endswith(f"VALUES ({', '.join(['%s'] * len(fields))})") and len(params) == len(fields):
+        _PLAIN_INSERTS[model] = sql  # every value a bare placeholder: no expression, no field placeholder
     return sql, list(params)
 
 

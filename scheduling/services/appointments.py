@@ -99,6 +99,8 @@ def appointment_cancel(
         )
         version = appointment.version if expected_version is None else expected_version
         sources = transition_sources(Appointment, AppointmentStatus.CANCELLED, [previous])
+        if not 0 <= version <= MAX_VERSION:  # no row has it, and the statement's integer array could not hold it
+            raise cas_conflict(Appointment, appointment.pk, version=version, sources=sources)
         now, reason, cancelled_by = timezone.now(), reason[:200], cancelled_by[:120]
         with prepared_cursor(connection) as cursor:
             cancelled = _cancel_rows(cursor, ids=[appointment.pk], versions=[version], reasons=[reason],
@@ -130,6 +132,9 @@ _LOCK_ALLOCATIONS_SQL = """
 SELECT id FROM scheduling_capacityallocation WHERE active AND appointment_id = ANY(%(ids)s)
 ORDER BY id FOR NO KEY UPDATE
 """
+
+#: The largest ``version`` a row can have (a PostgreSQL integer).
+MAX_VERSION = 2**31 - 1
 
 # Cancel appointments at their versions from ``sources`` and free their slots, in one statement (one appointment:
 # ``appointment_cancel``; a round's HELD ones: ``appointments_replace_held``). Returns the ids it cancelled.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -89,6 +90,38 @@ def test_a_gateway_that_does_not_answer_in_time_is_webhook_timeout():
         with pytest.raises(DeliveryFailed) as info:
             WebhookProvider(f"http://127.0.0.1:{server.getsockname()[1]}/hook", "s", timeout=(1, 0.2)).send(notice())
     assert info.value.code == "WEBHOOK_TIMEOUT"
+
+
+def test_a_gateway_answering_after_the_connect_timeout_but_within_the_read_timeout_is_delivered():
+    import socket
+    import threading
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+
+        def answer_late():
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(65536)
+                threading.Event().wait(0.6)  # the gateway's own processing time, not an expiry
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+        thread = threading.Thread(target=answer_late)
+        thread.start()
+        WebhookProvider(f"http://127.0.0.1:{server.getsockname()[1]}/hook", "s", timeout=(0.3, 5)).send(notice())
+        thread.join()
+
+
+def test_the_webhook_goes_through_the_environments_proxy_with_its_credentials(monkeypatch):
+    with http_receiver() as (proxy_url, seen):
+        monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://relay:s%40fe@"))
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        WebhookProvider("http://gateway.invalid/hook-via-proxy", "s").send(notice())
+    assert seen[0]["path"] == "http://gateway.invalid/hook-via-proxy"
+    headers = {name.lower(): value for name, value in seen[0]["headers"].items()}
+    assert headers["proxy-authorization"] == "Basic " + base64.b64encode(b"relay:s@fe").decode()
 
 
 def test_a_refused_connection_is_webhook_unavailable():

@@ -107,6 +107,14 @@ def test_cancel_with_a_stale_expected_version_is_409(staff_client, world):
     assert Appointment.objects.get(ref=ref).status == "CONFIRMED"
 
 
+def test_cancel_with_an_expected_version_beyond_any_row_is_409_not_500(staff_client, world):
+    url = f"/api/v1/clinics/{world.clinic.ref}/appointments/"
+    ref = staff_client.post(url, appointment_body(world), format="json").json()["ref"]
+    response = staff_client.post(f"{url}{ref}/cancel", {"reason": "x", "expected_version": 2**40}, format="json")
+    assert response.status_code == 409 and response.json()["code"] == "VERSION_CONFLICT"
+    assert Appointment.objects.get(ref=ref).status == "CONFIRMED"
+
+
 # --- idempotency -----------------------------------------------------------------------------
 
 

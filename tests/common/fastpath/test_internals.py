@@ -186,6 +186,19 @@ def test_a_models_insert_text_is_compiled_once_and_its_values_are_the_compilers(
     assert row.ref and row.created_at is not None  # refs and auto_now_add filled in on the object, as save does
 
 
+def test_an_insert_whose_first_row_holds_an_expression_is_not_kept_as_the_models_text(db, settings):
+    from django.db.models.functions import Lower
+
+    from common.fastpath import sql as fastpath_sql
+
+    settings.FASTPATHS = "on"
+    fastpath_sql._PLAIN_INSERTS.pop(TenantGroup, None)
+    sql, params = insert_sql(TenantGroup(name=Lower(Value("MIXED"))))
+    assert "LOWER" in sql and TenantGroup not in fastpath_sql._PLAIN_INSERTS
+    plain, _ = insert_sql(TenantGroup(name="plain"))
+    assert "LOWER" not in plain and fastpath_sql._PLAIN_INSERTS[TenantGroup] == plain
+
+
 # --- the lean API chain: Django's handler builds its chain from settings.MIDDLEWARE ---------------------
 
 
