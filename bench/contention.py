@@ -341,6 +341,6 @@ def run() -> Result:
 
 
 def vacancies_turn() -> float:
-    from waitlist.services.vacancies import DISPATCH_TURN_SECONDS
+    from waitlist.dispatch.vacancies import DISPATCH_TURN_SECONDS
 
     return DISPATCH_TURN_SECONDS

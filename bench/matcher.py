@@ -58,7 +58,7 @@ def build(label: str, entries: int):
 
 def choose_ours(vacancy, policy, provider, now):
     """What dispatch does before it takes a lock: walk the matcher to the first FRESH candidate."""
-    from waitlist import matcher
+    from waitlist.dispatch import matcher
     from waitlist.models import DecisionStatus
 
     for candidate in matcher.candidates(vacancy=vacancy, policy=policy, provider=provider, now=now):
@@ -92,7 +92,7 @@ def plan_shapes(vacancies, policies, now, count: int = 10) -> dict:
     (Index Scan, no Sort) or scan the whole tier and sort it (Bitmap Heap Scan + Sort)?"""
     from django.db import connection
 
-    from waitlist import matcher
+    from waitlist.dispatch import matcher
 
     shapes = {"index_order": 0, "sorted": 0}
     for vacancy in vacancies[:count]:
@@ -126,7 +126,7 @@ def _peer_samples(entries_in_clinic: int) -> int:
 def run() -> Result:
     from django.utils import timezone
 
-    from waitlist.decisions import get_decision_provider
+    from waitlist.reliability.feed import get_decision_provider
     from waitlist.services import policy_current
 
     cfg = scale()
@@ -251,7 +251,8 @@ def add_notes(result: Result, data: dict, sizes: list[int]) -> None:
     small, large = f"{sizes[0]:,} in 1 clinic", f"{sizes[-1]:,} in 1 clinic"
     samples = data[small]["ours_samples_per_run"]
     result.note(
-        f"**What is timed.** *Ours*: `waitlist.matcher.candidates()` walked to the first candidate with a FRESH "
+        f"**What is timed.** *Ours*: `waitlist.dispatch.matcher.candidates()` walked to the first candidate with a "
+        "FRESH "
         f"booking-reliability decision, exactly what `vacancy_dispatch` does before it takes any lock "
         f"(keyset pages over the partial index `wl_entry_match`, hard eligibility in SQL, one decision batch "
         f"per page). *Peer*: the seed's `offerSlot` on our tables through the ORM: every WAITING entry of the "

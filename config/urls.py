@@ -30,11 +30,11 @@ urlpatterns = [
     # log redaction covers it). Before the claim page's own routes, which would take any token.
     path("claim/", include("reevaluation.page_urls")),
     # The patient claim page (waitlist): signed single-offer links from the notification.
-    path("claim/", include("waitlist.claim_urls")),
+    path("claim/", include("waitlist.offers.urls")),
     # The opt-out page linked from every notice (signed patient token, no sign-in).
-    path("optout/", include("waitlist.optout_urls")),
+    path("optout/", include("waitlist.notices.optout_urls")),
     # "Book me automatically" (standing acceptance), linked from every waitlist notice (signed entry token).
-    path("standing/", include("waitlist.standing_urls")),
+    path("standing/", include("waitlist.standing.urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
     # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).

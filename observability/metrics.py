@@ -29,6 +29,13 @@ from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxS
 from interop.models import NOTIFICATION_TOPIC, Subscription, SubscriptionStatus
 from reevaluation.models import ClinicReevaluationSettings, DrainState, JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import Clinic
+from waitlist.dispatch.vacancies import DISPATCH_SLOTS
+from waitlist.figures.metrics import (
+    NOTICE_TOPICS,
+    decision_freshness_by_clinic,
+    fill_metrics,
+    notice_provider_failures,
+)
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     OFFER_TOPIC,
@@ -38,13 +45,6 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
 )
-from waitlist.selectors.metrics import (
-    NOTICE_TOPICS,
-    decision_freshness_by_clinic,
-    fill_metrics,
-    notice_provider_failures,
-)
-from waitlist.services.vacancies import DISPATCH_SLOTS
 
 # --- request latency (per process; gunicorn with several workers: set PROMETHEUS_MULTIPROC_DIR) ---
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from waitlist.trends import TrendDay
+from waitlist.figures.trends import TrendDay
 
 WIDTH, PANEL_HEIGHT, GAP, LEFT = 1000, 50, 28, 4
 

@@ -1,11 +1,11 @@
 """Forms of the waitlist controls page: each is the ADMIN reason + confirm + idempotency-key form plus
-its own fields; the policy form's fields come from the model (``waitlist.forms.policy_form_class``)."""
+its own fields; the policy form's fields come from the model (``waitlist.policy.forms.policy_form_class``)."""
 
 from __future__ import annotations
 
 from django import forms
 
-from waitlist.forms import policy_form_class
+from waitlist.policy.forms import policy_form_class
 
 from .forms import ReasonConfirmForm
 from .labels import policy_help, policy_label, policy_unit

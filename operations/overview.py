@@ -1,7 +1,7 @@
 """The clinic overview's counters: what needs attention and what is live, each with the list it opens.
 
 A fixed number of aggregate queries whatever the clinic's size (counts only, no rows). The
-definitions are the action queues' own (``waitlist.services.loop`` for stuck bookings and offers
+definitions are the action queues' own (``waitlist.dispatch.loop`` for stuck bookings and offers
 without a hold), so the numbers agree with the lists they link to.
 """
 
@@ -18,10 +18,10 @@ from django.utils import timezone
 from common.models import OutboxMessage, OutboxStatus
 from reevaluation.models import JobState, QuarantineCase, ReevaluationJob
 from scheduling.models import LIVE_HOLD_STATUSES, CapacityHold, Clinic, ContactConsent
+from waitlist.dispatch.reads import unoffered_vacancies
+from waitlist.dispatch.reconcile_reads import offers_without_active_hold, stuck_accepted_offers
 from waitlist.models import OFFER_TOPIC, Offer, OfferStatus, Vacancy, VacancyStatus, WaitlistEntry
-from waitlist.selectors.api import opted_out
-from waitlist.selectors.dispatch import unoffered_vacancies
-from waitlist.selectors.reconcile import offers_without_active_hold, stuck_accepted_offers
+from waitlist.selectors import opted_out
 
 
 @dataclass(frozen=True)

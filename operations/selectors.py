@@ -11,8 +11,8 @@ from common.models import AuditEntry
 from common.pagination import day_bounds
 from scheduling.models import Clinic
 from scheduling.scoping import clinics_for_user
-from waitlist.fairness import shadow_summary
-from waitlist.shadow_models import ShadowPolicy, ShadowStatus
+from waitlist.figures.fairness import shadow_summary
+from waitlist.shadow.models import ShadowPolicy, ShadowStatus
 
 
 def console_clinics(*, user) -> list[Clinic]:

@@ -20,8 +20,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from common.clientaddr import client_address
 from scheduling.models import Clinic
-from waitlist.selectors.operations import entry_activity
-from waitlist.trends import daily_trend
+from waitlist.figures.operations import entry_activity
+from waitlist.figures.trends import daily_trend
 
 from . import services
 from .charts import trend_chart

@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from scheduling.models import Clinic
-from waitlist.selectors.api import vacancies_by_ref
+from waitlist.selectors import vacancies_by_ref
 
 from .decorators import clinic_view
 from .forms import BulkReviewForm

@@ -17,8 +17,8 @@ from django.shortcuts import render
 from scheduling.models import Clinic
 from scheduling.scoping import may_run
 from waitlist import services
-from waitlist.forms import policy_changes
-from waitlist.selectors_controls import consent_changes, controls_snapshot
+from waitlist.policy.forms import policy_changes
+from waitlist.policy.reads import consent_changes, controls_snapshot
 
 from .commands import run_command
 from .decorators import clinic_view

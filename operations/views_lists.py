@@ -21,7 +21,7 @@ from reevaluation import selectors as reevaluation_selectors
 from reevaluation.models import JobState, Outcome
 from scheduling.models import Clinic, Practitioner, Treatment
 from waitlist.models import EntryStatus, OfferStatus, VacancyStatus
-from waitlist.selectors.api import ACTIVE_OFFERS, entry_page, offer_page, vacancy_page
+from waitlist.selectors import ACTIVE_OFFERS, entry_page, offer_page, vacancy_page
 
 from .decorators import clinic_view
 from .forms import ListFilterForm, new_idempotency_key

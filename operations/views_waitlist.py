@@ -28,11 +28,11 @@ from interop.models import NOTIFICATION_TOPIC
 from scheduling.models import Clinic
 from scheduling.scoping import may_run
 from waitlist import services
-from waitlist.selectors.api import vacancy_detail
-from waitlist.selectors.dispatch import dispatch_reasons
-from waitlist.selectors.operations import open_vacancies_soon, ops_snapshot
-from waitlist.selectors.panels import ops_queue_evidence, ops_vacancy_panel, ops_vacancy_ref
-from waitlist.selectors.queue import ops_action_queue
+from waitlist.dispatch.reads import dispatch_reasons
+from waitlist.figures.operations import open_vacancies_soon, ops_snapshot
+from waitlist.figures.panels import ops_queue_evidence, ops_vacancy_panel, ops_vacancy_ref
+from waitlist.figures.queue import ops_action_queue
+from waitlist.selectors import vacancy_detail
 
 from .commands import refused, run_command
 from .decorators import clinic_view

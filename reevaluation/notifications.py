@@ -9,7 +9,7 @@ Staff see the same changes, with this row's delivery state, on the console (``se
 Outcomes: no applied change (dry run, kept holds, needs-staff proposals) → ``DeliverySkipped
 ("NO_PATIENT_CHANGE")``; job or patient gone → ``DeliverySkipped``; provider failure → retried.
 The notice names the clinic, treatment and times in the clinic's zone: never the assessment. It ends, like
-every notice, with the patient's opt-out link (``waitlist.notifications.optout_line``).
+every notice, with the patient's opt-out link (``waitlist.notices.offer_notice.optout_line``).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from common.notify import send_patient_notice
 from common.outbox import DeliverySkipped
 from scheduling.models import Appointment
 from scheduling.services.consent import consent_granted, provider_channels
-from waitlist.notifications import optout_line
-from waitlist.reachability import send_window
-from waitlist.services.policy import policy_current
-from waitlist.tokens import optout_link
+from waitlist.notices.offer_notice import optout_line
+from waitlist.offers.tokens import optout_link
+from waitlist.policy.services import policy_current
+from waitlist.rules.reachability import send_window
 
 from .models import CHANGE_OUTCOMES, Outcome, ReevaluationJob
 from .proposals import ANSWERABLE_STATES, AppointmentProposal

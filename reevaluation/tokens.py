@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core import signing
 
-from waitlist.tokens import TokenExpired, TokenInvalid, signed_fields
+from waitlist.offers.tokens import TokenExpired, TokenInvalid, signed_fields
 
 SALT = "reevaluation.proposal"
 #: The link lives under /claim/ (``/claim/rp-<token>/``), so the log redaction of claim links

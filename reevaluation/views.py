@@ -20,7 +20,7 @@ from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, NotFound, ValidationFailed
 from scheduling.models import Appointment
-from waitlist.notifications import LANGUAGES, local_datetime, zone_label
+from waitlist.notices.offer_notice import LANGUAGES, local_datetime, zone_label
 
 from .proposals import ANSWERABLE_STATES, AppointmentProposal, ProposalState
 from .services.proposals import proposal_answer, proposal_shown, shown_digest

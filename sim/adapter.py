@@ -83,7 +83,7 @@ def no_task_queue():
 def matcher_clock_stopped():
     """The matcher's time budget counts wall time, which depends on the machine: within a run its clock stands
     still, so the same seed makes the same offers on any machine (the page and candidate budgets still apply)."""
-    from waitlist import matcher
+    from waitlist.dispatch import matcher
 
     original, matcher.budget_clock = matcher.budget_clock, lambda: 0.0
     try:
@@ -122,7 +122,7 @@ def enable_waitlist() -> None:
 def policy_fields(spec: PolicySpec, month: Month) -> dict:
     """The spec as ``WaitlistPolicy`` fields: quiet hours and the daily contact cap are policy fields
     (clinic settings no longer hold them); ``extra`` keys only where the policy has them."""
-    from waitlist.services.policy import PUBLISHABLE_FIELDS
+    from waitlist.policy.services import PUBLISHABLE_FIELDS
 
     p = month.params
     quiet = (time.fromisoformat(p.quiet_start), time.fromisoformat(p.quiet_end)) if spec.quiet_hours else (None, None)
@@ -193,7 +193,7 @@ def setup(month: Month, spec: PolicySpec, run_label: str) -> World:
 
 def policy_rules(world: World) -> dict:
     """The published policy's fields, as the run really ran under them (its result file states them)."""
-    from waitlist.services.policy import PUBLISHABLE_FIELDS
+    from waitlist.policy.services import PUBLISHABLE_FIELDS
 
     return {name: (str(v) if isinstance(v, time) else v)
             for name in PUBLISHABLE_FIELDS for v in [getattr(world.policy, name)]}
@@ -223,7 +223,7 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
 def eligible_vacancies(world: World, entry_key: str, vacancy_refs: list[str], now: datetime) -> list[str]:
     """Which of these vacancies the entry may be offered now by the product's own hard eligibility
     (``matcher.ineligibility``: status, window, suppression, weekly cap, consent, overlap…), read-only."""
-    from waitlist.matcher import ineligibility
+    from waitlist.dispatch.matcher import ineligibility
     from waitlist.models import Vacancy, WaitlistEntry
 
     if not vacancy_refs:
@@ -302,7 +302,7 @@ def review(world: World, vacancy_ref: str, now: datetime) -> str:
     """Staff resolve a REVIEW vacancy (its candidate has no FRESH decision): they vouch for the patient
     (PROMOTE), or pass them over (SKIP) when the product says the candidate is no longer eligible."""
     from waitlist.models import Vacancy
-    from waitlist.services.recovery import vacancy_review_resolve
+    from waitlist.offers.recovery import vacancy_review_resolve
 
     # Staff work the review queue as it is when they look: a vacancy no longer in it is not touched.
     state = Vacancy.objects.filter(clinic=world.clinic, ref=vacancy_ref).values_list("status", "starts_at").first()
@@ -390,7 +390,7 @@ def decline(world: World, offer_ref: str, now: datetime) -> str:
 def expire(now: datetime) -> None:
     """The expiry job's work (``expire_run`` without its ``JobRun`` record, readiness evidence the run does not
     read): every due offer expired, its hold released, the cascade queued."""
-    from waitlist.services.offers import offers_expire_due
+    from waitlist.offers.offers import offers_expire_due
 
     offers_expire_due(now=now, limit=500)
 
@@ -494,7 +494,7 @@ def export(world: World) -> dict:
     run = {"vacancies": vacancies, "offers": offers, "messages": messages,
            "dispatch_notes": dict(notes.values_list("reason_code").annotate(n=Sum("times")).order_by())}
     if world.spec.shadow:
-        from waitlist.fairness import shadow_summary
+        from waitlist.figures.fairness import shadow_summary
 
         summary = shadow_summary(clinic=world.clinic, differences=0)
         run["shadow"] = {k: summary[k] for k in ("changes", "observations", "agreed", "agreement_rate",

@@ -52,7 +52,7 @@ class Replay:
         self.closing = False  # the current event can have closed offers (read their states)
         # Since the last read: a command made an offer (a dispatch answered OFFERED; staff review and reconcile
         # can), or made a vacancy wait (WAITING, STAFF_REVIEW; review and reconcile again). Offers come only
-        # from dispatch (waitlist/services/loop.py), so the offer and waiting-vacancy reads run only then.
+        # from dispatch (waitlist/dispatch/loop.py), so the offer and waiting-vacancy reads run only then.
         self.offered = False
         self.waits = False
         self.awaiting_notice: set[str] = set()

@@ -495,7 +495,7 @@ def render_doc(folder: Path) -> Path:
         "out).",
         "* **Modelled policies** (broadcast, batches of 3) are not expressible in the product; `sim/models.py` "
         "simulates them on the same month and behaviour with the same eligibility, quiet hours, lead and "
-        "**answer window as ours** (the product's own `waitlist.windows.answer_deadline` on ours' rule where "
+        "**answer window as ours** (the product's own `waitlist.rules.windows.answer_deadline` on ours' rule where "
         "the product has it, else ours' fixed window), and one open offer per patient (a patient answering "
         "one offer is not asked about another until it closes), but without decision freshness, weekly caps, "
         "decline suppression or daily contact caps. They are labelled *(modelled)*; they differ from ours "

@@ -33,7 +33,7 @@ def available(spec) -> bool:
     of a feature the product does not have yet is left out)."""
     if spec.modelled:
         return True
-    from waitlist.services.policy import PUBLISHABLE_FIELDS
+    from waitlist.policy.services import PUBLISHABLE_FIELDS
 
     return all(k in PUBLISHABLE_FIELDS for k in spec.extra)
 

@@ -125,7 +125,7 @@ Offer.objects.filter(status="X").update(version=2)
 """
     found = [line for line, _ in _status_writes(ast.parse(source))]
     assert found == [2, 3, 4, 5, 6, 7, 8, 9]
-    assert _is_services("waitlist/services/offers.py")
+    assert _is_services("waitlist/offers/offers.py")
     assert _is_services("common/services.py")
     assert not _is_services("waitlist/selectors.py")
     assert not _is_services("operations/views_waitlist.py")
@@ -265,8 +265,8 @@ ALIASED = "UPDATE reevaluation_reevaluationjob AS j SET state = %(running)s WHER
 FINE = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s AND status = 'OPEN'"
 ''')
     owners = _table_owners()
-    assert sorted(line for line, _ in _raw_status_writes("waitlist/views.py", planted, owners)) == [3, 5, 7]
-    in_services = list(_raw_status_writes("waitlist/services/offers.py", planted, owners))
+    assert sorted(line for line, _ in _raw_status_writes("waitlist/offers/pages.py", planted, owners)) == [3, 5, 7]
+    in_services = list(_raw_status_writes("waitlist/offers/offers.py", planted, owners))
     assert sorted(line for line, _ in in_services) == [5, 7] and "scheduling" in in_services[0][1]
     assert sorted(line for line, _ in _raw_status_writes("scheduling/services/holds.py", planted, owners)) == [3, 7]
     assert sorted(line for line, _ in _raw_status_writes("reevaluation/services/jobs.py", planted, owners)) == [3, 5]

@@ -151,7 +151,7 @@ def test_a_foreign_clinic_answers_exactly_like_a_missing_one(world, side):
 WAITLIST_SELECTOR_MODULES = ("api", "dispatch", "metrics", "operations", "panels", "queue", "reconcile")
 SELECTOR_MODULES = (
     "scheduling.selectors", *(f"waitlist.selectors.{m}" for m in WAITLIST_SELECTOR_MODULES),
-    "waitlist.selectors_controls", "reevaluation.selectors", "interop.selectors",
+    "waitlist.policy.reads", "reevaluation.selectors", "interop.selectors",
     "operations.selectors",
 )
 #: Selector parameters that name one of the clinic's rows: (kind in ``World`` refs, how to pass it).
@@ -195,7 +195,7 @@ def _arguments(qualname: str, fn, side, world: World) -> dict | None:
         elif name in ("limit", "queue_limit"):
             args[name] = 50
         elif name == "items":
-            from waitlist.selectors.queue import ops_action_queue
+            from waitlist.figures.queue import ops_action_queue
 
             args[name] = ops_action_queue(clinic=world.own.clinic)["items"]
         elif name == "policy_fields":

@@ -3,8 +3,7 @@
 from django.contrib import admin
 
 from common.admin import ReadOnlyAdmin
-
-from . import models
+from waitlist import models
 
 
 @admin.register(models.WaitlistEntry)

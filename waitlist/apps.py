@@ -6,13 +6,12 @@ class WaitlistConfig(AppConfig):
 
     def ready(self) -> None:
         from common.outbox import register_handler
-
-        from .confirmations import deliver_booking_confirmation, release_link_register
-        from .models import OFFER_TOPIC
-        from .notifications import deliver_offer_notice
-        from .services.confirmation import BOOKING_CONFIRMED_TOPIC
-        from .tasks import register_effects
-        from .tokens import claim_link
+        from waitlist.models import OFFER_TOPIC
+        from waitlist.notices.confirmation import deliver_booking_confirmation, release_link_register
+        from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
+        from waitlist.notices.offer_notice import deliver_offer_notice
+        from waitlist.offers.tokens import claim_link
+        from waitlist.tasks import register_effects
 
         register_handler(OFFER_TOPIC, deliver_offer_notice)
         register_handler(BOOKING_CONFIRMED_TOPIC, deliver_booking_confirmation)

@@ -16,9 +16,8 @@ from django.utils import timezone
 
 from scheduling.models import Clinic
 from scheduling.services.features import feature_enabled, feature_set
-
-from .models import DecisionStatus, EntryStatus, WaitlistEntry, WaitlistPolicy
-from .services import decision_record, entry_create, policy_publish
+from waitlist.models import DecisionStatus, EntryStatus, WaitlistEntry, WaitlistPolicy
+from waitlist.services import decision_record, entry_create, policy_publish
 
 # clinic ref → [(patient display name, treatment name, practitioner name or None, window hours)]
 WAITING = {

@@ -134,7 +134,7 @@ class Confirmation(models.TextChoices):
 
 
 class AnswerWindow(models.TextChoices):
-    """How long a patient has to answer an offer (``waitlist.windows``)."""
+    """How long a patient has to answer an offer (``waitlist.rules.windows``)."""
 
     FIXED = "FIXED"  # ``hold_minutes`` whatever the lead time
     LEAD_TIME = "LEAD_TIME"  # a share of the time left, between a floor and a ceiling
@@ -807,8 +807,8 @@ class DispatchNote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"
-from .shadow_models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)
-from .standing_models import (  # noqa: E402,F401  (models live there)
+from waitlist.shadow.models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)
+from waitlist.standing.models import (  # noqa: E402,F401  (models live there)
     StandingAcceptance,
     StandingAcceptanceSource,
     StandingAcceptanceState,

@@ -20,11 +20,10 @@ from common.errors import NotFound
 from common.outbox import outbox_deliver_due, outbox_deliver_written
 from common.tasks import worker_name
 from scheduling.models import Clinic
-
-from .fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
-from .models import OFFER_TOPIC
-from .services import expire_run, reconcile_run, vacancy_dispatch_by_id
-from .services._shared import DISPATCH_EFFECT, NOTICE_EFFECT
+from waitlist.effects import DISPATCH_EFFECT, NOTICE_EFFECT
+from waitlist.figures.fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
+from waitlist.models import OFFER_TOPIC
+from waitlist.services import expire_run, reconcile_run, vacancy_dispatch_by_id
 
 logger = logging.getLogger("waitlist")
 

@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from .api import controls, views
+from waitlist.api import views
+from waitlist.policy import api as controls
 
 C = "clinics/<str:clinic>/"
 

@@ -1,6 +1,6 @@
 """Contact consent: append a row per change; the newest row per (patient, channel) is the current state.
 
-Dispatch (``waitlist.matcher``) offers only to a patient with a GRANTED channel the clinic's provider uses,
+Dispatch (``waitlist.dispatch.matcher``) offers only to a patient with a GRANTED channel the clinic's provider uses,
 and delivery sends only on a GRANTED channel. A no-op change (same state again) appends nothing, so the
 history shows changes, not clicks. The patient's own opt-out is reversed only by the patient's new consent
 (``ConsentSource.PATIENT_CONSENT`` with evidence).

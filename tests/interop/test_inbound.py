@@ -154,7 +154,7 @@ def test_the_ehr_identifier_is_shown_in_the_vacancy_panel_and_on_the_appointment
     from django.test import Client
     from django.urls import reverse
 
-    from waitlist.selectors.panels import ops_vacancy_panel
+    from waitlist.figures.panels import ops_vacancy_panel
 
     validated(book(world), 201)
     validated(book(world, status="cancelled"))

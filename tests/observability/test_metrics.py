@@ -14,8 +14,8 @@ from tests.conftest import seoul
 from tests.reevaluation.factories import bulk_jobs, enable
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
 from tests.worlds import waitlist_world
+from waitlist.dispatch.loop import expire_run
 from waitlist.models import JobRun
-from waitlist.services.loop import expire_run
 
 GLOBAL_TOKEN = "global-scrape-token-123"
 TENANT_TOKEN = "tenant-scrape-token-456"
@@ -162,7 +162,7 @@ def test_dispatch_slot_gauges_show_slots_held_and_dispatches_waiting(settings):
     import threading
 
     from tests.support.slots import queued_for_a_slot, slot_held_elsewhere
-    from waitlist.services.vacancies import DISPATCH_SLOTS
+    from waitlist.dispatch.vacancies import DISPATCH_SLOTS
 
     settings.WAITLIST_DISPATCH_CONCURRENCY = 1
     settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = 30

@@ -16,8 +16,8 @@ from tests.conftest import seoul
 from tests.reevaluation.factories import bulk_jobs, enable
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from tests.worlds import waitlist_world
+from waitlist.figures import metrics as waitlist_selectors
 from waitlist.models import ACTIVE_OFFER_STATUSES, BookingReliabilityDecision, Offer, Vacancy
-from waitlist.selectors import metrics as waitlist_selectors
 
 pytestmark = [pytest.mark.usefixtures("frozen_clock", "no_broker"), pytest.mark.django_db]
 

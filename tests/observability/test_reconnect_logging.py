@@ -57,7 +57,7 @@ def test_a_quiet_kind_starts_again_from_its_first_record():
 
 def test_other_loggers_and_info_lines_are_never_held_back():
     backoff = RepeatBackoffFilter(clock=Clock())
-    assert all(backoff.filter(_record(name="waitlist.services.promotion")) for _ in range(20))
+    assert all(backoff.filter(_record(name="waitlist.dispatch.promotion")) for _ in range(20))
     info = logging.LogRecord("celery.beat", logging.INFO, __file__, 1, "tick", (), None)
     assert all(backoff.filter(info) for _ in range(20))
 

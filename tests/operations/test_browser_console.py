@@ -206,7 +206,7 @@ def test_the_claim_page_speaks_korean_by_accept_language(browser, live_server, w
     from scheduling.models import Patient
     from tests.conftest import seoul
     from tests.operations.waitlist_helpers import make_offer
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     patient = world.patient()
     Patient.objects.filter(pk=patient.pk).update(language="")  # no stored language: the browser decides

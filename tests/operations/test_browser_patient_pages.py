@@ -52,7 +52,7 @@ def pages(patient_world):
     from tests.operations.waitlist_helpers import make_offer
     from waitlist import services
     from waitlist.models import Offer, OfferStatus
-    from waitlist.tokens import claim_token_make, optout_link, standing_link
+    from waitlist.offers.tokens import claim_token_make, optout_link, standing_link
 
     world = patient_world
     services.policy_publish(clinic=world.clinic, standing_acceptance=True)
@@ -132,7 +132,7 @@ def _tab_to(page, testid: str, limit: int = 20) -> None:
 
 def test_accept_by_keyboard_alone(open_page, patient_world):
     from tests.operations.waitlist_helpers import make_offer
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     offer = make_offer(patient_world, patient_world.patient(language="en"), starts_at=_slot(1))
     page = open_page(PHONE)
@@ -149,7 +149,7 @@ def test_accept_by_keyboard_alone(open_page, patient_world):
 
 def test_a_yes_after_the_window_takes_the_still_free_time_by_keyboard(open_page, patient_world):
     from tests.operations.waitlist_helpers import make_offer
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     offer = _expired_unanswered(make_offer(patient_world, patient_world.patient(language="en"), starts_at=_slot(1)))
     page = open_page(PHONE)
@@ -168,7 +168,7 @@ def test_a_yes_after_the_window_takes_the_still_free_time_by_keyboard(open_page,
 
 def test_decline_by_keyboard_alone_with_a_reason(open_page, patient_world):
     from tests.operations.waitlist_helpers import make_offer
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     offer = make_offer(patient_world, patient_world.patient(language="ko"), starts_at=_slot(1))
     page = open_page(PHONE)
@@ -188,7 +188,7 @@ def test_decline_by_keyboard_alone_with_a_reason(open_page, patient_world):
 
 def test_the_decline_reason_is_full_size_and_well_apart_from_the_decline_button(open_page, patient_world):
     from tests.operations.waitlist_helpers import make_offer
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     offer = make_offer(patient_world, patient_world.patient(language="en"), starts_at=_slot(1))
     for viewport in (PHONE, DESKTOP):
@@ -209,7 +209,7 @@ def test_the_decline_reason_is_full_size_and_well_apart_from_the_decline_button(
 def test_the_countdown_is_live_and_speaks_at_most_once_a_minute(open_page, patient_world):
     from tests.operations.waitlist_helpers import make_offer
     from waitlist import services
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     services.policy_publish(clinic=patient_world.clinic, answer_window="FIXED")  # 20 minutes (the hold)
     offer = make_offer(patient_world, patient_world.patient(language="en"), starts_at=_slot(1))

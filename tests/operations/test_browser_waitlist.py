@@ -109,7 +109,7 @@ def test_outsider_gets_404(open_page, outsider, clinic, rows):
 def test_claim_page_on_a_phone(open_page, clinic, staff):
     from tests.conftest import seoul
     from tests.operations.waitlist_helpers import make_offer, waitlist_world
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     offer = make_offer(waitlist_world(clinic, staff), starts_at=seoul(3, 10))
     page = open_page(PHONE)

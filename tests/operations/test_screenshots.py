@@ -82,7 +82,7 @@ def test_regenerate_console_screenshots(browser, live_server):
     from scheduling.models import Clinic
     from waitlist import services
     from waitlist.models import Offer, OfferStatus
-    from waitlist.tokens import claim_token_make
+    from waitlist.offers.tokens import claim_token_make
 
     call_command("seed_demo", stdout=StringIO())
     clinic = Clinic.objects.get(ref="cl_demo_gangnam")
@@ -159,7 +159,7 @@ def test_regenerate_patient_page_screenshots(browser, live_server):
     from tests.worlds import WaitlistWorld
     from waitlist import services
     from waitlist.models import Offer, OfferStatus
-    from waitlist.tokens import claim_token_make, optout_link, standing_link
+    from waitlist.offers.tokens import claim_token_make, optout_link, standing_link
 
     call_command("seed_demo", stdout=StringIO())
     clinic = Clinic.objects.get(ref="cl_demo_gangnam")

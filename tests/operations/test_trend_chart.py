@@ -12,8 +12,8 @@ from operations.charts import trend_chart
 from tests.conftest import seoul
 from tests.operations.waitlist_helpers import bulk_vacancies, make_offer
 from tests.waitlist.factories import NOW
+from waitlist.figures.trends import daily_trend
 from waitlist.models import Vacancy, VacancyStatus
-from waitlist.trends import daily_trend
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 
@@ -45,7 +45,7 @@ def test_the_overview_shows_the_chart_with_three_series(staff_web, world):
 def test_chart_geometry_scales_each_series_to_its_panel():
     from datetime import date
 
-    from waitlist.trends import TrendDay
+    from waitlist.figures.trends import TrendDay
 
     days = [TrendDay(date(2030, 12, 1), 1, 2, 3600.0, 4), TrendDay(date(2030, 12, 2), 2, 2, 7200.0, 2)]
     chart = trend_chart(days)
@@ -66,7 +66,7 @@ def test_overview_query_count_does_not_grow_with_the_clinic(staff_web, world, si
 def test_the_chart_has_date_ticks_value_axes_and_a_table_of_its_numbers():
     from datetime import date
 
-    from waitlist.trends import TrendDay
+    from waitlist.figures.trends import TrendDay
 
     days = [TrendDay(date(2030, 12, 1) + timedelta(days=i), 1, 2, 3600.0, i) for i in range(15)]
     chart = trend_chart(days)

@@ -20,8 +20,8 @@ from tests.conftest import seoul
 from tests.interop.ehr import ehr_client
 from tests.operations.waitlist_helpers import make_offer
 from tests.support.servers import http_receiver
-from waitlist.selectors.queue import ops_action_queue
-from waitlist.services.confirmation import BOOKING_CONFIRMED_TOPIC
+from waitlist.figures.queue import ops_action_queue
+from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("frozen_clock", "no_broker")]
 

@@ -352,8 +352,8 @@ def test_decision_freshness_is_one_query_whatever_the_waiting_patients(world, dj
     from django.utils import timezone
 
     from tests.waitlist.factories import decide
+    from waitlist.figures.metrics import decision_freshness
     from waitlist.models import DecisionStatus
-    from waitlist.selectors.metrics import decision_freshness
 
     now = timezone.now()
     later, earlier = now + timedelta(days=1), now - timedelta(minutes=1)

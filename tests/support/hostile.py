@@ -259,7 +259,7 @@ def _clinic_rows() -> Clinic:
     from tests.waitlist.loop_helpers import make_offer
     from tests.worlds import waitlist_world
     from waitlist import services
-    from waitlist.tokens import calendar_token_make, claim_link, optout_token_make, standing_token_make
+    from waitlist.offers.tokens import calendar_token_make, claim_link, optout_token_make, standing_token_make
 
     world = waitlist_world(name=f"Clinic {uuid.uuid4().hex[:10]}")  # a name no other page can contain by chance
     admin = f.user_with_role(world.clinic, Role.ADMIN)

@@ -12,7 +12,7 @@ from common import outbox
 from tests.conftest import seoul
 from waitlist import services
 from waitlist.models import Offer, OfferStatus, Vacancy
-from waitlist.tokens import claim_link
+from waitlist.offers.tokens import claim_link
 
 LINK = re.compile(r"https?://[^\s]+/claim/([^/\s]+)/")
 CSRF = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')

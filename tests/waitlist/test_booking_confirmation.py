@@ -18,11 +18,12 @@ from scheduling.services.consent import consent_record
 from tests.conftest import assert_no_pii, race, seoul, token_client
 from tests.support.servers import http_receiver, smtp_sink
 from tests.waitlist.loop_helpers import claim_path, deliver, make_offer, page_client, submit
-from waitlist import confirmations, services
-from waitlist.calendar import fold
+from waitlist import services
 from waitlist.models import OfferEvent
-from waitlist.services.confirmation import BOOKING_CONFIRMED_TOPIC, booking_confirmation_queue
-from waitlist.tokens import calendar_link
+from waitlist.notices import confirmation as confirmations
+from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC, booking_confirmation_queue
+from waitlist.offers.calendar import fold
+from waitlist.offers.tokens import calendar_link
 
 ADDRESS, PHONE = "123 Teheran-ro, Gangnam-gu, Seoul 06133", "+82 2-555-0100"
 

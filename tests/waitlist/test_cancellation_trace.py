@@ -14,8 +14,8 @@ from scheduling.models import Appointment, AppointmentStatus, CancelReason
 from tests.conftest import seoul, token_client
 from tests.waitlist.test_standing import booked
 from waitlist import services
+from waitlist.figures.panels import ops_vacancy_panel
 from waitlist.models import Vacancy
-from waitlist.selectors.panels import ops_vacancy_panel
 
 
 def _cancel(client, world, appointment, body):

@@ -49,7 +49,7 @@ def test_under_booking_command_it_only_claims(world):
 
 
 def test_a_refused_booking_keeps_the_claim_and_says_why(world, monkeypatch):
-    from waitlist.services import booking
+    from waitlist.offers import booking
 
     def refuse(**kw):
         raise Conflict("no", code="HOLD_NOT_BOOKABLE")

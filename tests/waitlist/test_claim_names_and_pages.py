@@ -17,9 +17,9 @@ from scheduling.services import display_name_set
 from tests.conftest import assert_no_pii
 from tests.waitlist.loop_helpers import CSRF, claim_path, make_offer, page_client, submit
 from waitlist import services
-from waitlist.confirmations import booking_notice_text
-from waitlist.notifications import offer_notice_text
-from waitlist.tokens import optout_link, standing_link
+from waitlist.notices.confirmation import booking_notice_text
+from waitlist.notices.offer_notice import offer_notice_text
+from waitlist.offers.tokens import optout_link, standing_link
 
 ADDRESS, PHONE = "123 Teheran-ro, Gangnam-gu, Seoul 06133", "+82 2-555-0100"
 ADDRESS_KO = "서울특별시 강남구 테헤란로 123"

@@ -11,7 +11,7 @@ from tests import factories as f
 from tests.conftest import assert_no_pii, seoul
 from tests.waitlist.loop_helpers import CSRF, claim_path, make_offer, page_client, submit
 from waitlist import services
-from waitlist.tokens import calendar_link
+from waitlist.offers.tokens import calendar_link
 
 ADDRESS, PHONE = "123 Teheran-ro, Gangnam-gu, Seoul 06133", "+82 2-555-0100"
 

@@ -16,7 +16,7 @@ from tests.conftest import assert_no_pii, seoul
 from tests.waitlist.loop_helpers import CSRF, claim_path, make_offer, page_client, submit
 from waitlist import services
 from waitlist.models import EntryStatus, Offer, OfferClaimReceipt, OfferEvent, OfferStatus
-from waitlist.tokens import SALT
+from waitlist.offers.tokens import SALT
 
 
 def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
@@ -44,7 +44,7 @@ def test_the_page_shows_clinic_treatment_local_time_and_time_left(world):
 def test_the_time_left_reads_in_minutes_in_both_languages(world, frozen_clock):
     from django.utils import translation
 
-    from waitlist.views import time_left_text
+    from waitlist.offers.pages import time_left_text
 
     assert [time_left_text(s) for s in (0, 59, 60, 14 * 60 + 59, 3600, 2 * 3600 + 5 * 60)] == [
         "Less than a minute left", "Less than a minute left", "1 min left", "14 min left", "1 h 0 min left",
@@ -94,7 +94,7 @@ def test_accept_holds_then_books_and_a_double_submit_shows_the_same_page(world):
 
 def test_a_booking_failure_still_says_held_and_leaves_the_hold_for_reconcile(world, monkeypatch):
     from common.errors import Conflict
-    from waitlist.services import booking
+    from waitlist.offers import booking
 
     def refuse(**kw):
         raise Conflict("no", code="HOLD_NOT_BOOKABLE")
@@ -278,7 +278,7 @@ def test_korean_times_put_the_am_pm_marker_before_the_clock():
 
     from django.utils import translation
 
-    from waitlist.notifications import local_datetime
+    from waitlist.notices.offer_notice import local_datetime
 
     with translation.override("ko"):
         assert local_datetime(datetime(2030, 12, 3, 1, 0, tzinfo=UTC), "Asia/Seoul") == "2030년 12월 3일 오전 10:00"

@@ -14,8 +14,9 @@ from scheduling.services import consent_current, consent_record
 from tests.conftest import assert_no_pii, seoul, token_client
 from tests.support.servers import smtp_sink
 from tests.waitlist.loop_helpers import deliver, mail_text, make_offer, open_vacancy, page_client, submit
-from waitlist import matcher, services
-from waitlist.tokens import optout_link
+from waitlist import services
+from waitlist.dispatch import matcher
+from waitlist.offers.tokens import optout_link
 
 OPTOUT = re.compile(r"https?://[^\s]+(/optout/[^/\s]+/)")
 

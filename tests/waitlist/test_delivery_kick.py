@@ -108,8 +108,8 @@ def test_without_a_broker_the_dispatch_still_answers(world, frozen_clock, monkey
 def test_a_claim_that_books_queues_one_delivery_run_for_its_confirmation(
     world, frozen_clock, kicks, django_capture_on_commit_callbacks
 ):
-    from waitlist.services.accept import offer_claim_and_book
-    from waitlist.services.confirmation import BOOKING_CONFIRMED_TOPIC
+    from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
+    from waitlist.offers.accept import offer_claim_and_book
 
     vacancy = cancelled_vacancy(world, 10)
     assert tasks.dispatch_vacancy.run(vacancy.pk) == "OFFERED"

@@ -18,8 +18,8 @@ from django.utils import timezone
 from tests.conftest import race, seoul
 from tests.support.slots import queued_for_a_slot, slot_held_elsewhere
 from waitlist import services
+from waitlist.dispatch import vacancies as vacancy_commands
 from waitlist.models import Offer, OfferStatus, Vacancy
-from waitlist.services import vacancies as vacancy_commands
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -66,7 +66,7 @@ def test_one_dispatch_that_makes_an_offer_is_bounded_in_statements(world):
 
 def test_the_dispatcher_loop_makes_each_further_offer_in_eleven_statements(world, monkeypatch):
     """Counted as the contention benchmark's dispatchers run: the loop over a list of vacancies."""
-    from waitlist.services import vacancies as vacancies_module
+    from waitlist.dispatch import vacancies as vacancies_module
 
     # The loop hands its dispatch slot back every DISPATCH_TURN_SECONDS of wall time (two statements): on a busy
     # machine four offers can outlast one turn. This test counts statements per offer, not per turn.

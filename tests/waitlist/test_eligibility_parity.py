@@ -19,10 +19,12 @@ from tests import factories as f
 from tests.conftest import seoul
 from tests.waitlist.factories import NOW, WaitlistEntryFactory
 from tests.worlds import waitlist_world
-from waitlist import eligibility, matcher, services
-from waitlist.decisions import StoredDecisionProvider
+from waitlist import services
+from waitlist.dispatch import matcher
+from waitlist.figures.panels import review_vacancies
 from waitlist.models import Offer, Vacancy, VacancySkip, WaitlistEntry
-from waitlist.selectors.panels import review_vacancies
+from waitlist.reliability.feed import StoredDecisionProvider
+from waitlist.rules import eligibility
 
 SLOT = (seoul(3, 10), seoul(3, 10, 30))
 WINDOWS = {

@@ -1,4 +1,5 @@
-"""Fairness reads (waitlist/fairness.py): wait reduction, pass-overs by reason, the forgotten longest waiters."""
+"""Fairness reads (waitlist/figures/fairness.py): wait reduction, pass-overs by reason, the forgotten longest
+waiters."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from tests.conftest import assert_no_pii, seoul
 from tests.waitlist.loop_helpers import open_vacancy
 from waitlist import services
-from waitlist.fairness import fairness_metrics
+from waitlist.figures.fairness import fairness_metrics
 
 URL = "/api/v1/ops/waitlist"
 

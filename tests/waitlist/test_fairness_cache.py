@@ -12,7 +12,7 @@ from django.test.utils import CaptureQueriesContext
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import open_vacancy
 from waitlist import services, tasks
-from waitlist.fairness import fairness_metrics, fairness_metrics_cached
+from waitlist.figures.fairness import fairness_metrics, fairness_metrics_cached
 
 
 def offer_passing_over_a_longer_waiter(world):
@@ -60,7 +60,7 @@ def test_older_figures_are_shown_at_once_while_one_background_refresh_computes_n
 def test_figures_that_took_long_to_compute_are_refreshed_less_often(
         world, frozen_clock, settings, monkeypatch, django_capture_on_commit_callbacks):
     """At a busy clinic the pass-over count is a minute of SQL: a refresh waits 20 times as long as it took."""
-    from waitlist import fairness
+    from waitlist.figures import fairness
 
     settings.WAITLIST_FAIRNESS_CACHE_SECONDS = 30
     queued = []

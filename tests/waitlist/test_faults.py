@@ -19,8 +19,8 @@ from tests.support.processes import redis_server
 from tests.waitlist.factories import NOW
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from waitlist import services
+from waitlist.dispatch import offer_write as promotion_module
 from waitlist.models import Offer, OfferEvent
-from waitlist.services import offer_write as promotion_module
 
 pytestmark = [pytest.mark.faults, pytest.mark.django_db(transaction=True)]
 

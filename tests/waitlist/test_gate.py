@@ -15,8 +15,8 @@ from tests.conftest import seoul, token_client
 from tests.waitlist.factories import NOW, decide, integration_client
 from tests.waitlist.loop_helpers import open_vacancy, review_vacancy
 from waitlist import services
+from waitlist.figures.operations import ops_snapshot
 from waitlist.models import DecisionStatus, OfferEvent, VacancyStatus, WaitlistPolicy
-from waitlist.selectors.operations import ops_snapshot
 
 
 def test_a_clinic_with_decision_gate_not_used_fills_without_any_decision(world):

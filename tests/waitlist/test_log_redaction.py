@@ -7,7 +7,7 @@ import logging
 from common.redaction import token_digest
 from tests.waitlist.loop_helpers import LINK, deliver, make_offer, page_client, submit
 from waitlist.models import OfferStatus
-from waitlist.tokens import claim_link
+from waitlist.offers.tokens import claim_link
 
 
 def _record_texts(record: logging.LogRecord) -> list[str]:
@@ -40,7 +40,7 @@ def test_offer_delivery_and_claim_log_only_token_digests(world, caplog):
 
 
 def test_encoded_claim_and_opt_out_paths_leave_no_token_in_any_log_record(world, caplog):
-    from waitlist.tokens import optout_link
+    from waitlist.offers.tokens import optout_link
 
     caplog.set_level(logging.DEBUG)
     patient = world.patient(language="en")

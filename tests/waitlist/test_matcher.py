@@ -13,9 +13,10 @@ from tests import factories as f
 from tests.conftest import seoul
 from tests.waitlist.factories import NOW, WaitlistEntryFactory, decide
 from tests.worlds import waitlist_world
-from waitlist import matcher, services
-from waitlist.decisions import StoredDecisionProvider
+from waitlist import services
+from waitlist.dispatch import matcher
 from waitlist.models import Offer, Vacancy, WaitlistEntry
+from waitlist.reliability.feed import StoredDecisionProvider
 
 
 def vacancy_for(world, starts_at=None, *, resource=None, excluded=None):

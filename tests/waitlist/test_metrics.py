@@ -13,9 +13,9 @@ from tests.conftest import assert_no_pii, seoul, token_client
 from tests.waitlist.factories import decide
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
 from waitlist import services
+from waitlist.figures.metrics import fill_metrics
+from waitlist.figures.queue import ops_action_queue
 from waitlist.models import DecisionStatus, Vacancy, VacancyStatus
-from waitlist.selectors.metrics import fill_metrics
-from waitlist.selectors.queue import ops_action_queue
 
 URL = "/api/v1/ops/waitlist"
 

@@ -13,7 +13,6 @@ from scheduling.services import appointment_book
 from tests.conftest import seoul
 from tests.waitlist.factories import NOW, decide
 from waitlist import services
-from waitlist.decisions import Decision, StoredDecisionProvider, set_decision_provider
 from waitlist.models import (
     DecisionStatus,
     EntryStatus,
@@ -24,6 +23,7 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
 )
+from waitlist.reliability.feed import Decision, StoredDecisionProvider, set_decision_provider
 
 
 def open_vacancy(world, starts_at=None, patient=None):

@@ -11,7 +11,8 @@ from scheduling.models import AppointmentStatus, CapacityHold
 from scheduling.services import appointment_book, hold_place
 from tests.conftest import race, seoul, token_client
 from tests.waitlist.loop_helpers import open_vacancy
-from waitlist import matcher, services
+from waitlist import services
+from waitlist.dispatch import matcher
 from waitlist.models import ACTIVE_OFFER_STATUSES, Offer
 
 

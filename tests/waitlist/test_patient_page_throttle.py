@@ -8,7 +8,7 @@ from django.test import Client
 
 from tests import factories as f
 from tests.waitlist.loop_helpers import claim_path, make_offer
-from waitlist.tokens import optout_token_make
+from waitlist.offers.tokens import optout_token_make
 
 CLOSED_REDIS = "redis://127.0.0.1:1/0"
 

@@ -15,8 +15,8 @@ from scheduling.models import CapacityHold, HoldStatus
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
 from waitlist import services
+from waitlist.figures.panels import ops_vacancy_panel
 from waitlist.models import DispatchNote, EntryStatus, Offer, OfferEvent, OfferStatus, VacancyStatus
-from waitlist.selectors.panels import ops_vacancy_panel
 
 
 def quiet_nights(world, **fields):

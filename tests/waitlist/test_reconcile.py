@@ -13,8 +13,8 @@ from scheduling.services import hold_release
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import make_offer, open_vacancy
 from waitlist import services, tasks
+from waitlist.figures.queue import ops_action_queue
 from waitlist.models import JobRun, Offer, OfferEvent, OfferStatus, VacancyStatus, WaitlistEntry
-from waitlist.selectors.queue import ops_action_queue
 
 
 def claim(world, offer, **kw):

@@ -55,7 +55,7 @@ def test_a_tighter_weekly_cap_in_shadow_records_the_difference_and_its_reason(wo
 
 
 def test_the_observation_rolls_back_with_the_promotion(world, admin, monkeypatch):
-    from waitlist.services import offer_write
+    from waitlist.dispatch import offer_write
 
     publish(world, admin, hold_minutes=5)
     world.waiting()

@@ -228,7 +228,7 @@ def test_a_standing_booking_sends_one_booked_notice_whose_link_releases_it(world
 
 
 def claim_link_of(offer):
-    from waitlist.tokens import claim_link
+    from waitlist.offers.tokens import claim_link
 
     return claim_link(offer)
 

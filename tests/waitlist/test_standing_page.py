@@ -7,7 +7,7 @@ from tests.conftest import assert_no_pii
 from tests.waitlist.loop_helpers import CSRF, page_client
 from tests.waitlist.test_delivery import smtp  # noqa: F401 - the SMTP sink fixture
 from waitlist.models import StandingAcceptance
-from waitlist.tokens import standing_link
+from waitlist.offers.tokens import standing_link
 
 
 def path_for(entry) -> str:

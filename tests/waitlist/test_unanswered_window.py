@@ -11,7 +11,7 @@ from tests.conftest import seoul
 from tests.waitlist.loop_helpers import deliver, let_expire, open_vacancy
 from waitlist import services
 from waitlist.models import WaitlistPolicy
-from waitlist.windows import LEAD_TIME, WindowRule, answer_deadline, unanswered_streak, window_rule
+from waitlist.rules.windows import LEAD_TIME, WindowRule, answer_deadline, unanswered_streak, window_rule
 
 LIMITS_OFF = {"contact_cap_per_day": None, "weekly_offer_cap": None, "decline_suppression_hours": 0}
 

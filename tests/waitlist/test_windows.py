@@ -15,7 +15,7 @@ from tests.waitlist.loop_helpers import deliver, make_offer
 from tests.waitlist.test_delivery import smtp  # noqa: F401 - the SMTP sink fixture
 from waitlist import services
 from waitlist.models import OfferStatus, WaitlistPolicy
-from waitlist.windows import FIXED, LEAD_TIME, WindowRule, answer_deadline
+from waitlist.rules.windows import FIXED, LEAD_TIME, WindowRule, answer_deadline
 
 QUIET = {"quiet_start": time(21), "quiet_end": time(8)}
 

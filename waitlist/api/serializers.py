@@ -12,8 +12,7 @@ from common.api import ClinicRefField
 from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 from scheduling.models import Patient, Practitioner, Treatment
-
-from ..models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
+from waitlist.models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
 
 
 @extend_schema_field({"type": "string", "description": "YYYY-MM-DD (clinic zone) or ISO 8601 with offset"})

@@ -13,14 +13,8 @@ from common.timefmt import iso_in_zone
 from scheduling.models import Role
 from scheduling.scoping import clinic_for_grant, command_role, may_run
 from scheduling.services.roles import DECISION_FEED_PERMISSION
-
-from .. import fairness, services
-from ..models import EntryStatus
-from ..selectors.api import entry_detail, entry_page, offer_detail, standing_current, vacancy_detail
-from ..selectors.dispatch import dispatch_reasons
-from ..selectors.operations import ops_snapshot
-from ..selectors.queue import ops_action_queue
-from .serializers import (
+from waitlist import services
+from waitlist.api.serializers import (
     ClaimInput,
     DecisionInput,
     EntryCreateInput,
@@ -36,6 +30,12 @@ from .serializers import (
     standing_body,
     vacancy_body,
 )
+from waitlist.dispatch.reads import dispatch_reasons
+from waitlist.figures import fairness
+from waitlist.figures.operations import ops_snapshot
+from waitlist.figures.queue import ops_action_queue
+from waitlist.models import EntryStatus
+from waitlist.selectors import entry_detail, entry_page, offer_detail, standing_current, vacancy_detail
 
 
 def _idempotency_key(request) -> str:

@@ -33,7 +33,7 @@ class Command(BaseCommand):
 def _demo_links(world) -> list[str]:
     """Patient-page links the tour needs (the opt-out page of a demo patient), from the app that signs them."""
     try:
-        from waitlist.optout import demo_optout_lines
+        from waitlist.notices.optout import demo_optout_lines
     except ModuleNotFoundError:
         return []
     return demo_optout_lines(world)

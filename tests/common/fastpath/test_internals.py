@@ -27,7 +27,7 @@ from scheduling.models import Clinic, TenantGroup
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
 #: The modules whose ``PreparedQuery`` constants run in production (imported so each registers).
-PREPARED_IN = ("scheduling.scoping", "waitlist.services.fence", "waitlist.services.offers")
+PREPARED_IN = ("scheduling.scoping", "waitlist.dispatch.fence", "waitlist.offers.offers")
 
 
 def _params(fn) -> list[str]:

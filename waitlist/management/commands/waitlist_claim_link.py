@@ -7,7 +7,7 @@ manage.py can mint one here instead.
 from django.core.management.base import BaseCommand, CommandError
 
 from waitlist.models import Offer
-from waitlist.tokens import claim_link
+from waitlist.offers.tokens import claim_link
 
 
 class Command(BaseCommand):

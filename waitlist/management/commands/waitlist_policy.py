@@ -15,8 +15,8 @@ from django.core.management.base import BaseCommand, CommandError
 from common.errors import DomainError
 from scheduling.management.actor import command_actor
 from waitlist import services
-from waitlist.forms import policy_changes, policy_form
-from waitlist.selectors_controls import policy_body
+from waitlist.policy.forms import policy_changes, policy_form
+from waitlist.policy.reads import policy_body
 
 
 class Command(BaseCommand):

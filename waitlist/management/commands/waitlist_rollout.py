@@ -16,7 +16,7 @@ from django.core.management.base import BaseCommand, CommandError
 from common.errors import DomainError
 from scheduling.management.actor import command_actor
 from waitlist import services
-from waitlist.selectors_controls import controls_snapshot
+from waitlist.policy.reads import controls_snapshot
 
 
 class Command(BaseCommand):

@@ -1,0 +1,294 @@
+"""Opening a vacancy when a CONFIRMED appointment is cancelled, and dispatching it to one candidate."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.utils import timezone
+
+from common.cas import sql_states
+from common.errors import DomainError, NotFound
+from common.fastpath import PreparedQuery, Semaphore, prepared_cursor
+from common.services import new_correlation_id
+from common.transactions import own_transaction
+from scheduling import services as scheduling
+from scheduling.models import Appointment, AppointmentStatus, Clinic
+from scheduling.services.features import feature_enabled
+from waitlist.dispatch.promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
+from waitlist.effects import actor_label, queue_dispatch, slot_of
+from waitlist.models import ACTIVE_OFFER_STATUSES, DISPATCHABLE_VACANCY_STATUSES, Vacancy, WaitlistPolicy
+from waitlist.offers.accept import late_yes_take_up
+from waitlist.policy.services import policy_current
+
+logger = logging.getLogger("waitlist")
+
+#: Background dispatches (tasks, the dispatcher loop) running at once across the deployment: more than the
+#: database has cores only pass over each other's locked entries and fight for the CPU (``common.fastpath.Semaphore``).
+#: A dispatch a person asked for (``vacancy_dispatch``: staff, the API) takes none.
+DISPATCH_SLOTS = Semaphore(
+    "waitlist.dispatch",
+    size=lambda: settings.WAITLIST_DISPATCH_CONCURRENCY,
+    wait_seconds=lambda: settings.WAITLIST_DISPATCH_SLOT_WAIT_SECONDS,
+)
+
+
+def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, reason: str,
+                                    expected_version: int | None = None,
+                                    now: datetime | None = None, reason_code: str = "",
+                                    cancelled_by: str = "") -> tuple[Appointment, Vacancy | None]:
+    """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
+    from now, open a vacancy for its slot (the cancelling patient excluded) in the same
+    transaction; dispatch is queued for after the commit. Every refusal is the cancel's, before its first write
+    (``own_transaction``: no savepoint inside a caller's transaction)."""
+    now = now or timezone.now()
+    with own_transaction():
+        appointment = scheduling.appointment_cancel(
+            clinic=clinic, appointment_ref=appointment_ref, reason=reason, expected_version=expected_version,
+            reason_code=reason_code, cancelled_by=cancelled_by,
+        )
+        if appointment.previous_status != AppointmentStatus.CONFIRMED:
+            return appointment, None
+        policy = policy_current(clinic=clinic)
+        if appointment.starts_at - now < timedelta(minutes=policy.min_lead_minutes):
+            return appointment, None
+        vacancy = Vacancy.objects.create(
+            vacancy_key=f"appointment:{appointment.ref}",
+            clinic=clinic,
+            tenant_group_id=clinic.tenant_group_id,
+            **slot_of(appointment),
+            excluded_patient_id=appointment.patient_id,
+            source_appointment=appointment,
+        )
+        logger.info("vacancy %s opened from %s", vacancy.ref, appointment.ref)
+        queue_dispatch(vacancy.pk)
+        return appointment, vacancy
+
+
+def vacancy_dispatch(
+    *,
+    clinic: Clinic,
+    vacancy_ref: str,
+    actor=None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> DispatchResult:
+    """Offer the vacancy (a ref, scoped to ``clinic``: a foreign one is NotFound) to the best eligible
+    candidate; see ``vacancy_dispatch_by_id``. A person asked for it (staff, an API client): it runs at once,
+    without a dispatch slot (slots pace background work, and a person must not wait behind it)."""
+    ref = vacancy_ref if isinstance(vacancy_ref, str) else ""
+    return _dispatch(_VACANCY.filter(clinic=clinic, ref=ref).first(), actor=actor, now=now,
+                     correlation_id=correlation_id)
+
+
+def vacancy_dispatch_by_id(
+    *,
+    vacancy_id: int,
+    actor=None,
+    now: datetime | None = None,
+    correlation_id: str = "",
+) -> DispatchResult:
+    """Offer the vacancy to the best eligible candidate: at most one active offer ever results.
+
+    Safe to run from many workers at once: candidates are read without locks, and promotion
+    re-validates under the vacancy fence; a worker that finds an offer committed by another
+    answers ALREADY_OFFERED and writes nothing. The id comes from inside the domain (a task, reconcile);
+    a caller holding a ref uses ``vacancy_dispatch``, which scopes it to the clinic. Background work: it
+    takes a dispatch slot (``DISPATCH_SLOTS``), waiting for one if all are held.
+    """
+    with DISPATCH_SLOTS.held():
+        return _dispatch(_VACANCY_BY_ID.first(vacancy_id), actor=actor, now=now, correlation_id=correlation_id)
+
+
+_VACANCY = with_active_offer(Vacancy.objects.select_related("clinic", "resource"))
+#: Every background dispatch's first read, by id: compiled once per process and planned once per connection
+#: (its planning was most of its PostgreSQL time in the storm).
+_VACANCY_BY_ID: PreparedQuery[Vacancy] = PreparedQuery(
+    lambda vacancy_id: _VACANCY.filter(pk=vacancy_id).order_by("pk")[:1], int)
+
+
+@dataclass
+class LoopCache:
+    """What one dispatcher loop (``vacancies_dispatch``, one batch) reads once per clinic instead of once per
+    vacancy: the flag's answer, the clinic row and its policy. A single dispatch has none and reads each fresh.
+
+    Switching the flag off stops the next batch; an offer made on a cached policy is fenced by the newest
+    policy's id under the vacancy lock (RESTART: ``forget_policy``), and an answer that writes nothing under
+    the fence is confirmed against the newest policy (``confirm_policy``)."""
+
+    features: dict[int, bool] = field(default_factory=dict)
+    clinics: dict[int, Clinic] = field(default_factory=dict)
+    policies: dict[int, WaitlistPolicy] = field(default_factory=dict)
+
+    def clinic(self, clinic_id: int) -> Clinic:
+        if clinic_id not in self.clinics:
+            self.clinics[clinic_id] = Clinic.objects.get(pk=clinic_id)
+        return self.clinics[clinic_id]
+
+    def enabled(self, clinic: Clinic) -> bool:
+        if clinic.pk not in self.features:
+            self.features[clinic.pk] = feature_enabled("waitlist", clinic)
+        return self.features[clinic.pk]
+
+    def policy(self, clinic: Clinic) -> WaitlistPolicy:
+        if clinic.pk not in self.policies:
+            self.policies[clinic.pk] = policy_current(clinic=clinic)
+        return self.policies[clinic.pk]
+
+    def forget_policy(self, clinic_id: int) -> None:
+        self.policies.pop(clinic_id, None)
+
+    def confirm_policy(self, clinic: Clinic, used: WaitlistPolicy) -> bool:
+        """Whether ``used`` is still the clinic's newest policy (else the newest is cached instead)."""
+        newest = policy_current(clinic=clinic)
+        if newest.pk == used.pk:
+            return True
+        self.policies[clinic.pk] = newest
+        return False
+
+
+def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str,
+              cache: LoopCache | None = None) -> DispatchResult:
+    """Dispatch ``vacancy`` (up to three rounds when the policy or a decision changed while matching).
+    ``cache``: the dispatcher loop's per-clinic reads (``LoopCache``); None reads each fresh."""
+    if vacancy is None:
+        raise NotFound()
+    now = now or timezone.now()
+    correlation_id = correlation_id or new_correlation_id()
+    label = actor_label(actor, "dispatch")
+    for round_ in range(3):
+        early = settled(vacancy, now, annotated=round_ == 0)
+        if early is not None:
+            return early
+        # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
+        # notification. Closing a started vacancy above still runs; re-enabling dispatches again and
+        # the partial unique index keeps it to one active offer.
+        enabled = cache.enabled(vacancy.clinic) if cache is not None else feature_enabled("waitlist", vacancy.clinic)
+        if not enabled:
+            return DispatchResult("DISABLED")
+        if vacancy.late_yes_offer_id is not None:
+            taken = late_yes_take_up(vacancy, now=now, correlation_id=correlation_id)
+            if taken is not None:
+                return taken
+        policy = cache.policy(vacancy.clinic) if cache is not None else None
+        result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, policy=policy)
+        if result.outcome == RESTART:
+            if cache is not None:
+                cache.forget_policy(vacancy.clinic_id)
+        elif cache is not None and policy is not None and result.outcome in ("WAITING", "NO_CANDIDATE"):
+            if cache.confirm_policy(vacancy.clinic, policy):
+                return result
+        else:
+            return result
+        vacancy.refresh_from_db()  # the policy or a decision changed while matching: match again
+    return DispatchResult("NO_CANDIDATE")
+
+
+#: How long a dispatcher loop's claim keeps other loops off a vacancy (a crashed loop's claim lapses).
+CLAIM_SECONDS = 60
+#: How long a dispatcher loop keeps its dispatch slot before it lets a waiter go first.
+DISPATCH_TURN_SECONDS = 0.5
+
+# The next vacancy of this loop's list (in the list's order) that is dispatchable, has no active offer and no
+# live claim of another loop, returned whole (the loop dispatches it without reading it again). SKIP LOCKED
+# passes over rows another transaction holds right now (a racing claim, a promotion under the fence) instead
+# of queueing behind them. The same statement releases this loop's previous claim (``released``: a row
+# before ``after``, never the one claimed).
+_CLAIM_SQL = f"""
+WITH released AS (
+    UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL
+    WHERE id = %(release)s AND dispatch_claimed_until = %(until)s
+)
+UPDATE waitlist_vacancy SET dispatch_claimed_until = %(until)s
+FROM (
+    SELECT v.id, c.pos FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS c(id, pos)
+    JOIN waitlist_vacancy v ON v.id = c.id
+    WHERE c.pos > %(after)s
+      AND v.status IN ({sql_states(DISPATCHABLE_VACANCY_STATUSES)})
+      AND (v.dispatch_claimed_until IS NULL OR v.dispatch_claimed_until <= %(now)s)
+      AND NOT EXISTS (SELECT 1 FROM waitlist_offer o
+                      WHERE o.vacancy_id = v.id AND o.status IN ({sql_states(ACTIVE_OFFER_STATUSES)}))
+    ORDER BY c.pos
+    LIMIT 1
+    FOR NO KEY UPDATE OF v SKIP LOCKED) AS claimed
+WHERE waitlist_vacancy.id = claimed.id
+RETURNING claimed.pos, {{columns}}
+"""
+
+_VACANCY_FIELDS = list(Vacancy._meta.concrete_fields)
+_CLAIM = _CLAIM_SQL.format(columns=", ".join(f"waitlist_vacancy.{f.column}" for f in _VACANCY_FIELDS))
+
+_UNCLAIM_SQL = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s AND dispatch_claimed_until = %s"
+
+
+def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime,
+           release: int | None = None) -> tuple[Vacancy, int] | None:
+    """(the vacancy this loop now holds, as stored, without its parents; its position in the list), or None.
+    ``release``: this loop's previous claim, released by the same statement."""
+    params: dict[str, Any] = {"after": after, "ids": vacancy_ids, "now": now, "until": until, "release": release}
+    with prepared_cursor(connection) as cursor:
+        # Under READ COMMITTED a row claimed and committed by a racer between this statement's snapshot and
+        # its lock is re-checked and dropped, and LIMIT 1 then answers nothing: ask again before giving up.
+        for _attempt in range(3):
+            cursor.execute(_CLAIM, params)
+            row = cursor.fetchone()
+            if row is not None:
+                vacancy = Vacancy.from_db(connection.alias, [f.attname for f in _VACANCY_FIELDS], row[1:])
+                return vacancy, row[0]
+            params["release"] = None
+    return None
+
+
+def vacancies_dispatch(
+    *, vacancy_ids: list[int], now: datetime | None = None, correlation_id: str = "", actor=None
+) -> Iterator[tuple[int, DispatchResult]]:
+    """The dispatcher loop (reconcile, and any number of racing workers): claim the next of
+    ``vacancy_ids`` (in that order) nobody else holds (``FOR NO KEY UPDATE SKIP LOCKED``, then a short-lived
+    ``dispatch_claimed_until`` marker), dispatch it, release it (with the next claim); yield
+    ``(vacancy id, result)`` for each.
+
+    Racing loops take different vacancies instead of all trying every one; the vacancy fence and the
+    partial unique index still decide (a claim is an optimisation, never the guarantee). A refusal is a
+    result whose outcome is the error's code. Ids come from inside the domain: no clinic scoping here.
+    """
+    now = now or timezone.now()
+    until = now + timedelta(seconds=CLAIM_SECONDS)
+    ids, after = list(vacancy_ids), 0
+    cache = LoopCache()  # the flag, the clinic row and its policy: once per clinic per loop (one batch)
+    held: int | None = None  # this loop's claim not yet released
+    slot: int | None = None
+    turn_ends = 0.0
+    try:
+        while ids:
+            if time.monotonic() >= turn_ends:
+                # A dispatch slot for one turn, not per vacancy: handing a slot over costs several round trips
+                # and wake-ups. At the end of a turn the slot goes back, so a waiter (a single task) goes first.
+                DISPATCH_SLOTS.release(slot)
+                slot = DISPATCH_SLOTS.acquire()
+                turn_ends = time.monotonic() + DISPATCH_TURN_SECONDS
+            claimed = _claim(ids, after=after, now=now, until=until, release=held)
+            if claimed is None:
+                break
+            vacancy, after = claimed
+            held = vacancy.pk
+            vacancy.clinic = cache.clinic(vacancy.clinic_id)
+            vacancy.active_offer_id = None  # the claim saw none (``settled``; the fence checks again)
+            try:
+                result = _dispatch(vacancy, actor=actor, now=now, correlation_id=correlation_id, cache=cache)
+            except DomainError as exc:
+                result = DispatchResult(exc.code)
+            yield vacancy.pk, result
+        held = None  # the last claim statement released it
+    finally:
+        try:
+            if held is not None:  # stopped early (an error, the caller left the loop): release the claim now
+                with connection.cursor() as cursor:
+                    cursor.execute(_UNCLAIM_SQL, [held, until])
+        finally:
+            DISPATCH_SLOTS.release(slot)

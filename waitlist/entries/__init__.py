@@ -1,0 +1,1 @@
+"""Waitlist entries: create, priority, withdraw."""

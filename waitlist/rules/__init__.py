@@ -1,0 +1,1 @@
+"""Rules every feature reads: hard eligibility, answer windows, whether a patient can be reached now."""

@@ -1,0 +1,1 @@
+"""Standing acceptance: a patient's "book me automatically", its page and commands."""
