@@ -7,10 +7,11 @@ production with a development value; the same findings are a system check (``man
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.conf import settings
 from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
-from django.utils.module_loading import import_string
 
 DEV_SECRET_KEY = "dev-only-insecure-key"
 DEMO_WEBHOOK_SECRET = "demo-webhook-secret"
@@ -39,15 +40,19 @@ def _settings_findings() -> list[str]:
     return found
 
 
+#: Each app's check of its own data, ``() -> str | None`` (what it found unsafe), registered at the app's
+#: ``ready()`` (``data_check_register``): the ground floor imports no app.
+DATA_CHECKS: list[Callable[[], str | None]] = []
+
+
+def data_check_register(check: Callable[[], str | None]) -> None:
+    if check not in DATA_CHECKS:
+        DATA_CHECKS.append(check)
+
+
 def _data_findings() -> list[str]:
-    """What each app's data check (``settings.PRODUCTION_DATA_CHECKS``: dotted paths of ``() -> str | None``)
-    finds unsafe, e.g. ``scheduling.checks.demo_users_finding``."""
-    found = []
-    for path in getattr(settings, "PRODUCTION_DATA_CHECKS", ()):
-        finding = import_string(path)()
-        if finding:
-            found.append(finding)
-    return found
+    """What each app's data check finds unsafe (e.g. scheduling's demo users with their published passwords)."""
+    return [finding for check in DATA_CHECKS if (finding := check())]
 
 
 def production_findings(*, include_database: bool = True) -> list[str]:

@@ -133,18 +133,6 @@ WHITENOISE_USE_FINDERS = True
 LOGIN_URL = "/console/login/"
 LOGIN_REDIRECT_URL = "/console/"
 
-# Data the production guard refuses to start with (common/checks.py; each ``() -> str | None`` names what it
-# found): the demo users with their published passwords.
-PRODUCTION_DATA_CHECKS = ["scheduling.checks.demo_users_finding"]
-
-# What cancelling an appointment through the API runs (scheduling/api/views.py names it, it stands below the
-# waitlist): the cancel and, for a CONFIRMED slot far enough ahead, the vacancy it opens, in one transaction.
-APPOINTMENT_CANCEL_COMMAND = "waitlist.services.appointment_cancel_with_vacancy"
-
-# The clinic gate of ``common.api.ClinicAPIView`` (the ground floor imports no app; clinics and grants are
-# scheduling's): ``gate(user, clinic_ref, *, role, operate)``, 404 outside the user's scope, 403 for too low a role.
-CLINIC_SCOPE_GATE = "scheduling.scoping.clinic_for_user"
-
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "common.auth.CachedTokenAuthentication",

@@ -6,10 +6,13 @@ class ReevaluationConfig(AppConfig):
 
     def ready(self) -> None:
         from common.outbox import register_handler
+        from scheduling.scoping import command_roles_register
 
         from .models import JOB_COMPLETED_TOPIC
         from .notifications import deliver_job_completed, deliver_proposal_applied
         from .proposals import PROPOSAL_APPLIED_TOPIC
+        from .roles import COMMAND_ROLES
 
         register_handler(JOB_COMPLETED_TOPIC, deliver_job_completed)
         register_handler(PROPOSAL_APPLIED_TOPIC, deliver_proposal_applied)
+        command_roles_register(COMMAND_ROLES)

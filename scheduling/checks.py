@@ -1,7 +1,7 @@
 """The scheduling app's part of the production guard (``common.checks``): data, not settings.
 
-``settings.PRODUCTION_DATA_CHECKS`` names ``demo_users_finding``; ``common.checks.production_findings``
-runs it with the settings checks (the ground floor imports no app, so it is named, not imported).
+Registered at ``SchedulingConfig.ready()`` (``common.checks.data_check_register``); ``production_findings``
+runs it with the settings checks (the ground floor imports no app).
 """
 
 from __future__ import annotations

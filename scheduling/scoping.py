@@ -133,54 +133,24 @@ def user_is_admin(user, clinic: Clinic) -> bool:
     return direct.exists() or grouped.exists()
 
 
-#: Who may run each clinic command: the one place the rule is written. The API views
-#: (``required_role``), the console (``clinic_view`` and its buttons) and the management commands
-#: read it; services that check the role themselves (``require_command_role``) read it too.
-#: Destructive commands (the patient or the clinic loses something) are ADMIN.
+#: Who may run each clinic command. Each app writes its own commands' roles once, beside its commands, and
+#: registers them at ``ready()`` (``command_roles_register``: waitlist/roles.py, reevaluation/roles.py); these
+#: are scheduling's. The API views (``required_role``), the console (``clinic_view`` and its buttons) and the
+#: management commands read the table; services that check the role themselves (``require_command_role``)
+#: read it too. Destructive commands (the patient or the clinic loses something) are ADMIN.
 COMMAND_ROLES: dict[str, Role] = {
-    # waitlist recovery (flow 9)
-    "offer_withdraw": Role.ADMIN,  # the patient may be about to accept it
-    # Declining on the patient's behalf ends their chance as surely as a withdrawal (and suppresses them for
-    # the policy's hours): ADMIN only. The patient's own claim page declines with the patient as owner.
-    "offer_decline": Role.ADMIN,
-    "vacancy_close": Role.ADMIN,
-    "vacancy_reopen": Role.ADMIN,
-    "vacancy_redispatch": Role.STAFF,
-    "hold_retry_booking": Role.STAFF,
-    "vacancy_review_resolve": Role.STAFF,
-    # waitlist entries and standing acceptance (the API's commands; a priority is the matcher's order: ADMIN)
-    "entry_create": Role.STAFF,
-    "entry_set_priority": Role.ADMIN,
-    "entry_withdraw": Role.STAFF,
-    "standing_acceptance_record": Role.STAFF,  # on the patient's word, or by staff with their consent (audited)
-    "standing_release": Role.STAFF,
-    "offer_claim": Role.STAFF,
-    "offer_late_accept": Role.STAFF,  # the patient's yes after the window, on their word
-    "hold_book": Role.STAFF,
-    "vacancy_dispatch": Role.STAFF,
-    # scheduling (the API's commands)
     "patient_create": Role.STAFF,
     "consent_record": Role.STAFF,
     "appointment_book": Role.STAFF,
     "appointment_cancel": Role.STAFF,
-    # waitlist controls and policy
-    "waitlist_switch_set": Role.ADMIN,
-    "waitlist_tenant_allow": Role.ADMIN,
-    "policy_change": Role.ADMIN,
-    "shadow_publish": Role.ADMIN,
-    "shadow_promote": Role.ADMIN,
-    "shadow_discard": Role.ADMIN,
-    # reevaluation
-    "redrive_preview": Role.STAFF,
-    "redrive_execute": Role.ADMIN,
-    "mode_set": Role.ADMIN,
-    "drain_set": Role.ADMIN,
-    "due_override_set": Role.ADMIN,
-    # reevaluation proposals (issue 28): the patient already chose the new time on the proposal page; the
-    # operator checks and confirms it (or declines). Front-desk work, not destructive: STAFF.
-    "proposal_confirm": Role.STAFF,
-    "proposal_reject": Role.STAFF,
 }
+
+
+def command_roles_register(roles: dict[str, Role]) -> None:
+    """Add an app's commands; a command registered twice with another role is a programming error."""
+    for command, role in roles.items():
+        if COMMAND_ROLES.setdefault(command, role) != role:
+            raise ValueError(f"{command} is registered as {COMMAND_ROLES[command]} already")
 
 
 def command_role(command: str) -> Role:

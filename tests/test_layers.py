@@ -1,8 +1,9 @@
 """The import layers, read from the source (issue 23 part 3): no test imports the code to learn this.
 
-- The ground floor (``common``) imports no app: every module of every app may stand on it, so an import
-  the other way is a circle waiting to happen. Apps that ``common`` must call are named by settings
-  (``CLINIC_SCOPE_GATE``, ``PRODUCTION_DATA_CHECKS``), as DRF names its classes.
+- The apps stand in floors, ``common`` → ``scheduling`` → ``waitlist`` → {``reevaluation``, ``interop``} →
+  {``operations``, ``observability``}: a module imports only from its own app and the floors below. What a
+  lower floor must call of a higher one is registered by the higher app at ``ready()`` (the clinic scope
+  gate, the production data checks, interop's rows of the Action queue), never named in a setting.
 - No module imports another module's private (``_underscored``) names: a private name may change without
   notice, so a reader elsewhere is a dependency nobody can see.
 - The fast paths are reached through ``common.fastpath`` alone: outside that package (and the tests that pin
@@ -88,6 +89,28 @@ def test_common_imports_no_app():
     upward = [f"{path.relative_to(ROOT)}:{line} imports {module}"
               for path in _modules("common") for line, module in _upward(_imported(path))]
     assert upward == []
+
+
+#: The floors (a module imports its own app and lower floors only).
+FLOORS = {"common": 0, "scheduling": 1, "waitlist": 2, "reevaluation": 3, "interop": 3, "operations": 4,
+          "observability": 4}
+
+
+def _against_floors(app: str, imports: list[tuple[int, str, list[str]]]) -> list[tuple[int, str]]:
+    return [(line, module) for line, module, _names in imports
+            if (top := module.split(".")[0]) in FLOORS and top != app and FLOORS[top] >= FLOORS[app]]
+
+
+def test_no_app_imports_its_own_floor_or_one_above():
+    upward = [f"{path.relative_to(ROOT)}:{line} imports {module}"
+              for app in FLOORS for path in _modules(app) for line, module in _against_floors(app, _imported(path))]
+    assert upward == []
+
+
+def test_the_floor_check_fails_on_an_upward_or_sideways_import():
+    planted = "from operations.views import x\nimport interop.models\nfrom scheduling.models import Clinic\n"
+    assert _against_floors("reevaluation", _imports_in(planted, "reevaluation.fake")) == [
+        (1, "operations.views"), (2, "interop.models")]
 
 
 def test_the_layer_check_sees_relative_and_local_imports():

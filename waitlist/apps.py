@@ -6,11 +6,13 @@ class WaitlistConfig(AppConfig):
 
     def ready(self) -> None:
         from common.outbox import register_handler
+        from scheduling.scoping import command_roles_register
         from waitlist.models import OFFER_TOPIC
         from waitlist.notices.confirmation import deliver_booking_confirmation, release_link_register
         from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
         from waitlist.notices.offer_notice import deliver_offer_notice
         from waitlist.offers.tokens import claim_link
+        from waitlist.roles import COMMAND_ROLES
         from waitlist.tasks import register_effects
 
         register_handler(OFFER_TOPIC, deliver_offer_notice)
@@ -18,3 +20,4 @@ class WaitlistConfig(AppConfig):
         # A standing booking's release link is its claim page, which offers the release until ``release_until``.
         release_link_register(lambda offer, _appointment: claim_link(offer))
         register_effects()  # services name their after-commit effects; the tasks carry them out
+        command_roles_register(COMMAND_ROLES)

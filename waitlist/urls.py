@@ -8,6 +8,8 @@ from waitlist.policy import api as controls
 C = "clinics/<str:clinic>/"
 
 urlpatterns = [
+    # scheduling's resource, the waitlist's command (a cancellation may open a vacancy in the same transaction)
+    path(C + "appointments/<str:ref>/cancel", views.AppointmentCancelView.as_view(), name="appointment-cancel"),
     path(C + "waitlist-entries/", views.EntryCreateView.as_view(), name="waitlist-entry-create"),
     path(C + "waitlist-entries/<str:ref>", views.EntryDetailView.as_view(), name="waitlist-entry-detail"),
     path(

@@ -1,20 +1,17 @@
 """The secure-by-default base for clinic-scoped API views: auth, scope, role, errors, idempotency.
 
 The gate that resolves a clinic for a user is the scheduling app's (clinics and their grants are its
-models); the ground floor does not import apps, so the base view reads the gate's dotted path from
-``settings.CLINIC_SCOPE_GATE`` (``scheduling.scoping.clinic_for_user``), the way DRF reads its
-authentication classes. Roles are compared by value (``"STAFF"``, ``"ADMIN"``: ``scheduling.models.Role``).
+models); the ground floor does not import apps, so scheduling registers it at ``ready()``
+(``scope_gate_register(scheduling.scoping.clinic_for_user)``).
+Roles are compared by value (``"STAFF"``, ``"ADMIN"``: ``scheduling.models.Role``).
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
-from django.conf import settings
 from django.http import HttpResponse
-from django.utils.module_loading import import_string
 from rest_framework import exceptions, serializers
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.views import APIView
@@ -29,15 +26,22 @@ STAFF = "STAFF"
 ADMIN = "ADMIN"
 
 
-@functools.cache
-def _gate() -> Callable[..., Any]:
-    return import_string(settings.CLINIC_SCOPE_GATE)
+def _no_gate(user, clinic_ref, *, role, operate):
+    raise RuntimeError("no clinic scope gate registered (scheduling's AppConfig.ready() registers it)")
+
+
+#: The one gate (``gate(user, clinic_ref, *, role, operate)``): fails closed until scheduling registers it.
+_GATE: list[Callable[..., Any]] = [_no_gate]
+
+
+def scope_gate_register(gate: Callable[..., Any]) -> None:
+    _GATE[0] = gate
 
 
 def scope_clinic(user, clinic_ref: str | None, *, role: str, operate: bool) -> Any:
-    """The clinic ``clinic_ref`` names if ``user`` may act there with ``role`` (``settings.CLINIC_SCOPE_GATE``):
+    """The clinic ``clinic_ref`` names if ``user`` may act there with ``role`` (the registered gate):
     404 outside the user's scope, exactly like a missing clinic; 403 for too low a role."""
-    return _gate()(user, clinic_ref, role=role, operate=operate)
+    return _GATE[0](user, clinic_ref, role=role, operate=operate)
 
 
 def idempotent_response(

@@ -20,9 +20,4 @@ urlpatterns = [
         views.AppointmentDetailView.as_view(),
         name="appointment-detail",
     ),
-    path(
-        "clinics/<str:clinic>/appointments/<str:ref>/cancel",
-        views.AppointmentCancelView.as_view(),
-        name="appointment-cancel",
-    ),
 ]

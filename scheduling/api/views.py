@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from django.conf import settings
-from django.utils.module_loading import import_string
 from drf_spectacular.utils import OpenApiResponse, extend_schema
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -17,18 +13,15 @@ from common.api import ClinicAPIView, list_parameters, page_body
 from .. import selectors, services
 from ..models import (
     AppointmentStatus,
-    CancelActor,
     ConsentSource,
     Patient,
     Practitioner,
     Resource,
     Treatment,
-    cancel_actor_ref,
 )
 from ..scoping import clinics_for_user, scoped_get
 from .serializers import (
     AppointmentCreateInput,
-    CancelInput,
     ConsentInput,
     PatientCreateInput,
     appointment_body,
@@ -103,48 +96,6 @@ class AppointmentCreateView(ClinicAPIView):
             return 201, appointment_body(selectors.appointment_detail(clinic=self.clinic, ref=appointment.ref))
 
         return self.command("appointment_book", execute)
-
-
-@functools.cache
-def _cancel_command() -> Callable[..., tuple[Any, Any]]:
-    return import_string(settings.APPOINTMENT_CANCEL_COMMAND)
-
-
-class AppointmentCancelView(ClinicAPIView):
-    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit). The
-    appointment records why (``reason_code``, ``reason``) and who (``api:<username>`` for a token,
-    ``staff:<username>`` for a session).
-
-    The vacancy is the waitlist's, opened in the cancel's own transaction by the command
-    ``settings.APPOINTMENT_CANCEL_COMMAND`` names (``waitlist.services.appointment_cancel_with_vacancy``):
-    scheduling stands below the waitlist, so it names that command instead of importing it."""
-
-    @extend_schema(
-        request=CancelInput,
-        responses={200: OpenApiResponse(description="{status, version, vacancy, reason_code, cancelled_by}")},
-    )
-    def post(self, request, clinic, ref):
-        def execute(_receipt):
-            data = self.validated(CancelInput)
-            kind = CancelActor.API if request.auth is not None else CancelActor.STAFF
-            appointment, vacancy = _cancel_command()(
-                clinic=self.clinic,
-                appointment_ref=ref,
-                reason=data["reason"],
-                expected_version=data.get("expected_version"),
-                reason_code=data["reason_code"],
-                cancelled_by=cancel_actor_ref(kind, request.user),
-            )
-            return 200, {
-                "status": appointment.status,
-                "version": appointment.version,
-                "vacancy": vacancy.ref if vacancy else None,
-                "reason_code": appointment.cancel_reason_code,
-                "cancelled_by": appointment.cancelled_by,
-            }
-
-        # Every refusal of the cancel (and of its body) comes before its first write.
-        return self.command("appointment_cancel", execute, refusals_write_nothing=True)
 
 
 class AppointmentDetailView(ClinicAPIView):

@@ -40,8 +40,8 @@ class FuzzResult:
 
 def seed_world() -> dict:
     """The demo tenant (clinics, users, patients, appointments, waitlist); needs Django set up."""
+    from operations.management.commands.seed_demo import app_hooks
     from scheduling.demo import seed_scheduling
-    from scheduling.management.commands.seed_demo import app_hooks
 
     world = seed_scheduling()
     for hook in app_hooks():

@@ -10,7 +10,8 @@ from common.api import ClinicAPIView, ReasonInput, field_errors, list_parameters
 from common.errors import PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
 from common.timefmt import iso_in_zone
-from scheduling.models import Role
+from scheduling.api.serializers import CancelInput
+from scheduling.models import CancelActor, Role, cancel_actor_ref
 from scheduling.scoping import clinic_for_grant, command_role, may_run
 from scheduling.services.roles import DECISION_FEED_PERMISSION
 from waitlist import services
@@ -487,3 +488,40 @@ class WaitlistOpsView(ClinicAPIView):
         if data.get("after"):
             body["action_queue"] = ops_action_queue(clinic=clinic, limit=data["limit"], after=data["after"])
         return Response(body)
+
+
+class AppointmentCancelView(ClinicAPIView):
+    """Cancel; a CONFIRMED appointment far enough ahead opens a vacancy (dispatched after commit). The
+    appointment records why (``reason_code``, ``reason``) and who (``api:<username>`` for a token,
+    ``staff:<username>`` for a session).
+
+    The vacancy is the waitlist's, opened in the cancel's own transaction
+    (``waitlist.services.appointment_cancel_with_vacancy``), so the endpoint lives with that command: the route
+    is scheduling's resource, the command the waitlist's."""
+
+    @extend_schema(
+        request=CancelInput,
+        responses={200: OpenApiResponse(description="{status, version, vacancy, reason_code, cancelled_by}")},
+    )
+    def post(self, request, clinic, ref):
+        def execute(_receipt):
+            data = self.validated(CancelInput)
+            kind = CancelActor.API if request.auth is not None else CancelActor.STAFF
+            appointment, vacancy = services.appointment_cancel_with_vacancy(
+                clinic=self.clinic,
+                appointment_ref=ref,
+                reason=data["reason"],
+                expected_version=data.get("expected_version"),
+                reason_code=data["reason_code"],
+                cancelled_by=cancel_actor_ref(kind, request.user),
+            )
+            return 200, {
+                "status": appointment.status,
+                "version": appointment.version,
+                "vacancy": vacancy.ref if vacancy else None,
+                "reason_code": appointment.cancel_reason_code,
+                "cancelled_by": appointment.cancelled_by,
+            }
+
+        # Every refusal of the cancel (and of its body) comes before its first write.
+        return self.command("appointment_cancel", execute, refusals_write_nothing=True)

@@ -3,6 +3,7 @@ and hold state), the vacancy panel (its whole story), and the recovery commands 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -13,7 +14,6 @@ from django.utils import timezone
 
 from common.errors import NotFound
 from common.timefmt import iso_in_zone
-from interop.selectors import ehr_identifiers
 from scheduling.models import Clinic
 from scheduling.services.consent import provider_channels
 from waitlist.dispatch.reads import dispatch_notes, dispatch_reasons_by_vacancy, waiting_state
@@ -277,6 +277,19 @@ def _panel_events(clinic: Clinic, vacancy_id: int, limit: int) -> list[dict]:
     ]
 
 
+def _no_identifiers(*, clinic: Clinic, refs: list[str]) -> dict[str, list[str]]:
+    return {}
+
+
+#: Who knows other systems' identifiers of an appointment (an EHR's ``system|value``): interop, above the
+#: waitlist, registers its reader at ``ready()`` (``appointment_identifiers_register``); none without it.
+APPOINTMENT_IDENTIFIERS: list[Callable[..., dict[str, list[str]]]] = [_no_identifiers]
+
+
+def appointment_identifiers_register(reader: Callable[..., dict[str, list[str]]]) -> None:
+    APPOINTMENT_IDENTIFIERS[0] = reader
+
+
 def _source_appointment(v: dict, tz: str, ehr: dict[str, list[str]]) -> dict | None:
     """The cancelled appointment the vacancy came from: why (reason code, words) and who cancelled it (an actor
     ref), and the EHR's identifier if it has one."""
@@ -314,7 +327,7 @@ def ops_vacancy_panel(
     for command in commands:
         command["target"] = command["target"] or v["ref"]
     booked = next((o["offer"]["appointment"] for o in offers if o["offer"]["appointment"]), None)
-    ehr = ehr_identifiers(clinic=clinic, refs=[ref for ref in (v["source_appointment__ref"], booked) if ref])
+    ehr = APPOINTMENT_IDENTIFIERS[0](clinic=clinic, refs=[ref for ref in (v["source_appointment__ref"], booked) if ref])
     return {
         "vacancy": v["ref"], "status": v["status"], "version": v["version"], "close_reason": v["close_reason"],
         "starts_at": iso_in_zone(v["starts_at"], tz), "ends_at": iso_in_zone(v["ends_at"], tz),

@@ -5,6 +5,7 @@ merged (no N+1). Refs and codes only."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -15,7 +16,6 @@ from django.utils import timezone
 
 from common.models import OutboxMessage, OutboxStatus
 from common.timefmt import iso_in_zone
-from interop.selectors import failing_subscriptions
 from scheduling.models import Clinic
 from waitlist.dispatch.reads import unoffered_vacancies
 from waitlist.dispatch.reconcile_reads import offers_without_active_hold, stuck_accepted_offers
@@ -41,7 +41,7 @@ def cursor_decode(after) -> QueueCursor | None:
     if not isinstance(after, str) or len(after) > 200:
         return None
     parts = after.split("|")
-    if len(parts) != 3 or parts[1] not in OPS_QUEUE_KINDS:
+    if len(parts) != 3 or parts[1] not in SOURCES:
         return None
     try:
         at = datetime.fromisoformat(parts[0])
@@ -208,20 +208,11 @@ def _provider_rows(page: QueuePage) -> list[QueueRow]:
         "last_sent_at": iso_in_zone(streak["last_sent"], page.clinic.timezone) if streak["last_sent"] else None})]
 
 
-def _subscription_rows(page: QueuePage) -> list[QueueRow]:
-    """``SUBSCRIPTION_ERROR``: an EHR's FHIR subscription set to ``error`` (its endpoint kept failing): nothing
-    is sent to it until it is created again."""
-    return [
-        QueueRow(s["updated_at"], "SUBSCRIPTION_ERROR", s["ref"], {
-            "reason_code": s["last_code"] or "SUBSCRIPTION_ERROR", "subscription": s["ref"],
-            "criteria": s["criteria"], "failures": s["consecutive_failures"]})
-        for s in page.take(failing_subscriptions(clinic=page.clinic), "updated_at", "SUBSCRIPTION_ERROR", "ref",
-                           "updated_at", "criteria", "consecutive_failures", "last_code")
-    ]
+Source = Callable[[QueuePage], list[QueueRow]]
 
-
-#: The queue's sources, one per kind: adding a kind is adding a source here.
-SOURCES = {
+#: The queue's sources, one per kind: adding a kind is adding a source here, or, for an app above the waitlist
+#: (interop's failing subscriptions), registering it from that app's ``ready()`` (``queue_source_register``).
+SOURCES: dict[str, Source] = {
     "VACANCY_REVIEW": _review_rows,
     "BOOKING_STUCK": _stuck_rows,
     "DELIVERY_DEAD": _dead_delivery_rows,
@@ -229,9 +220,12 @@ SOURCES = {
     "VACANCY_NO_CANDIDATE": _no_candidate_rows,
     "VACANCY_WAITING": _waiting_rows,
     "PROVIDER_FAILING": _provider_rows,
-    "SUBSCRIPTION_ERROR": _subscription_rows,
 }
-OPS_QUEUE_KINDS = tuple(SOURCES)
+
+
+def queue_source_register(kind: str, source: Source) -> None:
+    """Add another app's source of queue rows (once per process, at its app's ``ready()``)."""
+    SOURCES[kind] = source
 
 
 def ops_action_queue(

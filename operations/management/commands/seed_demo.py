@@ -8,7 +8,10 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from reevaluation import demo as reevaluation_demo
 from scheduling.demo import DEMO_USERS, seed_scheduling
+from waitlist import demo as waitlist_demo
+from waitlist.notices.optout import demo_optout_lines
 
 
 class Command(BaseCommand):
@@ -32,22 +35,10 @@ class Command(BaseCommand):
 
 def _demo_links(world) -> list[str]:
     """Patient-page links the tour needs (the opt-out page of a demo patient), from the app that signs them."""
-    try:
-        from waitlist.notices.optout import demo_optout_lines
-    except ModuleNotFoundError:
-        return []
     return demo_optout_lines(world)
 
 
 def app_hooks():
-    """Each app seeds its own demo rows (waitlist entries, reevaluation settings) through its services."""
-    hooks = []
-    for module in ("waitlist.demo", "reevaluation.demo"):
-        try:
-            imported = __import__(module, fromlist=["seed_demo"])
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        hooks.append(imported.seed_demo)
-    return hooks
+    """Each app seeds its own demo rows (waitlist entries, reevaluation settings) through its services, after
+    scheduling's clinics, people and appointments; the console stands above them all, so it names them."""
+    return [waitlist_demo.seed_demo, reevaluation_demo.seed_demo]
