@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 , := ,
 
-.PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots coverage
+.PHONY: run test test-fastpaths-off install lint bench simulate clean-data demo-event fuzz soak screenshots coverage
 
 # The venv with the project and the given extras, installed again when pyproject.toml changes (the target is
 # the stamp: $(VENV)/.<kind>-<checksum of pyproject.toml>; older stamps of that kind are removed).
@@ -29,11 +29,21 @@ install: $(STAMP)
 run: $(STAMP)
 	HOST=$(HOST) PORT=$(PORT) $(PY) -m devtools.launcher
 
-# FASTPATHS=off (`make test FASTPATHS=off` or `FASTPATHS=off make test`): the suite with every fast path off
-# (common/fastpath/README.md); CI runs it both ways.
+# FASTPATHS=off (`make test FASTPATHS=off`): the whole suite with every fast path off (common/fastpath/README.md).
 FASTPATHS ?= on
 test: $(STAMP)
 	FASTPATHS=$(FASTPATHS) $(PY) -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
+
+# What CI runs with the fast paths off: the fast-path package's own tests and a smoke subset over every road a
+# fast path shortens (claim, receipts, matcher pages and parity, decisions, holds, vacancy claims, a
+# cancellation, the outbox, the lean API chain, races), not the whole suite a second time.
+FASTPATHS_OFF_SMOKE := tests/common/fastpath tests/common/test_outbox.py tests/common/test_cas.py \
+	tests/waitlist/test_claim_and_book.py tests/waitlist/test_claim_queries.py tests/waitlist/test_offers.py \
+	tests/waitlist/test_matcher.py tests/waitlist/test_eligibility_parity.py tests/waitlist/test_dispatch_queries.py \
+	tests/waitlist/test_races.py tests/waitlist/test_api_lean_chain.py tests/waitlist/test_delivery.py \
+	tests/scheduling/test_api.py tests/waitlist/test_api.py
+test-fastpaths-off: $(STAMP)
+	FASTPATHS=off $(PY) -m pytest -n 2 --dist loadfile $(FASTPATHS_OFF_SMOKE) $(PYTEST_ARGS)
 
 # ruff on everything; mypy (django-stubs, djangorestframework-stubs) on the five apps, configured in pyproject.toml.
 lint: $(STAMP)
