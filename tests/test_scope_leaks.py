@@ -148,11 +148,10 @@ def test_a_foreign_clinic_answers_exactly_like_a_missing_one(world, side):
 
 # --- selectors ---
 
-WAITLIST_SELECTOR_MODULES = ("api", "dispatch", "metrics", "operations", "panels", "queue", "reconcile")
 SELECTOR_MODULES = (
-    "scheduling.selectors", *(f"waitlist.selectors.{m}" for m in WAITLIST_SELECTOR_MODULES),
-    "waitlist.policy.reads", "reevaluation.selectors", "interop.selectors",
-    "operations.selectors",
+    "scheduling.selectors", "waitlist.selectors", "waitlist.dispatch.reads", "waitlist.dispatch.reconcile_reads",
+    "waitlist.figures.metrics", "waitlist.figures.operations", "waitlist.figures.panels", "waitlist.figures.queue",
+    "waitlist.policy.reads", "reevaluation.selectors", "interop.selectors", "operations.selectors",
 )
 #: Selector parameters that name one of the clinic's rows: (kind in ``World`` refs, how to pass it).
 _REF_PARAMS = {"job_ref": "job", "offer_ref": "offer", "hold_ref": "hold", "vacancy_ref": "vacancy",
