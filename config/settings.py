@@ -523,3 +523,9 @@ CELERY_BEAT_SCHEDULE["fhir-subscription-fanout"] = {
 }
 FHIR_SUBSCRIPTION_ERROR_AFTER = env.int("FHIR_SUBSCRIPTION_ERROR_AFTER", default=3)
 FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", default=5.0)
+# Issue 43 (common/egress.py, docs/security.md "Outbound requests"): targets a clinic's integration chooses
+# (FHIR Subscription endpoints, the webhook URL) are https and public unless allowed. Plain http only outside
+# production; EGRESS_ALLOWLIST: host names and CIDRs every clinic may reach (a clinic's own list is set by an
+# ADMIN: manage.py clinic_integration).
+EGRESS_ALLOW_HTTP = env.bool("EGRESS_ALLOW_HTTP", default=not PRODUCTION)
+EGRESS_ALLOWLIST = env.list("EGRESS_ALLOWLIST", default=[])
