@@ -484,6 +484,9 @@ READYZ_BROKER_CHECK_EVERY_SECONDS = env.float("READYZ_BROKER_CHECK_EVERY_SECONDS
 WORKER_HEARTBEAT_SECONDS = env.float("WORKER_HEARTBEAT_SECONDS", default=15.0)
 COMPONENT_STALE_SECONDS = env.float("COMPONENT_STALE_SECONDS", default=90.0)
 CELERY_BEAT_SCHEDULER = "observability.beat:RecordingScheduler"
+# Beat entries sent at once when beat's first send after a broker outage succeeds (observability/beat.py):
+# reconcile redoes the dispatches whose tasks were lost meanwhile, within seconds of the broker's return.
+BEAT_ON_BROKER_BACK = env.list("BEAT_ON_BROKER_BACK", default=["waitlist-reconcile"])
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING.setdefault("filters", {})["correlation"] = {"()": "observability.logs.CorrelationFilter"}
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
