@@ -81,7 +81,8 @@ def build_world(receiver_url: str, sizes: list[int]) -> dict:
     for i in range(CLINICS):
         big = i == 0
         clinic = db.make_clinic(f"storm-{'big' if big else i}", practitioners=20 if big else 5)
-        clinic.settings = {"quiet_hours": {}, "notification": {"provider": "webhook", "webhook_url": receiver_url}}
+        clinic.settings = {"quiet_hours": {}, "notification": {"provider": "webhook", "webhook_url": receiver_url},
+                           "egress_allowlist": ["127.0.0.1/32"]}  # the loopback receiver (common/egress.py)
         Clinic.objects.filter(pk=clinic.pk).update(settings=clinic.settings)
         n = big_entries if big else small_entries
         first, last = db.bulk_patients(clinic, n)

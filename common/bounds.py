@@ -20,6 +20,24 @@ from django.utils import timezone
 EVENT_EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 
 
+#: What a client is told when a date-time comes without an offset (``parse_instant``).
+OFFSET_REQUIRED = "Give an offset (Z or ±hh:mm): a date-time without one names no instant."
+
+
+class NaiveInstant(ValueError):
+    """A date-time without an offset: which instant it means depends on a zone the caller did not name."""
+
+
+def parse_instant(text: str) -> datetime:
+    """The one rule for a client's date-time (the API's fields, waitlist windows, FHIR searches): ISO 8601
+    with an offset. ``NaiveInstant`` without one (read as UTC or as the clinic's zone it would move by hours, and
+    a wall time in a DST gap or a repeated hour has no single meaning); ``ValueError`` when it is no date-time."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    if value.utcoffset() is None:
+        raise NaiveInstant(text)
+    return value
+
+
 def booking_range(now: datetime | None = None) -> tuple[datetime, datetime]:
     now = now or timezone.now()
     return (

@@ -41,25 +41,54 @@ def body_too_large(request) -> bool:
 DRAIN_SECONDS = 2.0
 
 
-def drain_unread_body(request) -> None:
-    """Read and discard what is left of the request body, up to ``DATA_UPLOAD_MAX_MEMORY_SIZE``.
+def drain_unread_body(request) -> bool:
+    """Read and discard what is left of the request body, up to ``DATA_UPLOAD_MAX_MEMORY_SIZE``; False when
+    some of it is left on the socket (the connection cannot carry another request).
 
     A request refused before its body was read (401, 403, 404, 413) leaves the body on the socket. gunicorn's
     threaded worker then drains at most 64 KB after the response and otherwise drops the connection it had just
     announced as keep-alive, so the client's next request on it failed (issue 26). Draining here keeps the
     connection usable; a body over the limit (declared, or a client that stalls past ``DRAIN_SECONDS``) is
-    left, and gunicorn closes that connection instead.
+    left, and the connection is closed instead (the response says ``Connection: close``).
     """
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     stream = getattr(request, "_stream", None)
-    if stream is None or (limit is not None and declared_length(request) > limit):
-        return
+    if stream is None:
+        return True
+    if limit is not None and declared_length(request) > limit:
+        return False
     deadline = time.monotonic() + DRAIN_SECONDS
     try:
-        while stream.read(65536) and time.monotonic() < deadline:
-            pass
+        while stream.read(65536):
+            if time.monotonic() >= deadline:
+                return False
     except OSError:  # the client went away: nothing left to keep usable
-        return
+        return False
+    return True
+
+
+def honour_connection_close(application):
+    """The WSGI application, with a response's ``Connection: close`` carried out by the server.
+
+    PEP 3333 makes ``Connection`` the server's header (wsgiref refuses it from the application): gunicorn
+    dropped ours and announced keep-alive, then closed the connection anyway when a refused body was left
+    unread, so the client's next request failed (issue 43). The header is taken off here and handed to the
+    server: gunicorn's ``start_response`` is a method of its response, whose ``force_close`` makes it say
+    ``Connection: close`` and close.
+    """
+
+    def wrapped(environ, start_response):
+        def start(status, headers, exc_info=None):
+            kept = [(name, value) for name, value in headers if name.lower() != "connection"]
+            if len(kept) != len(headers):
+                force_close = getattr(getattr(start_response, "__self__", None), "force_close", None)
+                if force_close is not None:
+                    force_close()
+            return start_response(status, kept, exc_info)
+
+        return application(environ, start)
+
+    return wrapped
 
 
 class JunkRequestMiddleware:
@@ -72,8 +101,8 @@ class JunkRequestMiddleware:
                 "Not found.", content_type="text/plain")
         else:
             response = self.get_response(request)
-        if declared_length(request):
-            drain_unread_body(request)
+        if declared_length(request) and not drain_unread_body(request):
+            response["Connection"] = "close"
         return response
 
     def process_view(self, request, view_func, view_args, view_kwargs):

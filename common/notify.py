@@ -6,26 +6,22 @@ bounded code; the outbox retries them. A provider outage never touches an offer 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import json
 import logging
-import os
 import smtplib
-import urllib.parse
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
 from typing import cast
 from zoneinfo import ZoneInfo
 
-import certifi
-import requests
 import urllib3
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db import connection
 
+from . import egress
 from .fastpath import prepared_cursor
 from .models import OutboxMessage, OutboxStatus
 from .outbox import DeliveryDeferred, DeliveryFailed
@@ -81,48 +77,18 @@ class EmailProvider:
             raise DeliveryFailed("SMTP_UNAVAILABLE") from exc
 
 
-_POOLS: dict[tuple[int, str | None], urllib3.PoolManager] = {}
-
-
-def _pool(url: str) -> urllib3.PoolManager:
-    """This process's connection pool for ``url`` (keep-alive: one connection to the gateway reused across
-    notices, not one opened and closed per notice), through the proxy the environment names for it, if any
-    (``HTTPS_PROXY`` with its ``user:password@``, ``NO_PROXY``: read once per URL), trusting the CA file
-    ``REQUESTS_CA_BUNDLE`` or ``CURL_CA_BUNDLE`` names (else certifi's), as ``requests`` does. Keyed by process
-    id: a worker pool forks, and a connection opened before the fork must never be shared by two children.
-    urllib3 itself, not ``requests`` on top of it: ``requests`` reads the environment's proxies, netrc and CA
-    settings again for every POST, about half of a notice's send in the storm (benchmark 6)."""
-    key = (os.getpid(), _environment_proxy(url))
-    pool = _POOLS.get(key)
-    if pool is None:
-        if any(pid != key[0] for pid, _proxy in _POOLS):
-            _POOLS.clear()  # inherited from the parent: never used here
-        proxy = key[1]
-        ca_certs = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
-        if proxy:
-            credentials = urllib.parse.urlsplit(proxy)
-            headers = urllib3.make_headers(proxy_basic_auth=urllib.parse.unquote(
-                f"{credentials.username}:{credentials.password or ''}")) if credentials.username else None
-            pool = urllib3.ProxyManager(proxy, proxy_headers=headers, ca_certs=ca_certs, retries=False)
-        else:
-            pool = urllib3.PoolManager(ca_certs=ca_certs, retries=False)
-        _POOLS[key] = pool
-    return pool
-
-
-@functools.lru_cache(maxsize=64)
-def _environment_proxy(url: str) -> str | None:
-    proxies = requests.utils.get_environ_proxies(url)
-    return proxies.get(urllib.parse.urlsplit(url).scheme) or proxies.get("all")
-
-
 class WebhookProvider:
-    """A signed JSON POST for SMS or messaging gateways: ``X-Signature: sha256=<hmac of the body>``."""
+    """A signed JSON POST for SMS or messaging gateways: ``X-Signature: sha256=<hmac of the body>``, to the address
+    the egress guard (``common.egress``: https, public or on ``allow``) checked at this send, over one kept-alive
+    connection per process and address (urllib3 itself: ``requests`` reads the environment again for every POST,
+    about half of a notice's send in the storm, benchmark 6)."""
 
     name = "webhook"
 
-    def __init__(self, url: str, secret: str, timeout: tuple[float, float] = (3.0, 10.0)):
+    def __init__(self, url: str, secret: str, timeout: tuple[float, float] = (3.0, 10.0),
+                 allow: list[egress.Allowed] | None = None):
         self.url, self.secret, self.timeout = url, secret, timeout
+        self.allow = egress.allowlist_for(None) if allow is None else allow
 
     def send(self, notice: Notice) -> None:
         if not notice.phone and not notice.email:
@@ -131,9 +97,12 @@ class WebhookProvider:
                            "text": notice.body, "link": notice.link}, separators=(",", ":")).encode()
         signature = hmac.new(self.secret.encode(), body, hashlib.sha256).hexdigest()
         try:
-            response = _pool(self.url).request(
-                "POST", self.url, body=body, redirect=False,
-                timeout=urllib3.Timeout(connect=self.timeout[0], read=self.timeout[1]), headers={
+            target = egress.check_url(self.url, self.allow, field="webhook_url")
+        except egress.EgressRefused as exc:
+            raise DeliveryFailed("WEBHOOK_BLOCKED") from exc
+        try:
+            response = egress.post(
+                target, body=body, timeout=urllib3.Timeout(connect=self.timeout[0], read=self.timeout[1]), headers={
                     "Content-Type": "application/json", "X-Signature": f"sha256={signature}",
                     "Idempotency-Key": notice.message_ref})
         except urllib3.exceptions.NewConnectionError as exc:  # refused, unresolved (a ConnectTimeoutError in urllib3)
@@ -149,7 +118,8 @@ class WebhookProvider:
 
 
 def provider_for(clinic_settings: dict):
-    """``clinic.settings["notification"]``: ``{"provider": "console"|"email"|"webhook", "webhook_url": …}``.
+    """``clinic.settings["notification"]``: ``{"provider": "console"|"email"|"webhook", "webhook_url": …}`` (set by
+    ``manage.py clinic_integration``, checked there and at each send against the clinic's egress allowlist).
 
     The webhook secret comes from the environment (``NOTIFY_WEBHOOK_SECRET``), never from the row.
     """
@@ -158,7 +128,8 @@ def provider_for(clinic_settings: dict):
     if kind == "email":
         return EmailProvider()
     if kind == "webhook":
-        return WebhookProvider(config.get("webhook_url", ""), getattr(settings, "NOTIFY_WEBHOOK_SECRET", ""))
+        return WebhookProvider(config.get("webhook_url", ""), getattr(settings, "NOTIFY_WEBHOOK_SECRET", ""),
+                               allow=egress.allowlist_for(clinic_settings))
     return ConsoleProvider()
 
 

@@ -472,6 +472,9 @@ READYZ_BROKER_CHECK_EVERY_SECONDS = env.float("READYZ_BROKER_CHECK_EVERY_SECONDS
 WORKER_HEARTBEAT_SECONDS = env.float("WORKER_HEARTBEAT_SECONDS", default=15.0)
 COMPONENT_STALE_SECONDS = env.float("COMPONENT_STALE_SECONDS", default=90.0)
 CELERY_BEAT_SCHEDULER = "observability.beat:RecordingScheduler"
+# Beat entries sent at once when beat's first send after a broker outage succeeds (observability/beat.py):
+# reconcile redoes the dispatches whose tasks were lost meanwhile, within seconds of the broker's return.
+BEAT_ON_BROKER_BACK = env.list("BEAT_ON_BROKER_BACK", default=["waitlist-reconcile"])
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING.setdefault("filters", {})["correlation"] = {"()": "observability.logs.CorrelationFilter"}
 LOGGING["formatters"]["json"] = {"()": "observability.logs.JsonFormatter"}
@@ -511,3 +514,9 @@ CELERY_BEAT_SCHEDULE["fhir-subscription-fanout"] = {
 }
 FHIR_SUBSCRIPTION_ERROR_AFTER = env.int("FHIR_SUBSCRIPTION_ERROR_AFTER", default=3)
 FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", default=5.0)
+# Issue 43 (common/egress.py, docs/security.md "Outbound requests"): targets a clinic's integration chooses
+# (FHIR Subscription endpoints, the webhook URL) are https and public unless allowed. Plain http only outside
+# production; EGRESS_ALLOWLIST: host names and CIDRs every clinic may reach (a clinic's own list is set by an
+# ADMIN: manage.py clinic_integration).
+EGRESS_ALLOW_HTTP = env.bool("EGRESS_ALLOW_HTTP", default=not PRODUCTION)
+EGRESS_ALLOWLIST = env.list("EGRESS_ALLOWLIST", default=[])

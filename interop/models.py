@@ -58,6 +58,8 @@ class Subscription(models.Model):
     status = models.CharField(max_length=10, choices=SubscriptionStatus.choices, default=SubscriptionStatus.ACTIVE)
     error = models.CharField(max_length=200, blank=True, default="")
     consecutive_failures = models.PositiveIntegerField(default=0)
+    #: The first of the failed POSTs in a row (None after a delivered one): what ``error`` tells, with a class.
+    failing_since = models.DateTimeField(null=True, blank=True)
     version = models.PositiveIntegerField(default=1)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)

@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 
 from django.db.models import Q
 
+from common.bounds import NaiveInstant, parse_instant
 from common.errors import ValidationFailed
 
 DATE_PREFIXES = ("eq", "ne", "gt", "lt", "ge", "le", "sa", "eb")
@@ -55,10 +56,10 @@ def _range(value: str, name: str, zone: ZoneInfo) -> tuple[datetime, datetime]:
     try:
         year, month, day = int(match["y"]), int(match["m"] or 1), int(match["d"] or 1)
         if match["time"]:
-            low = datetime.fromisoformat(value.replace("Z", "+00:00"))
-            if low.utcoffset() is None:
-                raise _bad(name, "a time needs an offset (Z or ±hh:mm)")
-            low = low.astimezone(UTC)
+            try:
+                low = parse_instant(value).astimezone(UTC)
+            except NaiveInstant:
+                raise _bad(name, "a time needs an offset (Z or ±hh:mm)") from None
             high = low + (timedelta(microseconds=1) if low.microsecond else timedelta(seconds=1))
         else:
             start = date(year, month, day)

@@ -1,5 +1,7 @@
-"""Beat's scheduler, recording its own life and its sends (observability.components), and saying a
-broker outage once instead of a traceback per due task."""
+"""Beat's scheduler, recording its own life and its sends (observability.components), saying a broker
+outage once instead of a traceback per due task, and sending the catch-up entries (``BEAT_ON_BROKER_BACK``:
+reconcile) the moment a send succeeds again: vacancies opened during the outage lost their dispatch task,
+and reconcile finds them (issue 43: they waited up to its 60 s interval)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import socket
 import time
 
 from celery.beat import PersistentScheduler
+from django.conf import settings
 
 from common.degrade import Dependency
 
@@ -43,6 +46,7 @@ class RecordingScheduler(PersistentScheduler):
         return super().tick(*args, **kwargs)
 
     def apply_entry(self, entry, producer=None):
+        was_down = beat_broker.down
         try:
             self.apply_async(entry, producer=producer, advance=False)
         except Exception as exc:  # noqa: BLE001 - Celery's own apply_entry swallows it too, with a stack per task
@@ -52,3 +56,18 @@ class RecordingScheduler(PersistentScheduler):
         else:
             beat_broker.ok()
             self._record(True)
+            if was_down:
+                self._catch_up(entry, producer)
+
+    def _catch_up(self, sent, producer) -> None:
+        """The broker is back: send ``BEAT_ON_BROKER_BACK``'s entries now rather than at their next due time."""
+        for name in getattr(settings, "BEAT_ON_BROKER_BACK", ()):
+            entry = self.schedule.get(name)
+            if entry is None or entry.name == sent.name:
+                continue
+            try:
+                self.apply_async(entry, producer=producer, advance=False)
+            except Exception as exc:  # noqa: BLE001 - down again: the next success catches up
+                beat_broker.failed(exc)
+                return
+            logger.info("beat: broker back, %s sent at once", name)

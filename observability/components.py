@@ -54,7 +54,7 @@ def beat_seen(name: str, *, sent: bool | None = None) -> None:
 
 @dataclass(frozen=True)
 class Component:
-    state: str  # ok | stale | never | down | cannot_send | unknown
+    state: str  # ok | stale | never | down | cannot_send | unreachable | unknown
     age_seconds: float | None = None
     alive: int | None = None  # workers seen within the stale age
     send_age_seconds: float | None = None  # beat: since its last task reached the broker
@@ -87,11 +87,15 @@ def beat(now: datetime | None = None) -> Component:
     return Component(state, age, send_age_seconds=send_age)
 
 
-def workers(now: datetime | None = None) -> Component:
+def workers(now: datetime | None = None, *, broker_up: bool = True) -> Component:
+    """Alive workers are "ok" only while the broker is up: with it down they run but no task reaches them
+    ("unreachable"), and an operator must not read "ok" then (issue 43)."""
     now = now or timezone.now()
     seen = list(Heartbeat.objects.filter(role=ProcessRole.WORKER).values_list("seen_at", flat=True))
     if not seen:
         return Component("never", alive=0)
     ages = [_age(now, at) or 0.0 for at in seen]
     alive = sum(1 for age in ages if age <= _max_age())
-    return Component("ok" if alive else "stale", min(ages), alive=alive)
+    if not alive:
+        return Component("stale", min(ages), alive=0)
+    return Component("ok" if broker_up else "unreachable", min(ages), alive=alive)

@@ -3,9 +3,13 @@ migration is applied. Beat, the workers and the broker are reported beside it (s
 never gate it: web serves claims and the console without them, and a load balancer must not take
 every web process out because beat is late.
 
-Each check answers a bare word ("ok", "down", "stale", "never", "pending", "cannot_send") and, for
-the background components, an age in seconds; no error text, host, name or version ever leaves
-here, because /readyz is unauthenticated.
+Each check answers a bare word ("ok", "down", "stale", "never", "pending", "cannot_send", "unreachable")
+and, for the background components, an age in seconds; no error text, host, name or version ever leaves
+here, because /readyz is unauthenticated. Workers are "unreachable" while the broker is down: alive (their
+heartbeat is in PostgreSQL) but no task can reach them, so never "ok" (issue 43).
+
+A failing check is logged once when it starts failing and once when it is back (``common.degrade``), not
+with a traceback per probe: a load balancer probes every few seconds.
 """
 
 from __future__ import annotations
@@ -19,7 +23,12 @@ from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 from kombu import Connection
 
+from common.degrade import Dependency
+
 logger = logging.getLogger(__name__)
+
+readyz_database = Dependency("database (readiness)", "/readyz answers 503 until it is back")
+readyz_broker = Dependency("celery broker (readiness)", "workers are reported unreachable until it is back")
 
 _migrations_ok = False
 
@@ -28,11 +37,12 @@ def check_database() -> str:
     try:
         with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
             cursor.execute("SELECT 1")
-        return "ok"
-    except Exception:  # noqa: BLE001 - any failure is "down"; the reason goes to the log only
-        logger.warning("readyz database check failed", exc_info=True)
+    except Exception as exc:  # noqa: BLE001 - any failure is "down"; the reason goes to the log only, once
+        readyz_database.failed(exc)
         connections[DEFAULT_DB_ALIAS].close_if_unusable_or_obsolete()
         return "down"
+    readyz_database.ok()
+    return "ok"
 
 
 #: broker URL → (monotonic time of the check, its answer): a down broker costs a probe its timeout at most
@@ -53,8 +63,9 @@ def check_broker() -> str:
                         transport_options={"socket_timeout": timeout, "max_retries": 0}) as broker:
             broker.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
         state = "ok"
-    except Exception:  # noqa: BLE001
-        logger.warning("readyz broker check failed", exc_info=True)
+        readyz_broker.ok()
+    except Exception as exc:  # noqa: BLE001
+        readyz_broker.failed(exc)
         state = "down"
     _broker_checked[url] = (now, state)
     return state
@@ -78,13 +89,14 @@ def background(database_up: bool) -> dict[str, dict]:
     """Beat, workers, beat jobs and broker, each ``{"state", "age_seconds"?}``: information, not the gate."""
     from . import components
 
-    report: dict[str, dict] = {"broker": {"state": check_broker()}}
+    broker = check_broker()
+    report: dict[str, dict] = {"broker": {"state": broker}}
     if not database_up:
         return {**report, "beat": {"state": "unknown"}, "workers": {"state": "unknown"},
                 "jobs": {"state": "unknown"}}
     try:
         report["beat"] = components.beat().as_dict()
-        report["workers"] = components.workers().as_dict()
+        report["workers"] = components.workers(broker_up=broker == "ok").as_dict()
         report["jobs"] = check_jobs()
     except Exception:  # noqa: BLE001 - e.g. the table is not migrated yet
         logger.warning("readyz background report failed", exc_info=True)

@@ -143,6 +143,8 @@ COMMAND_ROLES: dict[str, Role] = {
     "consent_record": Role.STAFF,
     "appointment_book": Role.STAFF,
     "appointment_cancel": Role.STAFF,
+    # where the clinic's integration may send (the webhook URL, the egress allowlist: issue 43)
+    "clinic_integration_set": Role.ADMIN,
 }
 
 

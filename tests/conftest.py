@@ -62,6 +62,20 @@ def no_new_clinic_quiet_hours(settings, monkeypatch):
     monkeypatch.setenv("WAITLIST_NEW_CLINIC_QUIET_HOURS", "")
 
 
+#: The loopback receivers tests deliver to (tests/support/servers.py): allowed past the egress guard
+#: (common/egress.py) for every test and the servers and workers it starts; tests/common/test_egress.py takes
+#: it away to prove the guard refuses loopback.
+TEST_EGRESS_ALLOWLIST = ["127.0.0.1/32"]
+
+
+@pytest.fixture(autouse=True)
+def loopback_egress_allowed(settings, monkeypatch):
+    settings.EGRESS_ALLOWLIST = list(TEST_EGRESS_ALLOWLIST)
+    settings.EGRESS_ALLOW_HTTP = True
+    monkeypatch.setenv("EGRESS_ALLOWLIST", ",".join(TEST_EGRESS_ALLOWLIST))
+    monkeypatch.setenv("EGRESS_ALLOW_HTTP", "true")
+
+
 @pytest.fixture(autouse=True)
 def fresh_token_cache():
     """The API token cache (common/auth.py) is per process: each test starts with it empty."""

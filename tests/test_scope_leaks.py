@@ -36,6 +36,9 @@ MISSING = {
 }
 #: The list routes and what of the own clinic's each must show (so "shows nothing foreign" is not vacuous).
 LISTS = {
+    "api/v1/clinics/<str:clinic>/practitioners/": ("", "practitioner"),
+    "api/v1/clinics/<str:clinic>/treatments/": ("", "treatment"),
+    "api/v1/clinics/<str:clinic>/resources/": ("", "resource"),
     "api/v1/clinics/<str:clinic>/appointments/": ("", "appointment"),
     "api/v1/clinics/<str:clinic>/waitlist-entries/": ("", "entry"),
     "api/v1/clinics/<str:clinic>/fhir/Slot": (

@@ -13,12 +13,11 @@ import hashlib
 import hmac
 import json
 import logging
-import re
 import secrets
-from urllib.parse import urlsplit
+from datetime import UTC
 from zoneinfo import ZoneInfo
 
-import requests
+import urllib3
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import F
@@ -26,6 +25,7 @@ from django.http import QueryDict
 from django.utils import timezone
 from fhir.resources.R4B.subscription import Subscription as FhirSubscription
 
+from common import egress
 from common.errors import NotFound, Unprocessable
 from common.outbox import DeliveryFailed, DeliverySkipped
 from common.services import audit_record, outbox_enqueue
@@ -41,8 +41,6 @@ logger = logging.getLogger(__name__)
 
 FHIR_JSON = "application/fhir+json"
 SECRET_EXTENSION = "urn:clinic-waitlist:subscription-signing-secret"
-RESERVED_HEADERS = {"content-type", "content-length", "host", "x-signature", "x-subscription", "x-notification"}
-_HEADER = re.compile(r"^[A-Za-z0-9-]{1,64}:[ \t]*[\x20-\x7e]{0,500}$")
 
 
 def error_after() -> int:
@@ -94,22 +92,19 @@ def to_fhir(subscription: Subscription, *, with_secret: bool = False) -> FhirSub
 
 
 def subscription_create(*, clinic: Clinic, owner, resource: FhirSubscription) -> Subscription:
-    """Validate the R4 Subscription (rest-hook, criteria we can evaluate, an http(s) endpoint) and activate it.
-    Audited."""
+    """Validate the R4 Subscription (rest-hook, criteria we can evaluate, an endpoint and headers the egress
+    guard accepts: ``common.egress``, the clinic's allowlist) and activate it. Audited."""
     channel = resource.channel
     if channel is None or channel.type != "rest-hook":
         raise Unprocessable("Only the rest-hook channel is supported.", fields={"channel.type": ["not supported"]})
     endpoint = channel.endpoint or ""
-    if urlsplit(endpoint).scheme not in ("http", "https") or not urlsplit(endpoint).netloc or len(endpoint) > 500:
-        raise Unprocessable("channel.endpoint must be an http(s) URL.", fields={"channel.endpoint": ["invalid"]})
+    egress.check_url(endpoint, egress.allowlist_for(clinic.settings), field="channel.endpoint")
     if channel.payload not in (None, FHIR_JSON, "application/json"):
         raise Unprocessable("channel.payload is application/fhir+json or absent.",
                             fields={"channel.payload": ["not supported"]})
-    headers = list(channel.header or [])
-    if len(headers) > 10 or any(not _HEADER.match(h) or h.split(":")[0].strip().lower() in RESERVED_HEADERS
-                                for h in headers):
-        raise Unprocessable("channel.header: at most 10 'Name: value' lines, none of ours.",
-                            fields={"channel.header": ["invalid"]})
+    headers = egress.check_header_lines(channel.header or [], field="channel.header")
+    if len(headers) > 10:
+        raise egress.HeaderRefused("At most 10 header lines.", fields={"channel.header": ["too many"]})
     criteria = resource.criteria or ""
     if len(criteria) > 500:
         raise Unprocessable("criteria is at most 500 characters.", fields={"criteria": ["length"]})
@@ -223,39 +218,56 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def _failed(subscription: Subscription, code: str) -> None:
-    """Count a failed POST; after ``error_after()`` in a row the subscription is set to ``error`` (its
-    ``updated_at`` moves with its version: it is the resource's ``meta.lastUpdated`` and the queue's time)."""
+def failing_note(since, failure_class: str) -> str:
+    """The subscription's ``error``: when it started failing and a coarse class (``common.egress.failure_class``),
+    never the peer's status code: the credential that chose the endpoint reads it (issue 43, a port-scan oracle)."""
+    return f"failing since {since.astimezone(UTC).isoformat(timespec='seconds').replace('+00:00', 'Z')} " \
+           f"({failure_class})"
+
+
+def _failed(subscription: Subscription, failure_class: str, code: str) -> None:
+    """Count a failed POST and note it (``failing_note``); after ``error_after()`` in a row the subscription is
+    set to ``error`` (its ``updated_at`` moves with its version: it is the resource's ``meta.lastUpdated`` and the
+    queue's time). ``code``, which may carry the status, goes to the log only."""
     now = timezone.now()
+    since = subscription.failing_since or now
     Subscription.objects.filter(pk=subscription.pk, status=SubscriptionStatus.ACTIVE).update(
-        consecutive_failures=F("consecutive_failures") + 1, version=F("version") + 1, updated_at=now)
+        consecutive_failures=F("consecutive_failures") + 1, version=F("version") + 1, updated_at=now,
+        failing_since=since, error=failing_note(since, failure_class))
     erred = Subscription.objects.filter(pk=subscription.pk, status=SubscriptionStatus.ACTIVE,
                                         consecutive_failures__gte=error_after()).update(
-        status=SubscriptionStatus.ERROR, error=f"The endpoint kept failing ({code}).", version=F("version") + 1,
-        updated_at=now)
+        status=SubscriptionStatus.ERROR, version=F("version") + 1, updated_at=now)
     if erred:
-        logger.warning("fhir subscription %s set to error after %s failures code=%s", subscription.ref,
-                       error_after(), code)
+        logger.warning("fhir subscription %s set to error after %s failures class=%s code=%s", subscription.ref,
+                       error_after(), failure_class, code)
 
 
 def deliver_notification(message) -> str:
-    """POST the resource to the subscriber, signed (``X-Signature: sha256=<HMAC of the body>``)."""
-    subscription = Subscription.objects.filter(ref=message.payload.get("subscription", "")).first()
+    """POST the resource to the subscriber, signed (``X-Signature: sha256=<HMAC of the body>``), to the address
+    the egress guard checked at this send (``common.egress``: the endpoint's name may resolve elsewhere now).
+    The outbox keeps the status code for staff (``HTTP_<status>``); the subscription says only its class."""
+    subscription = Subscription.objects.filter(ref=message.payload.get("subscription", "")).select_related(
+        "clinic").first()
     if subscription is None or subscription.status != SubscriptionStatus.ACTIVE:
         raise DeliverySkipped("SUBSCRIPTION_INACTIVE")
     body = json.dumps(message.payload["resource"]).encode() if subscription.payload else b""
-    headers = {name.strip(): value.strip() for name, _, value in (h.partition(":") for h in subscription.headers)}
+    headers = egress.safe_headers(subscription.headers)
     headers.update({"Content-Type": FHIR_JSON, "X-Signature": sign(subscription.secret, body),
                     "X-Subscription": fhir.fhir_id(subscription.ref), "X-Notification": message.ref})
+    seconds = float(getattr(settings, "FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", 5))
     try:
-        response = requests.post(subscription.endpoint, data=body, headers=headers, allow_redirects=False,
-                                 timeout=getattr(settings, "FHIR_SUBSCRIPTION_TIMEOUT_SECONDS", 5))
-    except requests.RequestException:
-        _failed(subscription, "CONNECT_ERROR")
-        raise DeliveryFailed("CONNECT_ERROR") from None
-    if not 200 <= response.status_code < 300:
-        _failed(subscription, f"HTTP_{response.status_code}")
-        raise DeliveryFailed(f"HTTP_{response.status_code}")
-    if subscription.consecutive_failures:
-        Subscription.objects.filter(pk=subscription.pk).update(consecutive_failures=0)
+        target = egress.check_url(subscription.endpoint, egress.allowlist_for(subscription.clinic.settings),
+                                  field="endpoint")
+        response = egress.post(target, body=body, headers=headers,
+                               timeout=urllib3.Timeout(connect=seconds, read=seconds))
+    except (egress.EgressRefused, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+        failure_class = egress.failure_class(exc)
+        code = exc.code if isinstance(exc, egress.EgressRefused) else failure_class
+        _failed(subscription, failure_class, code)
+        raise DeliveryFailed(code) from None
+    if not 200 <= response.status < 300:
+        _failed(subscription, egress.failure_class(status=response.status), f"HTTP_{response.status}")
+        raise DeliveryFailed(f"HTTP_{response.status}")
+    if subscription.consecutive_failures or subscription.failing_since:
+        Subscription.objects.filter(pk=subscription.pk).update(consecutive_failures=0, failing_since=None, error="")
     return "rest-hook"

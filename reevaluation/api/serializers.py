@@ -2,6 +2,8 @@
 
 from rest_framework import serializers
 
+from common.api import InstantField
+
 from ..models import FailureClass
 
 
@@ -59,7 +61,7 @@ class ReadoutQuery(serializers.Serializer):
     """The rollback readout: one clinic (or, without it, every clinic in scope) since a time (default: 24 h ago)."""
 
     clinic = serializers.CharField(max_length=40, required=False)
-    since = serializers.DateTimeField(required=False, help_text="ISO 8601 with offset; default 24 hours ago")
+    since = InstantField(required=False, help_text="ISO 8601 with offset; default 24 hours ago")
 
     def validate_since(self, value):
         from common.bounds import is_searchable_day

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from common.api import ClinicRefField, ReasonInput
+from common.api import ClinicRefField, InstantField, ReasonInput
 from common.bounds import is_bookable_time
 from common.timefmt import iso_in_zone
 
@@ -56,7 +56,7 @@ class AppointmentCreateInput(serializers.Serializer):
     practitioner = ClinicRefField(Practitioner)
     treatment = ClinicRefField(Treatment)
     resource = ClinicRefField(Resource, required=False, allow_null=True, default=None)
-    starts_at = serializers.DateTimeField()
+    starts_at = InstantField()
     status = serializers.ChoiceField(
         choices=[AppointmentStatus.PROPOSED, AppointmentStatus.HELD, AppointmentStatus.CONFIRMED]
     )
@@ -67,8 +67,6 @@ class AppointmentCreateInput(serializers.Serializer):
         return super().to_internal_value(data)
 
     def validate_starts_at(self, value):
-        if value.utcoffset() is None:
-            raise serializers.ValidationError("Give an offset.")
         if not is_bookable_time(value):
             raise serializers.ValidationError("Must be within a year before and five years after now.")
         return value

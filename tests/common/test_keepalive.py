@@ -53,3 +53,30 @@ def test_a_refused_100_kb_body_leaves_the_connection_usable(server, path, status
     answers = _two_requests(server, first)
     assert len(answers) == 2, answers
     assert status in answers[0] and b"200" in answers[1]
+
+
+def _response_head(address, request: bytes) -> bytes:
+    """The status line and headers of the first answer to ``request`` on a fresh connection."""
+    with socket.create_connection(address, timeout=10) as conn:
+        conn.sendall(request)
+        data = b""
+        while b"\r\n\r\n" not in data:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    return data.split(b"\r\n\r\n", 1)[0]
+
+
+@pytest.mark.parametrize("path", ["/api/v1/clinics/cl_x/appointments/", "/console/c/cl_x/controls/switch/"])
+def test_a_413_says_connection_close(server, path):
+    """A body over the limit is not read (nor drained), so the server ends the connection after its 413: the
+    answer must say so, or the client sends its next request into a connection about to close (issue 43)."""
+    declared = 3 * 1024 * 1024  # over DATA_UPLOAD_MAX_MEMORY_SIZE (Django's 2.5 MB)
+    head = _response_head(server, (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {declared}\r\n\r\n"
+    ).encode() + b"x" * 65536)
+    lines = head.split(b"\r\n")
+    assert b" 413 " in lines[0], lines[0]
+    assert b"connection: close" in [line.lower() for line in lines[1:]], head

@@ -6,6 +6,7 @@ import base64
 import hashlib
 import hmac
 import json
+import socket
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
@@ -114,13 +115,21 @@ def test_a_gateway_answering_after_the_connect_timeout_but_within_the_read_timeo
 
 
 def test_the_webhook_goes_through_the_environments_proxy_with_its_credentials(monkeypatch):
+    """Through a proxy too, the request names the address the egress guard checked (common/egress.py), so the
+    proxy's own lookup cannot send it elsewhere; ``Host`` names the gateway. The made-up name's address is the
+    only thing the test sets in the resolver."""
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, port, *a, **k: (
+        [(socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", port))] if host == "gateway.invalid"
+        else real(host, port, *a, **k)))
     with http_receiver() as (proxy_url, seen):
         monkeypatch.setenv("HTTP_PROXY", proxy_url.replace("http://", "http://relay:s%40fe@"))
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
         WebhookProvider("http://gateway.invalid/hook-via-proxy", "s").send(notice())
-    assert seen[0]["path"] == "http://gateway.invalid/hook-via-proxy"
+    assert seen[0]["path"] == "http://93.184.216.34:80/hook-via-proxy"
     headers = {name.lower(): value for name, value in seen[0]["headers"].items()}
+    assert headers["host"] == "gateway.invalid"
     assert headers["proxy-authorization"] == "Basic " + base64.b64encode(b"relay:s@fe").decode()
 
 
@@ -168,3 +177,15 @@ def test_the_daily_contact_cap_defers_until_the_oldest_send_ages_out(db):
     assert info.value.code == "CONTACT_CAP"
     assert info.value.until == now - timedelta(hours=20) + timedelta(days=1)
     check_send_window(SendWindow("UTC", cap_per_day=4), recipient_ref="pt_cap", now=now)
+
+
+def test_a_webhook_to_an_internal_address_is_blocked_unless_the_clinic_allows_it(settings):
+    """Issue 43: the webhook URL passes the egress guard at every send (common/egress.py)."""
+    settings.EGRESS_ALLOWLIST = []
+    with http_receiver() as (url, seen):
+        with pytest.raises(DeliveryFailed) as info:
+            provider_for({"notification": {"provider": "webhook", "webhook_url": url}}).send(notice())
+        assert info.value.code == "WEBHOOK_BLOCKED" and seen == []
+        provider_for({"notification": {"provider": "webhook", "webhook_url": url},
+                      "egress_allowlist": ["127.0.0.1/32"]}).send(notice())
+    assert len(seen) == 1

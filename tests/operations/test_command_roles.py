@@ -1,7 +1,8 @@
 """One rule per command (``scheduling.scoping.COMMAND_ROLES``): the console, the API and the shell agree.
 
 The tests enumerate every routed view, so a new write view that names no registered command fails here
-before anyone has to remember to list it.
+before anyone has to remember to list it. What each command needs is written out here (``EXPECTED_ROLES``),
+never read from the table under test: a wrong entry there fails (issue 43).
 """
 
 from __future__ import annotations
@@ -18,6 +19,24 @@ from scheduling.scoping import COMMAND_ROLES, command_role, may_run
 from waitlist.management.commands.waitlist_recover import ACTIONS
 
 SAFE = {"GET", "HEAD", "OPTIONS"}
+ADMIN, STAFF = Role.ADMIN, Role.STAFF
+
+#: The role every command needs, written out (docs/security.md "Roles"): ADMIN for what ends a patient's chance,
+#: moves the rollout or policy, redrives or changes reevaluation, or points the clinic's integration elsewhere;
+#: STAFF for front-desk work.
+EXPECTED_ROLES: dict[str, Role] = {
+    "offer_withdraw": ADMIN, "offer_decline": ADMIN, "vacancy_close": ADMIN, "vacancy_reopen": ADMIN,
+    "vacancy_redispatch": STAFF, "hold_retry_booking": STAFF, "vacancy_review_resolve": STAFF,
+    "entry_create": STAFF, "entry_set_priority": ADMIN, "entry_withdraw": STAFF,
+    "standing_acceptance_record": STAFF, "standing_release": STAFF, "offer_claim": STAFF,
+    "offer_late_accept": STAFF, "hold_book": STAFF, "vacancy_dispatch": STAFF,
+    "patient_create": STAFF, "consent_record": STAFF, "appointment_book": STAFF, "appointment_cancel": STAFF,
+    "clinic_integration_set": ADMIN,
+    "waitlist_switch_set": ADMIN, "waitlist_tenant_allow": ADMIN, "policy_change": ADMIN,
+    "shadow_publish": ADMIN, "shadow_promote": ADMIN, "shadow_discard": ADMIN,
+    "redrive_preview": STAFF, "redrive_execute": ADMIN, "mode_set": ADMIN, "drain_set": ADMIN,
+    "due_override_set": ADMIN, "proposal_confirm": STAFF, "proposal_reject": STAFF,
+}
 
 #: Every API view that writes, by class name: the command it runs (its role is that command's), or why it names
 #: none. A write view missing here fails ``test_every_api_write_view_is_listed``.
@@ -100,9 +119,15 @@ def _console_write_views():
     }
 
 
-def test_every_command_of_the_registry_is_a_role():
+def test_the_registry_is_exactly_the_roles_written_here():
+    assert dict(COMMAND_ROLES) == EXPECTED_ROLES
     assert all(isinstance(role, Role) for role in COMMAND_ROLES.values())
-    assert set(API_COMMANDS.values()) <= set(COMMAND_ROLES)
+    assert set(API_COMMANDS.values()) <= set(EXPECTED_ROLES)
+
+
+@pytest.mark.parametrize("command", sorted(EXPECTED_ROLES))
+def test_command_role_answers_the_role_written_here(command):
+    assert command_role(command) == EXPECTED_ROLES[command]
 
 
 def test_every_api_write_view_is_listed():
@@ -116,15 +141,15 @@ def test_each_api_write_needs_its_commands_role(key):
     if not isinstance(view, ClinicAPIView):
         pytest.fail(f"{key} is not a ClinicAPIView")
     request = SimpleNamespace(method="POST", data=data)
-    assert view.role_for(request) == command_role(API_COMMANDS[key])
+    assert view.role_for(request) == EXPECTED_ROLES[API_COMMANDS[key]]
 
 
 def test_every_console_write_view_names_its_command():
     views = _console_write_views()
     assert views, "the console routes write views"
     for name, view in views.items():
-        assert view.console_command in COMMAND_ROLES, name
-        assert view.console_role == command_role(view.console_command), name
+        assert view.console_command in EXPECTED_ROLES, name
+        assert view.console_role == EXPECTED_ROLES[view.console_command], name
 
 
 def test_the_console_runs_the_commands_the_api_runs_under_the_same_roles():
@@ -136,7 +161,9 @@ def test_the_console_runs_the_commands_the_api_runs_under_the_same_roles():
 
 
 def test_the_shell_reads_the_same_roles():
-    assert set(ACTIONS.values()) <= set(COMMAND_ROLES)
+    assert set(ACTIONS.values()) <= set(EXPECTED_ROLES)
+    assert {action: command_role(command) for action, command in ACTIONS.items()} == {
+        action: EXPECTED_ROLES[command] for action, command in ACTIONS.items()}
     assert command_role(ACTIONS["withdraw-offer"]) == Role.ADMIN
 
 
@@ -151,7 +178,7 @@ def test_an_unregistered_command_fails_closed():
 def test_may_run_is_the_role_of_the_command(clinic, staff, admin, outsider):
     from scheduling.scoping import clinic_for_user
 
-    for command, role in COMMAND_ROLES.items():
+    for command, role in EXPECTED_ROLES.items():
         assert may_run(admin, clinic, command)
         assert may_run(staff, clinic, command) == (role == Role.STAFF), command
         assert not may_run(outsider, clinic, command)

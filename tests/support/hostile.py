@@ -129,11 +129,16 @@ class Clinic:
     refs: dict[str, str] = field(default_factory=dict)
 
     def markers(self) -> list[str]:
-        """Strings that identify this clinic's rows on any page or in any body: refs and names."""
-        from scheduling.models import Patient
+        """Strings that identify this clinic's rows on any page or in any body: refs and names (patients',
+        practitioners', treatments' and resources': each made unique by ``_clinic_rows``)."""
+        from scheduling.models import Patient, Practitioner, Resource, Treatment
 
         refs = [v for k, v in self.refs.items() if k not in ("kind", "assessment") and not k.endswith("_token")]
         names = list(Patient.objects.filter(clinic=self.clinic).values_list("display_name", flat=True))
+        for model in (Practitioner, Treatment, Resource):
+            rows = model.objects.filter(clinic=self.clinic).values_list("ref", "name")  # type: ignore[attr-defined]
+            refs += [ref for ref, _name in rows]
+            names += [name for _ref, name in rows]
         return [*refs, *(r.replace("_", ".") for r in refs if "_" in r), self.clinic.name, *names]
 
 
@@ -262,6 +267,9 @@ def _clinic_rows() -> Clinic:
     from waitlist.offers.tokens import calendar_token_make, claim_link, optout_token_make, standing_token_make
 
     world = waitlist_world(name=f"Clinic {uuid.uuid4().hex[:10]}")  # a name no other page can contain by chance
+    resource = f.ResourceFactory(clinic=world.clinic)
+    for row in (world.doctor, world.other_doctor, world.treatment, world.other_treatment, resource):
+        type(row).objects.filter(pk=row.pk).update(name=f"{row.name} {uuid.uuid4().hex[:10]}")
     admin = f.user_with_role(world.clinic, Role.ADMIN)
     token = Token.objects.create(user=admin).key
     offer = make_offer(world, world.patient(), starts_at=seoul(3, 10))
@@ -280,6 +288,9 @@ def _clinic_rows() -> Clinic:
         token=token,
         refs={
             "clinic": world.clinic.ref,
+            "practitioner": world.doctor.ref,
+            "treatment": world.treatment.ref,
+            "resource": resource.ref,
             "appointment": appointment.ref,
             "entry": offer.entry.ref,
             "vacancy": offer.vacancy.ref,

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from common.api import ClinicRefField
-from common.bounds import is_bookable_time
+from common.api import ClinicRefField, InstantField
+from common.bounds import OFFSET_REQUIRED, NaiveInstant, is_bookable_time, parse_instant
 from common.timefmt import iso_in_zone
 from scheduling.models import Patient, Practitioner, Treatment
 from waitlist.models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
@@ -21,6 +21,7 @@ class WindowBound(serializers.Field):
 
     default_error_messages = {
         "invalid": "Give an ISO 8601 date, or a date-time with an offset.",
+        "naive": OFFSET_REQUIRED,
         "out_of_range": "Must be within a year before and five years after now.",
     }
 
@@ -37,10 +38,10 @@ class WindowBound(serializers.Field):
                 zone = ZoneInfo(self.context["clinic"].timezone)
                 value = datetime.combine(day + timedelta(days=1 if self.end else 0), time(0), tzinfo=zone)
             else:
-                value = datetime.fromisoformat(data.replace("Z", "+00:00"))
+                value = parse_instant(data)
+        except NaiveInstant:
+            self.fail("naive")
         except (ValueError, OverflowError):  # OverflowError: the day after 9999-12-31
-            self.fail("invalid")
-        if value.utcoffset() is None:
             self.fail("invalid")
         if not is_bookable_time(value):
             self.fail("out_of_range")
@@ -90,11 +91,9 @@ class DecisionInput(serializers.Serializer):
     decision_ref = serializers.CharField(max_length=80)
     status = serializers.ChoiceField(choices=[s.value for s in FEED_DECISION_STATUSES])
     priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
-    expires_at = serializers.DateTimeField()
+    expires_at = InstantField()
 
     def validate_expires_at(self, value):
-        if value.utcoffset() is None:
-            raise serializers.ValidationError("Give an offset.")
         if not is_bookable_time(value):
             raise serializers.ValidationError("Must be within a year before and five years after now.")
         return value
