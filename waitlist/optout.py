@@ -19,14 +19,15 @@ from django.views.decorators.http import require_http_methods
 from scheduling.models import ConsentSource, ConsentState, ContactChannel, Patient
 from scheduling.services.consent import consent_current, consent_record
 
-from .confirmations import shown_name
+from .confirmations import clinic_contact_shown, shown_name
 from .tokens import TokenExpired, TokenInvalid, optout_link, optout_token_read
 from .views import language_switch, page_language
 
 
 def _render(request: HttpRequest, patient: Patient, status: int = 200) -> HttpResponse:
     current = consent_current(patient.pk)
-    context = {"clinic_name": shown_name(patient.clinic), **language_switch(translation.get_language()),
+    context = {"clinic_name": shown_name(patient.clinic), "clinic_phone": clinic_contact_shown(patient.clinic)[1],
+               **language_switch(translation.get_language()),
                "opted_out": not any(state == ConsentState.GRANTED for state in current.values())}
     response = render(request, "waitlist/optout.html", context, status=status)
     response["Content-Language"] = translation.get_language()
