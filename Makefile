@@ -13,12 +13,12 @@ PYTEST_ARGS ?=
 
 # The venv with the project and the given extras, installed again when pyproject.toml changes (the target is
 # the stamp: $(VENV)/.<kind>-<checksum of pyproject.toml>; older stamps of that kind are removed).
+# devtools/install.py says what it does, with the elapsed time (a line per step, and every few seconds while pip
+# works), and prints pip's own output only when it fails.
 define venv_install
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[$(1)]"
-	rm -f $(VENV)/.$(2)-*
-	touch $@
+	@$(PYTHON) -m devtools.install --venv $(VENV) --extras "$(1)"
+	@rm -f $(VENV)/.$(2)-*
+	@touch $@
 endef
 
 $(STAMP): pyproject.toml

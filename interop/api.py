@@ -134,7 +134,8 @@ class _FhirSearchView(FhirView):
         used = [*parsed.used, ("_count", str(parsed.count))]
         self_url = f"{page}?{urlencode(used + ([('_after', parsed.after)] if parsed.after else []))}"
         next_url = f"{page}?{urlencode([*used, ('_after', cursor)])}" if cursor else None
-        return fhir_response(fhir.bundle(resources, base_url=self.base_url(), self_url=self_url, next_url=next_url))
+        return fhir_response(fhir.bundle(resources, base_url=self.base_url(), self_url=self_url, next_url=next_url,
+                                         total=parsed.total))
 
 
 class SlotSearchView(_FhirSearchView):

@@ -34,7 +34,8 @@ WRITES: dict[str, dict] = {
 def _params(names) -> list[dict]:
     plain = sorted({name.partition(":")[0] for name in names})
     return [{"name": name, "type": PARAMETER_TYPES[name]} for name in plain] + [
-        {"name": "_count", "type": "number", "documentation": "page size, 1–200 (default 50)"}]
+        {"name": "_count", "type": "number",
+         "documentation": "page size, 0–200 (default 50); 0: the total only (a Bundle with total and no entries)"}]
 
 
 def _resource(kind: str, names, *, documentation: str) -> dict:

@@ -207,11 +207,17 @@ SLOT_PARAMETERS = tuple(slot_handlers("free"))
 def slot_search(*, clinic: Clinic, params, strict: bool) -> tuple[list[FhirSlot], str | None, s.Parsed]:
     """One page of the clinic's slots (three bounded queries, merged in order) and the next cursor."""
     zone = ZoneInfo(clinic.timezone)
-    pairs, parsed = [], s.Parsed()
+    pairs, parsed, total = [], s.Parsed(), 0
     for status, queryset in _slot_sources(clinic):
         parsed = s.parse(params, slot_handlers(status), zone=zone, strict=strict)
+        if parsed.count_only:
+            total += queryset.filter(parsed.where).count()
+            continue
         rows = _keyset(queryset, parsed.where, parsed.count, parsed.after).values(*SLOT_FIELDS)
         pairs += [(row, status) for row in rows]
+    if parsed.count_only:
+        parsed.total = total
+        return [], None, parsed
     pairs.sort(key=lambda item: (item[0]["starts_at"], item[0]["ref"]))
     resources, cursor = _finish([(row, _slot(row, status, clinic)) for row, status in pairs], parsed.count)
     return resources, cursor, parsed
@@ -345,6 +351,9 @@ def appointments(rows: list[dict], clinic: Clinic) -> list[FhirAppointment]:
 def appointment_search(*, clinic: Clinic, params, strict: bool) -> tuple[list[FhirAppointment], str | None,
                                                                            s.Parsed]:
     parsed = s.parse(params, APPOINTMENT_HANDLERS, zone=ZoneInfo(clinic.timezone), strict=strict)
+    if parsed.count_only:
+        parsed.total = Appointment.objects.filter(clinic=clinic).filter(parsed.where).count()
+        return [], None, parsed
     rows = list(_keyset(Appointment.objects.filter(clinic=clinic), parsed.where, parsed.count, parsed.after)
                 .values(*APPOINTMENT_FIELDS))
     resources, cursor = _finish(list(zip(rows, appointments(rows, clinic), strict=True)), parsed.count)
@@ -395,6 +404,9 @@ SCHEDULE_PARAMETERS = tuple(SCHEDULE_HANDLERS)
 def schedule_search(*, clinic: Clinic, params, strict: bool) -> tuple[list[FhirSchedule], str | None, s.Parsed]:
     parsed = s.parse(params, SCHEDULE_HANDLERS, zone=ZoneInfo(clinic.timezone), strict=strict)
     queryset = Practitioner.objects.filter(clinic=clinic).filter(parsed.where).annotate(_key=Collate("ref", "C"))
+    if parsed.count_only:
+        parsed.total = queryset.count()
+        return [], None, parsed
     if parsed.after:
         queryset = queryset.filter(_key__gt=parsed.after)
     rows = list(queryset.order_by("_key").values("ref", "active")[: parsed.count + 1])
@@ -410,13 +422,16 @@ def schedule_read(*, clinic: Clinic, resource_id: str) -> FhirSchedule:
     return _schedule(row, clinic)
 
 
-def bundle(resources: list, *, base_url: str, self_url: str, next_url: str | None) -> Bundle:
-    """A searchset Bundle; ``base_url`` is the clinic's FHIR base (absolute), for each entry's fullUrl."""
+def bundle(resources: list, *, base_url: str, self_url: str, next_url: str | None,
+           total: int | None = None) -> Bundle:
+    """A searchset Bundle; ``base_url`` is the clinic's FHIR base (absolute), for each entry's fullUrl. ``total``:
+    the number of matches (given for ``_count=0``, whose Bundle has no entries)."""
     links = [{"relation": "self", "url": self_url}]
     if next_url:
         links.append({"relation": "next", "url": next_url})
     return Bundle(
         type="searchset",
+        total=total,
         link=links,
         entry=[{"fullUrl": f"{base_url}{r.get_resource_type()}/{r.id}", "resource": r, "search": {"mode": "match"}}
                for r in resources],

@@ -157,6 +157,12 @@ class Parsed:
     after: str = ""
     used: list[tuple[str, str]] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)
+    #: ``_count=0`` (R4: the number of matches only): the search's ``total``, set by the search; else None.
+    total: int | None = None
+
+    @property
+    def count_only(self) -> bool:
+        return self.count == 0
 
 
 #: A parameter's handler: (its values, the clinic's zone) → a Q on the source rows.
@@ -195,8 +201,8 @@ def parse(params, handlers: dict[str, Handler], *, zone: ZoneInfo, strict: bool)
 def _count(raw: str | None) -> int:
     if raw is None:
         return DEFAULT_COUNT
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_COUNT:
-        raise _bad("_count", f"between 1 and {MAX_COUNT}")
+    if not raw.isdigit() or not 0 <= int(raw) <= MAX_COUNT:
+        raise _bad("_count", f"between 0 (the total only) and {MAX_COUNT}")
     return int(raw)
 
 

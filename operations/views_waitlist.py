@@ -285,6 +285,13 @@ def _retry_booking(clinic: Clinic, hold_ref: str, actor, data: dict, correlation
             "vacancy": ops_vacancy_ref(clinic=clinic, hold_ref=hold_ref)}
 
 
+_STANDING_SAYS = {
+    "BOOKED": ", booked at once on the patient's standing acceptance",
+    "POLICY_OFF": "; the patient's standing acceptance did not apply (the clinic's policy has it off)",
+    "MIN_NOTICE": "; the patient's standing acceptance did not apply (the slot is inside their minimum notice)",
+}
+
+
 def review_execute(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlation_id: str) -> dict:
     """Resolve one review (``vacancy_review_resolve``: its own transaction and audit row); the single and
     the bulk command share it."""
@@ -292,6 +299,7 @@ def review_execute(clinic: Clinic, vacancy_ref: str, actor, data: dict, correlat
                                              **_service_args(actor, data, correlation_id))
     offer = result.offer.ref if result.offer else None
     suffix = f": offer {offer}" if offer else ""
+    suffix += _STANDING_SAYS.get(result.standing, "")
     return {"message": f"Review of {vacancy_ref} resolved ({result.resolution}): {result.outcome}{suffix}.",
             "ref": vacancy_ref, "status": result.outcome, "offer": offer, "resolution": result.resolution,
             "vacancy": vacancy_ref}

@@ -23,7 +23,7 @@ from scheduling.models import Appointment
 from waitlist.notices.offer_notice import LANGUAGES, local_datetime, zone_label
 
 from .proposals import ANSWERABLE_STATES, AppointmentProposal, ProposalState
-from .services.proposals import proposal_answer, proposal_shown, shown_digest
+from .services.proposals import is_current, proposal_answer, proposal_options, proposal_shown, shown_digest
 from .tokens import TokenExpired, TokenInvalid, proposal_token_read
 
 logger = logging.getLogger("reevaluation")
@@ -55,7 +55,20 @@ def _load(ref: str) -> AppointmentProposal | None:
 
 
 def _appointment(clinic, ref: str) -> Appointment | None:
-    return Appointment.objects.select_related("treatment").filter(clinic=clinic, ref=ref).first() if ref else None
+    return (Appointment.objects.select_related("treatment", "practitioner").filter(clinic=clinic, ref=ref).first()
+            if ref else None)
+
+
+def _option(option, current: Appointment | None, proposal: AppointmentProposal, tz: str, language: str) -> dict:
+    """One time as the page shows it: names in the patient's language, and whether it is the current appointment
+    itself or keeps its hour (then only the practitioner, treatment or room changes): the page says which."""
+    return {"ref": option.ref, "treatment": option.treatment.name_in(language),
+            "practitioner": option.practitioner.name_in(language),
+            "starts_local": local_datetime(option.starts_at, tz), "held": option.hold_id is not None,
+            "chosen": option.pk == proposal.chosen_option_id,
+            "current_time": is_current(option, current),
+            "same_time": current is not None and option.starts_at == current.starts_at,
+            "new_practitioner": current is not None and option.practitioner_id != current.practitioner_id}
 
 
 def _render(request: HttpRequest, proposal: AppointmentProposal, *, status: int = 200,
@@ -65,22 +78,20 @@ def _render(request: HttpRequest, proposal: AppointmentProposal, *, status: int 
         return _gone(request, 410)
     current = _appointment(clinic, proposal.appointment_ref)
     result = _appointment(clinic, proposal.result_appointment_ref)
-    options = list(proposal.options.select_related("treatment").order_by("position"))
     language = translation.get_language()
+    options = [_option(o, current, proposal, tz, language) for o in proposal_options(proposal, current)]
     context = {
-        "clinic_name": clinic.name,
+        "clinic_name": clinic.name_in(language),
         "state": proposal.state,
         "needs_operator": proposal.needs_operator,
         "current": None if current is None else {
-            "treatment": current.treatment.name, "starts_local": local_datetime(current.starts_at, tz)},
-        "options": [
-            {"ref": o.ref, "treatment": o.treatment.name, "starts_local": local_datetime(o.starts_at, tz),
-             "held": o.hold_id is not None, "chosen": o.pk == proposal.chosen_option_id}
-            for o in options
-        ],
+            "treatment": current.treatment.name_in(language), "practitioner": current.practitioner.name_in(language),
+            "starts_local": local_datetime(current.starts_at, tz)},
+        "options": options,
+        "practitioner_changes": any(o["new_practitioner"] for o in options),
         "result": None if result is None else {
-            "treatment": result.treatment.name, "starts_local": local_datetime(result.starts_at, tz),
-            "status": result.status},
+            "treatment": result.treatment.name_in(language), "practitioner": result.practitioner.name_in(language),
+            "starts_local": local_datetime(result.starts_at, tz), "status": result.status},
         "expires_at": proposal.expires_at,
         "expires_local": local_datetime(proposal.expires_at, tz),
         "zone_label": zone_label(tz),

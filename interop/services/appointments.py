@@ -189,7 +189,7 @@ def _update(clinic: Clinic, appointment: Appointment, wanted: Wanted, if_match: 
         cancelled, _vacancy = appointment_cancel_with_vacancy(
             clinic=clinic, appointment_ref=appointment.ref, reason=EHR_CANCEL_REASON,
             expected_version=appointment.version, reason_code=CancelReason.EHR_CANCELLED,
-            cancelled_by=cancel_actor_ref(CancelActor.INTEGRATION, actor))
+            cancelled_by=cancel_actor_ref(CancelActor.INTEGRATION, actor), actor=actor)
         return cancelled
     if appointment.status == AppointmentStatus.CANCELLED:
         raise Conflict("A cancelled appointment cannot be booked again: send a new identifier.",

@@ -215,22 +215,40 @@ def _iso(value: datetime) -> str:
     return value.astimezone(UTC).isoformat()
 
 
+def is_current(option: ProposalOption, current: Appointment | None) -> bool:
+    """Whether ``option`` is the patient's current appointment itself (same time, practitioner, treatment, room)."""
+    return current is not None and (option.starts_at, option.practitioner_id, option.treatment_id,
+                                    option.resource_id) == (current.starts_at, current.practitioner_id,
+                                                            current.treatment_id, current.resource_id)
+
+
+def proposal_options(proposal: AppointmentProposal, current: Appointment | None) -> list[ProposalOption]:
+    """The proposal's times the page offers, in order. A change to a CONFIRMED visit (``needs_operator``) never
+    offers the visit itself as a "new" time: keeping it is the KEEP answer (the seed: a confirmed visit changes
+    only by a new proposal the patient consents to). A proposal about a PROPOSED/HELD time may offer the time it
+    proposes now (accepting it holds it); the page labels it as the current time."""
+    options = list(proposal.options.select_related("treatment", "practitioner").order_by("position"))
+    if not proposal.needs_operator:
+        return options
+    return [o for o in options if not is_current(o, current)]
+
+
 def proposal_shown(proposal: AppointmentProposal) -> dict:
     """The facts the proposal page shows (refs and times; no names), in a canonical form: what the consent
     row records and what its digest covers, so an answer is tied to exactly what the patient saw."""
-    current = Appointment.objects.filter(clinic_id=proposal.clinic_id, ref=proposal.appointment_ref).values(
-        "ref", "starts_at", "treatment__ref", "status").first()
+    current = (Appointment.objects.select_related("treatment", "practitioner")
+               .filter(clinic_id=proposal.clinic_id, ref=proposal.appointment_ref).first())
     return {
         "proposal": proposal.ref,
         "expires_at": _iso(proposal.expires_at),
         "current": None if current is None else {
-            "appointment": current["ref"], "starts_at": _iso(current["starts_at"]),
-            "treatment": current["treatment__ref"], "status": current["status"],
+            "appointment": current.ref, "starts_at": _iso(current.starts_at),
+            "treatment": current.treatment.ref, "practitioner": current.practitioner.ref, "status": current.status,
         },
         "options": [
             {"option": o.ref, "starts_at": _iso(o.starts_at), "ends_at": _iso(o.ends_at),
-             "treatment": o.treatment.ref, "held": o.hold_id is not None}
-            for o in proposal.options.select_related("treatment").order_by("position")
+             "treatment": o.treatment.ref, "practitioner": o.practitioner.ref, "held": o.hold_id is not None}
+            for o in proposal_options(proposal, current)
         ],
     }
 
@@ -284,7 +302,7 @@ def proposal_answer(*, proposal_ref: str, choice: str, option_ref: str = "", dig
         if choice == ProposalChoice.ACCEPT:
             option = ProposalOption.objects.select_related("practitioner", "treatment", "resource", "hold").filter(
                 proposal=proposal, ref=option_ref).first()
-            if option is None:
+            if option is None or option.ref not in {o["option"] for o in shown["options"]}:
                 raise ValidationFailed(fields={"option": ["Not one of this proposal's times."]})
         before = proposal.state
         if choice == ProposalChoice.KEEP:

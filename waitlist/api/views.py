@@ -514,6 +514,8 @@ class AppointmentCancelView(ClinicAPIView):
                 expected_version=data.get("expected_version"),
                 reason_code=data["reason_code"],
                 cancelled_by=cancel_actor_ref(kind, request.user),
+                actor=request.user,
+                idempotency_key=request.headers.get("Idempotency-Key") or "",
             )
             return 200, {
                 "status": appointment.status,

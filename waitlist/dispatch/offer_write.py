@@ -194,7 +194,8 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
     if reason is not None:
         logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
         return None
-    standing = not a.staff_reviewed and a.renews is None and standing_applies(
+    # Staff review's PROMOTE books on a standing acceptance as dispatch does: staff vouched for the decision.
+    standing = a.renews is None and standing_applies(
         policy, entry.standing_min_notice, starts_at=locked.starts_at, now=now)
     answered = standing or a.renews is not None  # the patient's yes is already given: nothing to ask or send
     if not a.staff_reviewed and not answered:

@@ -16,7 +16,7 @@ from django.utils import timezone
 from common.cas import sql_states
 from common.errors import DomainError, NotFound
 from common.fastpath import PreparedQuery, Semaphore, prepared_cursor
-from common.services import new_correlation_id
+from common.services import audit_record, new_correlation_id
 from common.transactions import own_transaction
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
@@ -42,33 +42,47 @@ DISPATCH_SLOTS = Semaphore(
 def appointment_cancel_with_vacancy(*, clinic: Clinic, appointment_ref: str, reason: str,
                                     expected_version: int | None = None,
                                     now: datetime | None = None, reason_code: str = "",
-                                    cancelled_by: str = "") -> tuple[Appointment, Vacancy | None]:
+                                    cancelled_by: str = "", actor=None, idempotency_key: str = "",
+                                    correlation_id: str = "") -> tuple[Appointment, Vacancy | None]:
     """Cancel an appointment and, if it was CONFIRMED and starts at least the policy's lead time
     from now, open a vacancy for its slot (the cancelling patient excluded) in the same
     transaction; dispatch is queued for after the commit. Every refusal is the cancel's, before its first write
-    (``own_transaction``: no savepoint inside a caller's transaction)."""
+    (``own_transaction``: no savepoint inside a caller's transaction). Every cancellation writes one audit row
+    (``appointment.cancel``: ``actor``, the signed-in user, or ``system:cancel``)."""
     now = now or timezone.now()
     with own_transaction():
         appointment = scheduling.appointment_cancel(
             clinic=clinic, appointment_ref=appointment_ref, reason=reason, expected_version=expected_version,
             reason_code=reason_code, cancelled_by=cancelled_by,
         )
-        if appointment.previous_status != AppointmentStatus.CONFIRMED:
-            return appointment, None
-        policy = policy_current(clinic=clinic)
-        if appointment.starts_at - now < timedelta(minutes=policy.min_lead_minutes):
-            return appointment, None
-        vacancy = Vacancy.objects.create(
-            vacancy_key=f"appointment:{appointment.ref}",
-            clinic=clinic,
-            tenant_group_id=clinic.tenant_group_id,
-            **slot_of(appointment),
-            excluded_patient_id=appointment.patient_id,
-            source_appointment=appointment,
-        )
-        logger.info("vacancy %s opened from %s", vacancy.ref, appointment.ref)
-        queue_dispatch(vacancy.pk)
+        vacancy = _vacancy_opened(clinic, appointment, now)
+        audit_record(actor=actor, action="appointment.cancel", clinic=clinic, target_ref=appointment.ref,
+                     reason=reason or reason_code, idempotency_key=idempotency_key, correlation_id=correlation_id,
+                     system_label="cancel",
+                     result={"status": appointment.status, "version": appointment.version,
+                             "previous_status": appointment.previous_status, "reason_code": reason_code,
+                             "cancelled_by": appointment.cancelled_by, "vacancy": vacancy.ref if vacancy else None})
         return appointment, vacancy
+
+
+def _vacancy_opened(clinic: Clinic, appointment: Appointment, now: datetime) -> Vacancy | None:
+    """The vacancy a cancelled CONFIRMED appointment far enough ahead opens (its dispatch queued), else None."""
+    if appointment.previous_status != AppointmentStatus.CONFIRMED:
+        return None
+    policy = policy_current(clinic=clinic)
+    if appointment.starts_at - now < timedelta(minutes=policy.min_lead_minutes):
+        return None
+    vacancy = Vacancy.objects.create(
+        vacancy_key=f"appointment:{appointment.ref}",
+        clinic=clinic,
+        tenant_group_id=clinic.tenant_group_id,
+        **slot_of(appointment),
+        excluded_patient_id=appointment.patient_id,
+        source_appointment=appointment,
+    )
+    logger.info("vacancy %s opened from %s", vacancy.ref, appointment.ref)
+    queue_dispatch(vacancy.pk)
+    return vacancy
 
 
 def vacancy_dispatch(

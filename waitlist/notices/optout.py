@@ -18,14 +18,15 @@ from django.views.decorators.http import require_http_methods
 
 from scheduling.models import ConsentSource, ConsentState, ContactChannel, Patient
 from scheduling.services.consent import consent_current, consent_record
-from waitlist.notices.confirmation import shown_name
+from waitlist.notices.confirmation import clinic_contact_shown, shown_name
 from waitlist.offers.pages import language_switch, page_language
 from waitlist.offers.tokens import TokenExpired, TokenInvalid, optout_link, optout_token_read
 
 
 def _render(request: HttpRequest, patient: Patient, status: int = 200) -> HttpResponse:
     current = consent_current(patient.pk)
-    context = {"clinic_name": shown_name(patient.clinic), **language_switch(translation.get_language()),
+    context = {"clinic_name": shown_name(patient.clinic), "clinic_phone": clinic_contact_shown(patient.clinic)[1],
+               **language_switch(translation.get_language()),
                "opted_out": not any(state == ConsentState.GRANTED for state in current.values())}
     response = render(request, "waitlist/optout.html", context, status=status)
     response["Content-Language"] = translation.get_language()

@@ -35,6 +35,7 @@ from waitlist.models import (
 from waitlist.offers.booking import offer_book
 from waitlist.policy.services import policy_current
 from waitlist.reliability.feed import Decision, get_decision_provider
+from waitlist.standing.services import APPLIES, NO_STANDING, standing_notice, standing_outcome
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -204,7 +205,8 @@ REVIEW_RESOLUTIONS = ("PROMOTE", "SKIP")
 
 @dataclass(frozen=True)
 class ReviewResult:
-    """``outcome``: PROMOTE → ``OFFERED`` (or ``CLOSED`` when the slot was taken meanwhile);
+    """``outcome``: PROMOTE → ``OFFERED``, ``BOOKED`` (a standing acceptance, as dispatch books it) or ``CLOSED``
+    (the slot was taken meanwhile);
     SKIP → the next dispatch's outcome (``OFFERED``, ``STAFF_REVIEW``, ``NO_CANDIDATE``, ``CLOSED``)."""
 
     vacancy: Vacancy
@@ -212,6 +214,8 @@ class ReviewResult:
     outcome: str
     reviewed_entry: str
     offer: Offer | None = None
+    #: PROMOTE of a candidate with a standing acceptance: BOOKED, or why it did not apply (POLICY_OFF, MIN_NOTICE).
+    standing: str = ""
 
 
 def vacancy_review_resolve(
@@ -235,7 +239,9 @@ def vacancy_review_resolve(
     reviewed decision as it was with ``staff_reviewed`` set (which the claim accepts in place of a
     FRESH status), and a ``STAFF_REVIEWED`` event (+ the audit row) records what was reviewed
     (``reviewed_decision_status``), by whom and why. A newer decision recorded later still wins at
-    claim time, as for any offer.
+    claim time, as for any offer. A candidate with a standing acceptance is booked at once (outcome ``BOOKED``)
+    by dispatch's own rule (``standing.standing_outcome``); when that rule says no (the policy has it off, the
+    slot is inside their minimum notice) the offer is ordinary and its history says why (``_review_standing``).
 
     ``SKIP``: pass over that candidate and dispatch the vacancy to the next one, in the same
     transaction (the fence is held throughout; a FRESH_READ policy is treated as staff review here,
@@ -259,6 +265,8 @@ def vacancy_review_resolve(
         if resolution == "PROMOTE":
             result = _review_promote(vacancy, entry, reviewed, policy, now=now, label=label,
                                      correlation_id=correlation_id)
+            evidence.update(_review_standing(result, entry, vacancy, policy, now=now, label=label,
+                                             correlation_id=correlation_id))
         else:
             result = _review_skip_past(vacancy, entry, policy, now=now, label=label, correlation_id=correlation_id)
         offer = result.offer if result.outcome in ("OFFERED", "BOOKED") else None
@@ -270,7 +278,7 @@ def vacancy_review_resolve(
                       correlation_id=correlation_id, idempotency_key=idempotency_key, system_label="review",
                       **evidence, outcome=result.outcome, offer=offer.ref if offer else None)
         return ReviewResult(vacancy=vacancy, resolution=resolution, outcome=result.outcome,
-                            reviewed_entry=entry.ref, offer=offer)
+                            reviewed_entry=entry.ref, offer=offer, standing=evidence.get("standing", ""))
 
 
 def _reviewable(clinic: Clinic, vacancy_ref: str, *, expected_version: int | None, now: datetime) -> Vacancy:
@@ -340,6 +348,24 @@ def _review_promote(
     if result.outcome == "ALREADY_OFFERED":
         raise Conflict("The vacancy already has an active offer.", code="ALREADY_OFFERED")
     return result
+
+
+def _review_standing(result: DispatchResult, entry, vacancy: Vacancy, policy, *, now: datetime, label: str,
+                     correlation_id: str) -> dict:
+    """What PROMOTE did with the candidate's standing acceptance ("book me automatically"), by dispatch's own rule
+    (``standing.standing_outcome``): ``{"standing": "BOOKED"}``; or, when it did not apply, the reason (POLICY_OFF,
+    MIN_NOTICE), also kept in the offer's history as a ``STANDING_<reason>`` event; nothing when there was none."""
+    offer = result.offer
+    if offer is None:
+        return {}
+    if offer.standing:
+        return {"standing": "BOOKED"}
+    why = standing_outcome(policy, standing_notice(entry.pk), starts_at=vacancy.starts_at, now=now)
+    if why in (NO_STANDING, APPLIES):
+        return {}
+    event_append(offer=offer, from_status=offer.status, to_status=offer.status, reason_code=f"STANDING_{why}",
+                 actor=label, correlation_id=correlation_id, now=now, detail={"entry": entry.ref})
+    return {"standing": why}
 
 
 def _review_skip(

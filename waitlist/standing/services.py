@@ -102,12 +102,37 @@ def _who(actor, source: str) -> str:
     return actor_label(actor, "standing")
 
 
+#: ``standing_outcome``'s answers: the candidate is booked at once (APPLIES), has no standing acceptance, or has
+#: one that does not apply here (the clinic's policy has the feature off; the slot is inside their minimum notice).
+APPLIES, NO_STANDING, POLICY_OFF, MIN_NOTICE = "APPLIES", "NO_STANDING", "POLICY_OFF", "MIN_NOTICE"
+
+
+def standing_outcome(policy: WaitlistPolicy, min_notice_minutes: int | None, *, starts_at: datetime,
+                     now: datetime) -> str:
+    """The one rule of automatic booking, with its reason: APPLIES when the entry's standing acceptance is
+    GRANTED (``min_notice_minutes`` not None), the clinic allows it and the slot starts at least that notice from
+    now; else why not (NO_STANDING, POLICY_OFF, MIN_NOTICE)."""
+    if min_notice_minutes is None:
+        return NO_STANDING
+    if not policy.standing_acceptance:
+        return POLICY_OFF
+    if starts_at - now < timedelta(minutes=min_notice_minutes):
+        return MIN_NOTICE
+    return APPLIES
+
+
 def standing_applies(policy: WaitlistPolicy, min_notice_minutes: int | None, *, starts_at: datetime,
                      now: datetime) -> bool:
-    """Whether dispatch books this candidate at once: the clinic allows it, the entry's standing acceptance
-    is GRANTED (``min_notice_minutes`` not None) and the slot starts at least that notice from now."""
-    return (policy.standing_acceptance and min_notice_minutes is not None
-            and starts_at - now >= timedelta(minutes=min_notice_minutes))
+    """Whether dispatch (and staff review's PROMOTE) books this candidate at once (``standing_outcome``)."""
+    return standing_outcome(policy, min_notice_minutes, starts_at=starts_at, now=now) == APPLIES
+
+
+def standing_notice(entry_id: int) -> int | None:
+    """The entry's current standing acceptance as its minimum notice (None: none GRANTED); ``STANDING_NOTICE_SQL``
+    read alone."""
+    newest = (StandingAcceptance.objects.filter(entry_id=entry_id).order_by("-id")
+              .values_list("state", "min_notice_minutes").first())
+    return newest[1] if newest is not None and newest[0] == StandingAcceptanceState.GRANTED else None
 
 
 def release_deadline(policy: WaitlistPolicy, *, booked_at: datetime, starts_at: datetime) -> datetime:
