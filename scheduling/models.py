@@ -77,6 +77,10 @@ class Clinic(DisplayNamed):
     ref = RefField(prefix="cl")
     tenant_group = models.ForeignKey(TenantGroup, on_delete=models.PROTECT, related_name="clinics")
     timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name")
+    country = models.CharField(
+        max_length=2, blank=True, default="",
+        help_text="ISO 3166 alpha-2 country phone numbers are read in (blank: the time zone's country)",
+    )
     waitlist_hold_minutes = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
     min_lead_minutes = models.PositiveIntegerField(default=180)
     settings = models.JSONField(default=dict, blank=True)
