@@ -447,6 +447,7 @@ class ConsentSource(models.TextChoices):
     API = "API"  # an integration or staff tool, through the API
     STAFF = "STAFF"  # a console or shell operator
     OPT_OUT_LINK = "OPT_OUT_LINK"  # the patient, through the link in a notice (no sign-in)
+    TEXT_REPLY = "TEXT_REPLY"  # the patient's STOP (or START) reply to a text; evidence: its message id
     IMPORT = "IMPORT"  # seed data or a bulk import
     # The patient's own new consent (a signed form, a recorded call), entered by staff with a reference to
     # that evidence: the only way back over the patient's own opt-out.

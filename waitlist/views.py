@@ -132,7 +132,7 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
         "countdown": countdown(deadline) if template == "waitlist/claim.html" else None,
         "zone_label": zone_label(clinic.timezone),
         **language_switch(language),
-        "decline_reasons": DeclineReason.choices,
+        "decline_reasons": [c for c in DeclineReason.choices if c[0] != DeclineReason.SMS_DECLINE],
         "decline_reason": DeclineReason(offer.decline_reason).label
         if offer.decline_reason in DeclineReason.values
         else "",
@@ -250,7 +250,8 @@ def _decline(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpR
             clinic=offer.clinic,
             offer_ref=offer.ref,
             patient=offer.patient,
-            reason=reason if reason in DeclineReason.values else "PATIENT_DECLINED",
+            reason=reason if reason in DeclineReason.values and reason != DeclineReason.SMS_DECLINE
+            else "PATIENT_DECLINED",
             correlation_id=new_correlation_id(),
         )
     except NotFound:
