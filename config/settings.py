@@ -232,11 +232,11 @@ PUBLIC_BASE_URL = env("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
 # library elsewhere (a loopback gateway, a staging mock); TWILIO_WEBHOOK_BASE_URL is the public base Twilio
 # posts to and signs (else PUBLIC_BASE_URL). NOTIFY_CONSOLE_TEXTS: console clinics print their texts (demo).
 TWILIO_ACCOUNT_SID = env("TWILIO_ACCOUNT_SID", default="")
-TWILIO_AUTH_TOKEN = env("TWILIO_AUTH_TOKEN", default="demo-twilio-token" if DEBUG else "")
+TWILIO_AUTH_TOKEN = env("TWILIO_AUTH_TOKEN", default="" if PRODUCTION else "demo-twilio-token")
 TWILIO_FROM = env("TWILIO_FROM", default="")
 TWILIO_API_BASE_URL = env("TWILIO_API_BASE_URL", default="")
 TWILIO_WEBHOOK_BASE_URL = env("TWILIO_WEBHOOK_BASE_URL", default="")
-NOTIFY_CONSOLE_TEXTS = env.bool("NOTIFY_CONSOLE_TEXTS", default=DEBUG)
+NOTIFY_CONSOLE_TEXTS = env.bool("NOTIFY_CONSOLE_TEXTS", default=False)
 # Inbound texts per sender number (fixed window); replies within this many days are matched to their texts.
 TEXT_INBOUND_RATE = env("TEXT_INBOUND_RATE", default="10/min")
 TEXT_REPLY_DAYS = env.int("TEXT_REPLY_DAYS", default=7)
