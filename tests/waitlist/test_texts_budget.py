@@ -90,3 +90,18 @@ def test_the_signed_curl_is_accepted_by_the_inbound_webhook(world, settings):
     assert response.status_code == 200 and InboundText.objects.filter(provider_sid=fields["MessageSid"]).exists()
     tampered = {**fields, "Body": "YES"}
     assert Client().post("/texts/twilio/inbound", tampered, HTTP_X_TWILIO_SIGNATURE=signature).status_code == 403
+
+
+def test_the_signed_curl_answers_the_newest_text_as_its_patient(world, settings):
+    settings.TEXT_INBOUND_RATE, settings.NOTIFY_CONSOLE_TEXTS = "", True
+    patient = world.patient(phone=PHONE)
+    make_offer(world, patient)
+    deliver()
+    out = StringIO()
+    call_command("texts_signed_curl", "--reply", "YES", stdout=out)
+    words = shlex.split(out.getvalue())
+    signature = words[words.index("-H") + 1].split(": ", 1)[1]
+    fields = dict(w.split("=", 1) for i, w in enumerate(words) if i and words[i - 1] == "--data-urlencode")
+    assert fields["From"] == PHONE and re.fullmatch(r"YES \d{4}", fields["Body"])
+    response = Client().post("/texts/twilio/inbound", fields, HTTP_X_TWILIO_SIGNATURE=signature)
+    assert "you are booked for" in response.content.decode()
