@@ -240,6 +240,12 @@ NOTIFY_CONSOLE_TEXTS = env.bool("NOTIFY_CONSOLE_TEXTS", default=False)
 # Inbound texts per sender number (fixed window); replies within this many days are matched to their texts.
 TEXT_INBOUND_RATE = env("TEXT_INBOUND_RATE", default="10/min")
 TEXT_REPLY_DAYS = env.int("TEXT_REPLY_DAYS", default=7)
+# Automatic bookings not acknowledged: reminded, then released (waitlist/texts/services/acknowledgement.py).
+WAITLIST_ACK_REMIND_AFTER_MINUTES = env.int("WAITLIST_ACK_REMIND_AFTER_MINUTES", default=120)
+WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS = env.int("WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS", default=24)
+WAITLIST_ACK_REMIND_LEAD_MINUTES = env.int("WAITLIST_ACK_REMIND_LEAD_MINUTES", default=60)
+WAITLIST_ACK_RELEASE_LEAD_MINUTES = env.int("WAITLIST_ACK_RELEASE_LEAD_MINUTES", default=10)
+WAITLIST_ACK_EVERY_SECONDS = env.int("WAITLIST_ACK_EVERY_SECONDS", default=60)
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", default="127.0.0.1")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
@@ -495,6 +501,8 @@ READYZ_BROKER_CHECK_EVERY_SECONDS = env.float("READYZ_BROKER_CHECK_EVERY_SECONDS
 # WORKER_HEARTBEAT_SECONDS, beat about every 10 s; older than COMPONENT_STALE_SECONDS is "stale".
 WORKER_HEARTBEAT_SECONDS = env.float("WORKER_HEARTBEAT_SECONDS", default=15.0)
 COMPONENT_STALE_SECONDS = env.float("COMPONENT_STALE_SECONDS", default=90.0)
+CELERY_BEAT_SCHEDULE["waitlist-acknowledgements"] = {
+    "task": "waitlist.texts.tasks.acknowledgements", "schedule": float(WAITLIST_ACK_EVERY_SECONDS)}
 CELERY_BEAT_SCHEDULER = "observability.beat:RecordingScheduler"
 LOG_FORMAT = env("LOG_FORMAT", default="plain")
 LOGGING.setdefault("filters", {})["correlation"] = {"()": "observability.logs.CorrelationFilter"}

@@ -814,4 +814,4 @@ from .standing_models import (  # noqa: E402,F401  (models live there)
     StandingAcceptanceSource,
     StandingAcceptanceState,
 )
-from .texts.models import InboundText, TextMessage  # noqa: E402,F401  (models live there)
+from .texts.models import BookingAck, InboundText, TextMessage  # noqa: E402,F401  (models live there)

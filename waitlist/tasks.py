@@ -25,6 +25,7 @@ from .fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
 from .models import OFFER_TOPIC
 from .services import expire_run, reconcile_run, vacancy_dispatch_by_id
 from .services._shared import DISPATCH_EFFECT, NOTICE_EFFECT
+from .texts import tasks as _texts_tasks  # noqa: F401  (registers the texts' beat job with this app's tasks)
 
 logger = logging.getLogger("waitlist")
 

@@ -35,6 +35,8 @@ from .models import Confirmation, DeclineReason, Offer
 from .notifications import LANGUAGES, local_datetime, zone_label
 from .selectors_claim import ClaimOutcome, ClaimState, LateYes, claim_offer, claim_outcome, renewal_of
 from .services import offer_claim_and_book, offer_decline, offer_late_accept_and_book, standing_release
+from .texts.models import AckVia
+from .texts.services.acknowledgement import acknowledgement_record, acknowledgement_record_for_appointment
 from .tokens import TokenExpired, TokenInvalid, calendar_link, calendar_token_read, claim_token_read, standing_link
 
 logger = logging.getLogger("waitlist")
@@ -194,6 +196,8 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
             if not outcome.is_open:
                 return _render_outcome(request, offer, outcome)
             return _render(request, offer, "waitlist/claim.html", status=400)
+        if outcome.state == ClaimState.BOOKED and offer.standing:  # an automatic booking, seen (issue 39)
+            acknowledgement_record(offer_id=offer.pk, via=AckVia.LINK)
         if not outcome.is_open:
             return _render_outcome(request, offer, outcome)
         return _render(request, offer, "waitlist/claim.html")
@@ -293,6 +297,7 @@ def claim_calendar(request: HttpRequest, token: str) -> HttpResponse:
     language = appointment.patient.language if appointment.patient.language in LANGUAGES else "en"
     if appointment.status != AppointmentStatus.CONFIRMED or timezone.now() >= appointment.ends_at:
         return _gone(request, 410, language)
+    acknowledgement_record_for_appointment(appointment_id=appointment.pk, via=AckVia.CALENDAR)
     response = HttpResponse(booking_ics(appointment, language), content_type=f"{MIME_TYPE}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{FILENAME}"'
     response["Content-Language"] = language

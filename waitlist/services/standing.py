@@ -36,6 +36,7 @@ from ..models import (
     WaitlistEntry,
     WaitlistPolicy,
 )
+from ..texts.services.acknowledgement import acknowledgement_expect
 from ._shared import actor_label, event_append, queue_dispatch
 from .confirmation import booking_confirmation_queue
 from .policy import policy_current
@@ -136,6 +137,7 @@ def standing_book(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, *, actor
     event_append(offer=offer, from_status=OfferStatus.ACCEPTED, to_status=OfferStatus.ACCEPTED, reason_code="BOOKED",
                  actor=actor, correlation_id=correlation_id, now=now,
                  detail={"appointment": appointment.ref, "hold": hold.ref, "standing": True})
+    acknowledgement_expect(offer=offer, starts_at=vacancy.starts_at, now=now)  # counts once seen (issue 39)
     # The one notice of this booking: "you are booked", with the release link (built at send time).
     booking_confirmation_queue(offer=offer, appointment=appointment, correlation_id=correlation_id, now=now,
                                release_until=offer.release_until)

@@ -76,6 +76,7 @@ class TextMessage(models.Model):
 
 class InboundOutcome(models.TextChoices):
     ACCEPTED = "ACCEPTED"  # YES ran the claim (booked, held, or replayed)
+    ACKNOWLEDGED = "ACKNOWLEDGED"  # a reply to an automatic booking's text: seen
     DECLINED = "DECLINED"
     GONE = "GONE"  # YES/NO to an offer that has ended
     REFUSED = "REFUSED"  # the claim refused (a conflict)
@@ -102,3 +103,38 @@ class InboundText(models.Model):
 
     def __str__(self) -> str:
         return f"{self.word} {self.outcome}"
+
+
+class AckVia(models.TextChoices):
+    REPLY = "REPLY"  # a reply to the "you are booked" text
+    LINK = "LINK"  # the text's short link or the claim page opened
+    CALENDAR = "CALENDAR"  # the booking's calendar file fetched
+
+
+class BookingAck(models.Model):
+    """An automatic (standing-acceptance) booking waiting to be seen: acknowledged by a reply, a link opened or
+    the calendar file fetched; else reminded at ``remind_at`` and released at ``release_at`` (reason
+    UNACKNOWLEDGED) so the slot is refilled in time. Timestamps, not a status: each step happens once."""
+
+    ref = RefField(prefix="ack")
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    offer = models.OneToOneField("waitlist.Offer", on_delete=models.PROTECT, related_name="+")
+    booked_at = models.DateTimeField()
+    starts_at = models.DateTimeField()
+    remind_at = models.DateTimeField()
+    release_at = models.DateTimeField()
+    acknowledged_at = models.DateTimeField(null=True)
+    acknowledged_via = models.CharField(max_length=8, choices=AckVia.choices, blank=True, default="")
+    reminded_at = models.DateTimeField(null=True)
+    released_at = models.DateTimeField(null=True)
+    closed_code = models.CharField(max_length=30, blank=True, default="",
+                                   help_text="UNACKNOWLEDGED (released here), or why the release did not happen")
+
+    class Meta:
+        indexes = [models.Index(fields=["remind_at"], name="wl_ack_open_remind",
+                                condition=models.Q(acknowledged_at=None, released_at=None)),
+                   models.Index(fields=["release_at"], name="wl_ack_open_release",
+                                condition=models.Q(acknowledged_at=None, released_at=None))]
+
+    def __str__(self) -> str:
+        return f"ack {self.offer_id}"

@@ -23,7 +23,8 @@ from common.notify import twilio_webhook_url
 from common.throttling import window_over
 
 from ..tokens import claim_link
-from .models import TextMessage
+from .models import AckVia, TextKind, TextMessage
+from .services.acknowledgement import acknowledgement_record
 from .services.receipts import text_status_record
 from .services.replies import text_reply_receive
 from .services.send import link_digest
@@ -85,4 +86,6 @@ def short_link(request: HttpRequest, code: str) -> HttpResponse:
             .exclude(offer=None).first())
     if text is None or text.offer is None:
         return HttpResponse("Not found.", status=404, content_type="text/plain")
+    if text.kind == TextKind.BOOKED:
+        acknowledgement_record(offer_id=text.offer.pk, via=AckVia.LINK)
     return redirect(claim_link(text.offer))

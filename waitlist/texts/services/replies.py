@@ -29,7 +29,8 @@ from ...selectors_claim import ClaimState, LateYes, claim_offer, claim_outcome, 
 from ...services.accept import offer_claim_and_book, offer_late_accept_and_book
 from ...services.offers import offer_decline
 from .. import compose
-from ..models import InboundOutcome, InboundText, TextKind, TextMessage
+from ..models import AckVia, InboundOutcome, InboundText, TextKind, TextMessage
+from .acknowledgement import acknowledgement_record
 
 logger = logging.getLogger("waitlist")
 
@@ -133,6 +134,12 @@ def _answer(text: TextMessage, word: str) -> tuple[str, str]:
         return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
     offer = renewal_of(offer)
     outcome = claim_outcome(offer)
+    if text.kind == TextKind.BOOKED:  # "you are booked": a reply (either word) says it was seen
+        if outcome.state != ClaimState.BOOKED:
+            return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
+        acknowledgement_record(offer_id=offer.pk, via=AckVia.REPLY)
+        return InboundOutcome.ACKNOWLEDGED, compose.booked_answer(clinic=clinic, language=patient.language,
+                                                                  starts_at=offer.vacancy.starts_at)
     if word == "NO":
         return _decline(offer, outcome)
     if outcome.state == ClaimState.EXPIRED and outcome.late_yes in (LateYes.FREE, LateYes.NEXT):
