@@ -240,6 +240,7 @@ NOTIFY_CONSOLE_TEXTS = env.bool("NOTIFY_CONSOLE_TEXTS", default=False)
 # Inbound texts per sender number (fixed window); replies within this many days are matched to their texts.
 TEXT_INBOUND_RATE = env("TEXT_INBOUND_RATE", default="10/min")
 TEXT_REPLY_DAYS = env.int("TEXT_REPLY_DAYS", default=7)
+TEXT_FAILING_AFTER = env.int("TEXT_FAILING_AFTER", default=2)  # failed texts in a row: the Action queue shows them
 # Automatic bookings not acknowledged: reminded, then released (waitlist/texts/services/acknowledgement.py).
 WAITLIST_ACK_REMIND_AFTER_MINUTES = env.int("WAITLIST_ACK_REMIND_AFTER_MINUTES", default=120)
 WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS = env.int("WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS", default=24)

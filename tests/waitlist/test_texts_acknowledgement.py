@@ -4,6 +4,7 @@ the calendar file acknowledges it; unacknowledged it is reminded, then released 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from django.test import Client
@@ -12,7 +13,7 @@ from common.models import AuditEntry, DeliveryOutcome
 from scheduling.models import Appointment, AppointmentStatus
 from tests.conftest import seoul
 from tests.support.twilio_gateway import twilio_gateway
-from tests.waitlist.loop_helpers import deliver
+from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
 from tests.waitlist.test_standing import booked
 from waitlist import services
 from waitlist.models import BookingAck, VacancyStatus
@@ -105,3 +106,34 @@ def test_a_booking_the_patient_released_is_closed_not_released_again(world, gate
     ack.refresh_from_db()
     assert ack.released_at is not None and ack.closed_code != "UNACKNOWLEDGED"
     assert not AuditEntry.objects.filter(action="text_ack_release").exists()
+
+
+def test_staff_see_an_unacknowledged_automatic_booking_with_its_time_left(world, gateway, frozen_clock):
+    from waitlist.selectors.queue import ops_action_queue
+
+    _vacancy, offer, body, ack = _booked_and_texted(world, gateway)
+    frozen_clock.move_to(ack.release_at - timedelta(minutes=30))
+    rows = [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
+    assert [(r["offer"], r["seconds_left"]) for r in rows] == [(offer.ref, 1800)]
+    gateway.reply(PHONE, f"YES {CODE.search(body).group(1)}")
+    assert not [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
+
+
+def test_staff_see_a_patient_whose_texts_keep_failing(world, gateway):
+    from waitlist.selectors.queue import ops_action_queue
+
+    def failing():
+        return [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "TEXTS_FAILING"]
+
+    patient = world.patient(phone=PHONE, consent=["SMS"])
+    world.waiting(patient, treatment=world.other_treatment)
+    make_offer(world, patient)
+    deliver()
+    gateway.receipt(gateway.to(PHONE)[0]["sid"], "undelivered", "30005")
+    assert failing() == []  # one failure is not a pattern
+    vacancy = open_vacancy(world, seoul(4, 10), treatment=world.other_treatment)
+    services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    deliver()
+    gateway.receipt(gateway.to(PHONE)[1]["sid"], "failed", "30003")
+    rows = failing()
+    assert [(r["patient"], r["failures"], r["reason_code"]) for r in rows] == [(patient.ref, 2, "TWILIO_30003")]

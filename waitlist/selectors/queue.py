@@ -21,6 +21,7 @@ from scheduling.models import Clinic
 from ..decisions import get_decision_provider
 from ..figures import kept
 from ..models import OFFER_TOPIC, Offer, OfferEvent, Vacancy, VacancyStatus, WaitlistPolicy
+from ..texts.queue import failing_texts_rows, unacknowledged_rows
 from .dispatch import unoffered_vacancies
 from .metrics import NOTICE_TOPICS, notice_provider_failures, provider_failing_after
 from .reconcile import offers_without_active_hold, stuck_accepted_offers
@@ -231,6 +232,8 @@ SOURCES = {
     "VACANCY_WAITING": _waiting_rows,
     "PROVIDER_FAILING": _provider_rows,
     "SUBSCRIPTION_ERROR": _subscription_rows,
+    "BOOKING_UNACKNOWLEDGED": unacknowledged_rows,
+    "TEXTS_FAILING": failing_texts_rows,
 }
 OPS_QUEUE_KINDS = tuple(SOURCES)
 
