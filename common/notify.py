@@ -195,6 +195,7 @@ class TwilioTextProvider:
                     url = base_url.rstrip("/") + url[len("https://api.twilio.com"):]
                 return super().request(method, url, *args, **kwargs)
 
+        # TODO(lead): check base_url with the egress guard (common/egress.py, issue 43) once it lands.
         self.sender, self.status_callback = sender, status_callback
         # The library logs each request at INFO on its own logger; this one keeps only its warnings.
         self.client = Client(account_sid, auth_token, http_client=_BaseUrlClient(timeout=timeout, logger=_TWILIO_LOG))

@@ -71,7 +71,11 @@ def text_reply_receive(*, sid: str, sender: str, body: str, now: datetime) -> st
     except IntegrityError:
         return InboundText.objects.filter(provider_sid=sid).values_list("answer", flat=True).first() or ""
     parsed = reply_parse(body)
-    outcome, answer, patient, text = _act(record, parsed, sender, now)
+    try:
+        outcome, answer, patient, text = _act(record, parsed, sender, now)
+    except Exception:
+        InboundText.objects.filter(pk=record.pk).delete()  # Twilio's retry of this message may try again
+        raise
     InboundText.objects.filter(pk=record.pk).update(
         word=parsed.word, code=parsed.code, outcome=outcome, answer=answer[:400], patient=patient,
         clinic_id=patient.clinic_id if patient is not None else None, text=text)
