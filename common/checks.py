@@ -33,6 +33,8 @@ def _settings_findings() -> list[str]:
         )
     if getattr(settings, "CRM_STUB_ENABLED", False) or "/crm-stub" in getattr(settings, "CRM_BASE_URL", ""):
         found.append("CRM_STUB_ENABLED / CRM_BASE_URL: the demo CRM stub is enabled or targeted")
+    if getattr(settings, "TWILIO_AUTH_TOKEN", "") == "demo-twilio-token":
+        found.append("TWILIO_AUTH_TOKEN is the demo token")
     if getattr(settings, "CRM_API_TOKEN", "") == DEMO_CRM_TOKEN:
         found.append("CRM_API_TOKEN is the demo token")
     if any(str(item).split(":")[1:2] == [DEMO_HMAC_SECRET] for item in settings.REEVALUATION_HMAC_KEYS):

@@ -106,3 +106,10 @@ class PayloadTooLarge(DomainError):
 
     status_code = 413
     code = "PAYLOAD_TOO_LARGE"
+
+
+class PhoneInvalid(DomainError):
+    """A phone number that cannot be read as a number of the clinic's country (or as ``+<country code>…``)."""
+
+    status_code = 400
+    code = "PHONE_INVALID"

@@ -16,6 +16,7 @@ from datetime import datetime, time, timedelta
 from typing import cast
 from zoneinfo import ZoneInfo
 
+import requests
 import urllib3
 from django.conf import settings
 from django.core.mail import EmailMessage
@@ -117,15 +118,110 @@ class WebhookProvider:
             raise DeliveryFailed("WEBHOOK_REJECTED")
 
 
-def provider_for(clinic_settings: dict):
-    """``clinic.settings["notification"]``: ``{"provider": "console"|"email"|"webhook", "webhook_url": …}`` (set by
-    ``manage.py clinic_integration``, checked there and at each send against the clinic's egress allowlist).
+@dataclass(frozen=True)
+class TextSent:
+    """What a text provider says of a text it took: its message id (``sid``, the key of its delivery receipts
+    and of the patient's reply) and its first status (``queued``, ``sent``, …)."""
 
-    The webhook secret comes from the environment (``NOTIFY_WEBHOOK_SECRET``), never from the row.
+    sid: str
+    status: str
+
+
+class ConsoleTextProvider:
+    """The demo's text channel (``make run`` with no provider configured): prints the text itself, because the
+    README's tour copies its reply code and short link. Only with ``NOTIFY_CONSOLE_TEXTS`` (development);
+    production never prints a patient's message."""
+
+    name = "console"
+
+    def send_text(self, *, to: str, body: str, message_ref: str) -> TextSent:
+        print(f"[text {message_ref}]\n{body}\n", flush=True)  # noqa: T201 - the demo's phone screen
+        return TextSent(sid=f"SMconsole{hashlib.sha256(message_ref.encode()).hexdigest()[:24]}", status="sent")
+
+
+_TWILIO_LOG = logging.getLogger("common.notify.twilio")
+_TWILIO_LOG.setLevel(logging.WARNING)
+
+
+class TwilioTextProvider:
+    """Texts through Twilio's Programmable Messaging REST API with its official library: ``Messages.create``
+    with a status callback URL (delivery receipts come back to ``/texts/twilio/status``).
+
+    ``TWILIO_API_BASE_URL`` points the library at another host (a loopback gateway in the tests, a staging
+    mock): Twilio's documented way is a custom HTTP client, here one that rewrites ``https://api.twilio.com``.
+    Errors become bounded codes: ``TWILIO_REJECTED`` (4xx: a bad number, an unsubscribed recipient; not worth
+    retrying, but the outbox bounds it anyway) and ``TWILIO_UNAVAILABLE`` (network, 5xx)."""
+
+    name = "twilio"
+
+    def __init__(self, *, account_sid: str, auth_token: str, sender: str, status_callback: str,
+                 base_url: str = "", timeout: float = 10.0):
+        from twilio.http.http_client import TwilioHttpClient
+        from twilio.rest import Client
+
+        class _BaseUrlClient(TwilioHttpClient):
+            def request(self, method, url, *args, **kwargs):
+                if base_url and url.startswith("https://api.twilio.com"):
+                    url = base_url.rstrip("/") + url[len("https://api.twilio.com"):]
+                return super().request(method, url, *args, **kwargs)
+
+        # base_url is the operator's setting (TWILIO_API_BASE_URL), not a clinic's choice: no egress allowlist.
+        self.sender, self.status_callback = sender, status_callback
+        # The library logs each request at INFO on its own logger; this one keeps only its warnings.
+        self.client = Client(account_sid, auth_token, http_client=_BaseUrlClient(timeout=timeout, logger=_TWILIO_LOG))
+
+    def send_text(self, *, to: str, body: str, message_ref: str) -> TextSent:
+        from twilio.base.exceptions import TwilioException, TwilioRestException
+
+        if not to:
+            raise DeliveryFailed("NO_CONTACT")
+        try:
+            sent = self.client.messages.create(to=to, from_=self.sender, body=body,
+                                               status_callback=self.status_callback or None)
+        except TwilioRestException as exc:
+            raise DeliveryFailed("TWILIO_UNAVAILABLE" if exc.status >= 500 else "TWILIO_REJECTED") from exc
+        except (TwilioException, requests.RequestException, OSError) as exc:
+            raise DeliveryFailed("TWILIO_UNAVAILABLE") from exc
+        return TextSent(sid=str(sent.sid or ""), status=str(sent.status or "queued"))
+
+
+def provider_kind(clinic_settings: dict) -> str:
+    """The clinic's ``notification.provider`` (else ``NOTIFY_DEFAULT_PROVIDER``)."""
+    config = (clinic_settings or {}).get("notification") or {}
+    return str(config.get("provider", getattr(settings, "NOTIFY_DEFAULT_PROVIDER", "console")))
+
+
+def text_provider_for(clinic_settings: dict):
+    """The clinic's text channel, or None: Twilio for provider ``sms`` (``TWILIO_*`` from the environment, never
+    from the row), the console when the clinic uses the console and ``NOTIFY_CONSOLE_TEXTS`` is on."""
+    kind = provider_kind(clinic_settings)
+    if kind == "sms":
+        return TwilioTextProvider(
+            account_sid=settings.TWILIO_ACCOUNT_SID, auth_token=settings.TWILIO_AUTH_TOKEN,
+            sender=settings.TWILIO_FROM, base_url=settings.TWILIO_API_BASE_URL,
+            status_callback=twilio_webhook_url("status"))
+    if kind == "console" and getattr(settings, "NOTIFY_CONSOLE_TEXTS", False):
+        return ConsoleTextProvider()
+    return None
+
+
+def twilio_webhook_url(name: str) -> str:
+    """The public URL of a Twilio webhook (``status`` or ``inbound``): what Twilio posts to and signs."""
+    base = getattr(settings, "TWILIO_WEBHOOK_BASE_URL", "") or settings.PUBLIC_BASE_URL
+    return f"{base.rstrip('/')}/texts/twilio/{name}"
+
+
+def provider_for(clinic_settings: dict):
+    """``clinic.settings["notification"]``: ``{"provider": "console"|"email"|"webhook"|"sms", "webhook_url": …}``
+    (set by ``manage.py clinic_integration``, checked there and at each send against the clinic's egress allowlist).
+
+    The webhook secret comes from the environment (``NOTIFY_WEBHOOK_SECRET``), never from the row. ``sms``
+    clinics text first (``text_provider_for``); what is not a text (no phone or no SMS consent, a fallback)
+    goes by e-mail, so this is their e-mail provider.
     """
     config = (clinic_settings or {}).get("notification") or {}
-    kind = config.get("provider", getattr(settings, "NOTIFY_DEFAULT_PROVIDER", "console"))
-    if kind == "email":
+    kind = provider_kind(clinic_settings)
+    if kind in ("email", "sms"):
         return EmailProvider()
     if kind == "webhook":
         return WebhookProvider(config.get("webhook_url", ""), getattr(settings, "NOTIFY_WEBHOOK_SECRET", ""),

@@ -133,3 +133,13 @@ def page_throttle(scope: str):
         return throttled
 
     return decorate
+
+
+def window_over(scope: str, ident: str, rate: str) -> bool:
+    """Count one more ``ident`` in ``scope``'s fixed window of ``rate`` (``"10/min"``); True when over it (never
+    while Redis is down: fail open, as every throttle here)."""
+    if not rate:
+        return False
+    limit, duration = _parse_rate(rate)
+    count = _window_count(scope, ident, duration)
+    return count is not None and count > limit

@@ -216,6 +216,25 @@ NOTIFY_DEFAULT_PROVIDER = env("NOTIFY_DEFAULT_PROVIDER", default="console")
 NOTIFY_WEBHOOK_SECRET = env("NOTIFY_WEBHOOK_SECRET", default="demo-webhook-secret")
 NOTIFY_CONTACT_CAP_PER_DAY = env.int("NOTIFY_CONTACT_CAP_PER_DAY", default=3)
 PUBLIC_BASE_URL = env("PUBLIC_BASE_URL", default="http://127.0.0.1:8000")
+# Texts (issue 39): Twilio for clinics whose notification provider is "sms". TWILIO_API_BASE_URL points the
+# library elsewhere (a loopback gateway, a staging mock); TWILIO_WEBHOOK_BASE_URL is the public base Twilio
+# posts to and signs (else PUBLIC_BASE_URL). NOTIFY_CONSOLE_TEXTS: console clinics print their texts (demo).
+TWILIO_ACCOUNT_SID = env("TWILIO_ACCOUNT_SID", default="")
+TWILIO_AUTH_TOKEN = env("TWILIO_AUTH_TOKEN", default="" if PRODUCTION else "demo-twilio-token")
+TWILIO_FROM = env("TWILIO_FROM", default="")
+TWILIO_API_BASE_URL = env("TWILIO_API_BASE_URL", default="")
+TWILIO_WEBHOOK_BASE_URL = env("TWILIO_WEBHOOK_BASE_URL", default="")
+NOTIFY_CONSOLE_TEXTS = env.bool("NOTIFY_CONSOLE_TEXTS", default=False)
+# Inbound texts per sender number (fixed window); replies within this many days are matched to their texts.
+TEXT_INBOUND_RATE = env("TEXT_INBOUND_RATE", default="10/min")
+TEXT_REPLY_DAYS = env.int("TEXT_REPLY_DAYS", default=7)
+TEXT_FAILING_AFTER = env.int("TEXT_FAILING_AFTER", default=2)  # failed texts in a row: the Action queue shows them
+# Automatic bookings not acknowledged: reminded, then released (waitlist/texts/services/acknowledgement.py).
+WAITLIST_ACK_REMIND_AFTER_MINUTES = env.int("WAITLIST_ACK_REMIND_AFTER_MINUTES", default=120)
+WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS = env.int("WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS", default=24)
+WAITLIST_ACK_REMIND_LEAD_MINUTES = env.int("WAITLIST_ACK_REMIND_LEAD_MINUTES", default=60)
+WAITLIST_ACK_RELEASE_LEAD_MINUTES = env.int("WAITLIST_ACK_RELEASE_LEAD_MINUTES", default=10)
+WAITLIST_ACK_EVERY_SECONDS = env.int("WAITLIST_ACK_EVERY_SECONDS", default=60)
 EMAIL_BACKEND = env("EMAIL_BACKEND", default="django.core.mail.backends.smtp.EmailBackend")
 EMAIL_HOST = env("EMAIL_HOST", default="127.0.0.1")
 EMAIL_PORT = env.int("EMAIL_PORT", default=25)
@@ -471,6 +490,8 @@ READYZ_BROKER_CHECK_EVERY_SECONDS = env.float("READYZ_BROKER_CHECK_EVERY_SECONDS
 # WORKER_HEARTBEAT_SECONDS, beat about every 10 s; older than COMPONENT_STALE_SECONDS is "stale".
 WORKER_HEARTBEAT_SECONDS = env.float("WORKER_HEARTBEAT_SECONDS", default=15.0)
 COMPONENT_STALE_SECONDS = env.float("COMPONENT_STALE_SECONDS", default=90.0)
+CELERY_BEAT_SCHEDULE["waitlist-acknowledgements"] = {
+    "task": "waitlist.texts.tasks.acknowledgements", "schedule": float(WAITLIST_ACK_EVERY_SECONDS)}
 CELERY_BEAT_SCHEDULER = "observability.beat:RecordingScheduler"
 # Beat entries sent at once when beat's first send after a broker outage succeeds (observability/beat.py):
 # reconcile redoes the dispatches whose tasks were lost meanwhile, within seconds of the broker's return.

@@ -35,6 +35,8 @@ urlpatterns = [
     path("optout/", include("waitlist.notices.optout_urls")),
     # "Book me automatically" (standing acceptance), linked from every waitlist notice (signed entry token).
     path("standing/", include("waitlist.standing.urls")),
+    # Texts (issue 39): Twilio's signed webhooks and the short link /c/<code> of every text.
+    path("", include("waitlist.texts.urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
     # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).

@@ -236,6 +236,9 @@ def main() -> int:
     env.setdefault("CRM_BASE_URL", f"http://{host}:{port}/crm-stub")
     env.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")
     env.setdefault("DJANGO_ALLOWED_HOSTS", f"{host},127.0.0.1,localhost")
+    # The demo's texts: console clinics print each text (the README's tour copies its reply code), and the
+    # inbound webhook checks signatures with the demo token (``manage.py texts_signed_curl`` signs with it).
+    env.setdefault("NOTIFY_CONSOLE_TEXTS", "true")
     keep_alive = []
     spawners: dict = {}
     if not env.get("DATABASE_URL"):

@@ -39,6 +39,10 @@ QUEUE_ACTIONS: dict[str, str] = {
     "SUBSCRIPTION_ERROR": "Ask the EHR's integrator to fix their endpoint, then delete and create the "
                           "Subscription again (FHIR API); changes made meanwhile are sent once it is active.",
     "DELIVERY_DEAD": "Contact the patient another way if the slot is still theirs; check the provider if many fail.",
+    "BOOKING_UNACKNOWLEDGED": "The patient was booked automatically and has not confirmed seeing it; call them "
+                              "before the release time, or the slot goes back to the waiting list.",
+    "TEXTS_FAILING": "Texts to this patient keep failing: check the phone number on file with them (their notices "
+                     "go by e-mail where they consented).",
 }
 
 

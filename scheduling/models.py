@@ -77,6 +77,10 @@ class Clinic(DisplayNamed):
     ref = RefField(prefix="cl")
     tenant_group = models.ForeignKey(TenantGroup, on_delete=models.PROTECT, related_name="clinics")
     timezone = models.CharField(max_length=64, default="UTC", help_text="IANA time zone name")
+    country = models.CharField(
+        max_length=2, blank=True, default="",
+        help_text="ISO 3166 alpha-2 country phone numbers are read in (blank: the time zone's country)",
+    )
     waitlist_hold_minutes = models.PositiveIntegerField(default=20, validators=[MinValueValidator(1)])
     min_lead_minutes = models.PositiveIntegerField(default=180)
     settings = models.JSONField(default=dict, blank=True)
@@ -443,6 +447,7 @@ class ConsentSource(models.TextChoices):
     API = "API"  # an integration or staff tool, through the API
     STAFF = "STAFF"  # a console or shell operator
     OPT_OUT_LINK = "OPT_OUT_LINK"  # the patient, through the link in a notice (no sign-in)
+    TEXT_REPLY = "TEXT_REPLY"  # the patient's STOP (or START) reply to a text; evidence: its message id
     IMPORT = "IMPORT"  # seed data or a bulk import
     # The patient's own new consent (a signed form, a recorded call), entered by staff with a reference to
     # that evidence: the only way back over the patient's own opt-out.

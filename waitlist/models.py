@@ -91,6 +91,7 @@ class DeclineReason(models.TextChoices):
     TIME_NOT_SUITABLE = "TIME_NOT_SUITABLE", _("This time does not suit me")
     NO_LONGER_NEEDED = "NO_LONGER_NEEDED", _("I no longer need this appointment")
     OTHER = "OTHER", _("Another reason")
+    SMS_DECLINE = "SMS_DECLINE", _("Declined by text message")  # a NO reply; not offered on the page
 
 
 class VacancyStatus(models.TextChoices):
@@ -813,3 +814,4 @@ from waitlist.standing.models import (  # noqa: E402,F401  (models live there)
     StandingAcceptanceSource,
     StandingAcceptanceState,
 )
+from waitlist.texts.models import BookingAck, InboundText, TextMessage  # noqa: E402,F401  (models live there)

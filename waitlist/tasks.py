@@ -24,6 +24,7 @@ from waitlist.effects import DISPATCH_EFFECT, NOTICE_EFFECT
 from waitlist.figures.fairness import FAIRNESS_REFRESH_EFFECT, fairness_refresh
 from waitlist.models import OFFER_TOPIC
 from waitlist.services import expire_run, reconcile_run, vacancy_dispatch_by_id
+from waitlist.texts import tasks as _texts_tasks  # noqa: F401  (registers the texts' beat job with this app's tasks)
 
 logger = logging.getLogger("waitlist")
 

@@ -27,7 +27,8 @@ from ..models import (
 class PatientCreateInput(serializers.Serializer):
     display_name = serializers.CharField(max_length=200)
     email = serializers.EmailField(required=False, allow_blank=True, default="")
-    phone = serializers.RegexField(r"\A\+?[0-9 ()-]{3,40}\Z", required=False, allow_blank=True, default="")
+    phone = serializers.CharField(max_length=40, required=False, allow_blank=True, default="",
+                                  help_text="read for the clinic's country, stored in E.164 (else 400 PHONE_INVALID)")
     language = serializers.ChoiceField(choices=Language.choices)
     crm_patient_ref = serializers.CharField(required=False, max_length=200)
     contact_consent = serializers.ListField(

@@ -21,6 +21,7 @@ from ..models import ConsentSource, ConsentState, ContactChannel, ContactConsent
 PROVIDER_CHANNELS = {
     "email": (ContactChannel.EMAIL,),
     "webhook": (ContactChannel.SMS,),
+    "sms": (ContactChannel.SMS, ContactChannel.EMAIL),  # texts first, e-mail where there is no text
     "console": (ContactChannel.EMAIL, ContactChannel.SMS),
 }
 
@@ -49,7 +50,7 @@ def opted_out_by_patient(patient_id: int) -> list[str]:
     rows = (ContactConsent.objects.filter(patient_id=patient_id).order_by("channel", "-id")
             .distinct("channel").values_list("channel", "state", "source"))
     return [channel for channel, state, source in rows
-            if state == ConsentState.REVOKED and source == ConsentSource.OPT_OUT_LINK]
+            if state == ConsentState.REVOKED and source in (ConsentSource.OPT_OUT_LINK, ConsentSource.TEXT_REPLY)]
 
 
 def consent_record(
@@ -98,8 +99,6 @@ def consent_granted(patient_id: int, channels) -> bool:
 
 
 def provider_channels(clinic_settings: dict) -> tuple[str, ...]:
-    from django.conf import settings
+    from common.notify import provider_kind
 
-    config = (clinic_settings or {}).get("notification") or {}
-    kind = config.get("provider", getattr(settings, "NOTIFY_DEFAULT_PROVIDER", "console"))
-    return PROVIDER_CHANNELS.get(kind, PROVIDER_CHANNELS["console"])
+    return PROVIDER_CHANNELS.get(provider_kind(clinic_settings), PROVIDER_CHANNELS["console"])

@@ -13,7 +13,7 @@ from common.services import audit_record
 from ..models import Clinic
 from ..scoping import require_command_role
 
-PROVIDERS = ("console", "email", "webhook")
+PROVIDERS = ("console", "email", "webhook", "sms")
 
 
 def clinic_integration_set(*, clinic: Clinic, actor, reason: str, allowlist: list[str] | None = None,

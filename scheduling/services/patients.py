@@ -6,6 +6,7 @@ from django.db.models import Q
 from common.errors import PatientDuplicate, constraint_violated
 
 from ..models import Clinic, ConsentSource, ConsentState, Language, Patient
+from ..phones import normalize_phone
 from .consent import consent_record
 
 #: The constraints that make one person one patient in a clinic, and the field each one compares.
@@ -38,8 +39,10 @@ def patient_create(
     One person is one patient in a clinic: the same email (any case), phone or CRM patient reference as an
     existing patient is refused with ``PatientDuplicate`` (409 ``PATIENT_DUPLICATE``, ``fields`` naming what
     matched and the existing ref), never merged: merging would move consent and history silently. The
-    unique constraints decide under concurrency; the read before them only names the match."""
-    email, phone = (email or "").strip(), (phone or "").strip()
+    unique constraints decide under concurrency; the read before them only names the match. The phone is
+    stored in E.164 (``scheduling.phones.normalize_phone``: 400 ``PHONE_INVALID`` when it is not a number of
+    the clinic's country), so the same number typed two ways is one person."""
+    email, phone = (email or "").strip(), normalize_phone(phone, clinic)
     fingerprint = crm_fingerprint(crm_patient_ref) if crm_patient_ref else ""
     _refuse_duplicate(clinic, email, phone, fingerprint)
     with transaction.atomic():

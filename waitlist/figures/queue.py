@@ -23,6 +23,7 @@ from waitlist.figures.kept import kept
 from waitlist.figures.metrics import NOTICE_TOPICS, notice_provider_failures, provider_failing_after
 from waitlist.models import OFFER_TOPIC, Offer, OfferEvent, Vacancy, VacancyStatus, WaitlistPolicy
 from waitlist.reliability.feed import get_decision_provider
+from waitlist.texts.queue import failing_texts_rows, unacknowledged_rows
 
 
 class QueueCursor(NamedTuple):
@@ -220,6 +221,8 @@ SOURCES: dict[str, Source] = {
     "VACANCY_NO_CANDIDATE": _no_candidate_rows,
     "VACANCY_WAITING": _waiting_rows,
     "PROVIDER_FAILING": _provider_rows,
+    "BOOKING_UNACKNOWLEDGED": unacknowledged_rows,
+    "TEXTS_FAILING": failing_texts_rows,
 }
 
 

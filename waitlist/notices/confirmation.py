@@ -28,7 +28,7 @@ from django.utils.dateparse import parse_datetime
 from django.utils.translation import gettext as _
 
 from common.models import OutboxMessage
-from common.notify import provider_for, send_patient_notice
+from common.notify import check_send_window, provider_for, send_patient_notice
 from common.outbox import DeliveryFailed, DeliverySkipped
 from scheduling.models import Appointment, AppointmentStatus
 from scheduling.selectors import clinic_contact
@@ -40,6 +40,8 @@ from waitlist.offers.calendar import FILENAME, MIME_TYPE, CalendarEvent, ics_ren
 from waitlist.offers.tokens import calendar_link, optout_link
 from waitlist.policy.services import policy_current
 from waitlist.rules.reachability import send_window
+from waitlist.texts.compose import booked_text
+from waitlist.texts.services.send import TextKind, text_channel, text_send
 
 
 def _local(value: datetime, tz_name: str) -> datetime:
@@ -215,6 +217,14 @@ def deliver_booking_confirmation(message: OutboxMessage) -> str:
         raise DeliverySkipped("CONSENT_REVOKED")
     release = None
     release_until = parse_datetime(payload["release_until"]) if payload.get("release_until") else None
+    texter = text_channel(message, clinic, patient) if offer is not None else None
+    if texter is not None:  # text first (issue 39); its short link opens the claim page, which shows the booking
+        check_send_window(send_window(policy_current(clinic=clinic), clinic),
+                          recipient_ref=message.recipient_ref or patient.ref, now=now)
+        return text_send(texter, message=message, clinic=clinic, patient=patient, kind=TextKind.BOOKED, offer=offer,
+                         now=now, compose=lambda code, link: booked_text(
+                             clinic=clinic, language=patient.language, starts_at=appointment.starts_at, code=code,
+                             link=link, automatic=release_until is not None))
     if release_until is not None:
         if _release_link_builder is None or offer is None:
             raise DeliveryFailed("NO_RELEASE_LINK")

@@ -45,6 +45,8 @@ from waitlist.offers.offers import deadline_if_delivered, offer_notice_delivered
 from waitlist.offers.tokens import claim_link, optout_link, standing_link
 from waitlist.policy.services import newest_policies, policy_current
 from waitlist.rules.reachability import send_window
+from waitlist.texts.compose import offer_text
+from waitlist.texts.services.send import TextKind, text_channel, text_send
 
 logger = logging.getLogger("waitlist")
 LANGUAGES = ("en", "ko")
@@ -152,26 +154,36 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
     # The notice states the deadline its delivery sets (the window counts from now).
     offer.expires_at = deadline_if_delivered(offer, starts_at=offer.vacancy.starts_at, tz_name=clinic.timezone,
                                              delivered_at=now)
-    link = claim_link(offer)
-    subject, body = offer_notice_text(offer, link, patient.language)
-    if offer.policy.standing_acceptance:
-        body += standing_line(offer.entry, patient.language)
-    body += optout_line(optout_link(patient), patient.language)
-    provider = provider_for(clinic.settings)
-    # The contact is read here, at send time, and goes only to the provider (never to a log).
-    provider.send(
-        Notice(
-            message_ref=message.ref,
-            clinic_ref=clinic.ref,
-            recipient_ref=patient.ref,
-            language=patient.language,
-            subject=subject,
-            body=body,
-            email=patient.email,
-            phone=patient.phone,
-            link=link,
+    texter = text_channel(message, clinic, patient)
+    if texter is not None:  # text first (issue 39): a short text with a reply code and a short link
+        expires_at = offer.expires_at
+        provider_name = text_send(
+            texter, message=message, clinic=clinic, patient=patient, kind=TextKind.OFFER, offer=offer, now=now,
+            compose=lambda code, link: offer_text(clinic=clinic, language=patient.language,
+                                                  starts_at=offer.vacancy.starts_at, expires_at=expires_at,
+                                                  code=code, link=link))
+    else:
+        link = claim_link(offer)
+        subject, body = offer_notice_text(offer, link, patient.language)
+        if offer.policy.standing_acceptance:
+            body += standing_line(offer.entry, patient.language)
+        body += optout_line(optout_link(patient), patient.language)
+        provider = provider_for(clinic.settings)
+        # The contact is read here, at send time, and goes only to the provider (never to a log).
+        provider.send(
+            Notice(
+                message_ref=message.ref,
+                clinic_ref=clinic.ref,
+                recipient_ref=patient.ref,
+                language=patient.language,
+                subject=subject,
+                body=body,
+                email=patient.email,
+                phone=patient.phone,
+                link=link,
+            )
         )
-    )
+        provider_name = provider.name
     try:
         offer_notice_delivered(
             clinic=clinic, offer_ref=offer.ref, delivered_at=now, correlation_id=message.correlation_id,
@@ -179,4 +191,4 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
         )
     except DomainError as exc:  # the notice went out; a failed bookkeeping step must not resend it
         logger.warning("offer %s: delivery not recorded: %s", offer.ref, exc.code)
-    return provider.name
+    return provider_name

@@ -49,6 +49,8 @@ from waitlist.offers.tokens import (
     standing_link,
 )
 from waitlist.services import offer_claim_and_book, offer_decline, offer_late_accept_and_book, standing_release
+from waitlist.texts.models import AckVia
+from waitlist.texts.services.acknowledgement import acknowledgement_record, acknowledgement_record_for_appointment
 
 logger = logging.getLogger("waitlist")
 
@@ -145,7 +147,7 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
         "countdown": countdown(deadline) if template == "waitlist/claim.html" else None,
         "zone_label": zone_label(clinic.timezone),
         **language_switch(language),
-        "decline_reasons": DeclineReason.choices,
+        "decline_reasons": [c for c in DeclineReason.choices if c[0] != DeclineReason.SMS_DECLINE],
         "decline_reason": DeclineReason(offer.decline_reason).label
         if offer.decline_reason in DeclineReason.values
         else "",
@@ -207,6 +209,8 @@ def claim_page(request: HttpRequest, token: str) -> HttpResponse:
             if not outcome.is_open:
                 return _render_outcome(request, offer, outcome)
             return _render(request, offer, "waitlist/claim.html", status=400)
+        if outcome.state == ClaimState.BOOKED and offer.standing:  # an automatic booking, seen (issue 39)
+            acknowledgement_record(offer_id=offer.pk, via=AckVia.LINK)
         if not outcome.is_open:
             return _render_outcome(request, offer, outcome)
         return _render(request, offer, "waitlist/claim.html")
@@ -263,7 +267,8 @@ def _decline(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpR
             clinic=offer.clinic,
             offer_ref=offer.ref,
             patient=offer.patient,
-            reason=reason if reason in DeclineReason.values else "PATIENT_DECLINED",
+            reason=reason if reason in DeclineReason.values and reason != DeclineReason.SMS_DECLINE
+            else "PATIENT_DECLINED",
             correlation_id=new_correlation_id(),
         )
     except NotFound:
@@ -305,6 +310,7 @@ def claim_calendar(request: HttpRequest, token: str) -> HttpResponse:
     language = appointment.patient.language if appointment.patient.language in LANGUAGES else "en"
     if appointment.status != AppointmentStatus.CONFIRMED or timezone.now() >= appointment.ends_at:
         return _gone(request, 410, language)
+    acknowledgement_record_for_appointment(appointment_id=appointment.pk, via=AckVia.CALENDAR)
     response = HttpResponse(booking_ics(appointment, language), content_type=f"{MIME_TYPE}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{FILENAME}"'
     response["Content-Language"] = language

@@ -38,6 +38,7 @@ from waitlist.models import (
 )
 from waitlist.notices.confirmation_services import booking_confirmation_queue
 from waitlist.policy.services import policy_current
+from waitlist.texts.services.acknowledgement import acknowledgement_expect
 
 #: The longest minimum notice a patient may ask for (a week: longer would rarely book anything).
 MAX_MIN_NOTICE_MINUTES = 7 * 24 * 60
@@ -160,6 +161,7 @@ def standing_book(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, *, actor
     event_append(offer=offer, from_status=OfferStatus.ACCEPTED, to_status=OfferStatus.ACCEPTED, reason_code="BOOKED",
                  actor=actor, correlation_id=correlation_id, now=now,
                  detail={"appointment": appointment.ref, "hold": hold.ref, "standing": True})
+    acknowledgement_expect(offer=offer, starts_at=vacancy.starts_at, now=now)  # counts once seen (issue 39)
     # The one notice of this booking: "you are booked", with the release link (built at send time).
     booking_confirmation_queue(offer=offer, appointment=appointment, correlation_id=correlation_id, now=now,
                                release_until=offer.release_until)

@@ -1,0 +1,139 @@
+"""An automatic booking counts once it is seen: its "you are booked" text asks for a reply; a reply, the link or
+the calendar file acknowledges it; unacknowledged it is reminded, then released and refilled in time."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+
+from common.models import AuditEntry, DeliveryOutcome
+from scheduling.models import Appointment, AppointmentStatus
+from tests.conftest import seoul
+from tests.support.twilio_gateway import twilio_gateway
+from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
+from tests.waitlist.test_standing import booked
+from waitlist import services
+from waitlist.models import BookingAck, VacancyStatus
+from waitlist.offers.tokens import calendar_link
+from waitlist.texts.services.acknowledgement import acknowledgements_run
+
+PHONE, OTHER = "+821055512345", "+821099998888"
+CODE = re.compile(r"YES (\d{4})")
+SHORT = re.compile(r"(/c/[A-Za-z0-9_-]+)")
+
+
+@pytest.fixture
+def gateway(settings, world):
+    settings.TEXT_INBOUND_RATE = ""
+    world.clinic.settings = {"notification": {"provider": "sms"}}
+    world.clinic.save(update_fields=["settings"])
+    with twilio_gateway(settings) as gw:
+        yield gw
+
+
+def _booked_and_texted(world, gateway):
+    patient = world.patient(phone=PHONE)
+    vacancy, offer = booked(world, world.waiting(patient))
+    assert deliver() == {DeliveryOutcome.SENT: 1}
+    body = gateway.to(PHONE)[-1]["Body"]
+    assert "we booked you" in body
+    return vacancy, offer, body, BookingAck.objects.get(offer=offer)
+
+
+def test_the_deadlines_follow_the_policy_rule(world, gateway):
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    assert ack.release_at < offer.release_until <= seoul(3, 10)
+    assert ack.booked_at < ack.remind_at < ack.release_at
+
+
+def test_an_unacknowledged_automatic_booking_is_reminded_released_and_refilled(world, gateway, frozen_clock):
+    vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    world.waiting(world.patient(phone=OTHER))
+    frozen_clock.move_to(ack.remind_at)
+    assert acknowledgements_run() == {"reminded": 1, "released": 0}
+    assert deliver() == {DeliveryOutcome.SENT: 1} and len(gateway.to(PHONE)) == 2  # the reminder, by text
+    assert acknowledgements_run() == {"reminded": 0, "released": 0}  # once
+    frozen_clock.move_to(ack.release_at)
+    assert acknowledgements_run() == {"reminded": 0, "released": 1}
+    assert Appointment.objects.get(source_hold__offer=offer).status == AppointmentStatus.CANCELLED
+    vacancy.refresh_from_db()
+    assert vacancy.status == VacancyStatus.OPEN
+    audit = AuditEntry.objects.get(action="text_ack_release")
+    assert audit.reason == "UNACKNOWLEDGED" and audit.target_ref == offer.ref
+    refill = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)  # the cascade
+    assert refill.outcome == "OFFERED"
+    deliver()
+    code = CODE.search(gateway.to(OTHER)[-1]["Body"]).group(1)
+    assert "you are booked" in gateway.reply(OTHER, f"YES {code}").content.decode()
+    refilled = Appointment.objects.get(patient__phone=OTHER)
+    assert refilled.status == AppointmentStatus.CONFIRMED and refilled.starts_at == seoul(3, 10)
+
+
+def test_a_reply_acknowledges_and_nothing_is_released(world, gateway, frozen_clock):
+    _vacancy, offer, body, ack = _booked_and_texted(world, gateway)
+    assert "you are booked" in gateway.reply(PHONE, f"YES {CODE.search(body).group(1)}").content.decode()
+    frozen_clock.move_to(ack.release_at)
+    assert acknowledgements_run() == {"reminded": 0, "released": 0}
+    ack.refresh_from_db()
+    assert ack.acknowledged_via == "REPLY"
+    assert Appointment.objects.get(source_hold__offer=offer).status == AppointmentStatus.CONFIRMED
+
+
+def test_opening_the_texts_link_acknowledges(world, gateway):
+    _vacancy, _offer, body, ack = _booked_and_texted(world, gateway)
+    assert Client().get(SHORT.search(body).group(1)).status_code == 302
+    ack.refresh_from_db()
+    assert ack.acknowledged_via == "LINK"
+
+
+def test_fetching_the_calendar_file_acknowledges(world, gateway):
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    appointment = Appointment.objects.get(source_hold__offer=offer)
+    link = calendar_link(appointment)
+    assert Client().get(link[link.index("/claim/"):]).status_code == 200
+    ack.refresh_from_db()
+    assert ack.acknowledged_via == "CALENDAR"
+
+
+def test_a_booking_the_patient_released_is_closed_not_released_again(world, gateway, frozen_clock):
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    services.standing_release(clinic=world.clinic, offer_ref=offer.ref, patient=offer.patient)
+    frozen_clock.move_to(ack.release_at)
+    assert acknowledgements_run() == {"reminded": 0, "released": 0}
+    ack.refresh_from_db()
+    assert ack.released_at is not None and ack.closed_code != "UNACKNOWLEDGED"
+    assert not AuditEntry.objects.filter(action="text_ack_release").exists()
+
+
+def test_staff_see_an_unacknowledged_automatic_booking_with_its_time_left(world, gateway, frozen_clock):
+    from waitlist.figures.queue import ops_action_queue
+
+    _vacancy, offer, body, ack = _booked_and_texted(world, gateway)
+    frozen_clock.move_to(ack.release_at - timedelta(minutes=30))
+    rows = [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
+    assert [(r["offer"], r["seconds_left"]) for r in rows] == [(offer.ref, 1800)]
+    gateway.reply(PHONE, f"YES {CODE.search(body).group(1)}")
+    assert not [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
+
+
+def test_staff_see_a_patient_whose_texts_keep_failing(world, gateway):
+    from waitlist.figures.queue import ops_action_queue
+
+    def failing():
+        return [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "TEXTS_FAILING"]
+
+    patient = world.patient(phone=PHONE, consent=["SMS"])
+    world.waiting(patient, treatment=world.other_treatment)
+    make_offer(world, patient)
+    deliver()
+    gateway.receipt(gateway.to(PHONE)[0]["sid"], "undelivered", "30005")
+    assert failing() == []  # one failure is not a pattern
+    vacancy = open_vacancy(world, seoul(4, 10), treatment=world.other_treatment)
+    services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    deliver()
+    gateway.receipt(gateway.to(PHONE)[1]["sid"], "failed", "30003")
+    rows = failing()
+    assert [(r["patient"], r["failures"], r["reason_code"]) for r in rows] == [(patient.ref, 2, "TWILIO_30003")]
