@@ -19,7 +19,6 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 
 from django.db import connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from common.cas import transition_sources
@@ -37,6 +36,7 @@ from scheduling.models import (
 )
 from scheduling.services import HeldReplacement, appointments_replace_held
 
+from .. import decisions as rules
 from ..assessment import Assessment, AssessmentClient
 from ..models import JOB_COMPLETED_TOPIC, JobState, MutationMode, Outcome, ReevaluationJob, ReevaluationOutcome
 from .dispatch import Claim, dispatch_round
@@ -112,7 +112,8 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: dict
         policies.setdefault(claim.clinic_id, set()).add((a.policy_ref, a.policy_generation))
     quiet = [
         (c, a) for c, a in fetched
-        if not (c.own_job.held_targets or c.own_job.proposed_targets) and len(policies[c.clinic_id]) == 1
+        if rules.quiet(targets=bool(c.own_job.held_targets or c.own_job.proposed_targets), in_scope=False)
+        and len(policies[c.clinic_id]) == 1
     ]
     if not quiet:
         return fetched
@@ -121,12 +122,13 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: dict
         with transaction.atomic():
             busy = set(
                 Appointment.objects.filter(
-                    Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now),
+                    in_scope(now),
                     clinic_id__in={c.clinic_id for c, _ in quiet},
                     patient__crm_fingerprint__in={c.own_job.fingerprint for c, _ in quiet},
                 ).values_list("clinic_id", "patient__crm_fingerprint")
             )
-            quiet = [(c, a) for c, a in quiet if (c.clinic_id, c.own_job.fingerprint) not in busy]
+            quiet = [(c, a) for c, a in quiet
+                     if rules.quiet(targets=False, in_scope=(c.clinic_id, c.own_job.fingerprint) in busy)]
             done = complete_many(quiet, now) if quiet else []
             if done:
                 modes = policy_advance_many(done)
@@ -408,18 +410,20 @@ def _decide(claim: Claim, a: Assessment, rows: list[Appointment], choices: _Choi
     if set(claim.own_job.held_targets) - {r.ref for r in current}:
         return None
     if any(not fits(r, a.constraints) for r in rows if r.status == AppointmentStatus.CONFIRMED):
-        return None
+        return None  # a proposal to open: the one-by-one path's work
     plan = _Plan(claim, a, [], [])
     for appt in current:
-        if fits(appt, a.constraints):
-            plan.decisions.append(Decision(appt, Outcome.HOLD_KEPT))
-            continue
-        first = choices.first(appt, a.constraints)
-        if first is None:
-            return None
-        decision = Decision(appt, Outcome.HOLD_REPLACED, applied=True)
-        plan.decisions.append(decision)
-        plan.bookings.append((decision, *first))
+        fitting = fits(appt, a.constraints)
+        first = None if fitting else choices.first(appt, a.constraints)
+        outcome = rules.held_outcome(material=True, fitting=fitting, replacement=first is not None)
+        if outcome == Outcome.HOLD_KEPT:
+            plan.decisions.append(Decision(appt, outcome))
+        elif outcome == Outcome.HOLD_REPLACED and first is not None:
+            decision = Decision(appt, outcome, applied=True)
+            plan.decisions.append(decision)
+            plan.bookings.append((decision, *first))
+        else:
+            return None  # a fallback (its proposals to open) is the one-by-one path's work
     return plan
 
 

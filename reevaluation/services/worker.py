@@ -38,9 +38,17 @@ from scheduling.models import (
     Treatment,
     cancel_actor_ref,
 )
-from scheduling.services import appointment_book, appointment_cancel, appointment_set_status
+from scheduling.services import (
+    HeldReplacement,
+    appointment_book,
+    appointment_cancel,
+    appointment_set_status,
+    appointments_replace_held,
+)
 
+from .. import decisions as rules
 from ..assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
+from ..decisions import Slot
 from ..models import (
     CHANGE_OUTCOMES,
     JOB_COMPLETED_TOPIC,
@@ -279,14 +287,15 @@ class Decision:
     proposal: Any = None  # the AppointmentProposal made to the patient, if any
 
 
+def slot_of(appt: Appointment) -> Slot:
+    return Slot(practitioner_ref=appt.practitioner.ref, treatment_ref=appt.treatment.ref,
+                minutes=(appt.ends_at - appt.starts_at).total_seconds() / 60,
+                resource_kind=appt.resource.kind if appt.resource is not None else None)
+
+
 def fits(appt: Appointment, c: Constraints) -> bool:
-    minutes = (appt.ends_at - appt.starts_at).total_seconds() / 60
-    return (
-        (c.required_practitioner is None or appt.practitioner.ref == c.required_practitioner)
-        and (c.allowed_treatments is None or appt.treatment.ref in c.allowed_treatments)
-        and (c.minimum_slot_minutes is None or minutes >= c.minimum_slot_minutes)
-        and (c.resource_need is None or (appt.resource is not None and appt.resource.kind == c.resource_need))
-    )
+    """``decisions.fits`` for an appointment row."""
+    return rules.fits(slot_of(appt), c)
 
 
 def replacement_choice(
@@ -353,36 +362,50 @@ def _replace(appt: Appointment, spec: dict, *, status: str, reason: str) -> Appo
 
 
 def _decide_proposed(appt: Appointment, a: Assessment, material: bool, apply: bool) -> Decision:
-    if not material or fits(appt, a.constraints):
-        return Decision(appt, Outcome.SKIPPED_UNCHANGED)
-    specs = _replacement_specs(appt, a.constraints)
-    if not specs:
-        # No feasible replacement: the proposal stays as it is and the job asks staff to decide.
-        return Decision(appt, Outcome.PROPOSAL_NEEDS_STAFF)
-    if not apply:
-        return Decision(appt, Outcome.PROPOSAL_SUPERSEDED)
+    fitting = fits(appt, a.constraints)
+    specs = _replacement_specs(appt, a.constraints) if material and not fitting else []
+    outcome = rules.proposed_outcome(material=material, fitting=fitting, replacement=bool(specs))
+    if outcome != Outcome.PROPOSAL_SUPERSEDED or not apply:
+        return Decision(appt, outcome)
     new = _replace(appt, specs[0], status=AppointmentStatus.PROPOSED, reason="reevaluation:superseded")
-    return Decision(appt, Outcome.PROPOSAL_SUPERSEDED, applied=True, replacement_ref=new.ref)
+    return Decision(appt, outcome, applied=True, replacement_ref=new.ref)
 
 
 def _decide_held(appt: Appointment, a: Assessment, material: bool, apply: bool) -> Decision:
-    if not material:
-        return Decision(appt, Outcome.SKIPPED_UNCHANGED)
-    if fits(appt, a.constraints):
-        return Decision(appt, Outcome.HOLD_KEPT)
-    for spec in _replacement_specs(appt, a.constraints):
+    fitting = fits(appt, a.constraints)
+    specs = _replacement_specs(appt, a.constraints) if material and not fitting else []
+    outcome = rules.held_outcome(material=material, fitting=fitting, replacement=bool(specs))
+    if outcome != Outcome.HOLD_REPLACED:
+        if outcome == Outcome.FALLBACK_TO_PROPOSED and apply:
+            return _fall_back(appt)
+        return Decision(appt, outcome)
+    for spec in specs:
         try:
             with transaction.atomic():
-                new = _replace(appt, spec, status=AppointmentStatus.HELD, reason="reevaluation:hold_replaced")
+                new = _replace_held(appt, spec)
                 if not apply:
                     raise _Rollback  # dry run: the trial tells us the outcome, then is undone
-            return Decision(appt, Outcome.HOLD_REPLACED, applied=True, replacement_ref=new.ref)
+            return Decision(appt, outcome, applied=True, replacement_ref=new.ref)
         except _Rollback:
-            return Decision(appt, Outcome.HOLD_REPLACED)
+            return Decision(appt, outcome)
         except SlotOccupied:
             continue
-    if not apply:
-        return Decision(appt, Outcome.FALLBACK_TO_PROPOSED)
+    # Every fitting combination was taken when booked: as if none had been found.
+    fallback = rules.held_outcome(material=material, fitting=fitting, replacement=False)
+    return _fall_back(appt) if apply else Decision(appt, fallback)
+
+
+def _replace_held(appt: Appointment, spec: dict) -> Appointment:
+    """The HELD appointment cancelled and its replacement booked HELD at the same start: scheduling's one
+    command for it (the held batch's too, for many)."""
+    return appointments_replace_held(replacements=[HeldReplacement(
+        appointment=appt, practitioner=spec["practitioner"], treatment=spec["treatment"], resource=spec["resource"],
+        reason="reevaluation:hold_replaced", reason_code=CancelReason.RESCHEDULED,
+        cancelled_by=cancel_actor_ref(CancelActor.SYSTEM, "reevaluation"),
+    )])[0]
+
+
+def _fall_back(appt: Appointment) -> Decision:
     appointment_set_status(
         clinic=appt.clinic,
         appointment_ref=appt.ref,
@@ -418,7 +441,7 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
         job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
     with transaction.atomic():
         current, confirmed = _scope_appointments(job, now)
-        if not current and not confirmed and not (job.held_targets or job.proposed_targets):
+        if rules.quiet(targets=bool(job.held_targets or job.proposed_targets), in_scope=bool(current or confirmed)):
             return _complete_quiet(fence, job, assessment, now)
         # Lock order: head before job (as intake does), then appointments through scheduling.
         head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**_scope(job)).first()
@@ -573,12 +596,6 @@ def _scope_appointments(job: ReevaluationJob, now) -> tuple[list[Appointment], l
     return ([a for a in rows if a.status in ELIGIBLE], [a for a in rows if a.status == AppointmentStatus.CONFIRMED])
 
 
-def _apply_modes(mode: str) -> tuple[bool, bool]:
-    """(PROPOSED outcomes applied, HELD outcomes applied) in ``mode``."""
-    return (mode in (MutationMode.APPLY_PROPOSED, MutationMode.APPLY_PROPOSED_AND_HELD),
-            mode == MutationMode.APPLY_PROPOSED_AND_HELD)
-
-
 def _decide_confirmed(job: ReevaluationJob, a: Assessment, mode: str, confirmed: list[Appointment],
                       decided: list[Decision], now) -> list[Decision]:
     """A future CONFIRMED appointment that no longer fits is never changed: the patient gets a proposal
@@ -587,20 +604,21 @@ def _decide_confirmed(job: ReevaluationJob, a: Assessment, mode: str, confirmed:
     if not job.material_change:
         return []
     seen = {d.appointment.ref for d in decided}
-    apply = _apply_modes(mode)[0]
+    apply = rules.applies(mode)[0]
     out: list[Decision] = []
     for appt in confirmed:
-        if appt.ref in seen or fits(appt, a.constraints):
+        fitting = appt.ref in seen or fits(appt, a.constraints)
+        specs = [] if fitting else _replacement_specs(appt, a.constraints)
+        outcome = rules.confirmed_outcome(material=True, fitting=fitting, replacement=bool(specs))
+        if outcome is None:
             continue
-        specs = _replacement_specs(appt, a.constraints)
         proposal = None
-        if specs and apply:
+        if outcome == Outcome.CONFIRMED_CHANGE_PROPOSED and apply:
             proposal = proposal_open(job=job, appointment=appt, trigger="CONFIRMED_NO_LONGER_FITS", specs=specs,
                                      now=now)
-        if not specs or (apply and proposal is None):
-            out.append(Decision(appt, Outcome.CONFIRMED_NEEDS_STAFF))
-        else:
-            out.append(Decision(appt, Outcome.CONFIRMED_CHANGE_PROPOSED, applied=apply, proposal=proposal))
+            if proposal is None:  # no time could be held for the patient after all: as if none fitted
+                outcome = rules.confirmed_outcome(material=True, fitting=False, replacement=False)
+        out.append(Decision(appt, outcome, applied=apply and proposal is not None, proposal=proposal))
     return out
 
 
@@ -630,7 +648,7 @@ def _load_appointment(job: ReevaluationJob, ref: str) -> Appointment:
 
 
 def _decide_all(job: ReevaluationJob, assessment: Assessment, mode: str, current: list[Appointment]) -> list[Decision]:
-    apply_proposed, apply_held = _apply_modes(mode)
+    apply_proposed, apply_held = rules.applies(mode)
     seen = {a.ref for a in current}
     decisions: list[Decision] = []
     # Targets known at intake that are no longer PROPOSED/HELD (confirmed or cancelled since): protected.
