@@ -163,6 +163,11 @@ COMMAND_ROLES: dict[str, Role] = {
     "consent_record": Role.STAFF,
     "appointment_book": Role.STAFF,
     "appointment_cancel": Role.STAFF,
+    # patients joining by themselves (issue 40): the switch, treatments and origins are the clinic's ADMIN's; the
+    # approval queue (when the clinic asks for one) is front-desk work
+    "join_settings_set": Role.ADMIN,
+    "join_request_approve": Role.STAFF,
+    "join_request_reject": Role.STAFF,
     # waitlist controls and policy
     "waitlist_switch_set": Role.ADMIN,
     "waitlist_tenant_allow": Role.ADMIN,

@@ -5,15 +5,22 @@ class WaitlistConfig(AppConfig):
     name = "waitlist"
 
     def ready(self) -> None:
+        from corsheaders.signals import check_request_enabled
+
         from common.outbox import register_handler
 
         from .confirmations import deliver_booking_confirmation, release_link_register
+        from .joining.cors import origin_allowed
+        from .joining.notices import deliver_join_code
+        from .joining.services import CODE_TOPIC
         from .models import OFFER_TOPIC
         from .notifications import deliver_offer_notice
         from .services.confirmation import BOOKING_CONFIRMED_TOPIC
         from .tasks import register_effects
         from .tokens import claim_link
 
+        register_handler(CODE_TOPIC, deliver_join_code)
+        check_request_enabled.connect(origin_allowed, dispatch_uid="waitlist.joining.cors")
         register_handler(OFFER_TOPIC, deliver_offer_notice)
         register_handler(BOOKING_CONFIRMED_TOPIC, deliver_booking_confirmation)
         # A standing booking's release link is its claim page, which offers the release until ``release_until``.

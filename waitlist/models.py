@@ -23,6 +23,8 @@ from django.utils.translation import gettext_lazy as _
 from common.models import AppendOnlyQuerySet
 from common.refs import RefField
 
+from .joining.availability import ANY_TIME
+
 
 class EntryStatus(models.TextChoices):
     WAITING = "WAITING"
@@ -475,6 +477,8 @@ class WaitlistEntry(models.Model):
         null=True, blank=True, help_text="the declined slot's start (its part of the day); empty = all offers"
     )
     withdraw_reason = models.CharField(max_length=200, blank=True, default="")
+    # When the patient can come (``joining.availability``: days of the week x parts of the day, clinic-local).
+    availability = models.IntegerField(default=ANY_TIME, help_text="21-bit mask: bit day*3+part (Mon=0, morning=0)")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -482,6 +486,8 @@ class WaitlistEntry(models.Model):
         verbose_name_plural = "waitlist entries"
         constraints = [
             models.CheckConstraint(condition=Q(latest__gt=F("earliest")), name="wl_entry_window_positive"),
+            models.CheckConstraint(condition=Q(availability__gt=0, availability__lte=ANY_TIME),
+                                   name="wl_entry_availability_some"),
             # One live entry per patient, treatment and overlapping window: a second one would dodge the weekly
             # cap and double the patient's chances. ACCEPTED counts: it returns to WAITING when its hold lapses.
             ExclusionConstraint(
@@ -807,6 +813,7 @@ class DispatchNote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"
+from .joining.models import JoinSettings  # noqa: E402,F401  (models live there)
 from .shadow_models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)
 from .standing_models import (  # noqa: E402,F401  (models live there)
     StandingAcceptance,

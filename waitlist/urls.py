@@ -1,12 +1,13 @@
 """API routes of this app, mounted under /api/v1/ by config/urls.py."""
 
-from django.urls import path
+from django.urls import include, path
 
 from .api import controls, views
 
 C = "clinics/<str:clinic>/"
 
 urlpatterns = [
+    path("", include("waitlist.joining.urls")),  # patients joining by themselves (issue 40)
     path(C + "waitlist-entries/", views.EntryCreateView.as_view(), name="waitlist-entry-create"),
     path(C + "waitlist-entries/<str:ref>", views.EntryDetailView.as_view(), name="waitlist-entry-detail"),
     path(

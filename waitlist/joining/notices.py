@@ -1,0 +1,52 @@
+"""Delivery of a join request's one-time code (outbox topic ``waitlist.join_code``).
+
+The outbox row names the request only. The code is made here, at send time (``join_request_issue_code``: a new
+code replaces the earlier one and is stored as an HMAC), and goes to the request's phone as a text, or to its
+e-mail when no phone was given, through the clinic's provider. It is the patient's own request of a moment ago,
+so quiet hours and the daily contact cap (which count sends to patients) do not hold it back; the request's own
+send limit does (``CODE_SENDS``, ``RESEND_AFTER``).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.utils import timezone, translation
+from django.utils.translation import gettext as _
+
+from common.models import OutboxMessage
+from common.notify import Notice, provider_for
+from common.outbox import DeliverySkipped
+from scheduling.models import ContactChannel
+from scheduling.services.join_requests import CODE_VALID, join_request_issue_code
+
+from ..notifications import LANGUAGES
+
+logger = logging.getLogger(__name__)
+
+
+def code_text(clinic_name: str, code: str, language: str) -> tuple[str, str]:
+    with translation.override(language if language in LANGUAGES else "en"):
+        subject = _("Your code for %(clinic)s") % {"clinic": clinic_name}
+        body = _("%(code)s is your code to join the waiting list at %(clinic)s. It works for %(minutes)s minutes. "
+                 "If you did not ask for it, ignore this message.") % {
+            "code": code, "clinic": clinic_name, "minutes": int(CODE_VALID.total_seconds() // 60)}
+    return subject, body
+
+
+def deliver_join_code(message: OutboxMessage) -> str:
+    """The outbox handler: a fresh code for the request, sent; skipped when the request is gone or verified."""
+    issued = join_request_issue_code(ref=(message.payload or {}).get("request", ""), now=timezone.now())
+    if issued is None:
+        raise DeliverySkipped("REQUEST_CLOSED")
+    request, clinic = issued.request, issued.request.clinic
+    subject, body = code_text(clinic.name_in(request.language), issued.code, request.language)
+    by_text = request.verify_channel == ContactChannel.SMS
+    provider = provider_for(clinic.settings)
+    provider.send(Notice(message_ref=message.ref, clinic_ref=clinic.ref, recipient_ref=request.ref,
+                         language=request.language, subject=subject, body=body,
+                         phone=request.phone if by_text else "", email="" if by_text else request.email))
+    if provider.name == "console" and settings.DEBUG:  # make run: the demo has no phone to read the code on
+        logger.warning("join code request=%s code=%s (console provider, DEBUG only)", request.ref, issued.code)
+    return provider.name
