@@ -35,6 +35,8 @@ urlpatterns = [
     path("optout/", include("waitlist.optout_urls")),
     # "Book me automatically" (standing acceptance), linked from every waitlist notice (signed entry token).
     path("standing/", include("waitlist.standing_urls")),
+    # Patients join a clinic's waiting list themselves, and their status page (signed link): issue 40.
+    path("join/", include("waitlist.joining.page_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
     # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).

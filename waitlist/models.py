@@ -478,7 +478,11 @@ class WaitlistEntry(models.Model):
     )
     withdraw_reason = models.CharField(max_length=200, blank=True, default="")
     # When the patient can come (``joining.availability``: days of the week x parts of the day, clinic-local).
-    availability = models.IntegerField(default=ANY_TIME, help_text="21-bit mask: bit day*3+part (Mon=0, morning=0)")
+    availability = models.IntegerField(default=ANY_TIME, db_default=ANY_TIME,
+                                       help_text="21-bit mask: bit day*3+part (Mon=0, morning=0)")
+    # The patient's own pause (status page), or an unanswered upkeep question (``joining.upkeep``: paused until
+    # resumed, ``PAUSED_UNTIL_RESUMED``): no offers before it.
+    paused_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -8,6 +8,7 @@ from django.core import mail
 from rest_framework.test import APIClient
 
 from scheduling.models import ConsentState, ContactConsent, JoinRequest, Patient
+from tests.conftest import seoul
 from tests.waitlist.factories import NOW
 from tests.waitlist.joining_helpers import body, delivered_code, open_joining, url
 from waitlist.joining import availability as av
@@ -266,3 +267,30 @@ def test_with_approval_required_a_verified_request_waits_for_staff(world, client
     joined = join_request_approve(clinic=world.clinic, ref=ref, actor=world.staff)
     assert joined.entry is not None and joined.entry.status == EntryStatus.WAITING
     assert not JoinRequest.objects.exists()
+
+
+def test_join_verify_wait_offer_and_book_through_the_api(world, client):
+    from tests.conftest import token_client
+    from tests.waitlist.factories import decide
+    from tests.waitlist.loop_helpers import open_vacancy
+    from waitlist import services
+
+    open_joining(world)
+    ref = submit(client, world).json()["request"]
+    entry_ref = client.post(url(world, f"/{ref}/verify"), {"code": delivered_code()}, format="json").json()["entry"]
+    entry = WaitlistEntry.objects.get(ref=entry_ref)
+    decide(entry.patient)  # the booking-reliability feed knows the new patient
+    closed_day = open_vacancy(world, starts_at=seoul(7, 10))  # a Saturday: the patient said weekdays only
+    assert services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=closed_day.ref).outcome != "OFFERED"
+    vacancy = open_vacancy(world, starts_at=seoul(3, 10))  # a Tuesday morning
+    result = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert result.outcome == "OFFERED" and result.offer.entry_id == entry.pk
+    staff = token_client(world.staff)
+    base = f"/api/v1/clinics/{world.clinic.ref}"
+    claimed = staff.post(f"{base}/offers/{result.offer.ref}/claim", {"expected_version": result.offer.version},
+                         format="json", HTTP_IDEMPOTENCY_KEY="c1")
+    assert claimed.status_code == 200, claimed.content
+    booked = staff.post(f"{base}/holds/{claimed.json()['hold']}/book", {}, format="json", HTTP_IDEMPOTENCY_KEY="b1")
+    assert booked.status_code in (200, 201), booked.content
+    entry.refresh_from_db()
+    assert entry.status == EntryStatus.BOOKED

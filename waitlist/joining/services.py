@@ -9,14 +9,21 @@ approves self-service joins first. Nothing but the request row is written before
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from common.cas import cas_update
-from common.errors import DomainError, EntryDuplicate, NotFound, ValidationFailed
+from common.errors import (
+    Conflict,
+    DomainError,
+    EntryDuplicate,
+    NotFound,
+    ValidationFailed,
+    constraint_violated,
+)
 from common.services import audit_record, new_correlation_id, outbox_enqueue
 from scheduling.models import Clinic, JoinRequest, JoinRequestStatus, Patient, Practitioner, Treatment
 from scheduling.scoping import require_command_role, scoped_get
@@ -30,9 +37,11 @@ from scheduling.services.join_requests import (
     join_request_resend,
 )
 
-from ..models import LIVE_ENTRY_STATUSES, WaitlistEntry
-from ..services import entry_create
+from ..locks import lock_entry
+from ..models import LIVE_ENTRY_STATUSES, EntryStatus, WaitlistEntry
+from ..services import entry_create, entry_withdraw
 from ..services._shared import queue_delivery
+from .availability import ANY_TIME
 from .models import JoinSettings
 
 #: The outbox topic of a request's one-time code (payload: the request's ref only; the code is made at send time).
@@ -230,3 +239,65 @@ def _awaiting(clinic: Clinic, ref: str) -> JoinRequest:
     queryset = JoinRequest.objects.select_for_update(no_key=True, of=("self",)).select_related("treatment").filter(
         status=JoinRequestStatus.AWAITING_APPROVAL)
     return scoped_get(queryset, clinic, ref)
+
+
+#: An upkeep question left unanswered pauses the entry until the patient (link) or staff resume it.
+PAUSED_UNTIL_RESUMED = datetime(9999, 12, 31, tzinfo=UTC)
+
+
+def _patient_entry(patient: Patient, entry_ref: str) -> WaitlistEntry:
+    """The patient's own entry, locked: the same 404 for another patient's ref as for a missing one."""
+    entry_id = (WaitlistEntry.objects.filter(clinic_id=patient.clinic_id, patient=patient, ref=entry_ref)
+                .values_list("pk", flat=True).first())
+    if entry_id is None:
+        raise NotFound()
+    return lock_entry(entry_id)
+
+
+def _waiting(entry: WaitlistEntry) -> None:
+    if entry.status != EntryStatus.WAITING:
+        raise Conflict("A time is being offered or booked for this entry; change it after that.", code="ENTRY_BUSY")
+
+
+def entry_patient_edit(*, patient: Patient, entry_ref: str, availability: int, earliest: datetime,
+                       latest: datetime) -> WaitlistEntry:
+    """The patient changes when they can come and their date range (status page): WAITING entries only (409
+    ``ENTRY_BUSY`` while an offer is out); an overlap with another entry of theirs is 409 ``ENTRY_DUPLICATE``."""
+    if latest <= earliest or not 0 < availability <= ANY_TIME:
+        raise ValidationFailed(fields={"latest": ["Must be after the first day."]})
+    try:
+        with transaction.atomic():
+            entry = _patient_entry(patient, entry_ref)
+            _waiting(entry)
+            cas_update(entry, availability=availability, earliest=earliest, latest=latest)
+    except IntegrityError as exc:
+        if constraint_violated(exc) != "wl_entry_one_live_per_window":
+            raise
+        raise EntryDuplicate("You already wait for this treatment on some of these days.") from None
+    audit_record(actor=None, action="waitlist.entry_patient_edit", clinic=patient.clinic, target_ref=entry.ref,
+                 correlation_id=new_correlation_id(), result={"availability": availability, "version": entry.version},
+                 system_label="patient")
+    return entry
+
+
+def entry_patient_pause(*, patient: Patient, entry_ref: str, until: datetime | None) -> WaitlistEntry:
+    """The patient pauses their entry until ``until`` (no offers before it), or resumes it (None)."""
+    with transaction.atomic():
+        entry = _patient_entry(patient, entry_ref)
+        if entry.status in (EntryStatus.BOOKED, EntryStatus.WITHDRAWN):
+            raise Conflict(f"The entry is {entry.status}.", code="ENTRY_CLOSED")
+        cas_update(entry, paused_until=until)
+        audit_record(actor=None, action="waitlist.entry_patient_pause", clinic=patient.clinic, target_ref=entry.ref,
+                     correlation_id=new_correlation_id(), system_label="patient",
+                     result={"paused_until": until.isoformat() if until else None})
+    return entry
+
+
+def entry_patient_leave(*, patient: Patient, entry_ref: str, words: str) -> WaitlistEntry:
+    """The patient leaves the list; their own words are the withdrawal's reason (audited)."""
+    entry_id = (WaitlistEntry.objects.filter(clinic_id=patient.clinic_id, patient=patient, ref=entry_ref)
+                .values_list("pk", flat=True).first())
+    if entry_id is None:
+        raise NotFound()
+    said = " ".join((words or "").split())[:180] or "no reason given"
+    return entry_withdraw(clinic=patient.clinic, entry_ref=entry_ref, actor=None, reason=f"patient: {said}")
