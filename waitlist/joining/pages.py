@@ -41,7 +41,7 @@ from .services import (
     joining_open,
     offered_treatments,
 )
-from .tokens import status_link, status_token_read
+from .tokens import status_path, status_token_read
 
 
 def _language(request: HttpRequest, stored: str | None = None) -> str:
@@ -173,7 +173,7 @@ def code_page(request: HttpRequest, clinic_ref: str, ref: str) -> HttpResponse:
                 return _page(request, "waitlist/join_code.html", {**context, "errors": _errors(exc)}, status=400)
             if joined is None:
                 return _page(request, "waitlist/join_done.html", {**context, "awaiting": True})
-            return redirect(status_link(joined.patient) + f"?lang={translation.get_language()}")
+            return redirect(status_path(joined.patient) + f"?lang={translation.get_language()}")
         return _page(request, "waitlist/join_code.html", context)
 
 

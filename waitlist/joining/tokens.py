@@ -26,5 +26,9 @@ def status_token_read(token) -> str:
     return patient_ref
 
 
+def status_path(patient) -> str:
+    return f"/join/status/{status_token_make(patient)}/"
+
+
 def status_link(patient) -> str:
-    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}/join/status/{status_token_make(patient)}/"
+    return f"{settings.PUBLIC_BASE_URL.rstrip('/')}{status_path(patient)}"
