@@ -550,4 +550,5 @@ JOIN_CAPTCHA_VERIFIER = env("JOIN_CAPTCHA_VERIFIER", default="")
 WAITLIST_STATUS_TOKEN_MAX_AGE_DAYS = env.int("WAITLIST_STATUS_TOKEN_MAX_AGE_DAYS", default=90)
 CELERY_BEAT_SCHEDULE["purge-join-requests"] = {"task": "waitlist.joining.tasks.purge_join_requests",
                                                "schedule": 600.0}
+CELERY_BEAT_SCHEDULE["join-upkeep"] = {"task": "waitlist.joining.tasks.upkeep", "schedule": 3600.0}
 # --- end joining ---

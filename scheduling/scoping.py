@@ -168,6 +168,7 @@ COMMAND_ROLES: dict[str, Role] = {
     "join_settings_set": Role.ADMIN,
     "join_request_approve": Role.STAFF,
     "join_request_reject": Role.STAFF,
+    "entry_resume": Role.STAFF,  # an entry paused by an unanswered upkeep question, on the patient's word
     # waitlist controls and policy
     "waitlist_switch_set": Role.ADMIN,
     "waitlist_tenant_allow": Role.ADMIN,

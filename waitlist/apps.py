@@ -13,6 +13,8 @@ class WaitlistConfig(AppConfig):
         from .joining.cors import origin_allowed
         from .joining.notices import deliver_join_code
         from .joining.services import CODE_TOPIC
+        from .joining.upkeep import TOPIC as UPKEEP_TOPIC
+        from .joining.upkeep import deliver_upkeep_ask
         from .models import OFFER_TOPIC
         from .notifications import deliver_offer_notice
         from .services.confirmation import BOOKING_CONFIRMED_TOPIC
@@ -20,6 +22,7 @@ class WaitlistConfig(AppConfig):
         from .tokens import claim_link
 
         register_handler(CODE_TOPIC, deliver_join_code)
+        register_handler(UPKEEP_TOPIC, deliver_upkeep_ask)
         check_request_enabled.connect(origin_allowed, dispatch_uid="waitlist.joining.cors")
         register_handler(OFFER_TOPIC, deliver_offer_notice)
         register_handler(BOOKING_CONFIRMED_TOPIC, deliver_booking_confirmation)

@@ -817,7 +817,7 @@ class DispatchNote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"
-from .joining.models import JoinSettings  # noqa: E402,F401  (models live there)
+from .joining.models import JoinSettings, UpkeepAsk  # noqa: E402,F401  (models live there)
 from .shadow_models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)
 from .standing_models import (  # noqa: E402,F401  (models live there)
     StandingAcceptance,

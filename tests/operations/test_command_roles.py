@@ -55,6 +55,7 @@ API_COMMANDS: dict[str, str] = {
     "JoinSettingsView": "join_settings_set",
     "JoinDecisionView:approve": "join_request_approve",
     "JoinDecisionView:reject": "join_request_reject",
+    "EntryResumeView": "entry_resume",
 }
 #: Write views gated by something other than a role, and by what.
 API_NOT_ROLE_GATED = {

@@ -337,3 +337,23 @@ class JoinDecisionView(ClinicAPIView):
             return 200, {"request": ref, "entry": None}
 
         return self.command(f"join_request_{self.decision}", execute)
+
+
+class EntryResumeView(ClinicAPIView):
+    """STAFF: resume an entry paused by an unanswered upkeep question (or by the patient), on the patient's word."""
+
+    def role_for(self, request) -> str:
+        from scheduling.scoping import command_role
+
+        return command_role("entry_resume").value
+
+    @extend_schema(request=None, responses={200: inline_serializer("EntryResumed", {
+        "entry": serializers.CharField(), "paused_until": serializers.CharField(allow_null=True)})})
+    def post(self, request, clinic: str, ref: str):
+        from .upkeep import upkeep_resume
+
+        def execute(_receipt_ref):
+            entry = upkeep_resume(clinic=self.clinic, entry_ref=ref, actor=request.user)
+            return 200, {"entry": entry.ref, "paused_until": None}
+
+        return self.command("entry_resume", execute)

@@ -33,3 +33,31 @@ class JoinSettings(models.Model):
 
     def __str__(self) -> str:
         return f"join settings of clinic {self.clinic_id}"
+
+
+class UpkeepOutcome(models.TextChoices):
+    ASKED = "ASKED"  # sent (or on its way), no answer yet
+    STILL_NEEDED = "STILL_NEEDED"  # "yes": the entry keeps its place
+    NOT_NEEDED = "NOT_NEEDED"  # "no": the entry was withdrawn
+    PAUSED = "PAUSED"  # no answer in time: the entry was paused until the patient or staff resume it
+
+
+class UpkeepAsk(models.Model):
+    """One "do you still need an earlier time?" question about one entry (issue 40), refs only."""
+
+    entry = models.ForeignKey("waitlist.WaitlistEntry", on_delete=models.CASCADE, related_name="+")
+    clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.CASCADE, related_name="+")
+    asked_at = models.DateTimeField()
+    answer_by = models.DateTimeField()
+    outcome = models.CharField(max_length=12, choices=UpkeepOutcome.choices, default=UpkeepOutcome.ASKED)
+    answered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        app_label = "waitlist"
+        indexes = [models.Index(fields=["outcome", "answer_by"], name="upkeep_due"),
+                   models.Index(fields=["entry", "-asked_at"], name="upkeep_latest")]
+        constraints = [models.UniqueConstraint(fields=["entry"], condition=models.Q(outcome="ASKED"),
+                                               name="upkeep_one_open_question")]
+
+    def __str__(self) -> str:
+        return f"upkeep {self.entry_id} {self.outcome}"

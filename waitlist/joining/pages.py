@@ -42,6 +42,7 @@ from .services import (
     offered_treatments,
 )
 from .tokens import status_path, status_token_read
+from .upkeep import open_question, upkeep_answer
 
 
 def _language(request: HttpRequest, stored: str | None = None) -> str:
@@ -207,6 +208,7 @@ def _entry_rows(patient: Patient) -> list[dict]:
             entry.paused_until.year < 9999 else "",
             "slots": set(av.slots_of(entry.availability)), "any_time": entry.availability == av.ANY_TIME,
             "open": entry.status in ("WAITING", "OFFERED", "ACCEPTED"), "editable": entry.status == "WAITING",
+            "question": entry.status == "WAITING" and open_question(entry) is not None,
         })
     return rows
 
@@ -236,6 +238,10 @@ def status_page(request: HttpRequest, token: str) -> HttpResponse:
 
 def _status_action(patient: Patient, entry_ref: str, action: str, request) -> str:
     zone = ZoneInfo(patient.clinic.timezone)
+    if action in ("still_needed", "not_needed"):
+        upkeep_answer(patient=patient, entry_ref=entry_ref, still_needed=action == "still_needed")
+        return _("Thank you. Your place is kept.") if action == "still_needed" else _(
+            "You have left the waiting list.")
     if action == "leave":
         entry_patient_leave(patient=patient, entry_ref=entry_ref, words=request.POST.get("words", ""))
         return _("You have left the waiting list.")

@@ -16,6 +16,7 @@ urlpatterns = [
     path(C + "join-requests/", api.JoinQueueView.as_view(), name="join-queue"),
     path(C + "join-requests/<str:ref>/approve", api.JoinDecisionView.as_view(decision="approve"),
          name="join-request-approve"),
+    path(C + "waitlist-entries/<str:ref>/resume", api.EntryResumeView.as_view(), name="waitlist-entry-resume"),
     path(C + "join-requests/<str:ref>/reject", api.JoinDecisionView.as_view(decision="reject"),
          name="join-request-reject"),
 ]
