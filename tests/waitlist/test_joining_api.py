@@ -294,3 +294,36 @@ def test_join_verify_wait_offer_and_book_through_the_api(world, client):
     assert booked.status_code in (200, 201), booked.content
     entry.refresh_from_db()
     assert entry.status == EntryStatus.BOOKED
+
+
+def test_the_management_command_switches_joining_on_for_an_admin_and_audits_it(world):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from common.models import AuditEntry
+    from scheduling.models import Role
+    from tests import factories
+
+    admin = factories.user_with_role(world.clinic, Role.ADMIN, username="join-admin")
+    out = StringIO()
+    call_command("waitlist_join_settings", "--clinic", world.clinic.ref, "--on", "--treatment", world.treatment.ref,
+                 "--reason", "self-service pilot", "--actor-username", "join-admin", stdout=out)
+    assert '"enabled": true' in out.getvalue() and world.treatment.ref in out.getvalue()
+    assert AuditEntry.objects.filter(action="waitlist.join_settings", actor=admin).exists()
+
+
+def test_the_management_command_refuses_staff(world):
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError):
+        call_command("waitlist_join_settings", "--clinic", world.clinic.ref, "--on", "--reason", "x",
+                     "--actor-username", world.staff.username)
+
+
+def test_join_settings_over_the_api_are_admin_writes(world):
+    from tests.conftest import token_client
+
+    answer = token_client(world.staff).post(f"/api/v1/clinics/{world.clinic.ref}/join-settings",
+                                            {"enabled": True, "reason": "x"}, format="json")
+    assert answer.status_code == 403
