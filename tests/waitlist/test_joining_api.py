@@ -327,3 +327,19 @@ def test_join_settings_over_the_api_are_admin_writes(world):
     answer = token_client(world.staff).post(f"/api/v1/clinics/{world.clinic.ref}/join-settings",
                                             {"enabled": True, "reason": "x"}, format="json")
     assert answer.status_code == 403
+
+
+def test_the_console_provider_logs_the_code_outside_production(world, client, caplog):
+    import logging
+
+    open_joining(world)
+    world.clinic.settings = {**world.clinic.settings, "notification": {"provider": "console"}}
+    world.clinic.save(update_fields=["settings"])
+    submit(client, world, email=None, phone="010-2222-3333", consents=["SMS"])
+    with caplog.at_level(logging.INFO):
+        from common.outbox import outbox_deliver_due
+
+        outbox_deliver_due(worker="t")
+    ref = JoinRequest.objects.get().ref
+    assert any(ref in r.getMessage() and "code=" in r.getMessage() for r in caplog.records)
+    assert not any("010-2222-3333" in r.getMessage() or "+821022223333" in r.getMessage() for r in caplog.records)
