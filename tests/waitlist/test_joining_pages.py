@@ -47,6 +47,7 @@ def test_the_join_page_speaks_korean(world):
     open_joining(world)
     page = Client().get(f"/join/{world.clinic.ref}/?lang=ko")
     assert page["Content-Language"] == "ko" and 'lang="ko"' in page.content.decode()
+    assert "인증 번호 받기" in page.content.decode()  # "Send me a code"
 
 
 def test_a_clinic_without_joining_has_no_join_page(world):
