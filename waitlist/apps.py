@@ -11,8 +11,8 @@ class WaitlistConfig(AppConfig):
 
         from .confirmations import deliver_booking_confirmation, release_link_register
         from .joining.cors import origin_allowed
-        from .joining.notices import deliver_join_code
-        from .joining.services import CODE_TOPIC
+        from .joining.notices import deliver_join_code, deliver_joined
+        from .joining.services import CODE_TOPIC, JOINED_TOPIC
         from .joining.upkeep import TOPIC as UPKEEP_TOPIC
         from .joining.upkeep import deliver_upkeep_ask
         from .models import OFFER_TOPIC
@@ -23,6 +23,7 @@ class WaitlistConfig(AppConfig):
 
         register_handler(CODE_TOPIC, deliver_join_code)
         register_handler(UPKEEP_TOPIC, deliver_upkeep_ask)
+        register_handler(JOINED_TOPIC, deliver_joined)
         check_request_enabled.connect(origin_allowed, dispatch_uid="waitlist.joining.cors")
         register_handler(OFFER_TOPIC, deliver_offer_notice)
         register_handler(BOOKING_CONFIRMED_TOPIC, deliver_booking_confirmation)

@@ -343,3 +343,13 @@ def test_the_console_provider_logs_the_code_outside_production(world, client, ca
     ref = JoinRequest.objects.get().ref
     assert any(ref in r.getMessage() and "code=" in r.getMessage() for r in caplog.records)
     assert not any("010-2222-3333" in r.getMessage() or "+821022223333" in r.getMessage() for r in caplog.records)
+
+
+def test_joining_sends_the_status_link_by_the_patients_channel(world, client):
+    open_joining(world)
+    ref = submit(client, world).json()["request"]
+    client.post(url(world, f"/{ref}/verify"), {"code": delivered_code()}, format="json")
+    from common.outbox import outbox_deliver_due
+
+    outbox_deliver_due(worker="t")
+    assert "/join/status/" in mail.outbox[-1].body and mail.outbox[-1].to == ["minji@example.com"]

@@ -21,7 +21,7 @@ from common.outbox import DeliverySkipped
 from scheduling.models import ContactChannel
 from scheduling.services.join_requests import CODE_VALID, join_request_issue_code
 
-from ..notifications import LANGUAGES
+from ..notifications import LANGUAGES, optout_line
 
 logger = logging.getLogger(__name__)
 
@@ -52,3 +52,40 @@ def deliver_join_code(message: OutboxMessage) -> str:
         # common.checks, NOTIFY_ALLOW_CONSOLE_IN_PRODUCTION, and then the code is not logged).
         logger.warning("join code request=%s code=%s (console provider, not production)", request.ref, issued.code)
     return provider.name
+
+
+def joined_text(patient, entry, link: str) -> tuple[str, str]:
+    with translation.override(patient.language if patient.language in LANGUAGES else "en"):
+        clinic = patient.clinic.name_in(translation.get_language())
+        subject = _("You are on the waiting list of %(clinic)s") % {"clinic": clinic}
+        body = _("You are on the waiting list of %(clinic)s for %(treatment)s. We send you a message when a time "
+                 "you can come opens up. See or change your place, pause or leave:\n%(link)s\n") % {
+            "clinic": clinic, "treatment": entry.treatment.name_in(translation.get_language()), "link": link}
+    return subject, body
+
+
+def deliver_joined(message: OutboxMessage) -> str:
+    """The outbox handler of "you are on the list": the status link, by the patient's consented channel, within the
+    clinic's quiet hours and contact cap like every patient notice."""
+    from common.notify import send_patient_notice
+    from scheduling.services.consent import consent_granted, provider_channels
+
+    from ..models import OPEN_ENTRY_STATUSES, WaitlistEntry
+    from ..reachability import send_window
+    from ..services import policy_current
+    from ..tokens import optout_link
+    from .tokens import status_link
+
+    entry = (WaitlistEntry.objects.select_related("patient__clinic", "treatment")
+             .filter(ref=(message.payload or {}).get("entry", ""), clinic__ref=message.clinic_ref).first())
+    if entry is None or entry.status not in OPEN_ENTRY_STATUSES:
+        raise DeliverySkipped("ENTRY_CLOSED")
+    patient, clinic = entry.patient, entry.patient.clinic
+    if not consent_granted(patient.pk, provider_channels(clinic.settings)):
+        raise DeliverySkipped("CONSENT_REVOKED")
+    link = status_link(patient)
+    subject, body = joined_text(patient, entry, link)
+    body += optout_line(optout_link(patient), patient.language)
+    return send_patient_notice(message=message, clinic=clinic, patient=patient,
+                               window=send_window(policy_current(clinic=clinic), clinic), subject=subject, body=body,
+                               link=link, now=timezone.now())

@@ -46,6 +46,8 @@ from .models import JoinSettings
 
 #: The outbox topic of a request's one-time code (payload: the request's ref only; the code is made at send time).
 CODE_TOPIC = "waitlist.join_code"
+#: The outbox topic of "you are on the list" with the status link (payload: refs only; the link is made at send time).
+JOINED_TOPIC = "waitlist.joined"
 
 
 class CodeRefused(DomainError):
@@ -213,6 +215,11 @@ def _admit(clinic: Clinic, request: JoinRequest, *, actor, now: datetime) -> Joi
                                                                "source": details.get("source", "")},
                  system_label="joining")
     join_request_delete(request)
+    if entry is not None:
+        outbox_enqueue(topic=JOINED_TOPIC, tenant_group_ref=clinic.tenant_group.ref, clinic_ref=clinic.ref,
+                       aggregate_ref=entry.ref, recipient_ref=patient.ref,
+                       payload={"entry": entry.ref, "patient": patient.ref})
+        queue_delivery()
     return Joined(request_ref=request.ref, patient=patient, entry=entry)
 
 
