@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from common.cas import cas_update
-from common.errors import Conflict, NotFound
+from common.errors import Conflict, NotFound, PatientDuplicate
 
 from ..models import (
     Clinic,
@@ -151,8 +151,13 @@ def join_request_patient(request: JoinRequest, *, now: datetime) -> Patient:
             email = ""
         if phone and request.verify_channel == ContactChannel.EMAIL and others.filter(phone=phone).exists():
             phone = ""
-        patient = patient_create(clinic=request.clinic, display_name=request.display_name, email=email, phone=phone,
-                                 language=request.language)
+        try:
+            patient = patient_create(clinic=request.clinic, display_name=request.display_name, email=email,
+                                     phone=phone, language=request.language)
+        except PatientDuplicate:  # a twin request of the same contact made the patient a moment ago: join it
+            patient = Patient.objects.filter(verified, clinic_id=request.clinic_id).first()
+            if patient is None:
+                raise
     channels = [c for c in request.details.get("consents", []) if c in ContactChannel.values]
     if channels:
         consent_record(patient=patient, channels=channels, state=ConsentState.GRANTED,
