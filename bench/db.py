@@ -137,6 +137,16 @@ def bulk_fresh_decisions(clinic, first_patient: int, last_patient: int) -> None:
     )
 
 
+def _availability_mix() -> dict[str, int]:
+    from waitlist.joining.availability import ANY_TIME, DAYS, PARTS, mask_of
+
+    return {"any_time": ANY_TIME, "weekdays": mask_of(DAYS[:5], PARTS), "mornings": mask_of(DAYS, ["MORNING"])}
+
+
+#: Entries' availability (issue 40): 60 % any time, 20 % any part of a weekday, 20 % mornings of any day.
+AVAILABILITY_MIX = _availability_mix()
+
+
 def bulk_entries(
     clinic,
     n: int,
@@ -154,7 +164,8 @@ def bulk_entries(
 
     ``named_share`` of them ask for one of ``practitioner_ids`` by name, the rest accept any; each
     window is ``window_days`` long, placed uniformly over the next ``horizon_days`` (``wide``: every
-    window covers the whole horizon); priority ranks 0–3 (mostly 0); waiting since up to 180 days.
+    window covers the whole horizon); priority ranks 0–3 (mostly 0); waiting since up to 180 days; availability
+    ``AVAILABILITY_MIX``.
     Patients are reused round-robin over the given id range. With more entries than patients (the matcher
     and console read benchmarks at the issue's sizes) a patient gets several overlapping windows, which the
     schema refuses (``wl_entry_one_live_per_window``, one live entry per patient, treatment and window):
@@ -170,12 +181,12 @@ def bulk_entries(
         INSERT INTO waitlist_waitlistentry
             (ref, clinic_id, tenant_group_id, patient_id, treatment_id, practitioner_id, resource_kind,
              earliest, latest, priority_rank, waiting_since, status, version, suppressed_until,
-             withdraw_reason, created_at, updated_at)
+             withdraw_reason, created_at, updated_at, availability)
         SELECT 'wle_b' || %(c)s || 'x' || g || 'x' || substr(md5(random()::text), 1, 6),
                %(c)s, %(tg)s, %(first)s + (g %% %(np)s), %(tr)s,
                CASE WHEN r.named < %(named)s THEN (%(docs)s::bigint[])[1 + (g %% %(ndocs)s)] END,
                '', r.earliest, r.earliest + make_interval(secs => %(window)s * 86400), r.rank,
-               r.since, 'WAITING', 1, NULL, '', r.since, now()
+               r.since, 'WAITING', 1, NULL, '', r.since, now(), r.availability
         FROM generate_series(1, %(n)s) g
         CROSS JOIN LATERAL (
             SELECT random() AS named,
@@ -184,7 +195,9 @@ def bulk_entries(
                              + make_interval(secs => random() * (%(horizon)s - %(window)s) * 86400) END AS earliest,
                    CASE WHEN random() < 0.85 THEN 0 ELSE 1 + floor(random() * 3)::int END AS rank,
                    now() - make_interval(secs => random() * 180 * 86400) - make_interval(secs => g %% 1000)
-                       AS since
+                       AS since,
+                   CASE WHEN random() < 0.6 THEN %(any_time)s WHEN random() < 0.5 THEN %(weekdays)s
+                        ELSE %(mornings)s END AS availability
             WHERE g > 0
         ) r
         """,
@@ -201,6 +214,7 @@ def bulk_entries(
             "horizon": horizon_days,
             "wide": wide,
             "n": n,
+            **AVAILABILITY_MIX,
         },
     )
 

@@ -266,7 +266,10 @@ def add_notes(result: Result, data: dict, sizes: list[int]) -> None:
         "**Data.** Each clinic has 10 practitioners and one treatment; 30 % of entries name a practitioner, "
         "70 % accept any; each window is 7 days placed uniformly over the next 60 days (so about one entry in "
         "eight fits a given slot: the matcher skips non-fitting rows inside the index scan); priority rank 0 "
-        "for 85 %, 1–3 otherwise; waiting since up to 180 days; every patient has a FRESH decision. "
+        "for 85 %, 1–3 otherwise; waiting since up to 180 days; availability (issue 40) any time for 60 %, any "
+        "part of a weekday for 20 %, mornings of any day for 20 % (`bench.db.AVAILABILITY_MIX`: the matcher's "
+        "UNAVAILABLE rule filters the rows the window index condition let through); every patient has a FRESH "
+        "decision. "
         "Built with one `INSERT … SELECT generate_series` per table, then `VACUUM ANALYZE`."
     )
     g = data["growth_ours"]["median"]

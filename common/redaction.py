@@ -1,8 +1,8 @@
 """Claim and opt-out links and API tokens are bearer credentials: no log record may carry one (issue 16
 part 1, issue 26 part 4).
 
-``redact`` replaces the token in ``/claim/<token>``, ``/optout/<token>``, ``/standing/<token>`` and a text's
-short link ``/c/<code>`` (matched
+``redact`` replaces the token in ``/claim/<token>``, ``/optout/<token>``, ``/standing/<token>``,
+``/join/status/<token>`` and a text's short link ``/c/<code>`` (matched
 after URL decoding, so ``/cl%61im/…`` and ``%2F`` or double-encoded spellings are caught too) and after
 ``Token``/``Bearer`` with a short digest (``sha256:<12 hex>``), enough
 to correlate a support question with a log line, useless to open the page. It is applied to every
@@ -20,13 +20,13 @@ from urllib.parse import unquote
 
 #: A bearer path segment: ``/claim/``, ``/optout/`` or ``/standing/`` and the token, up to a separator a token
 #: cannot contain. Matched case-insensitively and after URL decoding (below).
-SECRET_PATH = re.compile(r"(?i)(/(?:claim|optout|standing|c)/)([^/\s?#\"'<>]+)")
+SECRET_PATH = re.compile(r"(?i)(/(?:claim|optout|standing|join/status|c)/)([^/\s?#\"'<>]+)")
 #: An API token or scrape token written with its scheme (an Authorization header copied into a message).
 AUTH_SCHEME = re.compile(r"(?i)\b(token|bearer)(\s+|%20|\+)([A-Za-z0-9._~+/=:-]{16,})")
 #: One whitespace- or quote-separated run of text: the unit that is URL-decoded before matching.
 WORD = re.compile(r"[^\s\"'<>]+")
 #: Cheap test before any decoding: most log lines contain none of these.
-MARKERS = ("%", "/claim", "/optout", "/standing", "/c/", "token", "bearer")
+MARKERS = ("%", "/claim", "/optout", "/standing", "/join/status", "/c/", "token", "bearer")
 #: Decoding rounds: ``%2561`` (double encoding) needs two; more than this is not a path a server would route.
 DECODE_ROUNDS = 4
 

@@ -42,7 +42,7 @@ IDEMPOTENCY_DESCRIPTION = (
 IDEMPOTENCY_KEY_SCHEMA = {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[ -~]{1,200}$"}
 
 #: POST commands outside ``ClinicAPIView`` that run under the key, and ClinicAPIView POSTs that do not.
-IDEMPOTENT_EXTRA = {"ProfileReevaluationOpsView.post"}
+IDEMPOTENT_EXTRA = {"ProfileReevaluationOpsView.post", "JoinRequestCreateView.post"}
 NOT_IDEMPOTENT = {"VacancyDispatchView.post"}
 
 #: Query serializers of reads whose view does not declare them (documentation only).
@@ -53,6 +53,13 @@ OPERATION_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
     "AppointmentCreateView.post": {409: ("SLOT_OCCUPIED", "PATIENT_OVERLAP")},
     "AppointmentCancelView.post": {409: ("APPOINTMENT_NOT_CANCELLABLE", "VERSION_CONFLICT")},
     "EntryCreateView.post": {403: ("PERMISSION_DENIED",)},
+    # The public join contract (waitlist.joining.api; docs/api.md "Public join contract").
+    "JoinRequestCreateView.post": {400: ("TREATMENT_NOT_OFFERED", "PHONE_INVALID", "CAPTCHA_FAILED"),
+                                   403: ("ORIGIN_NOT_ALLOWED",)},
+    "JoinRequestVerifyView.post": {400: ("CODE_INVALID",), 403: ("ORIGIN_NOT_ALLOWED",), 409: ("REQUEST_VERIFIED",),
+                                   410: ("CODE_EXPIRED",), 429: ("CODE_EXHAUSTED",)},
+    "JoinRequestResendView.post": {403: ("ORIGIN_NOT_ALLOWED",), 409: ("REQUEST_VERIFIED",),
+                                   429: ("CODE_RESEND_LIMITED",)},
     "EntryPriorityView.post": {409: ("ENTRY_CLOSED", "VERSION_CONFLICT")},
     "EntryWithdrawView.post": {409: ("ENTRY_NOT_WITHDRAWABLE", "VERSION_CONFLICT")},
     "OfferClaimView.post": {409: ("OFFER_EXPIRED", "VERSION_CONFLICT", "SLOT_OCCUPIED", "PATIENT_OVERLAP",
@@ -84,7 +91,7 @@ OPERATION_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
 
 STATUS_TITLES = {400: "Bad request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
                  409: "State conflict", 413: "Body too large", 415: "Unsupported media type",
-                 422: "Unprocessable", 429: "Throttled"}
+                 410: "Gone", 422: "Unprocessable", 429: "Throttled"}
 
 ERROR_SCHEMA = {
     "type": "object",

@@ -143,3 +143,16 @@ def window_over(scope: str, ident: str, rate: str) -> bool:
     limit, duration = _parse_rate(rate)
     count = _window_count(scope, ident, duration)
     return count is not None and count > limit
+
+
+def rate_exceeded(scope: str, ident: str, rate: str | None) -> int | None:
+    """Count one request of ``ident`` (hashed) against ``rate`` (``"20/hour"``) in ``scope``'s fixed window: the
+    seconds until the window ends when this one is over the limit, else None (also while Redis is down: fail
+    open). The public join contract's limits per address, contact and clinic use it."""
+    if not rate:
+        return None
+    limit, duration = _parse_rate(rate)
+    count = _window_count(scope, ident, duration)
+    if count is None or count <= limit:
+        return None
+    return max(duration - int(time.time()) % duration, 1)

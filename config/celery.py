@@ -9,6 +9,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
 app = Celery("clinic_waitlist")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+app.autodiscover_tasks(["waitlist.joining"])  # beat's jobs of self-service joining (issue 40)
 
 
 def _add_steps() -> None:

@@ -541,3 +541,32 @@ FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS
 # ADMIN: manage.py clinic_integration).
 EGRESS_ALLOW_HTTP = env.bool("EGRESS_ALLOW_HTTP", default=not PRODUCTION)
 EGRESS_ALLOWLIST = env.list("EGRESS_ALLOWLIST", default=[])
+
+# --- joining (issue 40) ---
+# Patients join a clinic's waiting list themselves: the public page /join/<clinic>/ and the public API
+# /api/v1/public/clinics/{clinic}/... (docs/api.md "Public join contract", docs/security.md "Joining").
+INSTALLED_APPS.append("corsheaders")
+# Cross-site browser calls only to the public contract, and only from the origins a clinic lists
+# (waitlist.joining.cors: django-cors-headers' check_request_enabled signal); no origin is allowed globally.
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.common.CommonMiddleware"),
+                  "corsheaders.middleware.CorsMiddleware")
+CORS_URLS_REGEX = r"^/api/v1/public/clinics/[^/]+/waitlist-requests"
+CORS_ALLOWED_ORIGINS: list[str] = []
+CORS_ALLOW_METHODS = ("OPTIONS", "POST")
+CORS_ALLOW_HEADERS = ("accept", "content-type", "idempotency-key", "x-correlation-id")
+CORS_PREFLIGHT_MAX_AGE = 3600
+# Limits of the public contract, per client address, per contact (clinic + phone or e-mail), per clinic, and
+# per address for the code's verification and resends (common.throttling.rate_exceeded: 429 THROTTLED).
+JOIN_THROTTLE_RATES = {
+    "address": env("JOIN_THROTTLE_ADDRESS", default="10/hour"),
+    "contact": env("JOIN_THROTTLE_CONTACT", default="3/hour"),
+    "clinic": env("JOIN_THROTTLE_CLINIC", default="300/hour"),
+    "verify": env("JOIN_THROTTLE_VERIFY", default="30/hour"),
+}
+# The CAPTCHA hook: a dotted path to verify(token, *, address, clinic_ref) -> bool; empty: off.
+JOIN_CAPTCHA_VERIFIER = env("JOIN_CAPTCHA_VERIFIER", default="")
+WAITLIST_STATUS_TOKEN_MAX_AGE_DAYS = env.int("WAITLIST_STATUS_TOKEN_MAX_AGE_DAYS", default=90)
+CELERY_BEAT_SCHEDULE["purge-join-requests"] = {"task": "waitlist.joining.tasks.purge_join_requests",
+                                               "schedule": 600.0}
+CELERY_BEAT_SCHEDULE["join-upkeep"] = {"task": "waitlist.joining.tasks.upkeep", "schedule": 3600.0}
+# --- end joining ---

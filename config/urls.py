@@ -37,6 +37,8 @@ urlpatterns = [
     path("standing/", include("waitlist.standing.urls")),
     # Texts (issue 39): Twilio's signed webhooks and the short link /c/<code> of every text.
     path("", include("waitlist.texts.urls")),
+    # Patients join a clinic's waiting list themselves, and their status page (signed link): issue 40.
+    path("join/", include("waitlist.joining.page_urls")),
     # The demo's CRM assessment stub (reevaluation); answers 404 unless CRM_STUB_ENABLED.
     path("crm-stub/", include("reevaluation.crm_stub")),
     # Probes and Prometheus (observability): /healthz, /readyz, /metrics (scrape token).

@@ -36,6 +36,8 @@ from waitlist.figures.metrics import (
     fill_metrics,
     notice_provider_failures,
 )
+from waitlist.joining.models import UpkeepOutcome
+from waitlist.joining.upkeep import upkeep_counts
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     OFFER_TOPIC,
@@ -82,6 +84,8 @@ C = ("tenant_group", "clinic")
 GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
     "waitlist_vacancies": ("Vacancies waiting for a patient, by state (OPEN, REVIEW).", (*C, "state")),
     "waitlist_offers_active": ("Offers OFFERED or ACCEPTED (not yet booked).", C),
+    "waitlist_upkeep_questions": ("Upkeep questions (\"still need an earlier time?\") by outcome: ASKED (open), "
+                                  "STILL_NEEDED, NOT_NEEDED (withdrawn), PAUSED (no answer).", (*C, "outcome")),
     "waitlist_review_oldest_age_seconds": ("Age of the oldest vacancy in staff review.", C),
     "waitlist_outbox_backlog": ("Offer notifications PENDING or LEASED.", C),
     "waitlist_outbox_dead": ("Offer notifications DEAD (attempt bound reached).", C),
@@ -224,8 +228,11 @@ def _clinics_samples(clinics: list[Clinic], now: datetime, add) -> None:
     no_jobs = {"active_leases": 0, "expired_leases": 0, "oldest_backlog": None, "overdue": 0, "stalest": None,
                "stalest_claimed": None}
     no_settings = {"lease_renewal_failures": 0, "consecutive_assessment_failures": 0, "drain_state": DrainState.ACTIVE}
+    upkeep = upkeep_counts(ids)
     for clinic in clinics:
         labels = (clinic.tenant_group.ref, clinic.ref)
+        for outcome in UpkeepOutcome.values:
+            add("waitlist_upkeep_questions", (*labels, outcome), upkeep.get(clinic.pk, {}).get(outcome, 0))
         v = vacancies.get(clinic.pk, {"open": 0, "review": 0, "oldest_review": None})
         add("waitlist_vacancies", (*labels, "OPEN"), v["open"])
         add("waitlist_vacancies", (*labels, "REVIEW"), v["review"])

@@ -490,3 +490,64 @@ class ContactConsent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("ContactConsent is append-only.")
+
+
+class JoinRequestStatus(models.TextChoices):
+    PENDING = "PENDING"  # waiting for the one-time code
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"  # verified; the clinic's policy asks staff to approve it
+
+
+JOIN_REQUEST_TRANSITIONS: dict[str, set[str]] = {
+    JoinRequestStatus.PENDING: {JoinRequestStatus.AWAITING_APPROVAL},
+    # Approved or rejected: the row is deleted (its contact moves to the patient record, or nowhere).
+    JoinRequestStatus.AWAITING_APPROVAL: set(),
+}
+
+
+class JoinRequest(models.Model):
+    """A patient's own request to join a clinic's waiting list, before it becomes an entry (issue 40).
+
+    It holds a contact that nobody has verified yet, so it lives here, beside the patient records, and nowhere
+    else: the waitlist and every log, event and outbox row carry its ``ref`` only. The one-time code is stored as
+    an HMAC (``code_hash``); the row is deleted when its request becomes an entry (or is approved or rejected),
+    and by beat 24 hours after it was made (``expires_at``) whatever happened to it.
+    """
+
+    STATE_MACHINE = ("status", JOIN_REQUEST_TRANSITIONS)
+
+    ref = RefField(prefix="jr")
+    clinic = models.ForeignKey(Clinic, on_delete=models.CASCADE, related_name="+")
+    treatment = models.ForeignKey(Treatment, on_delete=models.CASCADE, related_name="+")
+    status = models.CharField(max_length=20, choices=JoinRequestStatus.choices, default=JoinRequestStatus.PENDING)
+    version = models.PositiveIntegerField(default=1)
+    display_name = models.CharField(max_length=200)
+    phone = models.CharField(max_length=40, blank=True, default="", help_text="E.164")
+    email = models.EmailField(blank=True, default="")
+    language = models.CharField(max_length=2, choices=Language.choices, default=Language.EN)
+    #: What the request asks for, refs and codes only (practitioner, window, availability, consents, source).
+    details = models.JSONField(default=dict)
+    code_hash = models.CharField(max_length=64, blank=True, default="")
+    code_expires_at = models.DateTimeField(null=True, blank=True)
+    code_attempts = models.PositiveSmallIntegerField(default=0)
+    code_sends = models.PositiveSmallIntegerField(default=0)
+    code_sent_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["expires_at"], name="join_request_expiry"),
+            models.Index(fields=["clinic", "status", "created_at"], name="join_request_queue"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=~Q(phone="") | ~Q(email=""), name="join_request_has_contact"),
+        ]
+
+    def __str__(self) -> str:
+        return self.ref
+
+    @property
+    def verify_channel(self) -> str:
+        """Where the code goes: a text when a phone was given, else an e-mail."""
+        return ContactChannel.SMS if self.phone else ContactChannel.EMAIL

@@ -73,6 +73,16 @@ def _waiting(clinic: Clinic, now: datetime) -> None:
         )
 
 
+def _joining_on(clinic: Clinic) -> None:
+    """Patients may join the demo clinics' lists themselves (``/join/<clinic>/``) for every treatment; seed data
+    written as the other demo rows are (the ADMIN command is ``join_settings_set``, audited)."""
+    from waitlist.joining.models import JoinSettings
+
+    settings, created = JoinSettings.objects.get_or_create(clinic=clinic, defaults={"enabled": True})
+    if created:
+        settings.treatments.set(clinic.treatments.all())
+
+
 def seed_demo(world: dict) -> None:
     now = timezone.now()
     clinics: list[Clinic] = world["clinics"]
@@ -82,3 +92,4 @@ def seed_demo(world: dict) -> None:
             if not WaitlistPolicy.objects.filter(clinic=clinic).exists():
                 policy_publish(clinic=clinic, hold_minutes=15)
             _waiting(clinic, now)
+            _joining_on(clinic)

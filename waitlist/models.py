@@ -22,6 +22,7 @@ from django.utils.translation import gettext_lazy as _
 
 from common.models import AppendOnlyQuerySet
 from common.refs import RefField
+from waitlist.joining.availability import ANY_TIME
 
 
 class EntryStatus(models.TextChoices):
@@ -476,6 +477,12 @@ class WaitlistEntry(models.Model):
         null=True, blank=True, help_text="the declined slot's start (its part of the day); empty = all offers"
     )
     withdraw_reason = models.CharField(max_length=200, blank=True, default="")
+    # When the patient can come (``joining.availability``: days of the week x parts of the day, clinic-local).
+    availability = models.IntegerField(default=ANY_TIME, db_default=ANY_TIME,
+                                       help_text="21-bit mask: bit day*3+part (Mon=0, morning=0)")
+    # The patient's own pause (status page), or an unanswered upkeep question (``joining.upkeep``: paused until
+    # resumed, ``PAUSED_UNTIL_RESUMED``): no offers before it.
+    paused_until = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -483,6 +490,8 @@ class WaitlistEntry(models.Model):
         verbose_name_plural = "waitlist entries"
         constraints = [
             models.CheckConstraint(condition=Q(latest__gt=F("earliest")), name="wl_entry_window_positive"),
+            models.CheckConstraint(condition=Q(availability__gt=0, availability__lte=ANY_TIME),
+                                   name="wl_entry_availability_some"),
             # One live entry per patient, treatment and overlapping window: a second one would dodge the weekly
             # cap and double the patient's chances. ACCEPTED counts: it returns to WAITING when its hold lapses.
             ExclusionConstraint(
@@ -808,6 +817,9 @@ class DispatchNote(models.Model):
 
     def __str__(self) -> str:
         return f"{self.reason_code} {self.vacancy_id}/{self.entry_id}"
+
+
+from waitlist.joining.models import JoinSettings, UpkeepAsk  # noqa: E402,F401  (models live there)
 from waitlist.shadow.models import ShadowObservation, ShadowPolicy, ShadowStatus  # noqa: E402,F401  (models live there)
 from waitlist.standing.models import (  # noqa: E402,F401  (models live there)
     StandingAcceptance,

@@ -24,6 +24,12 @@ COMMAND_ROLES: dict[str, Role] = {
     "offer_late_accept": Role.STAFF,  # the patient's yes after the window, on their word
     "hold_book": Role.STAFF,
     "vacancy_dispatch": Role.STAFF,
+    # patients joining by themselves (issue 40): the switch, treatments and origins are the clinic's ADMIN's; the
+    # approval queue (when the clinic asks for one) is front-desk work
+    "join_settings_set": Role.ADMIN,
+    "join_request_approve": Role.STAFF,
+    "join_request_reject": Role.STAFF,
+    "entry_resume": Role.STAFF,  # an entry paused by an unanswered upkeep question, on the patient's word
     # controls and policy
     "waitlist_switch_set": Role.ADMIN,
     "waitlist_tenant_allow": Role.ADMIN,

@@ -1,6 +1,6 @@
 """API routes of this app, mounted under /api/v1/ by config/urls.py."""
 
-from django.urls import path
+from django.urls import include, path
 
 from waitlist.api import views
 from waitlist.policy import api as controls
@@ -10,6 +10,7 @@ C = "clinics/<str:clinic>/"
 urlpatterns = [
     # scheduling's resource, the waitlist's command (a cancellation may open a vacancy in the same transaction)
     path(C + "appointments/<str:ref>/cancel", views.AppointmentCancelView.as_view(), name="appointment-cancel"),
+    path("", include("waitlist.joining.urls")),  # patients joining by themselves (issue 40)
     path(C + "waitlist-entries/", views.EntryCreateView.as_view(), name="waitlist-entry-create"),
     path(C + "waitlist-entries/<str:ref>", views.EntryDetailView.as_view(), name="waitlist-entry-detail"),
     path(

@@ -45,6 +45,10 @@ def per_clinic_reference(clinic: Clinic, now) -> dict:
     add("waitlist_vacancies", ("REVIEW",), vacancies["review"])
     add("waitlist_review_oldest_age_seconds", (), age(vacancies["oldest_review"]) or 0)
     add("waitlist_offers_active", (), Offer.objects.filter(clinic=clinic, status__in=ACTIVE_OFFER_STATUSES).count())
+    from waitlist.joining.models import UpkeepAsk, UpkeepOutcome
+
+    for outcome in UpkeepOutcome.values:
+        add("waitlist_upkeep_questions", (outcome,), UpkeepAsk.objects.filter(clinic=clinic, outcome=outcome).count())
     outbox = waitlist_selectors.outbox_health(clinic=clinic, now=now)
     add("waitlist_outbox_backlog", (), outbox["pending"])
     add("waitlist_outbox_dead", (), outbox["dead"])
@@ -134,5 +138,5 @@ def test_scrape_statements_do_not_grow_with_quiet_clinics():
     assert len(many.captured_queries) == len(few.captured_queries)
     # A fixed set: the clinics, one grouped query per gauge family (FHIR subscriptions and the clinics whose
     # notice provider failed included), fill metrics (2) for the one busy clinic, the beat job timestamps and the
-    # unattributed quarantine count.
-    assert len(few.captured_queries) <= 18
+    # unattributed quarantine count, the upkeep questions.
+    assert len(few.captured_queries) <= 19

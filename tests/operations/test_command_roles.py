@@ -71,6 +71,10 @@ API_COMMANDS: dict[str, str] = {
     "ProfileReevaluationOpsView:EXECUTE": "redrive_execute",
     "ProposalConfirmView": "proposal_confirm",
     "ProposalRejectView": "proposal_reject",
+    "JoinSettingsView": "join_settings_set",
+    "JoinDecisionView:approve": "join_request_approve",
+    "JoinDecisionView:reject": "join_request_reject",
+    "EntryResumeView": "entry_resume",
 }
 #: Write views gated by something other than a role, and by what.
 API_NOT_ROLE_GATED = {
@@ -81,6 +85,11 @@ API_NOT_ROLE_GATED = {
     "SubscriptionView": "the FHIR integration credential",
     "SubscriptionReadView": "the FHIR integration credential",
     "UnknownView": "answers every method with a FHIR OperationOutcome; changes nothing",
+    # The public join contract (waitlist.joining.api): anyone, limited per address, contact and clinic; nothing
+    # but the request row is written before the code sent to the contact comes back.
+    "JoinRequestCreateView": "no user: the public join contract (limits, CAPTCHA hook, one-time code)",
+    "JoinRequestVerifyView": "no user: the one-time code sent to the request's contact",
+    "JoinRequestResendView": "no user: the request's own send limit",
 }
 
 

@@ -22,6 +22,7 @@ from tests.worlds import waitlist_world
 from waitlist import services
 from waitlist.dispatch import matcher
 from waitlist.figures.panels import review_vacancies
+from waitlist.joining import availability as av
 from waitlist.models import Offer, Vacancy, VacancySkip, WaitlistEntry
 from waitlist.reliability.feed import StoredDecisionProvider
 from waitlist.rules import eligibility
@@ -34,6 +35,13 @@ WINDOWS = {
     "ends_early": (seoul(2, 0), seoul(3, 10, 29)),
 }
 PASSED_OVER = {rule.code for rule in eligibility.RULES if rule.passed_over}
+# The slot is a Tuesday morning in Seoul: availabilities that include it, and two that do not.
+AVAILABILITY = {
+    "any": av.ANY_TIME,
+    "slot": av.mask_of(["TUE"], ["MORNING"]),
+    "other_part": av.mask_of(["TUE"], ["AFTERNOON", "EVENING"]),
+    "other_day": av.mask_of(["MON", "WED"], ["MORNING"]),
+}
 
 patients = st.fixed_dictionaries({
     "consent": st.sampled_from(["GRANTED", "GRANTED", "REVOKED", "NONE"]),
@@ -47,6 +55,8 @@ entries = st.fixed_dictionaries({
     "practitioner": st.sampled_from(["any", "doctor", "other"]),
     "treatment": st.sampled_from(["same", "same", "other"]),
     "window": st.sampled_from(sorted(WINDOWS)),
+    "availability": st.sampled_from(["any", "any", "slot", "other_part", "other_day"]),
+    "paused": st.sampled_from([None, None, "past", "future"]),
     "resource_kind": st.sampled_from(["", "", "XRAY", "MRI"]),
     "suppressed": st.sampled_from([None, None, "past", "future"]),
     "offered": st.sampled_from([None, None, "DECLINED", "WITHDRAWN_NON_BARRING", "WITHDRAWN_BARRING"]),
@@ -76,6 +86,8 @@ def expected_rules(case, spec) -> dict[str, bool]:
         "TREATMENT": spec["treatment"] == "same",
         "PRACTITIONER": spec["practitioner"] in ("any", "doctor"),
         "WINDOW": spec["window"] in ("fits", "exact"),
+        "UNAVAILABLE": spec["availability"] in ("any", "slot"),
+        "PAUSED": spec["paused"] != "future",
         "RESOURCE": spec["resource_kind"] in ("", case["resource"]),
         "CANCELLING_PATIENT": spec["patient"] != case["excluded"],
         "SUPPRESSED": spec["suppressed"] != "future",
@@ -157,6 +169,7 @@ class _Setup:
                     clinic=world.clinic, patient=patients[spec["patient"]], practitioner=doctor,
                     treatment=world.treatment if spec["treatment"] == "same" else world.other_treatment,
                     earliest=earliest, latest=latest, resource_kind=spec["resource_kind"],
+                    availability=AVAILABILITY[spec["availability"]], paused_until=suppressed[spec["paused"]],
                     suppressed_until=suppressed[spec["suppressed"]], status=spec["status"],
                     priority_rank=spec["rank"], waiting_since=NOW - timedelta(minutes=spec["age_minutes"]),
                 )

@@ -12,6 +12,8 @@ from common.api import ClinicRefField, InstantField
 from common.bounds import OFFSET_REQUIRED, NaiveInstant, is_bookable_time, parse_instant
 from common.timefmt import iso_in_zone
 from scheduling.models import Patient, Practitioner, Treatment
+from waitlist.joining.availability import as_body as availability_body
+from waitlist.joining.inputs import availability_of
 from waitlist.models import FEED_DECISION_STATUSES, Offer, Vacancy, WaitlistEntry
 
 
@@ -59,6 +61,8 @@ class EntryCreateInput(serializers.Serializer):
     latest = WindowBound(end=True)
     priority_rank = serializers.IntegerField(required=False, default=0, min_value=-1000, max_value=1000)
     resource_kind = serializers.CharField(required=False, default="", allow_blank=True, max_length=40)
+    #: When the patient can come (``waitlist.joining.api.AvailabilityInput``); absent: any time.
+    availability = serializers.JSONField(required=False, default=None, allow_null=True)
 
     def to_internal_value(self, data):
         if isinstance(data, dict) and data.get("practitioner") is None:
@@ -68,6 +72,7 @@ class EntryCreateInput(serializers.Serializer):
     def validate(self, attrs):
         if attrs["latest"] <= attrs["earliest"]:
             raise serializers.ValidationError({"latest": ["Must be after earliest."]})
+        attrs["availability"] = availability_of(attrs.get("availability"))
         return attrs
 
 
@@ -113,6 +118,7 @@ def entry_body(entry: WaitlistEntry, tz: str) -> dict:
         "priority_rank": entry.priority_rank,
         "resource_kind": entry.resource_kind,
         "asked_last_since": iso_in_zone(entry.asked_last_since, tz),
+        "availability": availability_body(entry.availability),
     }
 
 

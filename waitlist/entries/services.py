@@ -22,6 +22,7 @@ from scheduling.scoping import may_run, scoped_get
 from waitlist.dispatch.locks import lock_entry, lock_offer_chain
 from waitlist.dispatch.promotion import close_offer
 from waitlist.effects import actor_label, command_audit
+from waitlist.joining.availability import ANY_TIME
 from waitlist.models import ACTIVE_OFFER_STATUSES, LIVE_ENTRY_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
 
 
@@ -35,6 +36,7 @@ def entry_create(
     practitioner: Practitioner | None = None,
     resource_kind: str = "",
     priority_rank: int = 0,
+    availability: int = ANY_TIME,
     now: datetime | None = None,
     actor=None,
     idempotency_key: str = "",
@@ -55,13 +57,15 @@ def entry_create(
         raise ValidationFailed(fields={name: ["Not found in this clinic."] for name in wrong})
     if latest <= earliest:
         raise ValidationFailed(fields={"latest": ["Must be after earliest."]})
+    if not 0 < availability <= ANY_TIME:
+        raise ValidationFailed(fields={"availability": ["Name at least one day and part of the day."]})
     with transaction.atomic():
         try:
             with transaction.atomic():
                 entry = WaitlistEntry.objects.create(
                     clinic=clinic, tenant_group_id=clinic.tenant_group_id, patient=patient, treatment=treatment,
                     practitioner=practitioner, resource_kind=resource_kind, earliest=earliest, latest=latest,
-                    priority_rank=priority_rank, waiting_since=now or timezone.now(),
+                    priority_rank=priority_rank, availability=availability, waiting_since=now or timezone.now(),
                 )
         except IntegrityError as exc:
             if constraint_violated(exc) != "wl_entry_one_live_per_window":

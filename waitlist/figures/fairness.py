@@ -63,8 +63,10 @@ TABLES = {
 #: (``eligibility.RULES``) that do not depend on the moment of matching (scope, treatment, practitioner, window,
 #: not the cancelling patient); what changes with time (status, suppression, consent, earlier offers, the cap) is
 #: judged by each read as of its own moment.
-FIT_RULES = ("SCOPE", "TREATMENT", "PRACTITIONER", "WINDOW", "CANCELLING_PATIENT")
-FITS = eligibility.rules_sql(FIT_RULES, lambda name: (eligibility.vacancy_columns("v")[name], []))[0]
+FIT_RULES = ("SCOPE", "TREATMENT", "PRACTITIONER", "WINDOW", "UNAVAILABLE", "CANCELLING_PATIENT")
+_FIT_COLUMNS = {**eligibility.vacancy_columns("v"),
+                "tz": "(SELECT z.timezone FROM scheduling_clinic z WHERE z.id = v.clinic_id)"}
+FITS = eligibility.rules_sql(FIT_RULES, lambda name: (_FIT_COLUMNS[name], []))[0]
 
 #: The states the statements name, from the models (``{open_entry}`` etc. in the templates).
 STATES = {

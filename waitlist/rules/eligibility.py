@@ -19,6 +19,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from waitlist.joining.availability import slot_bit_sql
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -44,6 +46,9 @@ RULES: tuple[Rule, ...] = (
     # The vacancy's practitioner by name (slot_fit 1) or any practitioner (practitioner_key 0, slot_fit 0).
     Rule("PRACTITIONER", "PRACTITIONER", "e.practitioner_key IN ({practitioner}, 0)", by_tier=True),
     Rule("WINDOW", "WINDOW", "e.earliest <= {starts_at} AND e.latest >= {ends_at}"),
+    # When the patient can come (``joining.availability``): the slot's day and part of the day, clinic-local.
+    Rule("UNAVAILABLE", "AVAILABLE", "(e.availability & " + slot_bit_sql("{starts_at}", "{tz}") + ") <> 0"),
+    Rule("PAUSED", "NOT_PAUSED", "(e.paused_until IS NULL OR e.paused_until <= {now})"),
     Rule("RESOURCE", "RESOURCE", "(e.resource_kind = '' OR e.resource_kind = {resource_kind})"),
     Rule("CANCELLING_PATIENT", "NOT_CANCELLING_PATIENT", "e.patient_id IS DISTINCT FROM {excluded_patient}"),
     # A decline holds back, until ``suppressed_until``, every offer (no ``suppressed_like_start``) or only offers
