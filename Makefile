@@ -9,7 +9,7 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 , := ,
 
-.PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots coverage
+.PHONY: run test install lint bench simulate clean-data demo-event fuzz soak screenshots coverage cluster cluster-down failover
 
 # The venv with the project and the given extras, installed again when pyproject.toml changes (the target is
 # the stamp: $(VENV)/.<kind>-<checksum of pyproject.toml>; older stamps of that kind are removed).
@@ -102,3 +102,14 @@ $(SIM_STAMP): pyproject.toml
 
 simulate: $(SIM_STAMP)
 	SIM_SCALE=$(SIM_SCALE) $(PY) -m sim.run $(SIM_ARGS)
+
+# The highly available shape on this machine (docs/deployment.md "The cluster"): pg_auto_failover (monitor, primary,
+# synchronous standby), a PgBouncer per node, Redis master + replica + three Sentinels, two web, two workers, beat.
+# Separate processes on loopback ports 55430-58002; data in .data/cluster (CLUSTER_DIR). Installs its Debian
+# packages with apt when missing. `make cluster-down` stops it (CLUSTER_ARGS=--wipe also removes the data).
+CLUSTER_ARGS ?=
+cluster: $(STAMP)
+	$(PY) deploy/cluster/cluster.py up
+
+cluster-down:
+	$(PY) deploy/cluster/cluster.py down $(CLUSTER_ARGS)

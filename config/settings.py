@@ -98,6 +98,13 @@ CACHES = {
         "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="cw"),
     }
 }
+# Redis behind Sentinel (deploy/cluster/): REDIS_URL and CELERY_BROKER_URL are ``sentinel://host:port/db``
+# entries joined by ";", and REDIS_SENTINEL_MASTER names the master the Sentinels watch.
+REDIS_SENTINEL_MASTER = env("REDIS_SENTINEL_MASTER", default="")
+if REDIS_URL.startswith("sentinel://"):
+    CACHES["default"]["LOCATION"] = [REDIS_URL]  # one server: Django would split the URL at ";"
+    CACHES["default"]["OPTIONS"] = {
+        "pool_class": "common.sentinel.SentinelPool", "socket_connect_timeout": 1.0, "socket_timeout": 2.0}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -512,6 +519,12 @@ if env("CELERY_BROKER_KEY_PREFIX", default=""):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         **CELERY_BROKER_TRANSPORT_OPTIONS,
         "global_keyprefix": env("CELERY_BROKER_KEY_PREFIX"),
+    }
+if REDIS_SENTINEL_MASTER:
+    # kombu's Sentinel transport (a sentinel:// CELERY_BROKER_URL) asks the Sentinels for this master.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **CELERY_BROKER_TRANSPORT_OPTIONS, "master_name": REDIS_SENTINEL_MASTER,
+        "sentinel_kwargs": {"socket_timeout": 1.0, "socket_connect_timeout": 1.0},
     }
 # --- end observability ---
 
