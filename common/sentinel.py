@@ -36,7 +36,7 @@ class SentinelPool(SentinelConnectionPool):
     """A ``SentinelConnectionPool`` made from a ``sentinel://`` URL (Django's ``pool_class`` option)."""
 
     @classmethod
-    def from_url(cls, url: str, **options):  # type: ignore[override]
+    def from_url(cls, url: str, **options):
         addresses, db, password = parse_sentinel_url(url)
         timeout = options.get("socket_connect_timeout", 1.0)
         sentinel = Sentinel(addresses, sentinel_kwargs={"socket_timeout": timeout, "socket_connect_timeout": timeout})

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A request whose database connection broke: replayed once if safe, else 503 + Retry-After (common/dbloss.py).
+    "common.dbloss.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "common.middleware.JunkRequestMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -84,6 +86,7 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
 # ...but not for a connection that finished a request this recently (common/fastpath/health_checks.py);
 # 0: every request.
+DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS", default=5)
 DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=1.0)
 DATABASES["default"].setdefault("TEST", {})
 if env("TEST_DATABASE_NAME", default=""):
