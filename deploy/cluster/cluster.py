@@ -231,7 +231,7 @@ def bouncer_ini(bouncer: str, node: str) -> Path:
         f"{DB_NAME}_session = {target} pool_mode=session\n"
         "[pgbouncer]\n"
         f"listen_addr = {HOST}\nlisten_port = {PORTS[bouncer]}\nunix_socket_dir =\n"
-        f"auth_type = trust\nauth_file = {users}\n"
+        f"auth_type = trust\nauth_file = {users}\nadmin_users = postgres\n"
         "pool_mode = transaction\ndefault_pool_size = 10\nreserve_pool_size = 2\nmax_client_conn = 400\n"
         "server_reset_query = DISCARD ALL\nserver_check_query = select 1\n"
         "server_connect_timeout = 2\nserver_login_retry = 1\nquery_wait_timeout = 10\n"
@@ -251,6 +251,10 @@ def _postgres_ids() -> tuple[int, int]:
 def start_bouncer(bouncer: str, node: str) -> None:
     ini = bouncer_ini(bouncer, node)
     spawn(bouncer, ["/usr/sbin/pgbouncer", str(ini)], as_postgres=True)
+    # RECONNECT on every promotion or demotion of the node (deploy/cluster/bouncer_follow.py says why).
+    spawn(f"follow_{bouncer}", [sys.executable, str(Path(__file__).with_name("bouncer_follow.py")),
+                                "--node-port", str(PORTS[node]), "--bouncer-port", str(PORTS[bouncer]),
+                                "--dbname", DB_NAME])
 
 
 # --- Redis and Sentinel ----------------------------------------------------------------------------------
@@ -339,6 +343,11 @@ def service_env() -> dict[str, str]:
         "DJANGO_ALLOWED_HOSTS": f"{HOST},localhost",
         "API_THROTTLE_ANON": "1000000/min", "API_THROTTLE_USER": "1000000/min",
         "WAITLIST_NEW_CLINIC_QUIET_HOURS": "",
+        # The drill's clinics (deploy/cluster/drill.py) are new tenants: their waitlist on from the start.
+        "WAITLIST_ENABLED_BY_DEFAULT": "true",
+        # A dispatch whose task failed while PostgreSQL failed over is redone by reconcile: every 20 s here (60 s
+        # by default) bounds how long such a vacancy waits for its offer.
+        "WAITLIST_RECONCILE_EVERY_SECONDS": "20",
         "CACHE_KEY_PREFIX": "cwc",
         "LOG_LEVEL": "WARNING",
         "PROMETHEUS_MULTIPROC_DIR": str(CLUSTER_DIR / "prometheus"),
@@ -414,7 +423,7 @@ def up() -> None:
 def down(wipe: bool) -> None:
     for name in SERVICE:
         stop(name)
-    for name in (*SENTINELS, "redis_b", "redis_a", "bouncer_a", "bouncer_b"):
+    for name in (*SENTINELS, "redis_b", "redis_a", "follow_bouncer_a", "follow_bouncer_b", "bouncer_a", "bouncer_b"):
         stop(name, timeout=10)
     for name in (*NODES, "monitor"):
         # The keeper stops its PostgreSQL on SIGTERM (a fast shutdown).
@@ -425,8 +434,9 @@ def down(wipe: bool) -> None:
 
 
 def status() -> dict:
-    report: dict = {"processes": {name: running(name) for name in (
-        "monitor", *NODES, "bouncer_a", "bouncer_b", "redis_a", "redis_b", *SENTINELS, *SERVICE)}}
+    names = ("monitor", *NODES, "bouncer_a", "bouncer_b", "follow_bouncer_a", "follow_bouncer_b", "redis_a", "redis_b",
+             *SENTINELS, *SERVICE)
+    report: dict = {"processes": {name: running(name) for name in names}}
     try:
         report["postgres"] = node_states()
     except Exception as exc:  # noqa: BLE001 - the monitor may be down: say so
