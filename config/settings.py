@@ -529,6 +529,27 @@ if REDIS_SENTINEL_MASTER:
         **CELERY_BROKER_TRANSPORT_OPTIONS, "master_name": REDIS_SENTINEL_MASTER,
         "sentinel_kwargs": {"socket_timeout": 1.0, "socket_connect_timeout": 1.0},
     }
+# Replica reads (common/replica.py, docs/deployment.md "Replica reads"): off unless REPLICA_DATABASE_URL is set
+# (e.g. both PgBouncers with target_session_attrs=prefer-standby, so a lost standby means reads on the primary).
+REPLICA_DATABASE_URL = env("REPLICA_DATABASE_URL", default="")
+# A browser that wrote reads only the primary for this long: above the replica's worst replay lag.
+REPLICA_PIN_SECONDS = env.int("REPLICA_PIN_SECONDS", default=5)
+# The read-only views (GET/HEAD) that may read the replica: the console's lists and figures, FHIR searches, /metrics.
+REPLICA_READ_VIEWS = env.list("REPLICA_READ_VIEWS", default=[
+    "console:clinic-home", "console:audit", "console:waitlist", "console:waitlist-list", "console:waitlist-vacancy",
+    "console:reevaluation", "console:reevaluation-finished", "fhir-slot-search", "fhir-appointment-search",
+    "fhir-schedule-search", "metrics",
+])
+if REPLICA_DATABASE_URL:
+    DATABASES["replica"] = {
+        **env.db_url_config(REPLICA_DATABASE_URL),
+        **{key: DATABASES["default"][key] for key in (
+            "ATOMIC_REQUESTS", "CONN_MAX_AGE", "CONN_HEALTH_CHECKS", "DISABLE_SERVER_SIDE_CURSORS")},
+        "TEST": {"MIRROR": "default"},
+    }
+    DATABASE_ROUTERS = ["common.replica.ReplicaRouter"]
+    MIDDLEWARE.insert(MIDDLEWARE.index("common.dbloss.DatabaseUnavailableMiddleware") + 1,
+                      "common.replica.ReplicaReadsMiddleware")
 # --- end observability ---
 
 INSTALLED_APPS.append("interop")
