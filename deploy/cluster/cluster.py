@@ -317,9 +317,9 @@ def start_redis() -> None:
 # --- the service -----------------------------------------------------------------------------------------
 
 
-def database_url(database: str, ports: tuple[str, ...] = ("bouncer_a", "bouncer_b")) -> str:
+def database_url(database: str, ports: tuple[str, ...] = ("bouncer_a", "bouncer_b"), attrs: str = "read-write") -> str:
     hosts = ",".join(f"{HOST}:{PORTS[p]}" for p in ports)
-    return f"postgres://postgres@{hosts}/{database}?target_session_attrs=read-write&connect_timeout=2"
+    return f"postgres://postgres@{hosts}/{database}?target_session_attrs={attrs}&connect_timeout=2"
 
 
 def redis_url() -> str:
@@ -334,6 +334,8 @@ def service_env() -> dict[str, str]:
         "DATABASE_DIRECT_URL": database_url(DB_NAME, NODES),
         "DATABASE_POOLER_TRANSACTION_MODE": "true",
         "DATABASE_CONN_MAX_AGE": "300",
+        # Replica reads (common/replica.py): the standby when there is one, else the primary.
+        "REPLICA_DATABASE_URL": database_url(DB_NAME, attrs="prefer-standby"),
         "REDIS_URL": redis_url(),
         "CELERY_BROKER_URL": redis_url(),
         "REDIS_SENTINEL_MASTER": MASTER_NAME,

@@ -305,6 +305,10 @@ def verify(storm: Storm, world: dict, recovered_at: list[float]) -> dict:
         "patient": missing("SELECT ref FROM scheduling_patient WHERE ref = ANY(%s)", storm.committed["patient"]),
     }
     report = check([world["clinic_id"]])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT status, count(*) FROM common_outboxmessage WHERE clinic_ref = %s GROUP BY status",
+                       [world["clinic"]])
+        outbox = dict(cursor.fetchall())
     # Each vacancy's first offer, from its creation (or the write service's return after a kill that came
     # between them, whichever is later): the bound the drill holds the loop to. Server clocks on both sides.
     with connection.cursor() as cursor:
@@ -326,15 +330,17 @@ def verify(storm: Storm, world: dict, recovered_at: list[float]) -> dict:
         "committed": {k: len(v) for k, v in storm.committed.items()},
         "lost": {k: v[:20] for k, v in lost.items() if v},
         "lost_count": sum(len(v) for v in lost.values()),
-        "invariants": report.failed(), "totals": report.totals,
+        "invariants": report.failed(), "totals": report.totals, "outbox": outbox,
+        "outbox_unsent": sum(n for status, n in outbox.items() if status in ("PENDING", "LEASED")),
         "vacancies": len(rows), "unoffered": unoffered[:20], "unoffered_count": len(unoffered),
         "offer_delay_s": {"p50": round(delays[len(delays) // 2], 2) if delays else None,
                           "max": round(delays[-1], 2) if delays else None, "over_bound": len(late)},
     }
 
 
-def wait_for_offers(storm: Storm) -> None:
-    """Until every vacancy the clients saw has had an offer (reconcile redoes a dispatch lost in a kill), at
+def wait_for_settled(storm: Storm) -> None:
+    """Until every vacancy the clients saw has had an offer (reconcile redoes a dispatch lost in a kill) and the
+    clinic's outbox has nothing pending (a notice whose task a Redis kill lost is redone by the outbox sweep), at
     most ``OFFER_BOUND_S``."""
     from django.db import connection
 
@@ -342,12 +348,30 @@ def wait_for_offers(storm: Storm) -> None:
     while time.time() < deadline:
         connection.close()
         with connection.cursor() as cursor:
-            cursor.execute("""SELECT count(*) FROM waitlist_vacancy v WHERE v.ref = ANY(%s)
-                              AND NOT EXISTS (SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = v.id)""",
-                           [list(storm.vacancies)])
+            cursor.execute("""SELECT (SELECT count(*) FROM waitlist_vacancy v WHERE v.ref = ANY(%s)
+                                      AND NOT EXISTS (SELECT 1 FROM waitlist_offer o WHERE o.vacancy_id = v.id))
+                                   + (SELECT count(*) FROM common_outboxmessage
+                                      WHERE clinic_ref = %s AND status IN ('PENDING', 'LEASED'))""",
+                           [list(storm.vacancies), storm.world["clinic"]])
             if cursor.fetchone()[0] == 0:
                 return
         time.sleep(2)
+
+
+def notices_around(clinic_ref: str, killed_at: float, window: float = 20.0) -> dict:
+    """Notices written in the ``window`` seconds after a kill: how long they took to be sent, and the first
+    send after the kill (the delivery path working again)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("""SELECT count(*), max(extract(epoch FROM sent_at - created_at)),
+                                 min(extract(epoch FROM sent_at)) FILTER (WHERE sent_at > to_timestamp(%s))
+                          FROM common_outboxmessage WHERE clinic_ref = %s
+                          AND created_at BETWEEN to_timestamp(%s) AND to_timestamp(%s)""",
+                       [killed_at, clinic_ref, killed_at, killed_at + window])
+        count, slowest, first_sent = cursor.fetchone()
+    return {"notices": count, "slowest_s": None if slowest is None else round(float(slowest), 2),
+            "first_sent_s": None if first_sent is None else round(float(first_sent) - killed_at, 2)}
 
 
 def first_write_after(storm: Storm, at: float) -> float | None:
@@ -364,6 +388,66 @@ def errors_between(storm: Storm, snapshot: Counter) -> dict:
             if v - snapshot.get(k, 0) and not any(k.endswith(f" {ok}") for ok in (200, 201))}
 
 
+def record(result: dict, machine: dict) -> None:
+    """The full drill's figures as ``bench/results/failover.json``, and docs/benchmarks.md regenerated with them."""
+    from datetime import UTC, datetime
+
+    from bench import harness
+
+    checks, pg = result["checks"], result["postgres"]
+    kills = [["PostgreSQL primary's machine (keeper, postmaster, PgBouncer)", pg["promotion_s"], pg["first_write_s"],
+              _answers(pg["client_errors"]), _notices(pg["notices"]), pg["rejoin_s"]]]
+    if "redis" in result:
+        redis = result["redis"]
+        kills.append(["Redis master", redis["promotion_s"], redis["first_write_s"], _answers(redis["client_errors"]),
+                      _notices(redis["notices"]), "restarted as a replica"])
+    committed = checks["committed"]
+    rows = [
+        ["2xx answers missing on the new primary", f"{checks['lost_count']} of {sum(committed.values())} "
+         f"({committed['cancel']} cancellations, {committed['claim']} claims, {committed['booking']} bookings, "
+         f"{committed['patient']} probe patients)", "0"],
+        ["invariant violations (observability/invariants.py)", str(len(checks["invariants"])), "0"],
+        ["vacancies offered", f"{checks['vacancies'] - checks['unoffered_count']} of {checks['vacancies']}; "
+         f"first offer p50 {checks['offer_delay_s']['p50']} s, max {checks['offer_delay_s']['max']} s after the "
+         "vacancy (or the write service's return)", f"all, within {OFFER_BOUND_S:g} s"],
+        ["notices still pending at the end", str(checks["outbox_unsent"]), "0"],
+        ["first successful write after the PostgreSQL kill", f"{pg['first_write_s']} s", f"≤ {WRITE_GOAL_S:g} s"],
+    ]
+    answers = [[key, count] for key, count in result["answers"].items()]
+    payload = {
+        "name": "failover", "title": "8. Failover drill: the primary's machine and the Redis master killed mid-storm",
+        "status": "ok" if not result["failures"] else "failed: " + "; ".join(result["failures"]),
+        "scale": "full", "scale_config": {"appointments": committed["cancel"], "lanes": result["lanes"]},
+        "machine": machine, "finished_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_seconds": result["seconds"],
+        "tables": [
+            {"title": "The kills (seconds from the SIGKILL)", "columns": [
+                "killed", "promoted", "first successful write", "non-2xx answers meanwhile",
+                "notices written in the next 20 s: count, slowest, first sent", "back to two nodes"], "rows": kills},
+            {"title": "The checks", "columns": ["check", "measured", "required"], "rows": rows},
+            {"title": "Every answer the clients saw (command, status)", "columns": ["answer", "count"],
+             "rows": answers},
+        ],
+        "notes": NOTE_PATH.read_text().strip().split("\n\n"), "plots": [], "data": result,
+    }
+    path = harness.RESULTS_DIR / "failover.json"
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    harness.render_doc()
+    log(f"figures in {path} and docs/benchmarks.md")
+
+
+def _answers(errors: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in sorted(errors.items())) or "none"
+
+
+def _notices(n: dict) -> str:
+    return f"{n['notices']}, {n['slowest_s']} s, {n['first_sent_s']} s"
+
+
+#: The method and reading notes under the figures (docs/benchmarks.md), kept beside the drill.
+NOTE_PATH = Path(__file__).with_name("drill_note.md")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="The failover drill (docs/benchmarks.md 'Failover drill').")
     parser.add_argument("--short", action="store_true", help="one kill (the PostgreSQL primary), for CI")
@@ -372,6 +456,9 @@ def main() -> int:
     started = time.time()
     cluster.up()
     setup_django()
+    from bench.harness import machine_info
+
+    machine = machine_info()
     appointments = 120 if args.short else 300
     log(f"seeding a clinic with {appointments} CONFIRMED appointments")
     world = build_world(appointments)
@@ -385,6 +472,7 @@ def main() -> int:
     time.sleep(15)
     before = Counter(storm.answers)
     node, killed_at = kill_postgres_machine()
+    pg_killed_at = killed_at
     log(f"killed {node} (keeper, postmaster, PgBouncer)")
     promoted_at = wait_promoted(node)
     log(f"promoted after {promoted_at - killed_at:.1f} s")
@@ -406,12 +494,13 @@ def main() -> int:
         time.sleep(5)
         before = Counter(storm.answers)
         name, killed_at = kill_redis_master()
+        redis_killed_at = killed_at
         log(f"killed the Redis master {name}")
         promoted = wait_redis_promoted(name)
         log(f"Sentinels promoted the replica after {promoted - killed_at:.1f} s")
         time.sleep(15)
         redis = {"killed": name, "promotion_s": round(promoted - killed_at, 1),
-                 "first_write_s": first_write_after(storm, killed_at),
+                 "first_write_s": round(first_write_after(storm, killed_at) or -1, 2),
                  "client_errors": errors_between(storm, before)}
         cluster.pid_file(name).unlink(missing_ok=True)
         cluster.start_redis()
@@ -425,10 +514,13 @@ def main() -> int:
     storm.stop.set()
     for thread in threads:
         thread.join(timeout=CLIENT_TIMEOUT_S + 10)
-    wait_for_offers(storm)
+    wait_for_settled(storm)
     result["answers"] = dict(sorted(storm.answers.items()))
     result["gave_up"] = dict(storm.gave_up)
     result["checks"] = verify(storm, world, recovered)
+    result["postgres"]["notices"] = notices_around(world["clinic"], pg_killed_at)
+    if "redis" in result:
+        result["redis"]["notices"] = notices_around(world["clinic"], redis_killed_at)
     result["seconds"] = round(time.time() - started, 1)
     checks = result["checks"]
     failures = []
@@ -441,9 +533,13 @@ def main() -> int:
                         f"{checks['offer_delay_s']['over_bound']} late")
     if pg["first_write_s"] is None or pg["first_write_s"] > WRITE_GOAL_S:
         failures.append(f"first write after the PostgreSQL kill {pg['first_write_s']} s (goal {WRITE_GOAL_S:g} s)")
+    if checks["outbox_unsent"]:
+        failures.append(f"{checks['outbox_unsent']} notices still pending after {OFFER_BOUND_S:g} s")
     if not checks["committed"]["cancel"]:
         failures.append("no cancellation committed: the storm did not run")
     result["failures"] = failures
+    if not args.short:
+        record(result, machine)
     out = cluster.CLUSTER_DIR / f"drill-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
