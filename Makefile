@@ -105,8 +105,8 @@ simulate: $(SIM_STAMP)
 
 # The highly available shape on this machine (docs/deployment.md "The cluster"): pg_auto_failover (monitor, primary,
 # synchronous standby), a PgBouncer per node, Redis master + replica + three Sentinels, two web, two workers, beat.
-# Separate processes on loopback ports 55430-58002; data in .data/cluster (CLUSTER_DIR). Installs its Debian
-# packages with apt when missing. `make cluster-down` stops it (CLUSTER_ARGS=--wipe also removes the data).
+# Separate processes on loopback ports 55430-58002; data in .data/cluster (CLUSTER_DIR). Run as root: installs its
+# Debian packages with apt when missing and runs PostgreSQL and PgBouncer as the postgres user. `make cluster-down` stops it (CLUSTER_ARGS=--wipe also removes the data).
 CLUSTER_ARGS ?=
 cluster: $(STAMP)
 	$(PY) deploy/cluster/cluster.py up

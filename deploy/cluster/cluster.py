@@ -96,6 +96,13 @@ def spawn(name: str, args: list[str], *, env: dict | None = None, as_postgres: b
     return proc.pid
 
 
+#: The service's processes run as systemd runs them (deploy/systemd: Restart=always): one that exits is started
+#: again after a second. A Celery worker can exit on a broker failover (kombu's Redis transport raises while it
+#: closes a channel whose connection is gone: "Unrecoverable error: AttributeError … 'hostname'").
+SUPERVISE = ["/bin/sh", "-c", 'while :; do "$@"; echo "exited with $?; starting again in 1 s"; sleep 1; done',
+             "supervise"]
+
+
 def stop(name: str, *, timeout: float = 20) -> None:
     """SIGTERM to the process group started for ``name``, SIGKILL after ``timeout``."""
     pid = running(name)
@@ -377,15 +384,16 @@ def start_service() -> None:
     bin_dir = Path(sys.executable).parent
     full = {**os.environ, **env}
     for web in ("web_1", "web_2"):
-        spawn(web, [str(bin_dir / "gunicorn"), "config.wsgi", "--bind", f"{HOST}:{PORTS[web]}", "--workers", "2",
-                    "--threads", "4", "--timeout", "30", "--graceful-timeout", "5",
+        spawn(web, [*SUPERVISE, str(bin_dir / "gunicorn"), "config.wsgi", "--bind", f"{HOST}:{PORTS[web]}",
+                    "--workers", "2", "--threads", "4", "--timeout", "30", "--graceful-timeout", "5",
                     "--logger-class", "config.gunicorn_logging.RedactingLogger"], env=full, cwd=BASE_DIR)
     for worker in ("worker_1", "worker_2"):
-        spawn(worker, [str(bin_dir / "celery"), "-A", "config", "worker", "-Q", "delivery,reevaluation,maintenance",
-                       "-n", f"{worker}@%h", "--concurrency", "2", "--prefetch-multiplier", "1",
+        spawn(worker, [*SUPERVISE, str(bin_dir / "celery"), "-A", "config", "worker",
+                       "-Q", "delivery,reevaluation,maintenance", "-n", f"{worker}@%h", "--concurrency", "2",
+                       "--prefetch-multiplier", "1",
                        "--without-gossip", "--without-mingle", "--loglevel", "WARNING"],
               env={**os.environ, **worker_env(env)}, cwd=BASE_DIR)
-    spawn("beat", [str(bin_dir / "celery"), "-A", "config", "beat", "--loglevel", "WARNING",
+    spawn("beat", [*SUPERVISE, str(bin_dir / "celery"), "-A", "config", "beat", "--loglevel", "WARNING",
                    "--schedule", str(CLUSTER_DIR / "celerybeat-schedule")], env=full, cwd=BASE_DIR)
     import urllib.request
 
