@@ -197,6 +197,12 @@ def start_monitor() -> None:
                 "--hostname", HOST, "--auth", "trust", "--no-ssl", "--pgctl", str(PG_BIN / "pg_ctl"))
     spawn("monitor", ["pg_autoctl", "run", "--pgdata", str(pgdata)], env=autoctl_env(), as_postgres=True)
     wait_for(lambda: psql(PORTS["monitor"], "SELECT 1", db="pg_auto_failover") == "1", 60, "the monitor")
+    if psql(PORTS["monitor"], "SHOW listen_addresses") != HOST:
+        # `create monitor` has no --listen and writes '*': loopback only, as everything here (a restart applies it).
+        psql(PORTS["monitor"], f"ALTER SYSTEM SET listen_addresses = '{HOST}'")
+        stop("monitor", timeout=30)
+        spawn("monitor", ["pg_autoctl", "run", "--pgdata", str(pgdata)], env=autoctl_env(), as_postgres=True)
+        wait_for(lambda: psql(PORTS["monitor"], "SELECT 1", db="pg_auto_failover") == "1", 60, "the monitor")
     for name, value in MONITOR_SETTINGS.items():
         psql(PORTS["monitor"], f"ALTER SYSTEM SET {name} = {value}")
     psql(PORTS["monitor"], "SELECT pg_reload_conf()")
@@ -208,7 +214,8 @@ def start_node(name: str) -> None:
         say(f"creating PostgreSQL node {name} (port {PORTS[name]})")
         autoctl("create", "postgres", "--pgdata", str(pgdata), "--pgport", str(PORTS[name]), "--hostname", HOST,
                 "--name", name, "--monitor", monitor_uri(), "--auth", "trust", "--no-ssl", "--dbname", DB_NAME,
-                "--pgctl", str(PG_BIN / "pg_ctl"), "--replication-quorum", "true", "--candidate-priority", "50")
+                "--pgctl", str(PG_BIN / "pg_ctl"), "--replication-quorum", "true", "--candidate-priority", "50",
+                "--listen", HOST)
     spawn(name, ["pg_autoctl", "run", "--pgdata", str(pgdata)], env=autoctl_env(), as_postgres=True)
 
 
