@@ -195,14 +195,11 @@ def start_monitor() -> None:
         say("creating the pg_auto_failover monitor")
         autoctl("create", "monitor", "--pgdata", str(pgdata), "--pgport", str(PORTS["monitor"]),
                 "--hostname", HOST, "--auth", "trust", "--no-ssl", "--pgctl", str(PG_BIN / "pg_ctl"))
+    if running("monitor") is None:
+        # `create monitor` has no --listen and keeps '*' (passed to postgres as -h): loopback only, as everything here.
+        autoctl("config", "set", "--pgdata", str(pgdata), "postgresql.listen_addresses", HOST)
     spawn("monitor", ["pg_autoctl", "run", "--pgdata", str(pgdata)], env=autoctl_env(), as_postgres=True)
     wait_for(lambda: psql(PORTS["monitor"], "SELECT 1", db="pg_auto_failover") == "1", 60, "the monitor")
-    if psql(PORTS["monitor"], "SHOW listen_addresses") != HOST:
-        # `create monitor` has no --listen and writes '*': loopback only, as everything here (a restart applies it).
-        psql(PORTS["monitor"], f"ALTER SYSTEM SET listen_addresses = '{HOST}'")
-        stop("monitor", timeout=30)
-        spawn("monitor", ["pg_autoctl", "run", "--pgdata", str(pgdata)], env=autoctl_env(), as_postgres=True)
-        wait_for(lambda: psql(PORTS["monitor"], "SELECT 1", db="pg_auto_failover") == "1", 60, "the monitor")
     for name, value in MONITOR_SETTINGS.items():
         psql(PORTS["monitor"], f"ALTER SYSTEM SET {name} = {value}")
     psql(PORTS["monitor"], "SELECT pg_reload_conf()")
