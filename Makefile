@@ -9,7 +9,8 @@ PORT ?= 8000
 PYTEST_ARGS ?=
 , := ,
 
-.PHONY: run test test-fastpaths-off install lint bench simulate clean-data demo-event fuzz soak screenshots coverage
+.PHONY: run test test-fastpaths-off install lint bench simulate clean-data demo-event fuzz soak screenshots coverage \
+	cluster cluster-down failover
 
 # The venv with the project and the given extras, installed again when pyproject.toml changes (the target is
 # the stamp: $(VENV)/.<kind>-<checksum of pyproject.toml>; older stamps of that kind are removed).
@@ -112,3 +113,21 @@ $(SIM_STAMP): pyproject.toml
 
 simulate: $(SIM_STAMP)
 	SIM_SCALE=$(SIM_SCALE) $(PY) -m sim.run $(SIM_ARGS)
+
+# The highly available shape on this machine (docs/deployment.md "The cluster"): pg_auto_failover (monitor, primary,
+# synchronous standby), a PgBouncer per node, Redis master + replica + three Sentinels, two web, two workers, beat.
+# Separate processes on loopback ports 55430-58002; data in .data/cluster (CLUSTER_DIR). Run as root: installs its
+# Debian packages with apt when missing and runs PostgreSQL and PgBouncer as the postgres user. `make cluster-down` stops it (CLUSTER_ARGS=--wipe also removes the data).
+CLUSTER_ARGS ?=
+cluster: $(STAMP)
+	$(PY) deploy/cluster/cluster.py up
+
+cluster-down:
+	$(PY) deploy/cluster/cluster.py down $(CLUSTER_ARGS)
+
+# The failover drill against `make cluster` (brought up if needed): a storm with the PostgreSQL primary's machine
+# and then the Redis master killed mid-way; fails on a lost commit, an invariant violation, a vacancy not offered
+# within 60 s or a first write later than 30 s after the kill. DRILL_ARGS=--short: one kill (CI). docs/benchmarks.md.
+DRILL_ARGS ?=
+failover: $(STAMP)
+	deploy/cluster/drill.sh $(DRILL_ARGS)

@@ -43,6 +43,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A request whose database connection broke: replayed once if safe, else 503 + Retry-After (common/dbloss.py).
+    "common.dbloss.DatabaseUnavailableMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "common.middleware.JunkRequestMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -84,6 +86,7 @@ DATABASES["default"]["CONN_MAX_AGE"] = env.int("DATABASE_CONN_MAX_AGE", default=
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = env.bool("DATABASE_CONN_HEALTH_CHECKS", default=True)
 # ...but not for a connection that finished a request this recently (common/fastpath/health_checks.py);
 # 0: every request.
+DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS", default=5)
 DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=1.0)
 DATABASES["default"].setdefault("TEST", {})
 if env("TEST_DATABASE_NAME", default=""):
@@ -98,6 +101,13 @@ CACHES = {
         "KEY_PREFIX": env("CACHE_KEY_PREFIX", default="cw"),
     }
 }
+# Redis behind Sentinel (deploy/cluster/): REDIS_URL and CELERY_BROKER_URL are ``sentinel://host:port/db``
+# entries joined by ";", and REDIS_SENTINEL_MASTER names the master the Sentinels watch.
+REDIS_SENTINEL_MASTER = env("REDIS_SENTINEL_MASTER", default="")
+if REDIS_URL.startswith("sentinel://"):
+    CACHES["default"]["LOCATION"] = [REDIS_URL]  # one server: Django would split the URL at ";"
+    CACHES["default"]["OPTIONS"] = {
+        "pool_class": "common.sentinel.SentinelPool", "socket_connect_timeout": 1.0, "socket_timeout": 2.0}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -525,6 +535,33 @@ if env("CELERY_BROKER_KEY_PREFIX", default=""):
         **CELERY_BROKER_TRANSPORT_OPTIONS,
         "global_keyprefix": env("CELERY_BROKER_KEY_PREFIX"),
     }
+if REDIS_SENTINEL_MASTER:
+    # kombu's Sentinel transport (a sentinel:// CELERY_BROKER_URL) asks the Sentinels for this master.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        **CELERY_BROKER_TRANSPORT_OPTIONS, "master_name": REDIS_SENTINEL_MASTER,
+        "sentinel_kwargs": {"socket_timeout": 1.0, "socket_connect_timeout": 1.0},
+    }
+# Replica reads (common/replica.py, docs/deployment.md "Replica reads"): off unless REPLICA_DATABASE_URL is set
+# (e.g. both PgBouncers with target_session_attrs=prefer-standby, so a lost standby means reads on the primary).
+REPLICA_DATABASE_URL = env("REPLICA_DATABASE_URL", default="")
+# A browser that wrote reads only the primary for this long: above the replica's worst replay lag.
+REPLICA_PIN_SECONDS = env.int("REPLICA_PIN_SECONDS", default=5)
+# The read-only views (GET/HEAD) that may read the replica: the console's lists and figures, FHIR searches, /metrics.
+REPLICA_READ_VIEWS = env.list("REPLICA_READ_VIEWS", default=[
+    "console:clinic-home", "console:audit", "console:waitlist", "console:waitlist-list", "console:waitlist-vacancy",
+    "console:reevaluation", "console:reevaluation-finished", "fhir-slot-search", "fhir-appointment-search",
+    "fhir-schedule-search", "metrics",
+])
+if REPLICA_DATABASE_URL:
+    DATABASES["replica"] = {
+        **env.db_url_config(REPLICA_DATABASE_URL),
+        **{key: DATABASES["default"][key] for key in (
+            "ATOMIC_REQUESTS", "CONN_MAX_AGE", "CONN_HEALTH_CHECKS", "DISABLE_SERVER_SIDE_CURSORS")},
+        "TEST": {"MIRROR": "default"},
+    }
+    DATABASE_ROUTERS = ["common.replica.ReplicaRouter"]
+    MIDDLEWARE.insert(MIDDLEWARE.index("common.dbloss.DatabaseUnavailableMiddleware") + 1,
+                      "common.replica.ReplicaReadsMiddleware")
 # --- end observability ---
 
 INSTALLED_APPS.append("interop")

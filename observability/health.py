@@ -60,7 +60,8 @@ def check_broker() -> str:
     timeout = float(getattr(settings, "READYZ_BROKER_TIMEOUT_SECONDS", 1.0))
     try:
         with Connection(url, connect_timeout=timeout,
-                        transport_options={"socket_timeout": timeout, "max_retries": 0}) as broker:
+                        transport_options={**settings.CELERY_BROKER_TRANSPORT_OPTIONS,  # a Sentinel's master_name
+                                           "socket_timeout": timeout, "max_retries": 0}) as broker:
             broker.ensure_connection(max_retries=1, interval_start=0, interval_step=0, timeout=timeout)
         state = "ok"
         readyz_broker.ok()

@@ -16,6 +16,7 @@ from rest_framework import exceptions, serializers
 from rest_framework.permissions import SAFE_METHODS
 from rest_framework.views import APIView
 
+from ..dbloss import mark_replayable
 from ..errors import ValidationFailed
 from ..idempotency import request_digest, run_idempotent, validate_key
 from ..tokens import require_fresh_admin_token
@@ -55,6 +56,8 @@ def idempotent_response(
     """Run a command under the request's Idempotency-Key and answer with the stored bytes
     (``refusals_write_nothing``: see ``run_idempotent``)."""
     key = validate_key(request.headers.get("Idempotency-Key"))
+    if key is not None:
+        mark_replayable(request)  # a broken connection replays it once (common/dbloss.py)
     digest = request_digest(request.method, request.path, request.data)
     stored = run_idempotent(
         scope=scope, key=key, command=command, digest=digest, execute=execute,
