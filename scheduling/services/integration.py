@@ -26,7 +26,7 @@ def clinic_integration_set(*, clinic: Clinic, actor, reason: str, allowlist: lis
     if provider is not None and provider not in PROVIDERS:
         raise ValidationFailed(f"provider is one of {', '.join(PROVIDERS)}.", fields={"provider": ["invalid"]})
     with transaction.atomic():
-        locked = Clinic.objects.select_for_update().get(pk=clinic.pk)
+        locked = Clinic.objects.select_for_update(no_key=True).get(pk=clinic.pk)
         settings = dict(locked.settings or {})
         if allowlist is not None:
             settings[egress.ALLOWLIST_KEY] = [str(entry) for entry in egress.parse_allowlist(allowlist)]
