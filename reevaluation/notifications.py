@@ -38,6 +38,11 @@ from .tokens import proposal_link
 LANGUAGES = ("en", "ko")
 
 
+def _shown(row) -> str:
+    """A clinic's or treatment's name in the active language (the patient's: ``DisplayNamed.name_in``)."""
+    return row.name_in(translation.get_language())
+
+
 def _when(value, tz_name: str) -> str:
     return formats.date_format(timezone.localtime(value, ZoneInfo(tz_name)), "DATETIME_FORMAT")
 
@@ -48,9 +53,9 @@ def change_lines(changes: Sequence[Mapping[str, Any]], appointments: dict[str, A
     for change in changes:
         before = appointments[change["appointment_ref"]]
         after = appointments.get(change["replacement_ref"])
-        values = {"treatment": before.treatment.name, "when": _when(before.starts_at, tz_name)}
+        values = {"treatment": _shown(before.treatment), "when": _when(before.starts_at, tz_name)}
         if change["outcome"] == Outcome.PROPOSAL_SUPERSEDED and after is not None:
-            values["new_treatment"] = after.treatment.name
+            values["new_treatment"] = _shown(after.treatment)
             lines.append(_("Your proposed %(treatment)s on %(when)s was replaced by a new proposal: "
                            "%(new_treatment)s at the same time.") % values)
         elif change["outcome"] == Outcome.HOLD_REPLACED:
@@ -68,7 +73,7 @@ def proposal_lines(proposals, appointments: dict[str, Appointment], tz_name: str
     for proposal in proposals:
         current = appointments.get(proposal.appointment_ref)
         values = {
-            "treatment": current.treatment.name if current else "",
+            "treatment": _shown(current.treatment) if current else "",
             "when": _when(current.starts_at, tz_name) if current else "",
             "until": _when(proposal.expires_at, tz_name),
             "link": proposal_link(proposal),
@@ -102,8 +107,8 @@ def deliver_proposal_applied(message: OutboxMessage) -> str:
     if not consent_granted(patient.pk, provider_channels(clinic.settings)):
         raise DeliverySkipped("CONSENT_REVOKED")
     with translation.override(patient.language if patient.language in LANGUAGES else "en"):
-        subject = _("Your new time at %(clinic)s") % {"clinic": clinic.name}
-        values = {"treatment": new.treatment.name, "when": _when(new.starts_at, clinic.timezone)}
+        subject = _("Your new time at %(clinic)s") % {"clinic": _shown(clinic)}
+        values = {"treatment": _shown(new.treatment), "when": _when(new.starts_at, clinic.timezone)}
         if new.status == "CONFIRMED":
             body = _("Your %(treatment)s is now confirmed on %(when)s, as you chose.") % values
         else:
@@ -149,9 +154,9 @@ def deliver_job_completed(message: OutboxMessage) -> str:
     if not consent_granted(patient.pk, provider_channels(clinic.settings)):
         raise DeliverySkipped("CONSENT_REVOKED")
     with translation.override(patient.language if patient.language in LANGUAGES else "en"):
-        subject = _("Your appointment at %(clinic)s changed") % {"clinic": clinic.name}
+        subject = _("Your appointment at %(clinic)s changed") % {"clinic": _shown(clinic)}
         if not changes:
-            subject = _("Please choose a new time at %(clinic)s") % {"clinic": clinic.name}
+            subject = _("Please choose a new time at %(clinic)s") % {"clinic": _shown(clinic)}
         lines = change_lines(changes, appointments, clinic.timezone)
         lines += proposal_lines(proposals, appointments, clinic.timezone)
         body = "\n".join(lines) + "\n"

@@ -108,3 +108,21 @@ def test_a_proposed_time_offered_again_is_labelled_as_the_current_time(world, cr
     (option,) = re.findall(r'<label class="option".*?</label>', html, re.S)
     assert "This is your current time: accept it to have it held for you." in option
     assert world.dr_b.name in option
+
+
+@time_machine.travel(DAY_BEFORE, tick=True)
+def test_the_korean_proposal_notice_names_the_clinic_and_treatment_in_korean(world, crm):
+    from django.core import mail
+
+    from common.outbox import outbox_deliver_due
+
+    world.clinic.settings = {"notification": {"provider": "email"}}
+    world.clinic.save(update_fields=["settings"])
+    korean_names(world)
+    world.patient.language = "ko"
+    world.patient.save(update_fields=["language"])
+    proposed(world, crm)
+    assert outbox_deliver_due(worker="test") == {"SENT": 1}
+    [sent] = mail.outbox
+    assert "강남 클리닉" in sent.subject and "물리치료" in sent.body
+    assert world.clinic.name not in sent.subject + sent.body and world.treatment.name not in sent.body
