@@ -7,7 +7,7 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import reauth, views, views_bulk, views_controls, views_lists, views_reevaluation, views_waitlist
+from . import reauth, views, views_bulk, views_controls, views_desk, views_lists, views_reevaluation, views_waitlist
 
 app_name = "console"
 
@@ -49,6 +49,8 @@ urlpatterns = [
     clinic_path("waitlist/vacancies/<str:vacancy_ref>/review/", w.waitlist_review, "waitlist-review"),
     clinic_path("waitlist/offers/<str:offer_ref>/withdraw/", w.waitlist_withdraw, "waitlist-withdraw"),
     clinic_path("waitlist/holds/<str:hold_ref>/retry-booking/", w.waitlist_retry_booking, "waitlist-retry-booking"),
+    clinic_path("desk/", views_desk.desk_page, "desk"),
+    *[clinic_path(f"desk/{name}/", view, f"desk-verb-{name}") for name, view in views_desk.DESK_VIEWS.items()],
     clinic_path("controls/", ctl.controls_page, "controls"),
     clinic_path("controls/switch/", ctl.controls_switch, "controls-switch"),
     clinic_path("controls/allowlist/", ctl.controls_allowlist, "controls-allowlist"),
