@@ -38,7 +38,7 @@ def _ref_field(label: str, help_text: str) -> forms.CharField:
 
 
 class CancelForm(DeskForm):
-    appointment = _ref_field("Appointment", "Its code (e.g. GN-4821) or ref.")
+    appointment = _ref_field("Appointment", "Its code (e.g. GN-7KQ3) or ref.")
     reason_code = forms.ChoiceField(label="Why", choices=[(c.value, c.label) for c in CALLER_CANCEL_REASONS])
     reason = forms.CharField(label="Reason (recorded with the appointment)", max_length=200, strip=True)
 

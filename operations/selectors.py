@@ -113,5 +113,5 @@ def offers_in_flight(*, clinic: Clinic, limit: int = 20) -> list[dict]:
     return [dict(row) for row in
         Offer.objects.filter(clinic=clinic, status=OfferStatus.OFFERED)
         .order_by("expires_at", "id")
-        .values("ref", "expires_at", "notified_at", "vacancy__ref", "vacancy__starts_at",
+        .values("ref", "code", "expires_at", "notified_at", "vacancy__ref", "vacancy__starts_at",
                 "vacancy__practitioner__name", "vacancy__treatment__name")[:limit]]

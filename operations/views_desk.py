@@ -23,6 +23,7 @@ from django.utils.module_loading import import_string
 from common.api.errors import field_errors
 from common.errors import DomainError, PermissionDenied, ValidationFailed
 from common.services import new_correlation_id
+from common.shortcodes import clinic_prefix, display_code, parse_code
 from scheduling.api.serializers import CancelInput
 from scheduling.models import Appointment, CancelActor, Clinic, Practitioner, Treatment, cancel_actor_ref
 from scheduling.scoping import may_run
@@ -32,6 +33,7 @@ from waitlist.models import Confirmation, Offer, WaitlistEntry
 
 from .commands import refused, run_command
 from .decorators import clinic_view
+from .forms import new_idempotency_key
 from .forms_desk import (
     PHONE_EVIDENCE,
     CancelForm,
@@ -49,14 +51,15 @@ PAGE = "operations/desk.html"
 
 
 def resolve_ref(clinic: Clinic, model, text: str) -> str:
-    """What staff typed, as the object's ref in this clinic: its ref, or its short code (``GN-4821``)."""
+    """What staff typed, as the object's ref in this clinic: its ref, or its short code (``GN-7KQ3`` or ``7KQ3``;
+    a prefix that is not this clinic's names nothing here). Anything else goes on as typed: the service's
+    NOT_FOUND."""
     text = text.strip()
-    code_field = getattr(model, "SHORT_CODE_FIELD", None)
-    if code_field and "_" not in text:
-        ref = model._default_manager.filter(clinic=clinic, **{code_field: text.upper()}).values_list(
-            "ref", flat=True).first()
-        return ref or text
-    return text
+    parsed = parse_code(text) if "_" not in text else None
+    if parsed is None or (parsed[0] and parsed[0] != clinic_prefix(clinic)):
+        return text
+    ref = model._default_manager.filter(clinic=clinic, code=parsed[1]).values_list("ref", flat=True).first()
+    return ref or text
 
 
 def _validated(serializer_class, clinic: Clinic, data: dict) -> dict:
@@ -161,7 +164,11 @@ def _release(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
 
 
 def _code(obj) -> str:
-    return getattr(obj, "code", "") or getattr(obj, "ref", "") or "—"
+    """The row's short code as a person reads it (read again: an insert leaves it to PostgreSQL), else its ref."""
+    if obj is None:
+        return "—"
+    code = type(obj)._default_manager.filter(pk=obj.pk).values_list("code", flat=True).first() or ""
+    return display_code(obj.clinic, code) or obj.ref
 
 
 @dataclass(frozen=True)
@@ -195,8 +202,19 @@ VERBS: dict[str, Verb] = {v.name: v for v in (
 )}
 
 
-def _form(verb: Verb, clinic: Clinic, user, data=None) -> forms.Form:
+#: The fields a link may fill in (``?appointment=apt_…`` from an appointment's page): refs and codes only.
+PREFILL_FIELDS = ("appointment", "offer", "entry")
+
+
+def _prefill(request: HttpRequest, verb: Verb) -> dict:
+    fields = verb.form.base_fields
+    return {k: request.GET[k][:40] for k in PREFILL_FIELDS if k in fields and k in request.GET}
+
+
+def _form(verb: Verb, clinic: Clinic, user, data=None, initial: dict | None = None) -> forms.Form:
     kwargs: dict = {"prefix_id": f"desk-{verb.name}"}
+    if initial:
+        kwargs["initial"] = {"idempotency_key": new_idempotency_key(), **initial}
     if verb.form is EntryForm:
         kwargs.update(
             treatments=Treatment.objects.filter(clinic=clinic).order_by("name", "id").values_list("ref", "name"),
@@ -213,7 +231,7 @@ def _card(verb: Verb, clinic: Clinic, form: forms.Form, **extra) -> dict:
 @clinic_view()
 def desk_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     """The front desk's verbs; a verb this user's role may not run is not shown (the POST is a 403 anyway)."""
-    cards = [_card(v, clinic, _form(v, clinic, request.user)) for v in VERBS.values()
+    cards = [_card(v, clinic, _form(v, clinic, request.user, initial=_prefill(request, v))) for v in VERBS.values()
              if may_run(request.user, clinic, v.command)]
     hidden = [v.title for v in VERBS.values() if not may_run(request.user, clinic, v.command)]
     return render_clinic_page(request, PAGE, clinic, "desk", {"cards": cards, "hidden": hidden})
