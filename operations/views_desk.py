@@ -118,7 +118,8 @@ def _accept(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
         except DomainError as exc:  # the claim stands; reconcile finishes the booking (as on the claim page)
             return {"ref": offer_ref, "status": "ACCEPTED", "hold": receipt.hold_ref, "booking_error": exc.code,
                     "message": f"Offer {_code(offer)} accepted; booking left to retry ({exc.code})."}
-    booked_words = f" Booked as appointment {appointment}." if appointment else " The booking follows."
+    booked_words = f" Booked as appointment {_booked_code(clinic, appointment)}." if appointment else (
+        " The booking follows.")
     return {"ref": offer_ref, "status": "ACCEPTED", "hold": receipt.hold_ref, "appointment": appointment or None,
             "message": f"Offer {_code(offer)} accepted for the patient.{booked_words}"}
 
@@ -139,7 +140,7 @@ def _late_yes(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
         return {"ref": offer.ref, "status": "KEPT",
                 "message": "The time is offered to someone else now: the patient's yes is kept and wins if that "
                            "offer ends unbooked."}
-    words = f" Booked as appointment {booked.appointment_ref}." if booked.appointment_ref else ""
+    words = f" Booked as appointment {_booked_code(clinic, booked.appointment_ref)}." if booked.appointment_ref else ""
     return {"ref": offer.ref, "status": offer.status, "appointment": booked.appointment_ref or None,
             "message": f"Late yes taken: offer {_code(offer)} is {offer.status}.{words}"}
 
@@ -161,6 +162,11 @@ def _release(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     reopened = f" Vacancy {vacancy.ref} opened for the time." if vacancy else ""
     return {"ref": offer.ref, "status": offer.status, "vacancy": vacancy.ref if vacancy else None,
             "message": f"Automatic booking {_code(offer)} released: {offer.status}.{reopened}"}
+
+
+def _booked_code(clinic: Clinic, appointment_ref: str) -> str:
+    code = Appointment.objects.filter(clinic=clinic, ref=appointment_ref).values_list("code", flat=True).first()
+    return display_code(clinic, code or "") or appointment_ref
 
 
 def _code(obj) -> str:
