@@ -189,3 +189,9 @@ def short_code(code, clinic) -> str:
     from common.shortcodes import display_code
 
     return display_code(clinic, str(code or ""))
+
+
+@register.filter
+def get_item(mapping, key):
+    """``mapping[key]`` in a template (None when missing)."""
+    return mapping.get(key) if hasattr(mapping, "get") else None

@@ -20,10 +20,10 @@ DESKTOP = {"width": 1280, "height": 900}
 @pytest.fixture
 def dispatch_inline(monkeypatch):
     """The dispatch a cancellation queues runs at once after its commit (the worker's job, in the request)."""
-    from tests.support.waitlist_fixtures import _stub_dispatch
-    from waitlist import services
+    from waitlist import services, tasks
 
-    _stub_dispatch(monkeypatch, lambda vacancy_id: services.vacancy_dispatch_by_id(vacancy_id=vacancy_id))
+    monkeypatch.setattr(tasks.dispatch_vacancy, "delay",
+                        lambda vacancy_id: services.vacancy_dispatch_by_id(vacancy_id=vacancy_id))
 
 
 def _keyboard_fill(page, selector: str, text: str) -> None:
