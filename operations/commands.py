@@ -16,6 +16,7 @@ from django.http import HttpRequest, HttpResponse
 
 from common.errors import DomainError
 from common.idempotency import request_digest, run_idempotent
+from common.services import audit_record
 from scheduling.models import Clinic
 
 from .responses import console_error
@@ -47,15 +48,29 @@ def run_command(
     key: str,
     parts: Sequence[object],
     execute: Callable[[], dict],
+    audit_reason: str | None = None,
 ) -> Outcome:
-    """Run ``execute`` (whose dict is the 200 answer) once per (clinic, user, key); never raises a DomainError."""
+    """Run ``execute`` (whose dict is the 200 answer) once per (clinic, user, key); never raises a DomainError.
+
+    ``audit_reason``: the console writes the audit row itself (``console.<command>``, with this reason and the
+    answer), in the command's transaction: for a service that keeps no audit row of its own, or evidence the
+    service has no field for ("the patient said so on the phone")."""
+
+    def run(_receipt) -> tuple[int, dict]:
+        body = execute()
+        if audit_reason is not None:
+            audit_record(actor=request.user, action=f"console.{command}", clinic=clinic,
+                         target_ref=str(body.get("ref", ""))[:40], reason=audit_reason, idempotency_key=key,
+                         correlation_id=body.get("correlation_id", ""), result=body)
+        return 200, body
+
     try:
         stored = run_idempotent(
             scope=f"console:{clinic.ref}:{request.user.pk}",
             key=key,
             command=f"console.{command}",
             digest=request_digest(command, *parts),
-            execute=lambda _receipt: (200, execute()),
+            execute=run,
         )
     except DomainError as exc:  # the key was used for another request
         return Outcome(exc.status_code, exc.as_body())

@@ -7,7 +7,17 @@ The nav slots in ``operations/nav.py`` light up when these names exist
 
 from django.urls import path
 
-from . import reauth, views, views_bulk, views_controls, views_lists, views_reevaluation, views_waitlist
+from . import (
+    patient_contact,
+    reauth,
+    views,
+    views_bulk,
+    views_controls,
+    views_desk,
+    views_lists,
+    views_reevaluation,
+    views_waitlist,
+)
 
 app_name = "console"
 
@@ -29,6 +39,8 @@ urlpatterns = [
     clinic_path("", views.clinic_home, "clinic-home"),
     clinic_path("ref/<str:ref>/", views.ref_page, "ref"),
     clinic_path("audit/", views.audit_log, "audit"),
+    clinic_path("patients/contact/", patient_contact.patient_contact, "patient-contact"),
+    clinic_path("patients/access-log/", patient_contact.patient_access_log, "patient-access-log"),
     clinic_path("reevaluation/", r.reevaluation_page, "reevaluation"),
     clinic_path("reevaluation/finished/", views_lists.reevaluation_finished, "reevaluation-finished"),
     clinic_path("reevaluation/jobs/<str:job_ref>/", r.reevaluation_job, "reevaluation-job"),
@@ -49,6 +61,8 @@ urlpatterns = [
     clinic_path("waitlist/vacancies/<str:vacancy_ref>/review/", w.waitlist_review, "waitlist-review"),
     clinic_path("waitlist/offers/<str:offer_ref>/withdraw/", w.waitlist_withdraw, "waitlist-withdraw"),
     clinic_path("waitlist/holds/<str:hold_ref>/retry-booking/", w.waitlist_retry_booking, "waitlist-retry-booking"),
+    clinic_path("desk/", views_desk.desk_page, "desk"),
+    *[clinic_path(f"desk/{name}/", view, f"desk-verb-{name}") for name, view in views_desk.DESK_VIEWS.items()],
     clinic_path("controls/", ctl.controls_page, "controls"),
     clinic_path("controls/switch/", ctl.controls_switch, "controls-switch"),
     clinic_path("controls/allowlist/", ctl.controls_allowlist, "controls-allowlist"),

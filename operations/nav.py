@@ -21,6 +21,7 @@ class NavSlot:
 CLINIC_NAV: tuple[NavSlot, ...] = (
     NavSlot("home", "Overview", "console:clinic-home"),
     NavSlot("waitlist", "Waitlist", "console:waitlist"),
+    NavSlot("desk", "Front desk", "console:desk"),
     NavSlot("reevaluation", "Reevaluation", "console:reevaluation"),
     NavSlot("audit", "Audit log", "console:audit"),
     NavSlot("controls", "Controls", "console:controls"),

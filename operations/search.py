@@ -14,6 +14,7 @@ from django.db.models import Model, QuerySet
 from django.urls import reverse
 
 from common.models import AuditEntry
+from common.shortcodes import clinic_prefix, parse_code
 from reevaluation.models import QuarantineCase, ReevaluationJob
 from scheduling.models import Appointment, CapacityHold, Clinic
 from scheduling.scoping import clinics_for_user
@@ -32,12 +33,12 @@ class Kind:
 
 KINDS: dict[str, Kind] = {
     "vac": Kind("vacancy", Vacancy, ("status", "starts_at", "practitioner__name", "treatment__name")),
-    "off": Kind("offer", Offer, ("status", "expires_at", "vacancy__ref", "entry__ref", "hold__ref")),
+    "off": Kind("offer", Offer, ("code", "status", "expires_at", "vacancy__ref", "entry__ref", "hold__ref")),
     "hld": Kind("hold", CapacityHold, ("status", "starts_at", "expires_at", "offer__vacancy__ref",
                                        "appointment__ref", "practitioner__name", "treatment__name")),
     "wle": Kind("waitlist entry", WaitlistEntry, ("status", "earliest", "latest", "waiting_since",
                                                   "priority_rank", "treatment__name", "practitioner__name")),
-    "apt": Kind("appointment", Appointment, ("status", "starts_at", "ends_at", "practitioner__name",
+    "apt": Kind("appointment", Appointment, ("code", "status", "starts_at", "ends_at", "practitioner__name",
                                              "treatment__name", "cancel_reason", "cancel_reason_code", "cancelled_by",
                                              "source_hold__ref",
                                              "source_hold__offer__ref", "source_hold__offer__vacancy__ref",
@@ -68,6 +69,8 @@ def find_ref(*, user, query: str) -> RefHit | None:
     """The object named by ``query`` in one of the user's clinics, or ``None`` (unknown or foreign)."""
     query = (query or "").strip().rstrip("…").rstrip(".")
     kind = KINDS.get(_prefix(query))
+    if kind is None and "_" not in query and len(query) <= MAX_QUERY:
+        return find_code(user=user, query=query)
     if kind is None or len(query) > MAX_QUERY:
         return None
     clinics = clinics_for_user(user).select_related(None).order_by()
@@ -83,6 +86,36 @@ def find_ref(*, user, query: str) -> RefHit | None:
     if values is None:
         return None
     hit = RefHit(_prefix(query), kind.label, values.pop("ref"), values.pop(clinic_field), values)
+    hit.url = _url(hit)
+    return hit
+
+
+#: The kinds a short code names (``common.shortcodes``): appointments and offers.
+CODE_KINDS = ("apt", "off")
+
+
+def find_code(*, user, query: str) -> RefHit | None:
+    """The appointment or offer a short code (``GN-7KQ3``, or its random part alone) names in the user's clinics;
+    ``None`` when none does, or when several do (the same part in two clinics or two kinds, and no prefix tells
+    them apart). Codes and refs only: a name or a phone number never matches."""
+    parsed = parse_code(query)
+    if parsed is None:
+        return None
+    prefix, part = parsed
+    clinics = {c.pk: c for c in clinics_for_user(user).select_related(None).only("ref", "name", "settings")}
+    found: list[RefHit] = []
+    for key in CODE_KINDS:
+        kind = KINDS[key]
+        rows = kind.model._default_manager.filter(code=part, clinic__in=list(clinics)).values(
+            "clinic_id", "clinic__ref", "ref", *kind.fields)[:3]
+        for values in rows:
+            clinic = clinics[values.pop("clinic_id")]
+            if prefix and clinic_prefix(clinic) != prefix:
+                continue
+            found.append(RefHit(key, kind.label, values.pop("ref"), values.pop("clinic__ref"), values))
+    if len(found) != 1:
+        return None
+    hit = found[0]
     hit.url = _url(hit)
     return hit
 

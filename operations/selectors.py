@@ -12,6 +12,7 @@ from common.pagination import day_bounds
 from scheduling.models import Clinic
 from scheduling.scoping import clinics_for_user
 from waitlist.figures.fairness import shadow_summary
+from waitlist.models import Offer, OfferStatus
 from waitlist.shadow.models import ShadowPolicy, ShadowStatus
 
 
@@ -105,3 +106,12 @@ def shadow_decision(*, clinic: Clinic, policy_fields: dict) -> dict | None:
                 rows.append({"name": name, "enforced": "—" if enforced is None else enforced,
                              "shadow": "—" if shadow is None else shadow, "changed": name in summary["changes"]})
     return {**summary, "decidable": summary["status"] == ShadowStatus.SHADOW, "preview": rows}
+
+
+def offers_in_flight(*, clinic: Clinic, limit: int = 20) -> list[dict]:
+    """Offers waiting for the patient's answer, soonest expiry first (refs, states and times only)."""
+    return [dict(row) for row in
+        Offer.objects.filter(clinic=clinic, status=OfferStatus.OFFERED)
+        .order_by("expires_at", "id")
+        .values("ref", "code", "expires_at", "notified_at", "vacancy__ref", "vacancy__starts_at",
+                "vacancy__practitioner__name", "vacancy__treatment__name")[:limit]]

@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_protect
 from django.views.decorators.http import require_http_methods, require_POST
 
 from common.clientaddr import client_address
+from common.shortcodes import display_code
 from scheduling.models import Clinic
 from waitlist.figures.operations import entry_activity
 from waitlist.figures.trends import daily_trend
@@ -172,10 +173,13 @@ def console_search(request: HttpRequest) -> HttpResponse:
     return render(request, "operations/search.html", {"query": query}, status=404 if query else 200)
 
 
-def _ref_rows(hit, tz_name: str) -> list[tuple[str, dict]]:
+def _ref_rows(hit, clinic: Clinic) -> list[tuple[str, dict]]:
+    tz_name = clinic.timezone
     rows = [("clinic", {"text": hit.clinic_ref})]
     for name, value in hit.values.items():
-        if isinstance(value, datetime):
+        if name == "code":
+            rows.append((name, {"text": display_code(clinic, value) or "—", "code": True}))
+        elif isinstance(value, datetime):
             rows.append((name, {"text": in_zone(value, tz_name)}))
         else:
             is_ref = name.endswith("ref") and bool(value)
@@ -189,7 +193,7 @@ def ref_page(request: HttpRequest, clinic: Clinic, ref: str) -> HttpResponse:
     hit = ref_in_clinic(clinic=clinic, user=request.user, ref=ref)
     if hit is None:
         return console_error(request, 404)
-    context = {"hit": hit, "rows": _ref_rows(hit, clinic.timezone),
+    context = {"hit": hit, "rows": _ref_rows(hit, clinic),
                "activity": entry_activity(clinic=clinic, entry_ref=hit.ref)
                if hit.kind == "wle" else None}
     return render_clinic_page(request, "operations/ref_page.html", clinic, "home", context)

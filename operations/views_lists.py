@@ -108,15 +108,18 @@ def _etag(clinic: Clinic, spec: ConsoleList, request: HttpRequest) -> str:
     return '"' + hashlib.sha256(raw.encode()).hexdigest()[:32] + '"'
 
 
-#: The CSV export's columns per list: refs, states, codes and times only (attribute paths on a row).
+#: The CSV export's columns per list: refs, short codes, states, times and the practitioner's and treatment's
+#: names (attribute paths on a row); never a patient's.
 CSV_COLUMNS: dict[str, tuple[str, ...]] = {
-    "vacancies": ("ref", "status", "starts_at", "ends_at", "practitioner.ref", "treatment.ref", "active_offer_ref",
+    "vacancies": ("ref", "status", "starts_at", "ends_at", "practitioner.name", "treatment.name", "active_offer_ref",
                   "active_offer_status", "offer_count", "created_at"),
-    "offers": ("ref", "status", "reason_code", "standing", "expires_at", "vacancy.ref", "entry.ref", "created_at"),
-    "entries": ("ref", "status", "opted_out", "earliest", "latest", "priority_rank", "waiting_since", "treatment.ref",
-                "practitioner.ref"),
+    "offers": ("ref", "status", "reason_code", "standing", "expires_at", "vacancy.ref", "entry.ref", "created_at",
+               "code", "vacancy.practitioner.name", "vacancy.treatment.name"),
+    "entries": ("ref", "status", "opted_out", "earliest", "latest", "priority_rank", "waiting_since", "treatment.name",
+                "practitioner.name"),
     "jobs": ("ref", "state", "revision", "last_failure_code", "attempts", "finished_at"),
 }
+
 CSV_MAX_ROWS = 5000
 
 

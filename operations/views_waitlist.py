@@ -38,7 +38,9 @@ from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
 from .labels import code_label, queue_action
+from .live import LIVE_SECONDS, attention_count, live_response, render_fragment
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
+from .selectors import offers_in_flight
 
 PAGE = "operations/waitlist.html"
 PANEL = "operations/waitlist_vacancy.html"
@@ -133,14 +135,32 @@ def _rows(user, clinic: Clinic, queue: dict) -> dict:
     return {"rows": rows, "next_cursor": queue["next"]}
 
 
+#: The live fragments of the page (``?live=<name>``): each polls every ``LIVE_SECONDS`` and swaps only when changed.
+LIVE_FRAGMENTS = {"queue": f"{PAGE}#queue-rows", "soon": f"{PAGE}#soon", "offers": f"{PAGE}#in-flight"}
+
+
+def _live_context(request: HtmxHttpRequest, clinic: Clinic, name: str, queue: dict | None = None) -> dict:
+    if name == "queue":
+        return {"clinic": clinic, "queue": queue or _rows(request.user, clinic, ops_action_queue(
+            clinic=clinic, limit=queue_page_size()))}
+    if name == "soon":
+        return {"clinic": clinic, "soon": open_vacancies_soon(clinic=clinic)}
+    return {"clinic": clinic, "in_flight": offers_in_flight(clinic=clinic)}
+
+
 @clinic_view()
 def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
-    """The page; htmx asks for ``#wl-readiness`` (poll), ``#wl-queue-rows`` (refresh) or more rows (``after``)."""
+    """The page; htmx asks for ``#wl-readiness`` (poll), a live fragment (``live``) or more rows (``after``)."""
     cursor = WaitlistCursorForm(request.GET)
     if not cursor.is_valid():
         return console_error(request, 400, "The cursor is not valid.")
     after, size = cursor.cleaned_data["after"], queue_page_size()
     target = request.htmx.target if request.htmx else None
+    live = request.GET.get("live", "")
+    if live in LIVE_FRAGMENTS and not after:
+        fragment = _live_context(request, clinic, live)
+        return live_response(request, LIVE_FRAGMENTS[live], fragment,
+                             attention=attention_count(fragment["queue"]) if live == "queue" else None)
     if request.htmx and (after or target == "wl-queue-rows"):
         queue = ops_action_queue(clinic=clinic, limit=size, after=after or None)
         return render(request, f"{PAGE}#queue-rows", {"clinic": clinic, "queue": _rows(request.user, clinic, queue)})
@@ -149,8 +169,13 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
         return render(request, f"{PAGE}#readiness", {"clinic": clinic, "snapshot": snapshot})
     snapshot = ops_snapshot(clinic=clinic, queue_limit=size)
     queue = ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
-    context = {"snapshot": snapshot, "queue": _rows(request.user, clinic, queue),
-               "soon": open_vacancies_soon(clinic=clinic)}
+    rows = _rows(request.user, clinic, queue)
+    context: dict = {"snapshot": snapshot, "queue": rows, "live_seconds": LIVE_SECONDS,
+                     "attention": attention_count(rows)}
+    for name, template in LIVE_FRAGMENTS.items():
+        fragment = _live_context(request, clinic, name, queue=rows)
+        context.update({k: v for k, v in fragment.items() if k != "clinic"})
+        context[f"{name}_etag"] = render_fragment(request, template, fragment)[1]
     return render_clinic_page(request, PAGE, clinic, "waitlist", context)
 
 

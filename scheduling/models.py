@@ -240,6 +240,8 @@ class Appointment(models.Model):
 
     ref = RefField(prefix="apt")
     clinic = models.ForeignKey(Clinic, on_delete=models.PROTECT, related_name="appointments")
+    #: The short code a person reads out (``common.shortcodes``): PostgreSQL sets it on insert.
+    code = models.CharField(max_length=8, blank=True, default="", editable=False)
     patient = models.ForeignKey(Patient, on_delete=models.PROTECT, related_name="appointments")
     practitioner = models.ForeignKey(Practitioner, on_delete=models.PROTECT, related_name="appointments")
     treatment = models.ForeignKey(Treatment, on_delete=models.PROTECT, related_name="appointments")
@@ -267,7 +269,8 @@ class Appointment(models.Model):
         constraints = [
             models.CheckConstraint(
                 condition=Q(ends_at__gt=models.F("starts_at")), name="appointment_positive_length"
-            )
+            ),
+            models.UniqueConstraint(fields=["clinic", "code"], name="appointment_code_unique_in_clinic"),
         ]
 
     def __str__(self) -> str:

@@ -622,6 +622,8 @@ class Offer(models.Model):
 
     ref = RefField(prefix="off")
     clinic = models.ForeignKey("scheduling.Clinic", on_delete=models.PROTECT, related_name="+")
+    #: The short code a person reads out (``common.shortcodes``): PostgreSQL sets it on insert.
+    code = models.CharField(max_length=8, blank=True, default="", editable=False)
     tenant_group = models.ForeignKey("scheduling.TenantGroup", on_delete=models.PROTECT, related_name="+")
     vacancy = models.ForeignKey(Vacancy, on_delete=models.PROTECT, related_name="offers")
     entry = models.ForeignKey(WaitlistEntry, on_delete=models.PROTECT, related_name="offers")
@@ -687,6 +689,7 @@ class Offer(models.Model):
                 & Q(renews__isnull=True),
                 name="wl_offer_once_per_entry",
             ),
+            models.UniqueConstraint(fields=["clinic", "code"], name="wl_offer_code_unique_in_clinic"),
         ]
         indexes = [
             models.Index(fields=["clinic", "patient", "created_at"], name="wl_offer_patient_week"),

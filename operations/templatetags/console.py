@@ -181,3 +181,17 @@ def result_fields(result, tz_name: str) -> list[tuple[str, str]]:
 
     walk("", result if isinstance(result, dict) else {"result": result})
     return pairs
+
+
+@register.filter
+def short_code(code, clinic) -> str:
+    """A row's stored code as a person reads it, with the clinic's prefix: ``GN-7KQ3`` (empty without one)."""
+    from common.shortcodes import display_code
+
+    return display_code(clinic, str(code or ""))
+
+
+@register.filter
+def get_item(mapping, key):
+    """``mapping[key]`` in a template (None when missing)."""
+    return mapping.get(key) if hasattr(mapping, "get") else None

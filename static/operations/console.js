@@ -129,8 +129,10 @@
     for (var i = 0; i < notes.length; i++) {
       var at = Number(notes[i].getAttribute("data-at") || now);
       var paused = notes[i].closest("[data-paused]");
+      var formPaused = notes[i].closest("[data-live-note]") && document.documentElement.classList.contains("live-paused");
       notes[i].textContent = "updated " + Math.max(0, Math.round((now - at) / 1000)) + " s ago" +
-        (paused ? " · live refresh paused (more pages loaded)" : "");
+        (paused ? " · live refresh paused (more pages loaded)" : "") +
+        (formPaused ? " · paused while a form is open" : "");
     }
     var clocks = document.querySelectorAll("time[data-countdown]");
     for (var j = 0; j < clocks.length; j++) {
@@ -167,6 +169,62 @@
     for (var i = 0; i < paused.length; i++) paused[i].removeAttribute("data-paused");
   }, true); // capture: before htmx's "from:body" listener starts the refresh
 
+
+  // Live regions ([data-live], operations/live.py): every poll sends the ETag of what is shown and a 304
+  // means "unchanged": no swap, so no flicker, and focus and scroll stay. A timed poll waits while the user
+  // fills in a form (focus inside one, a typed-in one, or an open disclosure holding one); a change the user
+  // made themselves (waitlist-changed) refreshes at once.
+  function formOpen() {
+    var active = document.activeElement;
+    var main = document.getElementById("main");
+    if (!main) return false;
+    if (active && main.contains(active) && active.closest("form")) return true;
+    return !!main.querySelector("form[data-dirty], details[open] form");
+  }
+  function setLivePaused(paused) {
+    document.documentElement.classList.toggle("live-paused", paused);
+  }
+  document.addEventListener("input", function (event) {
+    var form = event.target instanceof Element && event.target.closest("#main form");
+    if (form && !form.classList.contains("filters")) form.setAttribute("data-dirty", "");
+  });
+  document.addEventListener("htmx:configRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (elt instanceof Element && elt.hasAttribute("data-live") && elt.getAttribute("data-etag")) {
+      event.detail.headers["If-None-Match"] = elt.getAttribute("data-etag");
+    }
+  });
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    if (!(elt instanceof Element) || !elt.hasAttribute("data-live")) return;
+    var timed = !(event.detail.requestConfig && event.detail.requestConfig.triggeringEvent);
+    var paused = timed && formOpen();
+    setLivePaused(paused);
+    if (paused) event.preventDefault();
+  });
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var elt = event.detail && event.detail.elt;
+    var xhr = event.detail && event.detail.xhr;
+    if (!(elt instanceof Element) || !elt.hasAttribute("data-live") || !xhr) return;
+    var etag = xhr.getResponseHeader("ETag");
+    if (xhr.status === 304 || (etag && etag === elt.getAttribute("data-etag"))) event.detail.shouldSwap = false;
+  });
+  document.addEventListener("htmx:afterRequest", function (event) {
+    var elt = event.detail && event.detail.elt;
+    var xhr = event.detail && event.detail.xhr;
+    if (!(elt instanceof Element) || !elt.hasAttribute("data-live") || !xhr) return;
+    if (xhr.status !== 200 && xhr.status !== 304) return;
+    var etag = xhr.getResponseHeader("ETag");
+    if (etag) elt.setAttribute("data-etag", etag);
+    var notes = document.querySelectorAll("[data-live-note] [data-updated]");
+    for (var i = 0; i < notes.length; i++) notes[i].setAttribute("data-at", String(Date.now()));
+    var count = xhr.getResponseHeader("X-Console-Attention");
+    if (count !== null && elt.hasAttribute("data-attention-title")) {
+      var base = document.title.replace(/^\([^)]*\) /, "");
+      document.title = (count === "0" ? "" : "(" + count + ") ") + base;
+    }
+    tick();
+  });
 
   // A detail panel that loaded out of sight (stacked layouts, phones) scrolls into view.
   document.addEventListener("htmx:afterSwap", function (event) {

@@ -83,6 +83,7 @@ def _pages(data) -> list[tuple[str, str, str | None, str | None]]:
         ("reevaluation", f"/console/c/{c}/reevaluation/", "tr[data-detail-row] td a", None),
         ("finished-jobs", f"/console/c/{c}/reevaluation/finished/", None, None),
         ("controls", f"/console/c/{c}/controls/", None, None),
+        ("front-desk", f"/console/c/{c}/desk/", None, None),
         ("audit", f"/console/c/{c}/audit/", None, None),
         ("ref-page", f"/console/c/{c}/ref/{data['entry'].ref}/", None, None),
         ("vacancy-page", f"/console/c/{c}/waitlist/vacancies/{data['offer'].vacancy.ref}/", None, None),

@@ -166,7 +166,8 @@ def test_the_console_runs_the_commands_the_api_runs_under_the_same_roles():
     assert {"offer_withdraw", "vacancy_redispatch", "hold_retry_booking", "vacancy_review_resolve",
             "redrive_preview", "redrive_execute", "mode_set", "drain_set", "waitlist_switch_set",
             "waitlist_tenant_allow", "policy_change", "shadow_promote", "shadow_discard", "proposal_confirm",
-            "proposal_reject"} == console
+            "proposal_reject", "appointment_cancel", "entry_create", "offer_claim", "offer_late_accept",
+            "offer_decline", "standing_acceptance_record", "standing_release"} == console
 
 
 def test_the_shell_reads_the_same_roles():

@@ -13,6 +13,7 @@ from django.db.models.expressions import RawSQL
 from django.utils import timezone
 
 from common.errors import NotFound
+from common.shortcodes import display_code
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic
 from scheduling.services.consent import provider_channels
@@ -129,7 +130,7 @@ OFFER_EVIDENCE_FIELDS = (
     "entry__ref", "entry__priority_rank",
     "entry__waiting_since", "entry__status", "hold__ref", "hold__status", "vacancy__ref", "vacancy__status",
     "vacancy__version", "vacancy__starts_at", "vacancy_has_active_offer", "hold__appointment__ref", "standing",
-    "renews__ref",
+    "renews__ref", "code", "hold__appointment__code",
 )
 
 
@@ -159,6 +160,8 @@ def _offer_evidence(o: dict, clinic: Clinic) -> dict:
             "notified_at": iso_in_zone(o["notified_at"], tz) if o["notified_at"] else None,
             "appointment": o["hold__appointment__ref"], "standing": o["standing"],
             "renews": o["renews__ref"],  # a late accept: the patient's offer that ended unanswered
+            "code": display_code(clinic, o["code"]),
+            "appointment_code": display_code(clinic, o["hold__appointment__code"] or ""),
         },
     }
 
@@ -247,7 +250,7 @@ PANEL_VACANCY_FIELDS = (
     *REVIEW_VACANCY_FIELDS, "id", "practitioner__ref", "treatment__ref", "resource__ref", "practitioner__name",
     "treatment__name", "source_appointment__ref", "source_appointment__status", "source_appointment__cancel_reason",
     "source_appointment__cancel_reason_code", "source_appointment__cancelled_by", "source_appointment__updated_at",
-    "late_yes_offer__ref",
+    "late_yes_offer__ref", "source_appointment__code",
 )
 
 
@@ -297,6 +300,7 @@ def _source_appointment(v: dict, tz: str, ehr: dict[str, list[str]]) -> dict | N
         return None
     return {
         "ref": v["source_appointment__ref"], "status": v["source_appointment__status"],
+        "code": v["source_appointment__code"],
         "cancel_reason": v["source_appointment__cancel_reason"],
         "cancel_reason_code": v["source_appointment__cancel_reason_code"],
         "cancelled_by": v["source_appointment__cancelled_by"],

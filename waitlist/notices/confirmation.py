@@ -30,12 +30,13 @@ from django.utils.translation import gettext as _
 from common.models import OutboxMessage
 from common.notify import check_send_window, provider_for, send_patient_notice
 from common.outbox import DeliveryFailed, DeliverySkipped
+from common.shortcodes import display_code
 from scheduling.models import Appointment, AppointmentStatus
 from scheduling.selectors import clinic_contact
 from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
 from waitlist.models import Offer, OfferStatus
-from waitlist.notices.offer_notice import LANGUAGES, optout_line, standing_line, zone_label
+from waitlist.notices.offer_notice import LANGUAGES, code_line, optout_line, standing_line, zone_label
 from waitlist.offers.calendar import FILENAME, MIME_TYPE, CalendarEvent, ics_render, uid_domain
 from waitlist.offers.tokens import calendar_link, optout_link
 from waitlist.policy.services import policy_current
@@ -79,6 +80,8 @@ class BookingFacts:
     address: str
     phone: str
     reference: str
+    #: The short code the patient reads out when they call (``GN-4821``).
+    code: str = ""
 
 
 def shown_name(row) -> str:
@@ -97,7 +100,7 @@ def clinic_contact_shown(clinic) -> tuple[str, str]:
 
 
 def slot_facts(clinic, practitioner, treatment, starts_at: datetime, ends_at: datetime,
-               reference: str = "") -> BookingFacts:
+               reference: str = "", code: str = "") -> BookingFacts:
     """A time at the clinic in the clinic's zone, with names and contact in the active language."""
     address, phone = clinic_contact_shown(clinic)
     tz_name = clinic.timezone
@@ -105,14 +108,15 @@ def slot_facts(clinic, practitioner, treatment, starts_at: datetime, ends_at: da
         clinic=shown_name(clinic), treatment=shown_name(treatment), practitioner=shown_name(practitioner),
         day=local_day(starts_at, tz_name), start=local_time(starts_at, tz_name),
         end=local_time(ends_at, tz_name), zone=zone_label(tz_name), address=address, phone=phone,
-        reference=reference,
+        reference=reference, code=code,
     )
 
 
 def booking_facts(appointment: Appointment) -> BookingFacts:
     """``appointment`` (with clinic, treatment, practitioner) in the clinic's zone and the active language."""
     return slot_facts(appointment.clinic, appointment.practitioner, appointment.treatment, appointment.starts_at,
-                      appointment.ends_at, reference=appointment.ref)
+                      appointment.ends_at, reference=appointment.ref,
+                      code=display_code(appointment.clinic, appointment.code))
 
 
 def booking_ics(appointment: Appointment, language: str) -> str:
@@ -165,6 +169,7 @@ def booking_notice_text(appointment: Appointment, *, language: str, calendar: st
             lines.append(_("Address: %(value)s") % {"value": facts.address})
         if facts.phone:
             lines.append(_("Clinic phone: %(value)s") % {"value": facts.phone})
+        lines += code_line(facts.code)
         lines.append(_("Booking reference: %(value)s") % {"value": facts.reference})
         if calendar:
             lines.append(_("Add it to your calendar:\n%(link)s") % {"link": calendar})

@@ -38,6 +38,7 @@ from common.fastpath import PreparedQuery
 from common.models import OutboxMessage
 from common.notify import Notice, check_send_window, provider_for
 from common.outbox import DeliverySkipped
+from common.shortcodes import display_code
 from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
 from waitlist.models import Offer, OfferStatus, WaitlistPolicy
@@ -90,11 +91,18 @@ def offer_notice_text(offer: Offer, link: str, language: str) -> tuple[str, str]
             _("Date: %(value)s") % {"value": facts.day},
             _("Time: %(start)s–%(end)s (%(zone)s)") % {"start": facts.start, "end": facts.end, "zone": facts.zone},
             _("Practitioner: %(value)s") % {"value": facts.practitioner},
+            *code_line(display_code(clinic, offer.code)),
             _("It is held for you until %(until)s (%(zone)s).")
             % {"until": local_datetime(offer.expires_at, clinic.timezone), "zone": facts.zone},
             _("Open this link to accept or decline:\n%(link)s") % {"link": link},
         ]
     return subject, "\n".join(lines) + "\n"
+
+
+def code_line(code: str) -> list[str]:
+    """The short code the patient can read out when they call (none for a row without one); in the active
+    language."""
+    return [_("Code to give the clinic: %(value)s") % {"value": code}] if code else []
 
 
 def standing_line(entry, language: str) -> str:

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, NotFound
 from common.services import new_correlation_id
+from common.shortcodes import display_code
 from scheduling.models import Appointment, AppointmentStatus, Patient
 from waitlist.models import Confirmation, DeclineReason, Offer
 from waitlist.notices.confirmation import (
@@ -135,7 +136,8 @@ def _render(request: HttpRequest, offer: Offer, template: str, status: int = 200
     clinic, vacancy = offer.clinic, offer.vacancy
     language = translation.get_language()
     deadline = min(offer.expires_at, vacancy.starts_at)
-    slot = slot_facts(clinic, vacancy.practitioner, vacancy.treatment, vacancy.starts_at, vacancy.ends_at)
+    slot = slot_facts(clinic, vacancy.practitioner, vacancy.treatment, vacancy.starts_at, vacancy.ends_at,
+                      code=display_code(clinic, offer.code))
     context = {
         "clinic_name": slot.clinic,
         "treatment_name": slot.treatment,
