@@ -1,5 +1,5 @@
 from django.contrib import admin
-from django.urls import include, path
+from django.urls import URLPattern, URLResolver, include, path
 from django.views.generic import RedirectView
 
 from common.schema_view import SchemaView, SwaggerView
@@ -7,7 +7,7 @@ from operations.views import admin_login
 
 from .api_root import ApiRootView
 
-api_v1 = [
+api_v1: list[URLPattern | URLResolver] = [
     path("", ApiRootView.as_view(), name="api-root"),
     path("", include("scheduling.api.urls")),
     path("", include("waitlist.urls")),

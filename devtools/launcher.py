@@ -116,7 +116,8 @@ def ready_banner(url: str, sign_ins: str) -> str:
 
 def sign_in_lines(seed_output: str) -> tuple[str, str]:
     """Split ``seed_demo``'s output into (progress lines, sign-in lines) so sign-ins can come last."""
-    progress, sign_ins = [], []
+    progress: list[str] = []
+    sign_ins: list[str] = []
     for line in seed_output.splitlines():
         (sign_ins if line.startswith("  ") else progress).append(line)
     return "\n".join(progress), "\n".join(sign_ins)

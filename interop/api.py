@@ -5,7 +5,9 @@ integration credential (object permission ``scheduling.fhir_integration``)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpResponse
@@ -123,8 +125,13 @@ class FhirView(APIView):
         return self.request.build_absolute_uri(f"/api/v1/clinics/{self.clinic.ref}/fhir/")
 
 
+def _version(resource) -> str:
+    """A resource's ``meta.versionId`` (every resource this server writes has one)."""
+    return str(resource.meta.versionId) if resource.meta is not None else ""
+
+
 class _FhirSearchView(FhirView):
-    search = None
+    search: Callable[..., tuple[list, str | None, Any]]
 
     def get(self, request, clinic):
         strict = prefers_strict(request.headers.get("Prefer", ""))
@@ -189,7 +196,7 @@ class AppointmentSearchView(_FhirSearchView):
         answer = fhir.appointment_read(clinic=self.clinic, resource_id=fhir.fhir_id(appointment.ref))
         response = fhir_response(answer, status=201 if created else 200, etag=True)
         if created:
-            response["Location"] = f"{self.base_url()}Appointment/{answer.id}/_history/{answer.meta.versionId}"
+            response["Location"] = f"{self.base_url()}Appointment/{answer.id}/_history/{_version(answer)}"
         return response
 
 
@@ -226,7 +233,7 @@ class SubscriptionView(_IntegrationOnly):
         created = subscriptions.subscription_create(clinic=self.clinic, owner=request.user, resource=resource)
         answer = subscriptions.to_fhir(created, with_secret=True)
         response = fhir_response(answer, status=201, etag=True)
-        response["Location"] = f"{self.base_url()}Subscription/{answer.id}/_history/{answer.meta.versionId}"
+        response["Location"] = f"{self.base_url()}Subscription/{answer.id}/_history/{_version(answer)}"
         return response
 
     def get(self, request, clinic):

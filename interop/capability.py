@@ -62,15 +62,15 @@ def statement(*, base_url: str, clinic: Clinic) -> CapabilityStatement:
         _resource("Schedule", fhir.SCHEDULE_PARAMETERS, documentation="one per practitioner"),
     ]
     resources += [extra["resource"] for kind, extra in WRITES.items() if "resource" in extra]
-    return CapabilityStatement(
-        status="active",
-        date=timezone.now().date().isoformat(),
-        kind="instance",
-        software={"name": "clinic-waitlist"},
-        implementation={"description": f"FHIR view of clinic {clinic.ref}", "url": base_url},
-        fhirVersion=FHIR_VERSION,
-        format=["json", "application/fhir+json"],
-        rest=[{
+    return CapabilityStatement.model_validate({
+        "status": "active",
+        "date": timezone.now().date().isoformat(),
+        "kind": "instance",
+        "software": {"name": "clinic-waitlist"},
+        "implementation": {"description": f"FHIR view of clinic {clinic.ref}", "url": base_url},
+        "fhirVersion": FHIR_VERSION,
+        "format": ["json", "application/fhir+json"],
+        "rest": [{
             "mode": "server",
             "documentation": "Search: parameters AND, commas OR; date prefixes eq ne gt lt ge le sa eb; "
                              "unknown parameters are ignored unless Prefer: handling=strict. Paging follows "
@@ -82,4 +82,4 @@ def statement(*, base_url: str, clinic: Clinic) -> CapabilityStatement:
             },
             "resource": resources,
         }],
-    )
+    })

@@ -10,8 +10,9 @@ Searches are keyset-paged on (start, ref) (Schedule: on ref), bounded by ``_coun
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -160,15 +161,15 @@ SLOT_FIELDS = ("ref", "starts_at", "ends_at", "practitioner__ref", "treatment__r
 
 
 def _slot(row: dict, status: str, clinic: Clinic) -> FhirSlot:
-    return FhirSlot(
-        id=fhir_id(row["ref"]),
-        meta=_meta(row, clinic),
-        schedule={"reference": f"Schedule/{fhir_id(row['practitioner__ref'])}"},
-        status=status,
-        start=_local(row["starts_at"], clinic),
-        end=_local(row["ends_at"], clinic),
-        serviceType=_service_type(row["treatment__ref"]),
-    )
+    return FhirSlot.model_validate({
+        "id": fhir_id(row["ref"]),
+        "meta": _meta(row, clinic),
+        "schedule": {"reference": f"Schedule/{fhir_id(row['practitioner__ref'])}"},
+        "status": status,
+        "start": _local(row["starts_at"], clinic),
+        "end": _local(row["ends_at"], clinic),
+        "serviceType": _service_type(row["treatment__ref"]),
+    })
 
 
 def _slot_sources(clinic: Clinic) -> tuple[tuple[str, QuerySet], ...]:
@@ -264,7 +265,7 @@ APPOINTMENT_FIELDS = (
 )
 
 
-def _appointment(row: dict, clinic: Clinic, identifiers: list[tuple[str, str]] = ()) -> FhirAppointment:
+def _appointment(row: dict, clinic: Clinic, identifiers: Sequence[tuple[str, str]] = ()) -> FhirAppointment:
     participants = [
         {"actor": {"reference": f"Patient/{fhir_id(row['patient__ref'])}"},
          "status": PATIENT_PARTICIPATION[row["status"]]},
@@ -289,7 +290,7 @@ def _appointment(row: dict, clinic: Clinic, identifiers: list[tuple[str, str]] =
         data["cancelationReason"] = {"coding": [{"system": CANCEL_REASON_SYSTEM, "code": row["cancel_reason_code"]}]}
     if row["status"] in CAPACITY_STATUSES:
         data["slot"] = [{"reference": f"Slot/{fhir_id(row['ref'])}"}]
-    return FhirAppointment(**data)
+    return FhirAppointment.model_validate(data)
 
 
 def _identifier_q(values: list[str], _zone) -> Q:
@@ -373,15 +374,15 @@ def appointment_read(*, clinic: Clinic, resource_id: str) -> FhirAppointment:
 
 # --- Schedule (one per practitioner) ---
 
-def _schedule(row: dict, clinic: Clinic) -> FhirSchedule:
+def _schedule(row: Mapping[str, Any], clinic: Clinic) -> FhirSchedule:
     """A practitioner's schedule. Practitioners carry no version or timestamp, so ``versionId`` is "1"."""
-    return FhirSchedule(
-        id=fhir_id(row["ref"]),
-        meta={"versionId": "1"},
-        active=row["active"],
-        actor=[{"reference": f"Practitioner/{fhir_id(row['ref'])}"}],
-        comment=None,
-    )
+    return FhirSchedule.model_validate({
+        "id": fhir_id(row["ref"]),
+        "meta": {"versionId": "1"},
+        "active": row["active"],
+        "actor": [{"reference": f"Practitioner/{fhir_id(row['ref'])}"}],
+        "comment": None,
+    })
 
 
 def _active_q(values: list[str], _zone) -> Q:
@@ -429,10 +430,10 @@ def bundle(resources: list, *, base_url: str, self_url: str, next_url: str | Non
     links = [{"relation": "self", "url": self_url}]
     if next_url:
         links.append({"relation": "next", "url": next_url})
-    return Bundle(
-        type="searchset",
-        total=total,
-        link=links,
-        entry=[{"fullUrl": f"{base_url}{r.get_resource_type()}/{r.id}", "resource": r, "search": {"mode": "match"}}
+    return Bundle.model_validate({
+        "type": "searchset",
+        "total": total,
+        "link": links,
+        "entry": [{"fullUrl": f"{base_url}{r.get_resource_type()}/{r.id}", "resource": r, "search": {"mode": "match"}}
                for r in resources],
-    )
+    })

@@ -36,9 +36,9 @@ def from_error(status: int, body) -> OperationOutcome:
     """An OperationOutcome for an error answer ``body`` (the API's ``{code, detail, fields?}``)."""
     body = body if isinstance(body, dict) else {"detail": str(body)}
     code = str(body.get("code") or "ERROR")
-    return OperationOutcome(issue=[{
+    return OperationOutcome.model_validate({"issue": [{
         "severity": "error",
         "code": CODE_ISSUES.get(code) or ISSUE_CODES.get(status, "processing"),
         "details": {"coding": [{"system": ERROR_SYSTEM, "code": code}], "text": code},
         "diagnostics": _diagnostics(body),
-    }])
+    }]})

@@ -7,6 +7,8 @@ around the task (``task_prerun``/``task_postrun``), or a fresh id per run when n
 
 from __future__ import annotations
 
+import contextvars
+
 from celery.signals import before_task_publish, task_postrun, task_prerun
 
 from common.correlation import clean, correlation_var, current_correlation_id, fresh_correlation_id
@@ -38,7 +40,7 @@ def stamp_headers(headers=None, **_kwargs) -> None:
         headers[TASK_HEADER] = correlation_id
 
 
-_tokens: dict[str, object] = {}
+_tokens: dict[str, contextvars.Token[str]] = {}
 
 
 def bind_task(task_id=None, task=None, **_kwargs) -> None:

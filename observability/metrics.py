@@ -15,6 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -166,8 +167,10 @@ def _by(rows, key: str = "clinic_id") -> dict:
     return {row.pop(key): row for row in rows}
 
 
-_NO_FILL = {"vacancies": {"total": 0, "filled": 0, "closed": 0, "open": 0, "exhausted": 0}, "fill_rate": None,
-            "time_to_fill_seconds": {"p50": None, "p90": None}}
+_NO_FILL: dict[str, Any] = {
+    "vacancies": {"total": 0, "filled": 0, "closed": 0, "open": 0, "exhausted": 0}, "fill_rate": None,
+    "time_to_fill_seconds": {"p50": None, "p90": None},
+}
 
 
 def _clinics_samples(clinics: list[Clinic], now: datetime, add) -> None:

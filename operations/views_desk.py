@@ -14,11 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from django import forms
-from django.conf import settings
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.module_loading import import_string
 
 from common.api.errors import field_errors
 from common.errors import DomainError, PermissionDenied, ValidationFailed
@@ -80,10 +78,11 @@ def _evidence(data: dict, reason: str = "") -> str:
 
 def _cancel(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     body = _validated(CancelInput, clinic, {"reason": data["reason"], "reason_code": data["reason_code"]})
-    appointment, vacancy = import_string(settings.APPOINTMENT_CANCEL_COMMAND)(
+    appointment, vacancy = services.appointment_cancel_with_vacancy(
         clinic=clinic, appointment_ref=resolve_ref(clinic, Appointment, data["appointment"]),
         reason=body["reason"], reason_code=body["reason_code"],
-        cancelled_by=cancel_actor_ref(CancelActor.STAFF, request.user))
+        cancelled_by=cancel_actor_ref(CancelActor.STAFF, request.user), actor=request.user,
+        idempotency_key=data.get("idempotency_key", ""), correlation_id=correlation_id)
     opened = f" Vacancy {vacancy.ref} opened; the waitlist is being offered the time." if vacancy else (
         " No vacancy opened (not confirmed, or too close to its start).")
     return {"ref": appointment.ref, "status": appointment.status, "vacancy": vacancy.ref if vacancy else None,

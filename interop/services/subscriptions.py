@@ -97,12 +97,12 @@ def subscription_create(*, clinic: Clinic, owner, resource: FhirSubscription) ->
     channel = resource.channel
     if channel is None or channel.type != "rest-hook":
         raise Unprocessable("Only the rest-hook channel is supported.", fields={"channel.type": ["not supported"]})
-    endpoint = channel.endpoint or ""
+    endpoint = str(channel.endpoint or "")
     egress.check_url(endpoint, egress.allowlist_for(clinic.settings), field="channel.endpoint")
     if channel.payload not in (None, FHIR_JSON, "application/json"):
         raise Unprocessable("channel.payload is application/fhir+json or absent.",
                             fields={"channel.payload": ["not supported"]})
-    headers = egress.check_header_lines(channel.header or [], field="channel.header")
+    headers = egress.check_header_lines([h for h in channel.header or [] if h is not None], field="channel.header")
     if len(headers) > 10:
         raise egress.HeaderRefused("At most 10 header lines.", fields={"channel.header": ["too many"]})
     criteria = resource.criteria or ""

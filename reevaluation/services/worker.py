@@ -617,7 +617,7 @@ def _decide_confirmed(job: ReevaluationJob, a: Assessment, mode: str, confirmed:
             proposal = proposal_open(job=job, appointment=appt, trigger="CONFIRMED_NO_LONGER_FITS", specs=specs,
                                      now=now)
             if proposal is None:  # no time could be held for the patient after all: as if none fitted
-                outcome = rules.confirmed_outcome(material=True, fitting=False, replacement=False)
+                outcome = Outcome.CONFIRMED_NEEDS_STAFF
         out.append(Decision(appt, outcome, applied=apply and proposal is not None, proposal=proposal))
     return out
 
