@@ -36,6 +36,7 @@ EXPECTED_ROLES: dict[str, Role] = {
     "shadow_publish": ADMIN, "shadow_promote": ADMIN, "shadow_discard": ADMIN,
     "redrive_preview": STAFF, "redrive_execute": ADMIN, "mode_set": ADMIN, "drain_set": ADMIN,
     "due_override_set": ADMIN, "proposal_confirm": STAFF, "proposal_reject": STAFF,
+    "join_settings_set": ADMIN, "join_request_approve": STAFF, "join_request_reject": STAFF, "entry_resume": STAFF,
 }
 
 #: Every API view that writes, by class name: the command it runs (its role is that command's), or why it names
