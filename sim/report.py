@@ -78,6 +78,7 @@ def write_results(results: list[dict], folder: Path, *, scale: str, seeds: list[
             "wall_seconds_all_policies": round(seconds, 1),
             "cpu_seconds_all_policies": None if cpu_seconds is None else round(cpu_seconds, 1),
             "machine": f"{platform.machine()} {platform.python_version()}",
+            "run_note": os.environ.get("SIM_RUN_NOTE", ""),
             "load_note": "" if load is None else (
                 f"The machine is shared: load average {load[0]:.1f} (1 min) when the run started, "
                 f"{os.getloadavg()[0]:.1f} when it ended, on {os.cpu_count()} cores."),
@@ -448,6 +449,7 @@ def render_doc(folder: Path) -> Path:
         + (f" and {db_cpu:.0f} s in the central runs' PostgreSQL backends" if db_cpu is not None else "")
         + f", {statements:,} SQL statements in the central runs. {first.get('load_note', '')}",
         "",
+        *([f"**How this page was run.** {first['run_note']}", ""] if first.get("run_note") else []),
         *trust.sections(folder, results),
         "## How it works",
         "",

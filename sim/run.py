@@ -98,6 +98,9 @@ def corner_groups() -> list[str]:
     return [g for g in GROUPS if not named or g in named]
 
 
+RESCORED = {f"{group}_{side}" for group in METRIC_ONLY for side in ("low", "high")}  # copies, not runs
+
+
 def rescore(month, spec, run_log) -> dict:
     """The run scored again at each metric-only group's low and high values (they change no event, only the
     draws the metrics make): corner name → metrics."""
@@ -248,7 +251,13 @@ def run(scale: str, seeds: list[int], workers: int, shadow: dict | None = None,
         pessimistic = [j for name, share in PESSIMISTIC_POLICIES.items()
                        for j in jobs(scale, seeds, specs, sides=sides, names=(name,),
                                      n_months=max(1, round(share * len(seeds))))] if corners else []
-        todo = jobs(scale, seeds, specs) + pessimistic + (corner_jobs(scale, seeds) if corners else [])
+        todo = ([] if os.environ.get("SIM_ONLY_CORNERS") else jobs(scale, seeds, specs)) + pessimistic + (
+            corner_jobs(scale, seeds) if corners else [])
+        if os.environ.get("SIM_ONLY_CACHED"):  # render what SIM_CACHE holds (a run cut short by the machine's load)
+            cache = Path(os.environ["SIM_CACHE"])
+            todo = [j for j in todo
+                    if (cache / f"{j[0]}-{j[1]}-{j[2]}-{corner_name(json.loads(j[3]))}.pickle").exists()]
+            log(f"only the {len(todo)} cached runs")
         pending = pool.imap_unordered(_job, list(enumerate(todo)), chunksize=1)
         results = _modelled(scale, seeds, modelled)
         if corners:
@@ -336,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             from . import trust
 
             sens = trust.sensitivity(results, seeds, CORNER_MONTHS)
-            real = [r for r in results if "db_cpu_seconds" in r]
+            real = [r for r in results if "db_cpu_seconds" in r and r["corner"] not in RESCORED]
             sens["cost"] = {"real_runs": len(real), "wall_seconds": round(seconds, 1), "cpu_seconds_python":
                             round(cpu, 1), "statements": sum(r["metrics"].get("statements") or 0 for r in real),
                             "db_cpu_seconds": round(sum(r["db_cpu_seconds"] or 0 for r in real), 1),
