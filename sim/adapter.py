@@ -43,6 +43,9 @@ class PolicySpec:
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
     shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
     months_share: float = 1.0  # the share of the scale's months it runs on (the first ones): feature-off runs
+    # Simulator-only (not a product field yet, issue #39 builds it): release a standing booking its patient has not
+    # acknowledged at the release point (sim.acknowledge) and refill the slot.
+    release_unacknowledged: bool = False
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -284,15 +287,19 @@ def dispatch(world: World, vacancy_ref: str, now: datetime) -> tuple[str, int | 
     return result.outcome, result.offer.entry_id if made else None
 
 
-def release(world: World, offer_ref: str, now: datetime) -> tuple[str, str | None]:
-    """The patient follows the booking notice's release link: (RELEASED and the reopened vacancy's ref, or the
-    refusal code and None). The product reopens the same vacancy; the engine dispatches it (the cascade)."""
+def release(world: World, offer_ref: str, now: datetime, *, by_patient: bool = True) -> tuple[str, str | None]:
+    """A standing booking released: by the patient following the booking notice's release link, or (``by_patient``
+    False) by the system, as ``release_unacknowledged`` would (sim.acknowledge: modelled, not yet a product job).
+    (RELEASED and the reopened vacancy's ref, or the refusal code and None). The product reopens the same vacancy;
+    the engine dispatches it (the cascade)."""
     from waitlist.models import Offer
     from waitlist.services import standing_release
 
     offer = Offer.objects.get(clinic=world.clinic, ref=offer_ref)
     try:
-        _, vacancy = standing_release(clinic=world.clinic, offer_ref=offer_ref, patient=offer.patient, now=now)
+        _, vacancy = standing_release(clinic=world.clinic, offer_ref=offer_ref,
+                                      patient=offer.patient if by_patient else None, now=now,
+                                      reason="" if by_patient else "not acknowledged (simulated release)")
     except DomainError as exc:
         return exc.code, None
     return "RELEASED", vacancy.ref

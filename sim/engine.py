@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 
 import time_machine
 
-from . import adapter
+from . import acknowledge, adapter
 from .adapter import PolicySpec, World
 from .generator import Month, fits
 from .metrics import in_quiet_hours
@@ -72,6 +72,7 @@ class Replay:
         self.standing: dict[str, dict] = {}
         self.releases_refused: Counter = Counter()
         self.trace: list[tuple[datetime, str, str]] = []  # (when, vacancy ref, dispatch outcome)
+        self.reminders: list[dict] = []  # the product's reminders of unacknowledged bookings (modelled: #39)
 
     def at(self, when: datetime, kind: str, *args) -> None:
         heapq.heappush(self.queue, (when, next(self.seq), kind, args))
@@ -122,6 +123,7 @@ class Replay:
             self._wind_down(clock)
             log = adapter.export(self.world)
             log["standing"] = [{k: v for k, v in s.items() if k != "release_until"} for s in self.standing.values()]
+            log["messages"] += [m for m in self.reminders if m["at"] < month.end]
             self.cost["wind_down_export"] = [1, time.perf_counter() - started, self.statements - statements]
             return log
 
@@ -181,10 +183,11 @@ class Replay:
         would queue its dispatch after commit (dropped here: ``no_task_queue``), so it is dispatched now (the
         cascade); the entry waits again, a candidate for other slots now and for this kind once its
         suppression ends."""
-        outcome, vacancy_ref = adapter.release(self.world, offer_ref, now)
+        by_patient = self.standing[offer_ref]["case"] == "RELEASED"
+        outcome, vacancy_ref = adapter.release(self.world, offer_ref, now, by_patient=by_patient)
         if outcome != "RELEASED":
             self.releases_refused[outcome] += 1
-            self.standing[offer_ref]["case"] = "KEPT_RELEASE_REFUSED"
+            self.standing[offer_ref]["case"] = "KEPT_RELEASE_REFUSED" if by_patient else "UNREAD"
             return
         offer = self.offers[offer_ref]
         self.standing[offer_ref]["released_at"] = now
@@ -352,21 +355,18 @@ class Replay:
                 self.awaiting_notice.discard(ref)  # skipped (offer closed first) or failed: never seen
 
     def _booking_read(self, offer_ref: str, sent_at: datetime) -> None:
-        """A standing booking's notice was delivered. The patient acts on it when they would have answered an
-        offer of that slot (``Month.answer_at``; SILENT never reads it): one who would have declined releases it
-        then if that is before its ``release_until``; everyone else keeps it (the no-show draw is the metrics')."""
+        """A standing booking's notice was delivered: what the patient does with it, and whether the policy's
+        ``release_unacknowledged`` releases it first (``sim.acknowledge``; the no-show draw is the metrics')."""
         booking = self.standing[offer_ref]
-        reply = self.month.reply(booking["entry"], self.month.bookings_by_key[booking["vacancy"]])
-        if reply.kind == "NONE":
-            return  # UNREAD
-        acts_at = self.month.answer_at(sent_at, reply)
-        if reply.kind == "ACCEPT":
-            booking["case"] = "ACCEPTED"
-        elif booking["release_until"] is not None and acts_at < booking["release_until"]:
-            booking["case"] = "RELEASED"
-            self.at(acts_at, "release", offer_ref)
-        else:
-            booking["case"] = "LATE_DECLINE"
+        slot = self.month.bookings_by_key[booking["vacancy"]]
+        fate = acknowledge.outcome(self.month, booking["entry"], slot, sent_at, booking["release_until"],
+                                   self.spec.release_unacknowledged)
+        booking["case"] = fate.case
+        booking["acknowledged_at"] = fate.acknowledged_at
+        if fate.reminder_at is not None:
+            self.reminders.append({"entry": booking["entry"], "at": fate.reminder_at, "kind": "REMINDER"})
+        if fate.release_at is not None:
+            self.at(fate.release_at, "release", offer_ref)
 
     def _cascade(self, now: datetime) -> bool:
         """Closed offers' vacancies are dispatched again now (the product's on-commit cascade), in

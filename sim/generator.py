@@ -56,11 +56,18 @@ class Params:
     # The patient's current (later) appointment: days after the window ends (days sooner gained).
     current_after_window_days: float = 14.0
     opt_out_share: float = 0.05  # assumption: 5% opt out of waitlist messages during the month
-    # Behaviour. Responsiveness classes (Luma: age and channel change acceptance).
-    fast_share: float = 0.4  # replies within minutes (lognormal, median fast_median_minutes)
-    slow_share: float = 0.3  # replies within hours (lognormal, median slow_median_minutes)
+    # Behaviour. Each patient reads one channel, text (SMS) or e-mail (DrDoctor survey: 52% prefer SMS), the same
+    # under every policy. A share of each channel's patients never reads any notice (SILENT); of the others,
+    # ``slow_share`` reply within hours (lognormal, median ``slow_median_minutes``), the rest within minutes
+    # (median ``fast_median_minutes``); an e-mail reader's delays are ``email_delay_factor`` times a text
+    # reader's. All assumptions except ``sms_share`` (docs/simulation.md gives their low and high values).
+    sms_share: float = 0.52
+    sms_silent_share: float = 0.2
+    email_silent_share: float = 0.4
+    slow_share: float = 0.43
     fast_median_minutes: float = 6.0
     slow_median_minutes: float = 150.0
+    email_delay_factor: float = 2.0
     reply_sigma: float = 0.9
     # Assumption: patients do not read messages while asleep. A notice that reaches them between these
     # hours is read at their end, and a reply that would fall between them comes at their end instead.
@@ -79,13 +86,12 @@ class Params:
     standing_share: float = 0.3
     standing_notice_minutes: tuple[int, ...] = (0, 180, 1440)
     standing_notice_weights: tuple[float, ...] = (0.4, 0.4, 0.2)
-    # A kept booking that does not end in a visit (a no-show), by what the patient would have answered the offer:
-    # Fast Pass (JMIR 2024): 18% of accepted offers did not end in a visit (5,399 visits of 6,603 accepts), applied
-    # to every booking the patient would have accepted (by reply or standing alike); a standing booking never read
-    # (SILENT): Dantas et al. 2018's average no-show, 23%; one they would have declined but read only after its
-    # release deadline: they do not come (assumption: 1.0).
+    # A kept booking that does not end in a visit (a no-show). A booking the patient would have accepted (by reply,
+    # or a standing one they acknowledged): Fast Pass (JMIR 2024), 18% of accepted offers did not end in a visit
+    # (5,399 visits of 6,603 accepts). A standing booking never acknowledged is never attended (a patient who never
+    # learns they were moved does not come: no parameter). One they would have declined but read only after its
+    # release deadline: they do not come (assumption: 1.0, low 0.5).
     no_show_accepted: float = 0.18
-    no_show_unread: float = 0.23
     no_show_late_decline: float = 1.0
     quiet_start: str = "21:00"
     quiet_end: str = "08:00"
@@ -126,6 +132,7 @@ class Entry:
     current_at: datetime  # the patient's already-booked later visit
     opt_out_at: datetime | None
     responsiveness: str  # FAST, SLOW, SILENT
+    channel: str = "EMAIL"  # SMS or EMAIL: the one channel the patient reads
 
 
 @dataclass
@@ -163,7 +170,7 @@ class Month:
         another practitioner than the one they named (only a policy that ignores names does that), a
         patient who would have accepted declines."""
         entry = self.by_key[entry_key]
-        reply = reply_for(self.seed, self.params, entry.responsiveness, entry.patient, booking.key)
+        reply = reply_for(self.seed, self.params, entry.responsiveness, entry.patient, booking.key, entry.channel)
         if reply.kind == "ACCEPT" and entry.practitioner not in (None, booking.practitioner):
             return Reply("DECLINE", reply.delay)
         return reply
@@ -179,11 +186,10 @@ class Month:
 
     def no_show(self, entry_key: str, booking: Booking, case: str) -> bool:
         """Whether a kept booking of ``booking``'s slot ends without a visit; ``case`` is ACCEPTED (they would have
-        accepted), UNREAD (a standing booking never read) or LATE_DECLINE (read after its release deadline). One
+        accepted, and a standing booking was acknowledged) or LATE_DECLINE (read after its release deadline). One
         draw per (seed, patient, slot): every policy meets the same no-shows."""
         p = self.params
-        share = {"ACCEPTED": p.no_show_accepted, "UNREAD": p.no_show_unread,
-                 "LATE_DECLINE": p.no_show_late_decline}[case]
+        share = {"ACCEPTED": p.no_show_accepted, "LATE_DECLINE": p.no_show_late_decline}[case]
         return _rng(self.seed, "no_show", self.by_key[entry_key].patient, booking.key).random() < share
 
     def answer_at(self, sent_at: datetime, reply: Reply) -> datetime:
@@ -214,12 +220,15 @@ def _rng(*parts) -> random.Random:
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 
-def reply_for(seed: int, params: Params, responsiveness: str, patient: str, vacancy_key: str) -> Reply:
+def reply_for(seed: int, params: Params, responsiveness: str, patient: str, vacancy_key: str,
+              channel: str = "SMS") -> Reply:
     """How ``patient`` answers an offer of ``vacancy_key``: the same for every policy that asks."""
     rng = _rng(seed, "reply", patient, vacancy_key)
     if responsiveness == "SILENT":
         return Reply("NONE", timedelta(0))
     median = params.fast_median_minutes if responsiveness == "FAST" else params.slow_median_minutes
+    if channel == "EMAIL":
+        median *= params.email_delay_factor
     minutes = math.exp(rng.gauss(math.log(median), params.reply_sigma))
     kind = "ACCEPT" if rng.random() < params.accept_share else "DECLINE"
     return Reply(kind, timedelta(minutes=round(minutes, 2)))
@@ -296,7 +305,10 @@ def _entries(month: Month, rng: random.Random) -> None:
         latest = earliest + timedelta(days=rng.uniform(p.window_min_days, p.window_max_days))
         named = rng.random() < p.named_share
         u = rng.random()
-        responsiveness = "FAST" if u < p.fast_share else ("SLOW" if u < p.fast_share + p.slow_share else "SILENT")
+        # The channel is the patient's own draw (the month's other facts do not move with ``sms_share``).
+        channel = "SMS" if _rng(month.seed, month.clinic_label, "channel", i).random() < p.sms_share else "EMAIL"
+        reads = 1 - (p.sms_silent_share if channel == "SMS" else p.email_silent_share)
+        responsiveness = ("SILENT" if u >= reads else "SLOW" if u >= reads * (1 - p.slow_share) else "FAST")
         opt_out = None
         if rng.random() < p.opt_out_share:
             opt_out = arrives_at + timedelta(days=rng.uniform(0.5, max(1.0, (month.end - arrives_at).days)))
@@ -313,6 +325,7 @@ def _entries(month: Month, rng: random.Random) -> None:
                 current_at=latest + timedelta(days=rng.uniform(1, 2 * p.current_after_window_days)),
                 opt_out_at=opt_out,
                 responsiveness=responsiveness,
+                channel=channel,
             )
         )
 

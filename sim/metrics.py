@@ -68,6 +68,7 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
     # Ours' rules for every policy: a property of the month. ``reachable`` is the matching (each patient fills at
     # most one slot); ``reachable_any`` the looser per-vacancy count (one patient may count for several).
     reachable, reachable_any = ceiling(month, MODELLED_RULES)
+    neutral = ceiling_neutral(month, MODELLED_RULES)
     standing = standing_figures(month, log, filled)
     return {
         "cancellations": len(month.cancellations),
@@ -91,8 +92,13 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
         "fill_of_ceiling": ratio(len(filled), reachable),
         "ceiling_any": reachable_any,
         "fill_of_ceiling_any": ratio(len(filled), reachable_any),
+        # Policy-neutral: no standing acceptance, no quiet hours, asked at once, a yes before start minus margin.
+        "ceiling_neutral": neutral,
+        "fill_of_ceiling_neutral": ratio(len(filled), neutral),
         **standing,
+        **channel_figures(month, log, len(fillable)),
         "filled_attended_rate": ratio(standing["filled_attended"], len(fillable)),
+        "attended_rate": ratio(standing["filled_attended"], len(fillable)),
         "offers_never_seen": sum(1 for o in offers if o["notified_at"] is None),
         "messages": len(messages),
         "messages_per_patient_week": {"max": max(weekly, default=0), "p95": quantile(weekly, 0.95),
@@ -109,33 +115,61 @@ def compute(month: Month, spec: PolicySpec, log: dict) -> dict:
 
 
 def standing_figures(month: Month, log: dict, filled: list[dict]) -> dict:
-    """Standing bookings, releases, refills after a release, and the bookings that did not end in a visit.
+    """Attended visits, standing bookings, releases and refills.
 
-    Every booking that stands at the end is drawn for a no-show (``Month.no_show``, one draw per patient and slot):
-    ACCEPTED when the patient would have accepted the offer (a booking by reply, or a standing one they read
-    and keep), UNREAD for a standing booking never read, LATE_DECLINE for one they would have declined but read
-    after its release deadline (or whose release was refused)."""
+    Every booking that stands at the end is attended or not: a booking by reply, or a standing one its patient
+    acknowledged (ACCEPTED), is drawn with ``no_show_accepted`` (``Month.no_show``, one draw per patient and slot,
+    the same for every policy); a standing booking never acknowledged (UNREAD) is never attended; one its patient
+    would have declined but read after its release deadline (LATE_DECLINE, or a release refused) is drawn with
+    ``no_show_late_decline``."""
     standing = {(s["entry"], s["vacancy"]): s for s in log.get("standing", [])}
     bookings = month.bookings_by_key
     missed = missed_standing = 0
     cases: Counter = Counter()
+    attended_by_channel: Counter = Counter()
+    booked_by_channel: Counter = Counter()
     for o in log["offers"]:
         if not o["booked"]:
             continue
         s = standing.get((o["entry"], o["vacancy"]))
-        case = "ACCEPTED" if s is None else {"RELEASED": "LATE_DECLINE", "KEPT_RELEASE_REFUSED": "LATE_DECLINE"}.get(
-            s["case"], s["case"])
+        case = "ACCEPTED" if s is None else {"RELEASED": "LATE_DECLINE", "KEPT_RELEASE_REFUSED": "LATE_DECLINE",
+                                             "RELEASED_UNACKNOWLEDGED": "UNREAD"}.get(s["case"], s["case"])
+        channel = month.by_key[o["entry"]].channel
+        booked_by_channel[channel] += 1
         if s is not None:
             cases[case] += 1
-        if month.no_show(o["entry"], bookings[o["vacancy"]], case):
+        if case == "UNREAD" or month.no_show(o["entry"], bookings[o["vacancy"]], case):
             missed += 1
             missed_standing += s is not None
-    released = {s["vacancy"] for s in standing.values() if s.get("released_at") is not None}
-    refilled = sum(1 for v in filled if v["key"] in released)
-    return {"standing_bookings": len(standing), "standing_releases": sum(1 for s in standing.values()
-                                                                         if s.get("released_at") is not None),
-            "standing_refilled": refilled, "standing_kept": dict(sorted(cases.items())),
-            "standing_missed": missed_standing, "missed": missed, "filled_attended": len(filled) - missed}
+        else:
+            attended_by_channel[channel] += 1
+    released = [s for s in standing.values() if s.get("released_at") is not None]
+    unacknowledged = {s["vacancy"] for s in released if s["case"] == "RELEASED_UNACKNOWLEDGED"}
+    filled_keys = {v["key"] for v in filled}
+    return {"standing_bookings": len(standing), "standing_releases": len(released),
+            "standing_refilled": sum(1 for s in released if s["vacancy"] in filled_keys),
+            # Slots whose automatic booking was released unacknowledged (at least once), and of those refilled.
+            "standing_released_unacknowledged": len(unacknowledged),
+            "standing_unacknowledged_refilled": len(unacknowledged & filled_keys),
+            "standing_acknowledged": sum(1 for s in standing.values() if s.get("acknowledged_at") is not None),
+            "standing_kept": dict(sorted(cases.items())),
+            "standing_missed": missed_standing, "missed": missed, "filled_attended": len(filled) - missed,
+            "booked_by_channel": dict(sorted(booked_by_channel.items())),
+            "attended_by_channel": dict(sorted(attended_by_channel.items()))}
+
+
+def channel_figures(month: Month, log: dict, fillable: int) -> dict:
+    """Per channel: patients, their attended bookings over the fillable cancellations, and texts (messages to
+    text readers) per patient per week (patient-weeks with at least one text)."""
+    patients = Counter(e.channel for e in month.entries)
+    texts: Counter = Counter()
+    for m in log["messages"]:
+        if month.by_key[m["entry"]].channel == "SMS":
+            texts[(m["entry"], int((m["at"] - month.start).total_seconds() // (7 * 86400)))] += 1
+    return {"patients_by_channel": dict(sorted(patients.items())),
+            "texts": sum(texts.values()),
+            "texts_per_patient_week": {"p95": quantile(list(texts.values()), 0.95),
+                                       "histogram": {str(k): n for k, n in sorted(Counter(texts.values()).items())}}}
 
 
 _CEILINGS: dict = {}
@@ -187,12 +221,44 @@ def ceiling_edges(month: Month, rules: PolicySpec) -> dict[str, list[str]]:
             reply = month.reply(e.key, b)
             notice = month.standing_notice(e.key) if rules.standing_acceptance else None
             # In time: before the slot's start minus the margin, or the answer window's end if later (the window
-            # is never shorter than its minimum, even when that crosses the margin).
+            # is never shorter than its minimum, even when that crosses the margin). A standing booking counts
+            # only once acknowledged: the patient would say yes and reads it before the slot.
             latest = max(b.starts_at - window.margin, window.deadline(asked, b.starts_at))
-            if ((reply.kind == "ACCEPT" and month.answer_at(asked, reply) <= latest)
-                    or (notice is not None and b.starts_at - joined >= timedelta(minutes=notice))):
+            yes = reply.kind == "ACCEPT"
+            if ((yes and month.answer_at(asked, reply) <= latest)
+                    or (yes and notice is not None and b.starts_at - joined >= timedelta(minutes=notice)
+                        and month.answer_at(joined, reply) < b.starts_at)):
                 edges[b.key].append(e.key)
     return edges
+
+
+def ceiling_neutral(month: Month, rules: PolicySpec) -> int:
+    """The ceiling without any policy's features: a patient on the list who would accept the slot if asked the
+    moment both were there (no quiet hours, no standing acceptance, no late accept), their yes read and sent awake
+    before the slot's start minus the answer margin; each patient used once (maximum matching)."""
+    key = (month.seed, month.clinic_label, month.params, "neutral")
+    if key in _CEILINGS:
+        return _CEILINGS[key][0]
+    from .windows import Window
+
+    margin = Window(rules, month.params).margin
+    minutes = timedelta(minutes=month.params.slot_minutes)
+    edges: dict[str, list[str]] = {}
+    for b in month.cancellations:
+        if b.starts_at - b.cancel_at < USEFUL_LEAD:
+            continue
+        edges[b.key] = []
+        for e in month.entries:
+            asked = max(b.cancel_at, e.arrives_at)
+            if (asked >= b.starts_at or (e.opt_out_at is not None and e.opt_out_at <= asked)
+                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes)):
+                continue
+            reply = month.reply(e.key, b)
+            if reply.kind == "ACCEPT" and month.answer_at(asked, reply) <= b.starts_at - margin:
+                edges[b.key].append(e.key)
+    result = max_matching(edges)
+    _CEILINGS[key] = (result, 0)
+    return result
 
 
 def max_matching(edges: dict[str, list[str]]) -> int:

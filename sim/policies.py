@@ -3,6 +3,8 @@ services; MODELLED ones (``modelled`` set) are simulated by ``sim.models`` and l
 
 from __future__ import annotations
 
+import dataclasses
+
 from .adapter import PolicySpec
 
 # Ours as configured: the product's defaults (hold 20 min, lead 3 h, weekly cap 8, 6 h after a decline (offers
@@ -10,7 +12,13 @@ from .adapter import PolicySpec
 # measured, it cost fills),
 # quiet hours 21:00–08:00, 3 notices a day per patient, decision_gate REQUIRED with staff review for a
 # patient without a FRESH decision), all published as WaitlistPolicy fields.
-OURS = PolicySpec("ours", "Ours (as configured, gate REQUIRED)", hold_minutes=20, min_lead_minutes=180)
+# Ours releases an automatic booking its patient has not acknowledged at the release point and refills the slot
+# (``release_unacknowledged``: modelled in the simulator through the product's ``standing_release``; the product's
+# own job is being built under issue #39). ``OURS_TODAY`` is the product as it is, without that release.
+OURS = PolicySpec("ours", "Ours (product defaults + release of unacknowledged automatic bookings, modelled)",
+                  hold_minutes=20, min_lead_minutes=180, release_unacknowledged=True)
+OURS_TODAY = PolicySpec("ours_today", "Ours as the product is today (unacknowledged bookings kept)", hold_minutes=20,
+                        min_lead_minutes=180, months_share=1 / 4)
 # The same policy without the booking-reliability gate (a clinic with no reliability service).
 OURS_GATE_NOT_USED = PolicySpec("ours_gate_not_used", "Ours, decision_gate NOT_USED", hold_minutes=20,
                                 min_lead_minutes=180, decision_gate="NOT_USED")
@@ -57,19 +65,25 @@ FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes
                   use_priority=False, use_practitioner=False, standing_acceptance=False,
                   extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0,
                          "answer_window_unanswered_minutes": None, "unanswered_ask_last_after": None,
-                         "late_accept": False})
-# The modelled ones run under ours' answer window, quiet hours and lead (``MODELLED_RULES``), one open offer
-# per patient, and no standing acceptance (they model asking, not automatic booking: every patient is asked).
-BROADCAST = PolicySpec("broadcast", "Broadcast (modelled)", min_lead_minutes=180, modelled="broadcast",
-                       standing_acceptance=False)
-BATCH3 = PolicySpec("batch3", "Batches of 3 (modelled)", min_lead_minutes=180, modelled="batch",
-                    extra={"batch_size": 3}, standing_acceptance=False)
+                         "late_accept": False}, months_share=1 / 4)
+# The same FIFO cascade with ours' quiet hours (nothing else changed): the gap quiet hours alone make.
+FIFO_QUIET = dataclasses.replace(FIFO, name="fifo_quiet", label="Peer FIFO cascade with quiet hours",
+                                 quiet_hours=True, months_share=1 / 6)
+# The modelled competitors (sim.models) run under ours' margin, quiet hours and lead, with standing acceptance,
+# late replies and the same release of unacknowledged automatic bookings as ours.
+BROADCAST = PolicySpec("broadcast", "First-to-reply broadcast (modelled)", min_lead_minutes=180,
+                       modelled="broadcast", release_unacknowledged=True)
+TIERED = PolicySpec("tiered", "Tiered broadcast (modelled)", min_lead_minutes=180, modelled="tiered",
+                    extra={"tier_size": 3, "tier_all_hours": 3}, release_unacknowledged=True)
+BATCH3 = TIERED  # the former name
 MODELLED_RULES = OURS
+COMPETITORS = ["fifo", "fifo_quiet", "broadcast", "tiered"]
 
-# Run by default (``OURS_GATE_NOT_USED`` is a weaker configuration left out for the time budget).
-POLICIES = [OURS, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, OURS_NO_ASK_LAST, OURS_NO_LATE_ACCEPT, FIFO,
-            BROADCAST, BATCH3]
-ALL_POLICIES = [*POLICIES, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]
+# Run by default (the time budget on a shared machine: the FIFO variants on the first months, see
+# ``CENTRAL_SHARES``); ``OURS_TODAY`` and the feature-off runs of issue #22 are in ``ALL_POLICIES``.
+POLICIES = [OURS, FIFO, FIFO_QUIET, BROADCAST, TIERED]
+ALL_POLICIES = [*POLICIES, OURS_TODAY, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, OURS_NO_ASK_LAST,
+                OURS_NO_LATE_ACCEPT, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]
 
 
 def sweep_specs() -> list[PolicySpec]:

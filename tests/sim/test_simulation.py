@@ -12,7 +12,7 @@ from sim.adapter import policy_fields
 from sim.engine import replay, staff_time
 from sim.generator import SCALES, Reply, generate, reply_for
 from sim.models import next_send_time, run_modelled
-from sim.policies import BATCH3, BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED, OURS_NO_STANDING
+from sim.policies import BROADCAST, FIFO, OURS, OURS_GATE_NOT_USED, OURS_NO_STANDING, OURS_TODAY, TIERED
 
 TINY = dataclasses.replace(SCALES["tiny"], days=2)
 
@@ -93,7 +93,7 @@ def test_jain_index_is_one_for_equal_shares_and_one_over_n_for_one_winner():
     assert metrics.jain([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.25)
 
 
-@pytest.mark.parametrize("spec", [BROADCAST, BATCH3], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [BROADCAST, TIERED], ids=lambda s: s.name)
 def test_modelled_policies_are_deterministic_and_never_notify_in_quiet_hours(spec):
     month = generate(2, SCALES["default"])
     first = metrics.compute(month, spec, run_modelled(month, spec)[0])
@@ -179,12 +179,12 @@ def test_real_runs_are_queued_longest_first_each_once():
 
     queue = jobs("full", [1, 2])
     real = {p.name: p for p in POLICIES if not p.modelled and available(p)}
-    expected = {(name, seed, clinic) for name, spec in real.items()
+    expected = {(name, seed, clinic, "{}") for name, spec in real.items()
                 for seed in (1, 2)[: max(1, round(2 * spec.months_share))] for clinic in range(3)}
-    assert sorted(queue) == sorted(expected)  # feature-off runs on the first half of the months
-    costs = [expected_cost(real[name]) for name, _, _ in queue]
+    assert sorted(queue) == sorted(expected)  # runs with a months_share on the first months only
+    costs = [expected_cost(real[name]) for name, *_ in queue]
     assert costs == sorted(costs, reverse=True) and costs[0] > costs[-1]
-    assert {name for name, _, _ in queue[: costs.count(2)]} == {"fifo"}  # no weekly cap: the longest
+    assert {name for name, *_ in queue[: costs.count(2)]} == {"fifo", "fifo_quiet"}  # no weekly cap: the longest
 
 
 @pytest.mark.parametrize("name,marker", [("clinic_waitlist", "sim"), ("cw_sim_1", "sim"),
@@ -197,54 +197,62 @@ def test_scratch_databases_refuse_a_name_without_their_marker(name, marker):
     scratchdb.check_name(f"clinic_waitlist_{marker}_r1", marker)  # a run's copy of the template is fine
 
 
-@pytest.mark.parametrize("spec", [BROADCAST, BATCH3], ids=lambda s: s.name)
-def test_modelled_offers_close_by_ours_answer_deadline(spec):
+@pytest.mark.parametrize("spec", [BROADCAST, TIERED], ids=lambda s: s.name)
+def test_a_modelled_broadcast_keeps_the_slot_open_until_start_minus_the_margin_and_books_one_yes(spec):
     from sim.policies import MODELLED_RULES
     from sim.windows import Window
 
     month = generate(2, SCALES["default"])
     log, counters = run_modelled(month, spec, MODELLED_RULES)
-    window = Window(MODELLED_RULES, month.params)
+    margin = Window(MODELLED_RULES, month.params).margin
     starts = {b.key: b.starts_at for b in month.bookings}
     assert log["offers"]
     for offer in log["offers"]:
-        assert offer["closed_at"] <= window.deadline(offer["notified_at"], starts[offer["vacancy"]])
-    assert counters["rules"]["answer_window"] == window.values
+        assert offer["closed_at"] <= starts[offer["vacancy"]] - margin
+    booked = [o for o in log["offers"] if o["booked"]]
+    assert len({o["vacancy"] for o in booked}) == len(booked)  # one booking per slot
+    assert len({o["entry"] for o in booked}) == len(booked)  # one slot per patient
+    assert counters["rules"]["standing_acceptance"] is True
 
 
-@pytest.mark.parametrize("spec", [BROADCAST, BATCH3], ids=lambda s: s.name)
-def test_modelled_policies_give_a_patient_one_open_offer_at_a_time(spec):
+def test_the_tiered_broadcast_asks_a_few_first_and_everyone_near_the_slot():
     from sim.policies import MODELLED_RULES
 
     month = generate(2, SCALES["default"])
-    log, _ = run_modelled(month, spec, MODELLED_RULES)
-    by_entry: dict = {}
-    for offer in log["offers"]:
-        by_entry.setdefault(offer["entry"], []).append((offer["at"], offer["closed_at"]))
-    for spans in by_entry.values():
-        spans.sort()
-        assert all(later[0] >= earlier[1] for earlier, later in zip(spans, spans[1:], strict=False))
+    tiered, _ = run_modelled(month, TIERED, MODELLED_RULES)
+    broadcast, _ = run_modelled(month, BROADCAST, MODELLED_RULES)
+    starts = {b.key: b.starts_at for b in month.bookings}
+    first: dict = {}
+    for o in tiered["offers"]:
+        if not o.get("standing"):
+            first.setdefault(o["vacancy"], []).append(o["at"])
+    # Far from the slot a tier is 3 patients; in the last hours before the close everyone is asked at once.
+    early = {k: times for k, times in first.items() if starts[k] - min(times) > timedelta(hours=5)}
+    assert early
+    assert all(len([t for t in times if t == min(times)]) <= 3 for times in early.values())
+    assert len(tiered["offers"]) < len(broadcast["offers"])
 
 
 def test_modelled_replies_after_the_window_are_counted_not_booked():
     from sim.policies import MODELLED_RULES
 
     month = generate(2, SCALES["default"])
-    log, counters = run_modelled(month, BATCH3, MODELLED_RULES)
+    log, counters = run_modelled(month, TIERED, MODELLED_RULES)
     assert counters["replies_after_close"] > 0
     assert all(o["closed_at"] >= o["at"] for o in log["offers"] if o["booked"])
 
 
 def test_the_ceiling_is_a_share_of_the_fillable_cancellations_the_same_for_every_policy():
     month = generate(3, SCALES["default"])
-    results = [metrics.compute(month, spec, run_modelled(month, spec)[0]) for spec in (BROADCAST, BATCH3)]
+    results = [metrics.compute(month, spec, run_modelled(month, spec)[0]) for spec in (BROADCAST, TIERED)]
     assert results[0]["ceiling"] == results[1]["ceiling"]
     assert 0 < results[0]["ceiling"] <= results[0]["fillable_cancellations"]
 
 
 def test_fairness_reports_the_share_booked_by_responsiveness():
     month = generate(3, SCALES["default"])
-    result = metrics.compute(month, BROADCAST, run_modelled(month, BROADCAST)[0])
+    asked_only = dataclasses.replace(BROADCAST, standing_acceptance=False)  # nobody booked without an answer
+    result = metrics.compute(month, asked_only, run_modelled(month, asked_only)[0])
     groups = result["fairness"]["by_responsiveness"]
     assert set(groups) == {"FAST", "SLOW", "SILENT"}
     assert sum(g["patients"] for g in groups.values()) == len(month.entries)
@@ -319,7 +327,7 @@ def test_the_standing_opt_in_and_its_notice_are_the_patients_own_draw():
 def test_a_late_decline_never_shows_and_the_other_no_shows_are_the_same_draw_for_every_policy():
     month = generate(3, SCALES["default"])
     slot, entries = month.cancellations[0], month.entries
-    assert all(month.no_show(e.key, slot, "LATE_DECLINE") for e in entries)
+    assert all(month.no_show(e.key, slot, "LATE_DECLINE") for e in entries)  # no_show_late_decline 1.0
     draws = [month.no_show(e.key, slot, "ACCEPTED") for e in entries]
     assert draws == [generate(3, SCALES["default"]).no_show(e.key, slot, "ACCEPTED") for e in entries]
     assert 0 < sum(draws) < len(draws)
@@ -333,12 +341,13 @@ def test_the_ceiling_matches_each_patient_to_one_slot():
     assert 0 < result["ceiling"] <= result["ceiling_any"] <= result["fillable_cancellations"]
 
 
-def test_fifo_the_modelled_policies_and_the_feature_off_run_get_no_standing_acceptance():
+def test_fifo_and_the_feature_off_run_get_no_standing_acceptance_and_the_modelled_ones_ours():
     month = generate(1, SCALES["tiny"])
     assert policy_fields(OURS, month)["standing_acceptance"] is True
     assert policy_fields(FIFO, month)["standing_acceptance"] is False
     assert policy_fields(OURS_NO_STANDING, month)["standing_acceptance"] is False
-    assert not BROADCAST.standing_acceptance and not BATCH3.standing_acceptance
+    for spec in (BROADCAST, TIERED):
+        assert spec.standing_acceptance and spec.release_unacknowledged == OURS.release_unacknowledged
 
 
 @pytest.mark.django_db
@@ -350,7 +359,7 @@ def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_
     enable_waitlist()
     # Everyone opts in at once (no minimum notice) and declines most slots: bookings, then releases.
     params = dataclasses.replace(SCALES["tiny"], standing_share=1.0, standing_notice_weights=(1.0, 0.0, 0.0),
-                                 accept_share=0.1, fast_share=0.9, slow_share=0.1)
+                                 accept_share=0.1, slow_share=0.1, sms_silent_share=0.0, email_silent_share=0.0)
     month = generate(11, params)
     dispatched, dispatch = set(), adapter.dispatch
 
@@ -370,6 +379,29 @@ def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_
     for event in OfferEvent.objects.filter(offer__vacancy__clinic__name=clinic, reason_code="STANDING_RELEASED"):
         assert (event.offer.vacancy.ref, event.created_at) in dispatched
     assert result["filled_attended"] == result["filled"] - result["missed"]
+
+
+@pytest.mark.django_db
+def test_unacknowledged_automatic_bookings_are_released_by_the_product_service_and_never_attended():
+    from sim.adapter import enable_waitlist
+    from waitlist.models import OfferEvent
+
+    enable_waitlist()
+    # Everyone opts in and nobody reads: every automatic booking stays unacknowledged.
+    params = dataclasses.replace(SCALES["tiny"], standing_share=1.0, standing_notice_weights=(1.0, 0.0, 0.0),
+                                 sms_silent_share=1.0, email_silent_share=1.0)
+    month = generate(11, params)
+    kept = metrics.compute(month, OURS_TODAY, replay(month, OURS_TODAY, "test-unack-kept")[0])
+    assert kept["standing_bookings"] > 0 and kept["standing_released_unacknowledged"] == 0
+    assert kept["filled_attended"] == 0  # nobody who never read a notice comes
+    log, _ = replay(month, OURS, "test-unack")
+    released = metrics.compute(month, OURS, log)
+    assert released["standing_released_unacknowledged"] > 0
+    events = OfferEvent.objects.filter(offer__vacancy__clinic__name="Sim clinic test-unack",
+                                       reason_code="STANDING_RELEASED")
+    # Counted by slot: a slot booked again automatically may be released again.
+    assert len({e.offer.vacancy_id for e in events}) == released["standing_released_unacknowledged"]
+    assert all(e.actor != "patient" for e in events)
 
 
 def test_ours_runs_the_products_defaults_and_each_feature_off_run_one_change():
@@ -395,10 +427,109 @@ def test_the_diagnosis_explains_every_unfilled_vacancy_the_ceiling_could_fill():
     from sim.diagnose import analyse
 
     month = generate(2, SCALES["default"])
-    log, _ = run_modelled(month, BATCH3)
-    gap = analyse(month, BATCH3, log, trace=[])
+    log, _ = run_modelled(month, TIERED)
+    gap = analyse(month, TIERED, log, trace=[])
     classes = gap["classes"]
     assert gap["unfilled_with_edge"] == (classes.get("NOT_ASKED", 0) + classes.get("OFFERED_TOO_LATE", 0)
                                          + classes.get("ALL_BOOKED_ELSEWHERE", 0))
     assert gap["filled"] + gap["residual_matching"] <= gap["fillable"]
     assert metrics.max_matching(metrics.ceiling_edges(month, OURS)) == gap["ceiling"]
+
+
+def test_a_release_point_is_the_later_of_two_hours_after_booking_and_a_day_before_never_past_the_deadline():
+    from sim.acknowledge import release_point
+
+    month = generate(1, SCALES["tiny"])
+    booked = month.start
+    slot = booked + timedelta(days=3)
+    assert release_point(booked, slot, booked + timedelta(hours=12)) == booked + timedelta(hours=12, minutes=-1)
+    assert release_point(booked, slot, slot - timedelta(hours=3)) == slot - timedelta(hours=24)
+    near = booked + timedelta(hours=6)
+    assert release_point(booked, near, near - timedelta(hours=3)) == booked + timedelta(hours=2)
+    assert release_point(booked, near, booked) is None  # nothing left to release in
+    assert release_point(booked, near, None) is None
+
+
+def test_a_patient_who_never_reads_is_released_under_the_policy_and_unread_without_it():
+    from sim.acknowledge import outcome
+
+    params = dataclasses.replace(SCALES["default"], sms_silent_share=1.0, email_silent_share=1.0)
+    month = generate(4, params)
+    slot = month.cancellations[-1]
+    entry = month.entries[0]
+    until = slot.starts_at - timedelta(hours=3)
+    sent = slot.starts_at - timedelta(hours=30)
+    with_release = outcome(month, entry.key, slot, sent, until, True)
+    assert with_release.case == "RELEASED_UNACKNOWLEDGED" and with_release.release_at < until
+    assert with_release.reminder_at is not None and with_release.reminder_at < with_release.release_at
+    assert outcome(month, entry.key, slot, sent, until, False).case == "UNREAD"
+
+
+def test_each_patient_reads_one_channel_and_an_email_is_read_later():
+    month = generate(3, SCALES["default"])
+    channels = [e.channel for e in month.entries]
+    assert set(channels) == {"SMS", "EMAIL"}
+    assert channels == [e.channel for e in generate(3, SCALES["default"]).entries]
+    fast_sms = reply_for(1, month.params, "FAST", "p1", "b9", "SMS")
+    fast_email = reply_for(1, month.params, "FAST", "p1", "b9", "EMAIL")
+    assert fast_email.delay == pytest.approx(fast_sms.delay * month.params.email_delay_factor, abs=timedelta(seconds=1))
+
+
+def test_the_policy_neutral_ceiling_uses_no_policy_feature():
+    month = generate(3, SCALES["default"])
+    none = generate(3, dataclasses.replace(SCALES["default"], standing_share=0.0))
+    assert metrics.ceiling_neutral(month, OURS) == metrics.ceiling_neutral(none, OURS)
+    assert 0 < metrics.ceiling_neutral(month, OURS) <= len(month.cancellations)
+
+
+def test_every_generator_parameter_has_a_row_and_every_cornered_assumption_a_low_and_high():
+    from sim.assumptions import GROUPS, PARAMETERS, check_complete
+
+    assert check_complete() == []
+    for name, row in PARAMETERS.items():
+        assert row.kind in ("SCENARIO", "POLICY", "SOURCED", "ASSUMPTION"), name
+        if row.group:
+            assert row.kind == "ASSUMPTION" and row.group in GROUPS, name
+            assert row.low is not None and row.high is not None, name
+    assert {row.group for row in PARAMETERS.values() if row.group} == set(GROUPS)
+
+
+def test_a_corner_moves_only_its_groups_assumptions():
+    from sim.assumptions import PARAMETERS, corner
+
+    base = SCALES["default"]
+    moved = corner(base, {"silent": "high"})
+    changed = {f.name for f in dataclasses.fields(base) if getattr(base, f.name) != getattr(moved, f.name)}
+    assert changed == {name for name, row in PARAMETERS.items() if row.group == "silent"}
+    assert moved.sms_silent_share == PARAMETERS["sms_silent_share"].high
+
+
+def _run(policy, seed, corner, attended, fillable=40):
+    return {"policy": policy, "seed": seed, "clinic": "c", "corner": corner,
+            "metrics": {"filled_attended": attended, "fillable_cancellations": fillable, "filled": attended}}
+
+
+def test_the_pessimistic_corner_takes_each_group_at_the_side_with_the_smaller_lead():
+    from sim.run import pessimistic_sides
+
+    results = [_run("ours", 1, "silent_low", 20), _run("broadcast", 1, "silent_low", 10),
+               _run("ours", 1, "silent_high", 12), _run("broadcast", 1, "silent_high", 10),
+               _run("ours", 1, "slow_low", 10), _run("broadcast", 1, "slow_low", 10),
+               _run("ours", 1, "slow_high", 20), _run("broadcast", 1, "slow_high", 10)]
+    sides = pessimistic_sides(results, [1])
+    assert sides["silent"] == "high" and sides["slow"] == "low"
+
+
+def test_sensitivity_pools_each_corner_and_compares_ours_with_the_best_competitor_of_each_month():
+    from sim.trust import sensitivity
+
+    results = [_run("ours", 1, "central", 20), _run("broadcast", 1, "central", 18), _run("fifo", 1, "central", 10),
+               _run("ours", 2, "central", 10), _run("broadcast", 2, "central", 8), _run("fifo", 2, "central", 12),
+               _run("ours", 1, "silent_high", 12), _run("broadcast", 1, "silent_high", 14)]
+    sens = sensitivity(results, [1, 2], 1)
+    central = sens["corners"]["central"]
+    assert central["policies"]["ours"] == {"attended": 30, "fillable": 80, "fill": 30 / 80, "filled": 30,
+                                           "months": [1, 2]}
+    assert central["ours_minus_best"]["points"] == pytest.approx(100 * ((20 - 18) + (10 - 12)) / 80)
+    assert central["ours_minus_best"]["best"] == {"1": "broadcast", "2": "fifo"}
+    assert sens["corners"]["silent_high"]["ours_minus_best"]["points"] == pytest.approx(100 * -2 / 40)
