@@ -24,6 +24,7 @@ SAFE = {
     "CRM_BASE_URL": "https://crm.example/api",
     "CRM_API_TOKEN": "a-real-crm-token",
     "REEVALUATION_HMAC_KEYS": ["crm1:a-real-hmac-secret:tg_live"],
+    "TWILIO_AUTH_TOKEN": "",
 }
 
 
@@ -106,3 +107,8 @@ def test_a_process_starting_in_production_with_the_dev_key_refuses_and_names_it(
     refused = _start(DJANGO_SECRET_KEY="dev-only-insecure-key")
     assert refused.returncode != 0 and "started" not in refused.stdout
     assert "ImproperlyConfigured" in refused.stderr and "DJANGO_SECRET_KEY" in refused.stderr
+
+
+def test_the_demo_twilio_token_is_refused(production, db):
+    production.TWILIO_AUTH_TOKEN = "demo-twilio-token"
+    assert "TWILIO_AUTH_TOKEN is the demo token" in production_findings()

@@ -302,14 +302,14 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     bulk_reviews(world, 8)
     # session, user, clinic scope, switcher; snapshot: policy, jobs, flag, freshness (the provider's SQL
     # expression per waiting patient, counted in SQL), outbox x2, metrics x2, fairness x3, shadow x1 (none
-    # published), queue x9 (one per source, plus the policy's lead time for waiting vacancies) + the review rows'
+    # published), queue x11 (one per source, plus the policy's lead time for waiting vacancies) + the review rows'
     # decisions; evidence x2 (review vacancies, offers: only for kinds on the page) + the review candidates'
     # decisions; warnings; the open vacancies of today and tomorrow. Decisions are one DecisionProvider batch each.
-    with django_assert_num_queries(31):
+    with django_assert_num_queries(33):
         html = staff_web.get(page_url(world.clinic)).content.decode()
-    # session, user, clinic scope, queue x8 (the provider's failure streak is kept from the first load) + decisions,
+    # session, user, clinic scope, queue x10 (the provider's failure streak is kept from the first load) + decisions,
     # evidence (reviews only here) + decisions
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(16):
         staff_web.get(page_url(world.clinic, after=cursor(html)), **HX)
     # session, user, clinic scope, vacancy, offers, events, dispatch notes, pass-over counts, EHR identifiers
     with django_assert_num_queries(9):
