@@ -103,6 +103,8 @@ def test_regenerate_console_screenshots(browser, live_server):
         "finished-jobs": f"{c}/reevaluation/finished/",
         "controls": f"{c}/controls/",
         "audit": f"{c}/audit/",
+        "front-desk": f"{c}/desk/",
+        "patient-access-log": f"{c}/patients/access-log/",
         "ref-page": f"/console/search/?q={offer.entry.ref}",
     }
     for width, viewport in WIDTHS.items():

@@ -64,7 +64,9 @@ def test_staff_sees_readiness_metrics_queue_evidence_and_no_withdraw(staff_web, 
     html = staff_web.get(page_url(world.clinic)).content.decode()
     # Readiness and metrics
     assert 'data-testid="flag-state">ON<' in html and 'data-testid="policy-version">1<' in html
-    assert "STALE 1" in html and 'data-testid="outbox"' in html and "dead 1" in html
+    freshness = re.search(r'data-testid="decision-freshness">(.*?)</dd>', html, re.S).group(1)
+    assert re.search(r'data-code="STALE">Out of date .*?</span>\s*1 ', freshness), freshness
+    assert 'data-testid="outbox"' in html and "1 could not be delivered" in html
     for metric in ("fill_rate", "time_to_fill", "offers_per_vacancy", "acceptance_per_offer", "expired_vs_declined",
                    "exhausted", "delivery_failures"):
         assert f'data-metric="{metric}"' in html
