@@ -30,10 +30,14 @@ from scheduling.scoping import may_run
 from waitlist import services
 from waitlist.dispatch.reads import dispatch_reasons
 from waitlist.figures.operations import open_vacancies_soon, ops_snapshot
+from waitlist.figures.over_time import pictures_kept
 from waitlist.figures.panels import ops_queue_evidence, ops_vacancy_panel, ops_vacancy_ref
 from waitlist.figures.queue import ops_action_queue
+from waitlist.joining.models import UpkeepOutcome
+from waitlist.joining.upkeep import upkeep_counts
 from waitlist.selectors import vacancy_detail
 
+from .charts import fairness_chart, fill_chart
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
@@ -135,6 +139,27 @@ def _rows(user, clinic: Clinic, queue: dict) -> dict:
     return {"rows": rows, "next_cursor": queue["next"]}
 
 
+#: The upkeep questions' outcomes in the card's words (the ``/metrics`` gauge ``waitlist_upkeep_questions``).
+UPKEEP_LABELS = {
+    UpkeepOutcome.ASKED: "Asked, no answer yet",
+    UpkeepOutcome.STILL_NEEDED: "Confirmed (still needed)",
+    UpkeepOutcome.NOT_NEEDED: "Withdrawn (not needed)",
+    UpkeepOutcome.PAUSED: "Paused (no answer in time)",
+}
+
+
+def upkeep_card(clinic: Clinic) -> list[dict]:
+    """The clinic's upkeep questions by outcome, every outcome shown (0 included): one query."""
+    counts = upkeep_counts([clinic.pk]).get(clinic.pk, {})
+    return [{"outcome": outcome, "label": label, "count": counts.get(outcome, 0),
+             "quiet": outcome == UpkeepOutcome.ASKED} for outcome, label in UPKEEP_LABELS.items()]
+
+
+def pictures(clinic: Clinic) -> dict:
+    series = pictures_kept(clinic=clinic)
+    return {"fill": fill_chart(series["fill"]), "fairness": fairness_chart(series["fairness"])}
+
+
 #: The live fragments of the page (``?live=<name>``): each polls every ``LIVE_SECONDS`` and swaps only when changed.
 LIVE_FRAGMENTS = {"queue": f"{PAGE}#queue-rows", "soon": f"{PAGE}#soon", "offers": f"{PAGE}#in-flight"}
 
@@ -171,7 +196,7 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     queue = ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
     rows = _rows(request.user, clinic, queue)
     context: dict = {"snapshot": snapshot, "queue": rows, "live_seconds": LIVE_SECONDS,
-                     "attention": attention_count(rows)}
+                     "attention": attention_count(rows), "upkeep": upkeep_card(clinic), "pictures": pictures(clinic)}
     for name, template in LIVE_FRAGMENTS.items():
         fragment = _live_context(request, clinic, name, queue=rows)
         context.update({k: v for k, v in fragment.items() if k != "clinic"})

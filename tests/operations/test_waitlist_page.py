@@ -307,8 +307,9 @@ def test_exact_query_counts(staff_web, world, settings, django_assert_num_querie
     # published), queue x11 (one per source, texts' two included, plus the policy's lead time for waiting
     # vacancies) + the review rows' decisions; evidence x2 (review vacancies, offers: only for kinds on the page) +
     # the review candidates' decisions; warnings; the open vacancies of today and tomorrow; the offers in flight.
-    # Decisions are one DecisionProvider batch each.
-    with django_assert_num_queries(34):
+    # Decisions are one DecisionProvider batch each. Issue 44 §5 and issue 40: + the upkeep questions by outcome,
+    # fill over time, fairness over time (one grouped query each; the two series kept per clinic after).
+    with django_assert_num_queries(37):
         html = staff_web.get(page_url(world.clinic)).content.decode()
     # session, user, clinic scope, queue x10 (the provider's failure streak is kept from the first load) +
     # decisions, evidence (reviews only here) + decisions
