@@ -101,16 +101,17 @@ class Series:
     kind: str = "bars"
 
 
-def _number(value: float | None, unit: str) -> str:
-    if value is None:
-        return "—"
-    text = f"{value:g}" if isinstance(value, float) else str(value)
-    return f"{text} {unit}" if unit else text
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+#: Room right of the plot for the value axis, so its labels never sit on the newest day's bar.
+GUTTER = 60
 
 
 def day_chart(title: str, dates: list, series: list[Series], *, slug: str, note: str = "") -> dict:
     """A chart of several per-day series sharing the time axis (the trend chart's geometry), and the same numbers
-    as a table, for ``operations/partials/day_chart.html``."""
+    as a table, for ``operations/partials/day_chart.html``. Units are in the labels, values are bare numbers."""
     n = len(dates)
     panels, top = [], 0
     for s in series:
@@ -118,28 +119,26 @@ def day_chart(title: str, dates: list, series: list[Series], *, slug: str, note:
         peak = max(known, default=0)
         points, dots, bars = "", list[dict](), list[dict]()
         if s.kind == "line":
-            points, dots = _line(s.values, top, n, peak, dates, lambda v, u=s.unit: _number(v, u))
+            points, dots = _line(s.values, top, n, peak, dates, _number)
         else:
             width = max((WIDTH - 2 * LEFT) / max(n, 1) - 2, 1)
             for i, value in enumerate(s.values):
                 height = (PANEL_HEIGHT - 4) * ((value or 0) / peak) if peak else 0
                 bars.append({"x": f"{_x(i, n) - width / 2:.1f}", "y": f"{top + PANEL_HEIGHT - height:.1f}",
                              "width": f"{width:.1f}", "height": f"{height:.1f}",
-                             "title": f"{dates[i]:%m-%d}: {_number(value, s.unit)}"})
-        summary = (f"{_number(sum(known), s.unit)} in total, peak {_number(peak, s.unit)}" if s.kind == "bars"
-                   else f"max {_number(peak, s.unit)}" if known else "no values")
-        panels.append(Panel(s.key, f"{s.label} ({s.unit})", summary, top, points, bars, dots,
-                            _number(peak, s.unit)))
+                             "title": f"{dates[i]:%m-%d}: {_number(value)}"})
+        summary = (f"{_number(sum(known))} in total, peak {_number(peak)}" if s.kind == "bars"
+                   else f"max {_number(peak)}" if known else "none")
+        panels.append(Panel(s.key, f"{s.label} ({s.unit})", summary, top, points, bars, dots, _number(peak)))
         top += PANEL_HEIGHT + GAP
     height = top - GAP
     return {
-        "title": title, "slug": slug, "note": note, "width": WIDTH, "height": height,
-        "panel_height": PANEL_HEIGHT, "panels": panels,
+        "title": title, "slug": slug, "note": note, "plot_width": WIDTH, "width": WIDTH + GUTTER,
+        "height": height, "panel_height": PANEL_HEIGHT, "panels": panels,
         "first": dates[0] if dates else None, "last": dates[-1] if dates else None, "days": n,
         "ticks": _ticks(dates), "axis_y": height + 14,
         "columns": [f"{s.label} ({s.unit})" for s in series],
-        "table": [{"day": day, "values": ["—" if s.values[i] is None else f"{s.values[i]:g}" for s in series]}
-                  for i, day in enumerate(dates)],
+        "table": [{"day": day, "values": [_number(s.values[i]) for s in series]} for i, day in enumerate(dates)],
     }
 
 
@@ -157,6 +156,7 @@ def fairness_chart(days) -> dict:
     """Bookings through an offer per day and the median days the booked patients had waited."""
     dates = [d.day for d in days]
     return day_chart("Fairness over time", dates, [
-        Series("booked", "Booked through an offer", "patients", [d.booked for d in days]),
-        Series("waited", "Waited p50 of those booked", "days", [d.waited_days_p50 for d in days], kind="line"),
-    ], slug="fairness", note="by the day of booking")
+        Series("booked", "Booked", "patients", [d.booked for d in days]),
+        Series("waited", "Waited p50", "days", [d.waited_days_p50 for d in days], kind="line"),
+    ], slug="fairness", note="patients booked through an offer, by the day of booking, and the median days they "
+                             "had waited")

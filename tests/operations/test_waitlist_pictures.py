@@ -71,7 +71,7 @@ def test_the_fill_chart_labels_its_axes_and_its_table_has_the_same_numbers(world
     assert [p.label for p in chart["panels"]] == ["Filled (vacancies)", "Exhausted (vacancies)",
                                                    "Expired (vacancies)"]
     filled = chart["panels"][0]
-    assert filled.bars[-1]["title"] == f"{NOW:%m-%d}: 2 vacancies" and filled.max_label == "2 vacancies"
+    assert filled.bars[-1]["title"] == f"{NOW:%m-%d}: 2" and filled.max_label == "2"
     assert chart["table"][-1] == {"day": NOW.date(), "values": ["2", "1", "0"]}
     assert chart["table"][-2]["values"] == ["0", "1", "1"]
     assert [t["label"] for t in chart["ticks"]][::len(chart["ticks"]) - 1] == [
@@ -90,8 +90,8 @@ def test_the_waitlist_page_shows_both_charts_with_axis_labels_and_tables(staff_w
     fill = html.split('data-testid="chart-fill-table"', 1)[1].split("</table>", 1)[0]
     row = re.search(rf'<th scope="row">{NOW:%Y-%m-%d}</th>(.*?)</tr>', fill).group(1)
     assert re.findall(r"<td>([^<]*)</td>", row) == ["2", "1", "0"]
-    assert re.search(rf'<rect [^>]*class="bar"><title>{NOW:%m-%d}: 2 vacancies</title>', html)
-    assert "Waited p50 of those booked (days)" in html
+    assert re.search(rf'<rect [^>]*class="bar"><title>{NOW:%m-%d}: 2</title>', html)
+    assert "Waited p50 (days)" in html and "Filled (vacancies)" in html
 
 
 def test_the_pictures_are_kept_per_clinic_between_loads(staff_web, world, settings):
@@ -132,6 +132,6 @@ def test_the_fairness_chart_draws_days_waited_as_a_line_and_shows_a_dash_for_day
 
     chart = fairness_chart([FairnessDay(date(2030, 11, 30), 0, None), FairnessDay(date(2030, 12, 1), 3, 20.0)])
     booked, waited = chart["panels"]
-    assert booked.label == "Booked through an offer (patients)" and waited.label == "Waited p50 of those booked (days)"
-    assert len(waited.dots) == 1 and waited.dots[0]["title"] == "12-01: 20 days" and waited.points
+    assert booked.label == "Booked (patients)" and waited.label == "Waited p50 (days)"
+    assert len(waited.dots) == 1 and waited.dots[0]["title"] == "12-01: 20" and waited.points
     assert [r["values"] for r in chart["table"]] == [["0", "—"], ["3", "20"]]
