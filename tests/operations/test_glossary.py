@@ -53,9 +53,9 @@ SHOWN_ENUMS = (
     QuarantineCategory, ProposalState, ProposalChoice, ProposalTrigger, OutboxStatus, DeliveryOutcome,
     SubscriptionStatus, StandingAcceptanceState, TextStatus,
 )
-#: Readiness's warnings, the beat jobs' names and the Action queue's kinds.
-SHOWN_CODES = ("DECISION_FEED_SILENT", "MISSING", f"JOB_{JOB_EXPIRE}".upper(), f"JOB_{JOB_RECONCILE}".upper(),
-               *SOURCES)
+#: Readiness's warnings, the beat jobs' names, the Action queue's kinds and a vacancy's close reasons.
+SHOWN_CODES = ("DECISION_FEED_SILENT", "MISSING", "SLOT_TAKEN", "STAFF_CLOSED", "STARTED",
+               f"JOB_{JOB_EXPIRE}".upper(), f"JOB_{JOB_RECONCILE}".upper(), *SOURCES)
 
 
 def shown_codes() -> list[str]:
