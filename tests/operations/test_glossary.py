@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.urls import reverse
 from django.utils import translation
 
 from common.models import DeliveryOutcome, OutboxStatus
@@ -27,6 +28,7 @@ from reevaluation.models import (
 from reevaluation.proposals import ProposalChoice, ProposalState, ProposalTrigger
 from scheduling.models import AppointmentStatus, CancelReason, HoldStatus
 from tests.operations.test_reevaluation_page import failed_jobs, page_url
+from tests.operations.waitlist_helpers import bulk_reviews
 from tests.worlds import ReevaluationWorld
 from waitlist.dispatch.loop import JOB_EXPIRE, JOB_RECONCILE
 from waitlist.figures.queue import SOURCES
@@ -120,3 +122,14 @@ def test_reevaluation_page_in_english_keeps_english_words(staff_web, clinic):
     html = staff_web.get(page_url(clinic), HTTP_ACCEPT_LANGUAGE="en").content.decode()
     counts = re.search(r'data-testid="failed-by-class">(.*?)</small>', html, re.S).group(1)
     assert 'data-code="TRANSIENT">Temporary <code' in counts
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("frozen_clock", "no_broker")
+def test_vacancy_list_in_korean_shows_the_state_in_korean_with_the_code_kept(staff_web, world):
+    bulk_reviews(world, 1)
+    url = reverse("console:waitlist-list", kwargs={"clinic_ref": world.clinic.ref, "kind": "vacancies"})
+    html = staff_web.get(url + "?status=REVIEW", HTTP_ACCEPT_LANGUAGE="ko-KR,ko;q=0.9").content.decode()
+    review = GLOSSARY["REVIEW"]
+    shown = f'title="{review["help_ko"]}" data-code="REVIEW">{review["label_ko"]} <code class="code">REVIEW</code>'
+    assert shown in html
