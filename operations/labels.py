@@ -9,27 +9,48 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
-#: code → (label, explanation), from ``codes.toml`` beside this module (a table, not code). Unknown codes are shown
-#: as they are.
-CODES: dict[str, tuple[str, str]] = {
-    code: (entry["label"], entry["help"])
-    for code, entry in tomllib.loads(Path(__file__).with_name("codes.toml").read_text(encoding="utf-8")).items()
-}
+#: code → {"label", "help", "label_ko", "help_ko"}, from ``codes.toml`` beside this module: the one glossary, English
+#: and Korean side by side. Unknown codes are shown as they are.
+GLOSSARY: dict[str, dict[str, str]] = tomllib.loads(
+    Path(__file__).with_name("codes.toml").read_text(encoding="utf-8"))
+
+#: code → (English label, English explanation).
+CODES: dict[str, tuple[str, str]] = {code: (entry["label"], entry["help"]) for code, entry in GLOSSARY.items()}
 
 
-def _http(code: str) -> tuple[str, str] | None:
+def _korean(language: str | None) -> bool:
+    """The phrase follows Django's active language (LocaleMiddleware: the session, cookie or Accept-Language)."""
+    from django.utils.translation import get_language
+
+    return (language or get_language() or "en").lower().startswith("ko")
+
+
+def _http(code: str, korean: bool) -> tuple[str, str] | None:
     """``HTTP_503`` (a subscriber's answer): its own words, not one entry per status."""
     if code.startswith("HTTP_") and code[5:].isdigit():
+        if korean:
+            return f"수신처 응답 {code[5:]}", "구독 수신처가 오류 상태로 응답했습니다."
         return f"Endpoint answered {code[5:]}", "The subscriber's endpoint answered with an error status."
     return None
 
 
-def code_label(code) -> str:
-    return (CODES.get(str(code)) or _http(str(code)) or (str(code), ""))[0]
+def _entry(code, language: str | None) -> tuple[str, str] | None:
+    text = str(code)
+    korean = _korean(language)
+    entry = GLOSSARY.get(text)
+    if entry is None:
+        return _http(text, korean)
+    if korean and entry.get("label_ko"):
+        return entry["label_ko"], entry.get("help_ko") or entry["help"]
+    return entry["label"], entry["help"]
 
 
-def code_help(code) -> str:
-    return (CODES.get(str(code)) or _http(str(code)) or ("", ""))[1]
+def code_label(code, language: str | None = None) -> str:
+    return (_entry(code, language) or (str(code), ""))[0]
+
+
+def code_help(code, language: str | None = None) -> str:
+    return (_entry(code, language) or ("", ""))[1]
 
 
 #: Action-queue kind → what a person does about a row that has no command in the console.

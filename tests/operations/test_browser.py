@@ -173,7 +173,8 @@ def test_admin_previews_executes_and_follows_the_lineage(open_page, admin, clini
     page.fill("#mode_reason", "rollout step 2")
     page.check("#mode_confirm")
     page.click("button:has-text('Set mode')")
-    sync_api.expect(page.get_by_test_id("mutation-mode")).to_have_text("DRY_RUN")
+    mode = page.get_by_test_id("mutation-mode").locator("[data-code]")
+    sync_api.expect(mode).to_have_attribute("data-code", "DRY_RUN")
     page.set_viewport_size(TABLET)
     shot(page, "reevaluation-admin-tablet")
     assert page.evaluate("document.documentElement.scrollWidth") <= TABLET["width"]
