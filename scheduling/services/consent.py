@@ -8,13 +8,13 @@ history shows changes, not clicks. The patient's own opt-out is reversed only by
 
 from __future__ import annotations
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from common.errors import ConsentOptedOut, ValidationFailed
-from common.fastpath import prepared_cursor
 
 from ..models import ConsentSource, ConsentState, ContactChannel, ContactConsent, Patient
+from ..queries import consent_newest_per_channel
 
 #: The channel each notification provider uses (``clinic.settings["notification"]["provider"]``). The demo's
 #: console provider stands in for either, so either consent will do.
@@ -26,22 +26,10 @@ PROVIDER_CHANNELS = {
 }
 
 
-#: The newest row of each channel: ``ContactConsent.objects.filter(patient_id=…).order_by("channel", "-id")
-#: .distinct("channel").values_list("channel", "state")`` as the ORM writes it.
-_CURRENT_SQL = (
-    'SELECT DISTINCT ON ("scheduling_contactconsent"."channel") "scheduling_contactconsent"."channel",'
-    ' "scheduling_contactconsent"."state" FROM "scheduling_contactconsent"'
-    ' WHERE "scheduling_contactconsent"."patient_id" = %s'
-    ' ORDER BY "scheduling_contactconsent"."channel" ASC, "scheduling_contactconsent"."id" DESC'
-)
-
-
 def consent_current(patient_id: int) -> dict[str, str | None]:
     """``{channel: GRANTED | REVOKED | None}`` from the newest row of each channel (one query)."""
     state: dict[str, str | None] = dict.fromkeys(ContactChannel.values)
-    with prepared_cursor(connection) as cursor:  # every notice's delivery asks: not compiled per call
-        cursor.execute(_CURRENT_SQL, [patient_id])
-        state.update(dict(cursor.fetchall()))
+    state.update(consent_newest_per_channel(patient_id))
     return state
 
 
