@@ -92,11 +92,11 @@ def is_preview(action: str) -> bool:
 
 @register.filter
 def breakable(code) -> str:
-    """An UPPER_SNAKE code that may wrap after its underscores (never inside a word)."""
+    """A code (UPPER_SNAKE or dotted action) that may wrap after its underscores and dots, never inside a word."""
     from django.utils.html import escape
     from django.utils.safestring import mark_safe
 
-    return mark_safe(escape(str(code)).replace("_", "_<wbr>"))
+    return mark_safe(escape(str(code)).replace("_", "_<wbr>").replace(".", ".<wbr>"))
 
 
 @register.filter
