@@ -9,10 +9,10 @@ from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 
+from . import queries
 from .errors import DomainError, IdempotencyKeyReused, ValidationFailed
-from .fastpath import prepared_cursor
 from .models import CommandReceipt
 from .refs import new_ref
 
@@ -67,29 +67,14 @@ def run_idempotent(
     if key is None:
         return _answer(execute, None, replayed=False)
     with transaction.atomic():
-        with prepared_cursor(connection) as cursor:
-            # Blocks behind an uncommitted first caller with the same key; then conflicts.
-            cursor.execute(
-                "INSERT INTO common_commandreceipt (ref, scope, key, command, request_digest,"
-                " status_code, response_body, created_at)"
-                " VALUES (%s, %s, %s, %s, %s, 0, '', now())"
-                " ON CONFLICT (scope, key) DO NOTHING RETURNING ref",
-                [new_ref("rcp"), scope, key, command, digest],
-            )
-            row = cursor.fetchone()
-        if row is None:
+        receipt_ref = queries.receipt_insert(ref=new_ref("rcp"), scope=scope, key=key, command=command, digest=digest)
+        if receipt_ref is None:
             receipt = CommandReceipt.objects.get(scope=scope, key=key)
             if receipt.request_digest != digest or receipt.command != command:
                 raise IdempotencyKeyReused("This Idempotency-Key was used with a different request.")
             return StoredResponse(receipt.status_code, receipt.response_body, True, receipt.ref)
-        receipt_ref = row[0]
         answer = _answer(execute, receipt_ref, replayed=False, savepoint=not refusals_write_nothing)
-        with prepared_cursor(connection) as cursor:  # the ORM's UPDATE, without compiling it per request
-            cursor.execute(
-                'UPDATE "common_commandreceipt" SET "status_code" = %s, "response_body" = %s'
-                ' WHERE "common_commandreceipt"."ref" = %s',
-                [answer.status_code, answer.body, receipt_ref],
-            )
+        queries.receipt_store(receipt_ref, status_code=answer.status_code, body=answer.body)
         return answer
 
 

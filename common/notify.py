@@ -20,11 +20,9 @@ import requests
 import urllib3
 from django.conf import settings
 from django.core.mail import EmailMessage
-from django.db import connection
 
-from . import egress
-from .fastpath import prepared_cursor
-from .models import OutboxMessage, OutboxStatus
+from . import egress, queries
+from .models import OutboxMessage
 from .outbox import DeliveryDeferred, DeliveryFailed
 from .redaction import redact
 
@@ -243,16 +241,9 @@ def quiet_hours_until(start: time | None, end: time | None, tz_name: str, now: d
     return datetime.combine(end_day, end, tzinfo=zone)
 
 
-#: The sends that count against a recipient's daily cap (``contact_cap_until``), oldest first, as one array
-#: column of another statement: ``{recipient}`` is the recipient ref's SQL; parameters ``contact_cap_params``.
-CAP_SENDS_SQL = (
-    "ARRAY(SELECT o.sent_at FROM common_outboxmessage o WHERE o.recipient_ref = {recipient}"
-    f" AND o.status = '{OutboxStatus.SENT.value}' AND o.sent_at > %(cap_since)s"
-    " ORDER BY o.sent_at LIMIT %(cap_limit)s)"
-)
-
-
-_CAP_SENDS_READ = "SELECT " + CAP_SENDS_SQL.format(recipient="%(recipient)s")
+#: The sends that count against a recipient's daily cap (``contact_cap_until``) as an array column of another
+#: statement; its text lives in ``common.queries`` (parameters ``contact_cap_params``).
+CAP_SENDS_SQL = queries.CAP_SENDS_SQL
 
 
 def contact_cap_params(cap_per_day: int | None, now: datetime) -> dict:
@@ -267,9 +258,8 @@ def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime
     if not recipient_ref or not cap_per_day or cap_per_day <= 0:
         return None
     if sent is None:
-        with prepared_cursor(connection) as cursor:
-            cursor.execute(_CAP_SENDS_READ, {"recipient": recipient_ref, **contact_cap_params(cap_per_day, now)})
-            (sent,) = cursor.fetchone()
+        params = contact_cap_params(cap_per_day, now)
+        sent = queries.outbox_recent_sends(recipient_ref, since=params["cap_since"], limit=params["cap_limit"])
     recent = sent[:cap_per_day]
     if len(recent) < cap_per_day:
         return None

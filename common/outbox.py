@@ -11,15 +11,14 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from . import queries
 from .correlation import bound
-from .fastpath import prepared_cursor
 from .models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 
 logger = logging.getLogger(__name__)
@@ -80,54 +79,16 @@ def backoff(attempt: int) -> timedelta:
     return timedelta(seconds=min(base * 2 ** (attempt - 1), 3600))
 
 
-_LEASE_SQL = """
-UPDATE common_outboxmessage AS m
-SET status = 'LEASED', lease_owner = %(worker)s, lease_expires_at = %(until)s, attempts = m.attempts + 1,
-    version = m.version + 1
-WHERE m.id IN (
-    SELECT id FROM common_outboxmessage
-    WHERE ((status = 'PENDING' AND (next_attempt_at IS NULL OR next_attempt_at <= %(now)s))
-           OR (status = 'LEASED' AND lease_expires_at < %(now)s))
-      AND topic = ANY(%(topics)s) {mine}
-    ORDER BY created_at, id
-    LIMIT %(limit)s
-    FOR NO KEY UPDATE SKIP LOCKED)
-RETURNING m.*
-"""
-
-
 def outbox_lease(*, worker: str, limit: int = 50, lease_seconds: int = 60, now: datetime | None = None,
                  topics: list[str] | None = None, aggregate_ref: str | None = None) -> list[Leased]:
     """Lease due PENDING rows and rows whose lease expired (a killed worker), oldest first, in one statement; with
     ``aggregate_ref``, only the rows that row's change wrote (``outbox_deliver_written``)."""
     now = now or timezone.now()
     topics = topics if topics is not None else list(_HANDLERS)
-    params = {"worker": worker, "until": now + timedelta(seconds=lease_seconds), "now": now, "topics": topics,
-              "limit": limit, "ref": aggregate_ref}
-    sql = _LEASE_SQL.format(mine="" if aggregate_ref is None else "AND aggregate_ref = %(ref)s")
-    leased = sorted(OutboxMessage.objects.raw(sql, params), key=lambda m: (m.created_at, m.id))
+    rows = queries.outbox_lease_rows(worker=worker, until=now + timedelta(seconds=lease_seconds), now=now,
+                                     topics=topics, limit=limit, aggregate_ref=aggregate_ref)
+    leased = sorted(rows, key=lambda m: (m.created_at, m.id))
     return [Leased(id=m.id, ref=m.ref, topic=m.topic, attempt=m.attempts, worker=worker, message=m) for m in leased]
-
-
-_FINISH_SQL = """
-WITH fenced AS (
-    UPDATE common_outboxmessage
-    SET lease_owner = '', lease_expires_at = NULL, version = version + 1, status = %(status)s,
-        last_error_code = %(error)s, attempts = attempts - %(give_back)s,
-        next_attempt_at = CASE WHEN %(next_set)s THEN %(next)s ELSE next_attempt_at END,
-        sent_at = COALESCE(%(sent_at)s, sent_at)
-    WHERE id = %(id)s AND status = 'LEASED' AND lease_owner = %(worker)s AND attempts = %(attempt)s
-    RETURNING id),
-attempt AS (
-    INSERT INTO common_outboxattempt
-        (message_id, attempt, worker, outcome, error_code, provider, started_at, finished_at)
-    SELECT %(id)s, %(attempt)s, %(worker)s,
-           CASE WHEN EXISTS (SELECT FROM fenced) THEN %(outcome)s ELSE 'FENCED' END,
-           CASE WHEN EXISTS (SELECT FROM fenced) THEN %(code)s ELSE 'LEASE_LOST' END,
-           %(provider)s, %(started)s, %(finished)s
-    ON CONFLICT ON CONSTRAINT outbox_attempt_once DO NOTHING)
-SELECT count(*) FROM fenced
-"""
 
 
 @dataclass(frozen=True)
@@ -146,15 +107,10 @@ def _finish(lease: Leased, *, started_at: datetime, outcome: str, result: _Resul
     """Write back under the fence, with the attempt's row (one per (message, attempt), ``outbox_attempt_once``:
     the first writer's stands), in one statement; False if the lease was lost (another worker owns the row now,
     and the attempt is recorded FENCED / LEASE_LOST)."""
-    params: dict[str, Any] = {
-        "id": lease.id, "worker": lease.worker, "attempt": lease.attempt, "status": result.status,
-        "error": result.error, "give_back": int(result.give_back), "next_set": result.next_attempt_at is not None,
-        "next": result.next_attempt_at, "sent_at": result.sent_at, "outcome": outcome, "code": code,
-        "provider": provider, "started": started_at, "finished": timezone.now()}
-    with prepared_cursor(connection) as cursor:  # fixed text: planned once per connection, not per notice
-        cursor.execute(_FINISH_SQL, params)
-        (updated,) = cursor.fetchone()
-    return updated == 1
+    return queries.outbox_attempt_finish(
+        message_id=lease.id, worker=lease.worker, attempt=lease.attempt, status=result.status, error=result.error,
+        give_back=result.give_back, next_attempt_at=result.next_attempt_at, sent_at=result.sent_at,
+        outcome=outcome, code=code, provider=provider, started_at=started_at, finished_at=timezone.now())
 
 
 def outbox_deliver(lease: Leased) -> str:

@@ -14,68 +14,17 @@ from __future__ import annotations
 
 import re
 
+from . import queries
+
 ALPHABET = "23456789ABCDEFGHJKMNPQRSTUVWXYZ"
 #: ``GN-7KQ3``, ``7KQ3``, ``gn 7kq3``: a prefix of 1-4 letters (optional), then the random part.
 CODE_PATTERN = re.compile(rf"^(?:([A-Z]{{1,4}})[- ]?)?([{ALPHABET}]{{4,8}})$")
 
-#: The SQL of the picker and the trigger (the migrations run it; tests read it to prove the alphabet).
-PICK_FUNCTION_SQL = f"""
-CREATE OR REPLACE FUNCTION cw_short_code_pick(tbl text, clinic bigint) RETURNS text AS $$
-DECLARE
-  alphabet constant text := '{ALPHABET}';
-  len int := 4;
-  tries int := 0;
-  bytes bytea;
-  candidate text;
-  taken boolean;
-BEGIN
-  LOOP
-    bytes := uuid_send(gen_random_uuid()) || uuid_send(gen_random_uuid());
-    candidate := '';
-    FOR i IN 0..len - 1 LOOP
-      candidate := candidate || substr(alphabet, 1 + get_byte(bytes, i) % {len(ALPHABET)}, 1);
-    END LOOP;
-    EXECUTE format('SELECT EXISTS (SELECT 1 FROM %I WHERE clinic_id = $1 AND code = $2)', tbl)
-      INTO taken USING clinic, candidate;
-    IF NOT taken THEN
-      RETURN candidate;
-    END IF;
-    tries := tries + 1;
-    IF tries % 8 = 0 AND len < 8 THEN
-      len := len + 1;
-    END IF;
-  END LOOP;
-END
-$$ LANGUAGE plpgsql VOLATILE;
-
-CREATE OR REPLACE FUNCTION cw_short_code_fill() RETURNS trigger AS $$
-BEGIN
-  IF NEW.code IS NULL OR NEW.code = '' THEN
-    NEW.code := cw_short_code_pick(TG_TABLE_NAME, NEW.clinic_id);
-  END IF;
-  RETURN NEW;
-END
-$$ LANGUAGE plpgsql;
-"""
-
-
-def trigger_sql(table: str) -> str:
-    """Give ``table``'s new rows a code, and its existing rows one each (the backfill)."""
-    return f"""
-CREATE TRIGGER {table}_short_code BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION cw_short_code_fill();
-DO $$
-DECLARE r record;
-BEGIN
-  FOR r IN SELECT id, clinic_id FROM {table} WHERE code = '' ORDER BY id LOOP
-    UPDATE {table} SET code = cw_short_code_pick('{table}', r.clinic_id) WHERE id = r.id;
-  END LOOP;
-END
-$$;
-"""
-
-
-def drop_trigger_sql(table: str) -> str:
-    return f"DROP TRIGGER IF EXISTS {table}_short_code ON {table};"
+#: The picker and the trigger, as scheduling's migration 0012 and waitlist's 0016 install them (the DDL's text
+#: lives in ``common.queries``; tests read the alphabet here).
+PICK_FUNCTION_SQL = queries.short_code_functions_ddl(ALPHABET)
+trigger_sql = queries.short_code_trigger_ddl
+drop_trigger_sql = queries.short_code_trigger_drop_ddl
 
 
 def clinic_prefix(clinic) -> str:

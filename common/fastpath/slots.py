@@ -23,27 +23,10 @@ from contextlib import contextmanager
 
 from django.db import DatabaseError, connection, transaction
 
-from .prepared import behind_transaction_pooler, prepared_cursor
+from .prepared import behind_transaction_pooler
 from .switch import enabled
 
 logger = logging.getLogger(__name__)
-
-# The first of slots start, start+1, … (mod size) that nobody holds, taken; none when all are held. The
-# function scan yields one slot at a time and LIMIT 1 stops at the first lock taken (no lock is taken and lost).
-_TAKE_FREE_SQL = """
-SELECT s FROM (SELECT (g + %(start)s) %% %(size)s AS s FROM generate_series(0, %(size)s - 1) AS g) AS slots
-WHERE pg_try_advisory_lock(%(key)s, s) LIMIT 1
-"""
-# Queue for one slot, for at most ``lock_timeout`` (set for this transaction only, before the lock is asked for).
-_WAIT_SQL = "SELECT set_config('lock_timeout', %s, true), pg_advisory_lock(%s, %s)"
-_RELEASE_SQL = "SELECT pg_advisory_unlock(%s, %s)"
-# A two-key advisory lock shows in pg_locks as classid = first key, objid = second, objsubid = 2.
-_USAGE_SQL = """
-SELECT count(*) FILTER (WHERE granted), count(*) FILTER (WHERE NOT granted) FROM pg_locks
-WHERE locktype = 'advisory' AND objsubid = 2 AND classid = (%s::int4)::oid AND database = (
-    SELECT oid FROM pg_database WHERE datname = current_database())
-"""
-
 
 class Semaphore:
     """``size()`` slots named ``name``; a caller waits at most ``wait_seconds()`` for one. Both are read per
@@ -65,17 +48,17 @@ class Semaphore:
         if size <= 0 or not enabled() or behind_transaction_pooler(connection):
             return None
         start = random.randrange(size)
-        with prepared_cursor(connection) as cursor:
-            cursor.execute(_TAKE_FREE_SQL, {"start": start, "size": size, "key": self.key})
-            row = cursor.fetchone()
-        if row is not None:
-            return int(row[0])
+        from common import queries  # here, not at import: config.wsgi imports the fast paths before the apps load
+
+        taken = queries.advisory_slot_take_free(self.key, start=start, size=size)
+        if taken is not None:
+            return taken
         wait = self.wait_seconds()
         if wait <= 0 or connection.in_atomic_block or not connection.get_autocommit():
             return None
         try:
-            with transaction.atomic(), connection.cursor() as cursor:  # lock_timeout=0 would wait for ever
-                cursor.execute(_WAIT_SQL, [f"{max(1, math.ceil(wait * 1000))}ms", self.key, start])
+            with transaction.atomic():  # lock_timeout=0 would wait for ever
+                queries.advisory_slot_wait(self.key, start, timeout_ms=max(1, math.ceil(wait * 1000)))
         except DatabaseError:
             logger.warning("%s: no slot of %s came free within %s s; working without one", self.name, size, wait)
             return None
@@ -84,9 +67,10 @@ class Semaphore:
     def release(self, slot: int | None) -> None:
         if slot is None:
             return
+        from common import queries
+
         try:
-            with connection.cursor() as cursor:
-                cursor.execute(_RELEASE_SQL, [self.key, slot])
+            queries.advisory_slot_release(self.key, slot)
         except DatabaseError:
             # The connection is gone (and the lock with it), or it cannot run a statement now (an aborted
             # transaction): closing it is the one sure way to free the slot.
@@ -95,10 +79,9 @@ class Semaphore:
 
     def usage(self) -> tuple[int, int]:
         """(slots held, connections waiting for one) across the deployment, from ``pg_locks``."""
-        with connection.cursor() as cursor:
-            cursor.execute(_USAGE_SQL, [self.key])
-            held, waiting = cursor.fetchone()
-        return int(held), int(waiting)
+        from common import queries
+
+        return queries.advisory_slot_usage(self.key)
 
     @contextmanager
     def held(self) -> Iterator[int | None]:

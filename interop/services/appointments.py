@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
-from django.db import connection, transaction
+from django.db import transaction
 from guardian.shortcuts import assign_perm
 
 from common.errors import Conflict, DomainError, Unprocessable, ValidationFailed
@@ -32,6 +32,7 @@ from scheduling.models import (
 from scheduling.services import appointment_book, appointment_move, appointment_set_status
 from waitlist.services import appointment_cancel_with_vacancy
 
+from .. import queries
 from ..fhir import TREATMENT_SYSTEM, ref_of
 from ..models import FHIR_INTEGRATION_PERMISSION, AppointmentIdentifier
 
@@ -129,8 +130,7 @@ def wanted_from(clinic: Clinic, resource) -> Wanted:
 def _serialize(clinic: Clinic, system: str, value: str) -> None:
     """Two PUTs of one identifier take turns (a transaction-scoped advisory lock on its hash), so the second
     sees what the first created and updates it instead of booking a duplicate."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 24))", [f"{clinic.pk}|{system}|{value}"])
+    queries.identifier_lock(f"{clinic.pk}|{system}|{value}")
 
 
 def _matches(clinic: Clinic, system: str, value: str) -> list[AppointmentIdentifier]:
