@@ -25,6 +25,8 @@ from kombu import Connection
 
 from common.degrade import Dependency
 
+from . import queries
+
 logger = logging.getLogger(__name__)
 
 readyz_database = Dependency("database (readiness)", "/readyz answers 503 until it is back")
@@ -35,8 +37,7 @@ _migrations_ok = False
 
 def check_database() -> str:
     try:
-        with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
-            cursor.execute("SELECT 1")
+        queries.database_round_trip()
     except Exception as exc:  # noqa: BLE001 - any failure is "down"; the reason goes to the log only, once
         readyz_database.failed(exc)
         connections[DEFAULT_DB_ALIAS].close_if_unusable_or_obsolete()

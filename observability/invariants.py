@@ -1,119 +1,137 @@
-"""Cross-app invariants checked in SQL: nothing lost, nothing duplicated, every row in a legal state.
+"""Cross-app invariants checked in the database: nothing lost, nothing duplicated, every row in a legal state.
 
 Used after fault injection (tests/faults), every minute by the soak run, and by the benchmarks. Each
 check is one aggregate query that counts violating rows (no table is loaded into Python), optionally
-limited to some clinics. ``check()`` returns the counts; ``report.ok`` is True when all are zero.
+limited to some clinics. ``check()`` returns the counts; ``report.ok`` is True when all are zero. The
+checks are querysets (states from the apps' enums), each the statement the SQL checks before issue 42 ran.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from django.db import connection
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from common.models import AuditEntry, OutboxAttempt, OutboxMessage
+from common.models import AuditEntry, DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxStatus
 from reevaluation.models import JobState, ReevaluationJob
-from scheduling.models import Appointment, CapacityAllocation, CapacityHold
-from waitlist.models import Offer, OfferEvent, Vacancy, WaitlistEntry
+from scheduling.models import (
+    LIVE_HOLD_STATUSES,
+    Appointment,
+    AppointmentStatus,
+    CapacityAllocation,
+    CapacityHold,
+    HoldStatus,
+)
+from waitlist.models import (
+    ACTIVE_OFFER_STATUSES,
+    EntryStatus,
+    Offer,
+    OfferEvent,
+    OfferStatus,
+    VacancyStatus,
+    WaitlistEntry,
+)
 
-_T = {
-    "offer": Offer._meta.db_table,
-    "event": OfferEvent._meta.db_table,
-    "entry": WaitlistEntry._meta.db_table,
-    "vacancy": Vacancy._meta.db_table,
-    "hold": CapacityHold._meta.db_table,
-    "alloc": CapacityAllocation._meta.db_table,
-    "apt": Appointment._meta.db_table,
-    "job": ReevaluationJob._meta.db_table,
-    "msg": OutboxMessage._meta.db_table,
-    "attempt": OutboxAttempt._meta.db_table,
-    "audit": AuditEntry._meta.db_table,
-}
-_JOB_STATES = ", ".join(f"'{state}'" for state in JobState.values)
 
-#: name → SQL counting violating rows. ``{scope:x}`` limits alias x to the checked clinics.
-CHECKS: dict[str, str] = {
+@dataclass(frozen=True)
+class _Scope:
+    """The checked clinics (``None``: all) by id and by ref, and the database."""
+
+    ids: list[int] | None
+    refs: list[str] | None
+    db: str | None
+
+    def of(self, model, path: str = "clinic_id") -> QuerySet:
+        """``model``'s rows, limited to the clinics by ``path`` (``…clinic_id`` or ``…clinic_ref``)."""
+        rows = model.objects.using(self.db).all()
+        if self.ids is None:
+            return rows
+        return rows.filter(**{f"{path}__in": self.refs if path.endswith("clinic_ref") else self.ids})
+
+
+def _repeated(rows: QuerySet, *group: str) -> int:
+    """How many groups of ``rows`` by ``group`` hold more than one row."""
+    return rows.order_by().values(*group).annotate(rows=Count("*")).filter(rows__gt=1).count()
+
+
+def _offer_creations():
+    """Per offer, its events from no state into OFFERED (OFFERED → OFFERED events such as NOTICE_DELIVERED are
+    not creations)."""
+    creations = (OfferEvent.objects.filter(offer=OuterRef("pk"), to_status=OfferStatus.OFFERED, from_status="")
+                 .order_by().values("offer").annotate(n=Count("*")).values("n"))
+    return Coalesce(Subquery(creations), 0)
+
+
+#: name → the count of violating rows in the scope.
+CHECKS: dict[str, Callable[[_Scope], int]] = {
     # Offers and vacancies: one active offer per vacancy and per entry, states agree.
-    "vacancies_with_more_than_one_active_offer": """
-        SELECT count(*) FROM (SELECT o.vacancy_id FROM {offer} o WHERE o.status IN ('OFFERED','ACCEPTED') {scope:o}
-        GROUP BY o.vacancy_id HAVING count(*) > 1) x""",
-    "entries_with_more_than_one_active_offer": """
-        SELECT count(*) FROM (SELECT o.entry_id FROM {offer} o WHERE o.status IN ('OFFERED','ACCEPTED') {scope:o}
-        GROUP BY o.entry_id HAVING count(*) > 1) x""",
-    "offered_offers_whose_entry_is_not_offered": """
-        SELECT count(*) FROM {offer} o JOIN {entry} e ON e.id = o.entry_id
-        WHERE o.status = 'OFFERED' AND e.status <> 'OFFERED' {scope:o}""",
-    "offered_entries_without_an_offered_offer": """
-        SELECT count(*) FROM {entry} e WHERE e.status = 'OFFERED' {scope:e}
-        AND NOT EXISTS (SELECT 1 FROM {offer} o WHERE o.entry_id = e.id AND o.status = 'OFFERED')""",
-    "open_vacancies_with_an_accepted_offer_and_booking": """
-        SELECT count(*) FROM {vacancy} v JOIN {offer} o ON o.vacancy_id = v.id AND o.status = 'ACCEPTED'
-        JOIN {hold} h ON h.id = o.hold_id AND h.status = 'CONSUMED' WHERE v.status = 'OPEN' {scope:v}""",
+    "vacancies_with_more_than_one_active_offer": lambda s: _repeated(
+        s.of(Offer).filter(status__in=ACTIVE_OFFER_STATUSES), "vacancy_id"),
+    "entries_with_more_than_one_active_offer": lambda s: _repeated(
+        s.of(Offer).filter(status__in=ACTIVE_OFFER_STATUSES), "entry_id"),
+    "offered_offers_whose_entry_is_not_offered": lambda s: s.of(Offer).filter(
+        status=OfferStatus.OFFERED).exclude(entry__status=EntryStatus.OFFERED).count(),
+    "offered_entries_without_an_offered_offer": lambda s: s.of(WaitlistEntry).filter(
+        ~Exists(Offer.objects.filter(entry=OuterRef("pk"), status=OfferStatus.OFFERED)),
+        status=EntryStatus.OFFERED).count(),
+    "open_vacancies_with_an_accepted_offer_and_booking": lambda s: s.of(Offer, "vacancy__clinic_id").filter(
+        status=OfferStatus.ACCEPTED, hold__status=HoldStatus.CONSUMED, vacancy__status=VacancyStatus.OPEN).count(),
     # Holds and allocations: every live offer has a live hold, one active allocation per hold.
-    "offered_offers_without_an_active_hold": """
-        SELECT count(*) FROM {offer} o JOIN {hold} h ON h.id = o.hold_id
-        WHERE o.status = 'OFFERED' AND h.status <> 'ACTIVE' {scope:o}""",
-    "accepted_offers_without_an_accepted_or_consumed_hold": """
-        SELECT count(*) FROM {offer} o JOIN {hold} h ON h.id = o.hold_id
-        WHERE o.status = 'ACCEPTED' AND h.status NOT IN ('ACCEPTED','CONSUMED') {scope:o}""",
-    "holds_with_more_than_one_active_allocation": """
-        SELECT count(*) FROM (SELECT a.hold_id FROM {alloc} a WHERE a.active AND a.hold_id IS NOT NULL {scope:a}
-        GROUP BY a.hold_id HAVING count(*) > 1) x""",
-    "live_holds_without_an_active_allocation": """
-        SELECT count(*) FROM {hold} h WHERE h.status IN ('ACTIVE','ACCEPTED') {scope:h}
-        AND NOT EXISTS (SELECT 1 FROM {alloc} a WHERE a.hold_id = h.id AND a.active)""",
-    "released_holds_with_an_active_allocation": """
-        SELECT count(*) FROM {hold} h WHERE h.status = 'RELEASED' {scope:h}
-        AND EXISTS (SELECT 1 FROM {alloc} a WHERE a.hold_id = h.id AND a.active)""",
-    # Bookings: no CONFIRMED double booking of a practitioner.
-    "confirmed_double_bookings": """
-        SELECT count(*) FROM {apt} a JOIN {apt} b ON a.id < b.id AND a.practitioner_id = b.practitioner_id
-        AND a.starts_at < b.ends_at AND b.starts_at < a.ends_at
-        WHERE a.status = 'CONFIRMED' AND b.status = 'CONFIRMED' {scope:a}""",
-    # Offer history: exactly one creation event per offer (from no state; OFFERED → OFFERED events such
-    # as NOTICE_DELIVERED are not creations), no transition recorded twice.
-    "offers_without_exactly_one_creation_event": """
-        SELECT count(*) FROM {offer} o WHERE 1 = 1 {scope:o} AND (SELECT count(*) FROM {event} ev
-        WHERE ev.offer_id = o.id AND ev.to_status = 'OFFERED' AND COALESCE(ev.from_status, '') = '') <> 1""",
-    "offers_with_a_duplicated_transition_event": """
-        SELECT count(*) FROM (SELECT 1 FROM {event} ev JOIN {offer} o ON o.id = ev.offer_id WHERE 1 = 1 {scope:o}
-        GROUP BY ev.offer_id, ev.from_status, ev.to_status, ev.reason_code HAVING count(*) > 1) x""",
-    "offers_whose_state_has_no_event": """
-        SELECT count(*) FROM {offer} o WHERE 1 = 1 {scope:o} AND NOT EXISTS (SELECT 1 FROM {event} ev
-        WHERE ev.offer_id = o.id AND ev.to_status = o.status)""",
+    "offered_offers_without_an_active_hold": lambda s: s.of(Offer).filter(
+        status=OfferStatus.OFFERED).exclude(hold__status=HoldStatus.ACTIVE).count(),
+    "accepted_offers_without_an_accepted_or_consumed_hold": lambda s: s.of(Offer).filter(
+        status=OfferStatus.ACCEPTED).exclude(hold__status__in=(HoldStatus.ACCEPTED, HoldStatus.CONSUMED)).count(),
+    "holds_with_more_than_one_active_allocation": lambda s: _repeated(
+        s.of(CapacityAllocation).filter(active=True, hold__isnull=False), "hold_id"),
+    "live_holds_without_an_active_allocation": lambda s: s.of(CapacityHold).filter(
+        ~Exists(CapacityAllocation.objects.filter(hold=OuterRef("pk"), active=True)),
+        status__in=LIVE_HOLD_STATUSES).count(),
+    "released_holds_with_an_active_allocation": lambda s: s.of(CapacityHold).filter(
+        Exists(CapacityAllocation.objects.filter(hold=OuterRef("pk"), active=True)),
+        status=HoldStatus.RELEASED).count(),
+    # Bookings: no CONFIRMED double booking of a practitioner (pairs, joined through their practitioner).
+    "confirmed_double_bookings": lambda s: s.of(Appointment).filter(
+        status=AppointmentStatus.CONFIRMED, practitioner__appointments__status=AppointmentStatus.CONFIRMED,
+        practitioner__appointments__id__gt=F("id"), practitioner__appointments__starts_at__lt=F("ends_at"),
+        practitioner__appointments__ends_at__gt=F("starts_at")).count(),
+    # Offer history: exactly one creation event per offer, no transition recorded twice.
+    "offers_without_exactly_one_creation_event": lambda s: s.of(Offer).annotate(
+        creations=_offer_creations()).exclude(creations=1).count(),
+    "offers_with_a_duplicated_transition_event": lambda s: _repeated(
+        s.of(OfferEvent, "offer__clinic_id"), "offer_id", "from_status", "to_status", "reason_code"),
+    "offers_whose_state_has_no_event": lambda s: s.of(Offer).filter(
+        ~Exists(OfferEvent.objects.filter(offer=OuterRef("pk"), to_status=OuterRef("status")))).count(),
     # Reevaluation jobs: legal states, RUNNING always under a (live or expired) lease, bounded attempts.
-    "jobs_in_an_unknown_state": """
-        SELECT count(*) FROM {job} j WHERE j.state NOT IN (__JOB_STATES__) {scope:j}""",
-    "running_jobs_without_a_lease": """
-        SELECT count(*) FROM {job} j WHERE j.state = 'RUNNING' {scope:j}
-        AND (j.lease_owner = '' OR j.lease_expires_at IS NULL)""",
-    "jobs_over_their_attempt_budget": """
-        SELECT count(*) FROM {job} j WHERE j.attempts > j.max_attempts {scope:j}""",
+    "jobs_in_an_unknown_state": lambda s: s.of(ReevaluationJob).exclude(state__in=JobState.values).count(),
+    "running_jobs_without_a_lease": lambda s: s.of(ReevaluationJob).filter(
+        Q(lease_owner="") | Q(lease_expires_at__isnull=True), state=JobState.RUNNING).count(),
+    "jobs_over_their_attempt_budget": lambda s: s.of(ReevaluationJob).filter(
+        attempts__gt=F("max_attempts")).count(),
     # Outbox: each message delivered at most once, and a delivered message is marked SENT (a skipped one,
     # e.g. for an offer closed before its notice went out, is SENT with no send time: not checked).
-    "outbox_messages_delivered_more_than_once": """
-        SELECT count(*) FROM (SELECT t.message_id FROM {attempt} t JOIN {msg} m ON m.id = t.message_id
-        WHERE t.outcome = 'SENT' {scope_ref:m} GROUP BY t.message_id HAVING count(*) > 1) x""",
-    "outbox_messages_delivered_but_not_marked_sent": """
-        SELECT count(*) FROM {msg} m WHERE m.status <> 'SENT' {scope_ref:m}
-        AND EXISTS (SELECT 1 FROM {attempt} t WHERE t.message_id = m.id AND t.outcome = 'SENT')""",
-    "leased_outbox_messages_without_a_lease": """
-        SELECT count(*) FROM {msg} m WHERE m.status = 'LEASED' AND m.lease_expires_at IS NULL {scope_ref:m}""",
+    "outbox_messages_delivered_more_than_once": lambda s: _repeated(
+        s.of(OutboxAttempt, "message__clinic_ref").filter(outcome=DeliveryOutcome.SENT), "message_id"),
+    "outbox_messages_delivered_but_not_marked_sent": lambda s: s.of(OutboxMessage, "clinic_ref").filter(
+        Exists(OutboxAttempt.objects.filter(message=OuterRef("pk"), outcome=DeliveryOutcome.SENT))).exclude(
+        status=OutboxStatus.SENT).count(),
+    "leased_outbox_messages_without_a_lease": lambda s: s.of(OutboxMessage, "clinic_ref").filter(
+        status=OutboxStatus.LEASED, lease_expires_at__isnull=True).count(),
     # Audit: one row per idempotent command, never two.
-    "duplicated_audit_rows": """
-        SELECT count(*) FROM (SELECT 1 FROM {audit} m WHERE m.idempotency_key <> '' {scope_ref:m}
-        GROUP BY m.action, m.clinic_ref, m.target_ref, m.idempotency_key HAVING count(*) > 1) x""",
+    "duplicated_audit_rows": lambda s: _repeated(
+        s.of(AuditEntry, "clinic_ref").exclude(idempotency_key=""),
+        "action", "clinic_ref", "target_ref", "idempotency_key"),
 }
 
 #: Counts reported next to the checks (rows seen), so a run can say what it covered.
-TOTALS: dict[str, str] = {
-    "offers": "SELECT count(*) FROM {offer} o WHERE 1 = 1 {scope:o}",
-    "holds": "SELECT count(*) FROM {hold} h WHERE 1 = 1 {scope:h}",
-    "confirmed_appointments": "SELECT count(*) FROM {apt} a WHERE a.status = 'CONFIRMED' {scope:a}",
-    "jobs": "SELECT count(*) FROM {job} j WHERE 1 = 1 {scope:j}",
-    "outbox_messages": "SELECT count(*) FROM {msg} m WHERE 1 = 1 {scope_ref:m}",
-    "audit_rows": "SELECT count(*) FROM {audit} m WHERE 1 = 1 {scope_ref:m}",
+TOTALS: dict[str, Callable[[_Scope], int]] = {
+    "offers": lambda s: s.of(Offer).count(),
+    "holds": lambda s: s.of(CapacityHold).count(),
+    "confirmed_appointments": lambda s: s.of(Appointment).filter(status=AppointmentStatus.CONFIRMED).count(),
+    "jobs": lambda s: s.of(ReevaluationJob).count(),
+    "outbox_messages": lambda s: s.of(OutboxMessage, "clinic_ref").count(),
+    "audit_rows": lambda s: s.of(AuditEntry, "clinic_ref").count(),
 }
 
 
@@ -134,28 +152,15 @@ class InvariantReport:
         return f"invariants {'OK' if self.ok else 'VIOLATED ' + str(self.failed())} ({totals})"
 
 
-def _render(sql: str, scoped: bool) -> str:
-    text = sql.replace("__JOB_STATES__", _JOB_STATES)
-    for alias in "oevhajm":
-        text = text.replace(f"{{scope:{alias}}}", f"AND {alias}.clinic_id = ANY(%(c)s)" if scoped else "")
-        text = text.replace(f"{{scope_ref:{alias}}}", f"AND {alias}.clinic_ref = ANY(%(r)s)" if scoped else "")
-    return text.format(**_T)
-
-
 def check(clinic_ids: list[int] | None = None, *, using=None) -> InvariantReport:
-    """Count violations (and rows) across all clinics, or only ``clinic_ids``."""
+    """Count violations (and rows) across all clinics, or only ``clinic_ids``; ``using``: a database alias
+    or connection (default: the default database)."""
     from scheduling.models import Clinic
 
-    scoped = clinic_ids is not None
-    params: dict[str, Any] = {}
+    db = getattr(using, "alias", using)
+    refs = None
     if clinic_ids is not None:
-        refs = Clinic.objects.filter(pk__in=clinic_ids).values_list("ref", flat=True)
-        params = {"c": list(clinic_ids), "r": list(refs)}
-    report = InvariantReport()
-    conn = connection if using is None else using
-    with conn.cursor() as cursor:
-        for target, queries in ((report.violations, CHECKS), (report.totals, TOTALS)):
-            for name, sql in queries.items():
-                cursor.execute(_render(sql, scoped), params)
-                target[name] = cursor.fetchone()[0]
-    return report
+        refs = list(Clinic.objects.using(db).filter(pk__in=clinic_ids).values_list("ref", flat=True))
+    scope = _Scope(None if clinic_ids is None else list(clinic_ids), refs, db)
+    return InvariantReport(violations={name: count(scope) for name, count in CHECKS.items()},
+                           totals={name: count(scope) for name, count in TOTALS.items()})
