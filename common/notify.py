@@ -13,7 +13,6 @@ import logging
 import smtplib
 from dataclasses import dataclass
 from datetime import datetime, time, timedelta
-from typing import cast
 from zoneinfo import ZoneInfo
 
 import requests
@@ -263,7 +262,7 @@ def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime
     recent = sent[:cap_per_day]
     if len(recent) < cap_per_day:
         return None
-    return cast(datetime, recent[0]) + timedelta(days=1)  # sent_at__gt above: never NULL
+    return recent[0] + timedelta(days=1)  # sent_at__gt above: never NULL
 
 
 @dataclass(frozen=True)
