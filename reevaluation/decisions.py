@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .models import MutationMode, Outcome
+from reevaluation.models import MutationMode, Outcome
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,7 @@ FINE = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s 
     in_services = list(_raw_status_writes("waitlist/offers/offers.py", planted, owners))
     assert sorted(line for line, _ in in_services) == [5, 7] and "scheduling" in in_services[0][1]
     assert sorted(line for line, _ in _raw_status_writes("scheduling/services/holds.py", planted, owners)) == [3, 7]
-    assert sorted(line for line, _ in _raw_status_writes("reevaluation/services/jobs.py", planted, owners)) == [3, 5]
+    assert sorted(line for line, _ in _raw_status_writes("reevaluation/jobs/leases.py", planted, owners)) == [3, 5]
     assert list(_unlisted_state_literals(planted, _listed_states())) == [(6, "LIMBO")]
     # The guardrail fails on such a module: the same check as above, over the planted tree.
     offenders = [what for rel in ("operations/views.py",) for _line, what in _raw_status_writes(rel, planted, owners)]

@@ -28,6 +28,28 @@ from django.utils import timezone
 from common.cas import cas_update_all
 from common.errors import Conflict, NotFound, SlotOccupied
 from common.services import new_correlation_id, outbox_enqueue
+from reevaluation import decisions as rules
+from reevaluation.assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
+from reevaluation.decisions import Slot
+from reevaluation.jobs.claim import Claim
+from reevaluation.jobs.leases import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
+from reevaluation.models import (
+    CHANGE_OUTCOMES,
+    JOB_COMPLETED_TOPIC,
+    NEEDS_STAFF_OUTCOMES,
+    QUARANTINE_CATEGORY,
+    ClinicReevaluationSettings,
+    JobState,
+    MutationMode,
+    Outcome,
+    QuarantineCase,
+    QuarantineReason,
+    ReevaluationHead,
+    ReevaluationJob,
+    ReevaluationOutcome,
+)
+from reevaluation.modes.services import privacy_stop, quarantine_watch, settings_for
+from reevaluation.proposals.services import proposal_open, supersede_live
 from scheduling.models import (
     Appointment,
     AppointmentStatus,
@@ -45,29 +67,6 @@ from scheduling.services import (
     appointment_set_status,
     appointments_replace_held,
 )
-
-from .. import decisions as rules
-from ..assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
-from ..decisions import Slot
-from ..models import (
-    CHANGE_OUTCOMES,
-    JOB_COMPLETED_TOPIC,
-    NEEDS_STAFF_OUTCOMES,
-    QUARANTINE_CATEGORY,
-    ClinicReevaluationSettings,
-    JobState,
-    MutationMode,
-    Outcome,
-    QuarantineCase,
-    QuarantineReason,
-    ReevaluationHead,
-    ReevaluationJob,
-    ReevaluationOutcome,
-)
-from .dispatch import Claim
-from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
-from .modes import privacy_stop, quarantine_watch, settings_for
-from .proposals import proposal_open, supersede_live
 
 logger = logging.getLogger(__name__)
 

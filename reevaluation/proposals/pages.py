@@ -19,12 +19,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, NotFound, ValidationFailed
+from reevaluation.proposals.models import ANSWERABLE_STATES, AppointmentProposal, ProposalState
+from reevaluation.proposals.services import is_current, proposal_answer, proposal_options, proposal_shown, shown_digest
+from reevaluation.proposals.tokens import TokenExpired, TokenInvalid, proposal_token_read
 from scheduling.models import Appointment
 from waitlist.notices.offer_notice import LANGUAGES, local_datetime, zone_label
-
-from .proposals import ANSWERABLE_STATES, AppointmentProposal, ProposalState
-from .services.proposals import is_current, proposal_answer, proposal_options, proposal_shown, shown_digest
-from .tokens import TokenExpired, TokenInvalid, proposal_token_read
 
 logger = logging.getLogger("reevaluation")
 

@@ -27,9 +27,8 @@ from django.utils.dateparse import parse_datetime
 from common.bounds import event_range, within
 from common.errors import DomainError, PayloadTooLarge
 from common.services import new_correlation_id
-from scheduling.models import Clinic, TenantGroup
-
-from ..models import (
+from reevaluation.intake.heads import record_revision
+from reevaluation.models import (
     QUARANTINE_CATEGORY,
     InboxEvent,
     InboxStatus,
@@ -38,8 +37,8 @@ from ..models import (
     QuarantineReason,
     QuarantineTally,
 )
-from .jobs import record_revision
-from .modes import privacy_stop, quarantine_watch
+from reevaluation.modes.services import privacy_stop, quarantine_watch
+from scheduling.models import Clinic, TenantGroup
 
 logger = logging.getLogger(__name__)
 

@@ -25,23 +25,10 @@ from common.cas import transition_sources
 from common.errors import Conflict, NotFound, PatientOverlap, SlotOccupied, ValidationFailed
 from common.models import OutboxMessage
 from common.services import new_correlation_id
-from scheduling.models import (
-    Appointment,
-    AppointmentStatus,
-    CancelActor,
-    CancelReason,
-    Practitioner,
-    Treatment,
-    cancel_actor_ref,
-)
-from scheduling.services import HeldReplacement, appointments_replace_held
-
-from .. import decisions as rules
-from ..assessment import Assessment, AssessmentClient
-from ..models import JOB_COMPLETED_TOPIC, JobState, MutationMode, Outcome, ReevaluationJob, ReevaluationOutcome
-from .dispatch import Claim, dispatch_round
-from .proposals import supersede_live_many
-from .worker import (
+from reevaluation import decisions as rules
+from reevaluation.assessment import Assessment, AssessmentClient
+from reevaluation.jobs.claim import Claim, dispatch_round
+from reevaluation.jobs.worker import (
     ELIGIBLE,
     ConfirmedInvariantViolated,
     Decision,
@@ -56,6 +43,25 @@ from .worker import (
     replacement_choice,
     write_back,
 )
+from reevaluation.models import (
+    JOB_COMPLETED_TOPIC,
+    JobState,
+    MutationMode,
+    Outcome,
+    ReevaluationJob,
+    ReevaluationOutcome,
+)
+from reevaluation.proposals.services import supersede_live_many
+from scheduling.models import (
+    Appointment,
+    AppointmentStatus,
+    CancelActor,
+    CancelReason,
+    Practitioner,
+    Treatment,
+    cancel_actor_ref,
+)
+from scheduling.services import HeldReplacement, appointments_replace_held
 
 logger = logging.getLogger(__name__)
 

@@ -15,9 +15,7 @@ from django.utils import timezone
 from common.cas import cas_update, cas_update_all, transition_sources
 from common.errors import Conflict, ValidationFailed
 from common.services import audit_record, new_correlation_id
-from scheduling.scoping import require_command_role
-
-from ..models import (
+from reevaluation.models import (
     ROLLOUT_ORDER,
     ClinicReevaluationSettings,
     DrainCause,
@@ -30,6 +28,7 @@ from ..models import (
     drain_moves,
     mode_moves,
 )
+from scheduling.scoping import require_command_role
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from common.cas import transition_sources
-
-from ..models import DispatchCursor, DrainState, JobState, MutationMode, ReevaluationJob
-from .jobs import Fence
+from reevaluation.jobs.leases import Fence
+from reevaluation.models import DispatchCursor, DrainState, JobState, MutationMode, ReevaluationJob
 
 _CLINICS_SQL = """
 SELECT s.clinic_id FROM reevaluation_clinicreevaluationsettings s
