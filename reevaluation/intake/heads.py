@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 from django.conf import settings as dj_settings
-from django.db import connection
 from django.utils import timezone
 
 from common.cas import cas_update, cas_update_all
@@ -88,23 +87,12 @@ def record_revision(
 
 def _head_locked(event: InboxEvent, assessment_ref: str, assessment_hash: str) -> ReevaluationHead:
     """The event's scope head, created if missing, locked (two events for one scope serialize here)."""
-    with connection.cursor() as cursor:
-        # Create the head if missing without racing: ON CONFLICT leaves the first writer's row.
-        cursor.execute(
-            "INSERT INTO reevaluation_reevaluationhead (tenant_group_id, clinic_id, fingerprint, revision,"
-            " assessment_ref, assessment_hash, event_id, version, updated_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, 1, now())"
-            " ON CONFLICT (clinic_id, tenant_group_id, fingerprint) DO NOTHING",
-            [
-                event.tenant_group_id,
-                event.clinic_id,
-                event.fingerprint,
-                event.profile_revision,
-                assessment_ref,
-                assessment_hash,
-                event.pk,
-            ],
-        )
+    # Create the head if missing without racing: ON CONFLICT DO NOTHING leaves the first writer's row.
+    ReevaluationHead.objects.bulk_create([ReevaluationHead(
+        tenant_group_id=event.tenant_group_id, clinic_id=event.clinic_id, fingerprint=event.fingerprint,
+        revision=event.profile_revision, assessment_ref=assessment_ref, assessment_hash=assessment_hash,
+        event_id=event.pk,
+    )], ignore_conflicts=True)
     return ReevaluationHead.objects.select_for_update(no_key=True).get(
         clinic_id=event.clinic_id, tenant_group_id=event.tenant_group_id, fingerprint=event.fingerprint
     )
