@@ -65,7 +65,7 @@ def wake_retries_task() -> int:
 
 @shared_task(name="reevaluation.tasks.expire_proposals", ignore_result=True)
 def expire_proposals() -> int:
-    """End proposals past their expiry and release their holds (``services.proposals.proposals_expire``)."""
+    """End proposals past their expiry and release their holds (``proposals.services.proposals_expire``)."""
     from reevaluation.proposals.services import proposals_expire
 
     return proposals_expire()

@@ -69,6 +69,17 @@ def fenced_update(fence: Fence, *, extra=None, **changes) -> bool:
     return True
 
 
+def fenced_complete(fence: Fence, *, scope: dict, extra=None, **changes) -> bool:
+    """``fenced_update`` to COMPLETED; once done, the scope's older needs-staff asks are settled (the newest
+    completed run of a scope is the one staff act on)."""
+    done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **changes)
+    if done:
+        cas_update_all(
+            ReevaluationJob.objects.filter(**scope, needs_staff=True).exclude(pk=fence.job_id), needs_staff=False
+        )
+    return done
+
+
 def lease_renew(fence: Fence, *, now: datetime | None = None) -> bool:
     """Extend a live lease. An expired or lost lease is not revived: the failure is counted instead."""
     now = now or timezone.now()

@@ -25,7 +25,6 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from common.cas import cas_update_all
 from common.errors import Conflict, NotFound, SlotOccupied
 from common.services import new_correlation_id, outbox_enqueue
 from reevaluation import decisions as rules
@@ -33,7 +32,15 @@ from reevaluation import queries
 from reevaluation.assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
 from reevaluation.decisions import Slot
 from reevaluation.jobs.claim import Claim
-from reevaluation.jobs.leases import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
+from reevaluation.jobs.leases import (
+    Fence,
+    fenced,
+    fenced_complete,
+    fenced_update,
+    head_revision,
+    lease_renew,
+    retry_delay,
+)
 from reevaluation.models import (
     CHANGE_OUTCOMES,
     JOB_COMPLETED_TOPIC,
@@ -154,7 +161,10 @@ def job_run(
 def job_run_claimed(claim: Claim, *, client: AssessmentClient | None = None, heartbeat: bool = False) -> str:
     """Run a job this worker claimed itself (``dispatch_round(for_worker=True)``): the claim already
     holds the lease under the worker's token and carries the job and its head's revision."""
-    return _run(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=heartbeat)
+    if claim.job is None:
+        raise LookupError(f"claim of {claim.job_ref} carries no job (not a worker's own claim)")
+    fence = Fence(claim.job_id, claim.owner, claim.attempt)  # ``claim.fence``, read here (the walk stays here)
+    return _run(fence, claim.job, claim.head_revision, client=client, heartbeat=heartbeat)
 
 
 def _load(job_id: int) -> ReevaluationJob:
@@ -502,12 +512,7 @@ def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, n
     # The newest completed run of a scope is the one staff act on: older asks are settled.
     result = {"outcome_counts": counts, "needs_staff": rules.needs_staff(counts), "last_failure_code": ""}
     target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
-    done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **result, **target, **_released(now))
-    if done:
-        cas_update_all(
-            ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=job.pk), needs_staff=False
-        )
-    return done
+    return fenced_complete(fence, scope=_scope(job), extra=extra, **result, **target, **_released(now))
 
 
 def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:

@@ -1,4 +1,4 @@
-"""The patient's proposal page (no login): ``/claim/rp-<token>/``. A thin view over ``services.proposals``.
+"""The patient's proposal page (no login): ``/claim/rp-<token>/``. A thin view over ``proposals.services``.
 
 Like the claim page: a bad or forged token is a plain 404 "no longer available" page, a token past its max
 age 410; the token names one proposal and nothing in the request can point it at another. It shows what
