@@ -243,7 +243,7 @@ def run() -> Result:
         "`tests/observability/test_beat_quiet_clinics.py` now pins every beat entry's statements per tick "
         "independent of the number of quiet clinics. What still grows with the clinics inside a statement: "
         "reevaluation's dispatch round picks clinics with work by probing each reevaluation-enabled clinic's "
-        "`rjob_claim` index (`reevaluation/services/dispatch.py`, one index probe per clinic per tick, in one "
+        "`rjob_claim` index (`reevaluation/jobs/claim.py`, one index probe per clinic per tick, in one "
         "statement); the console's clinic switcher and `GET /api/v1/clinics/` list every clinic of the user "
         "(one row each: linear by design)."
     )

@@ -193,7 +193,7 @@ def _our_worker(cursor_name: str, constraints: dict, go, out) -> None:
     # Start-up before the start signal: imports, the CRM stub, the connection and its backend.
     from reevaluation.assessment import canonical, parse_document  # noqa: F401
     from reevaluation.crm_stub import stub_document  # noqa: F401
-    from reevaluation.services.rounds import work_round
+    from reevaluation.rounds.services import work_round
 
     crm = ZeroLatencyCRM(constraints)
     with connection.cursor() as cursor:

@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
     django.setup()
     from django.db import connection
 
-    from reevaluation.services.rounds import work_round
+    from reevaluation.rounds.services import work_round
 
     from .reevaluation import ZeroLatencyCRM, bulk_jobs, enable, held_scopes
 

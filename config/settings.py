@@ -326,7 +326,7 @@ REEVALUATION_MAX_COOLDOWN_SECONDS = env.int("REEVALUATION_MAX_COOLDOWN_SECONDS",
 REEVALUATION_LEASE_SECONDS = env.int("REEVALUATION_LEASE_SECONDS", default=60)
 REEVALUATION_DISPATCH_GLOBAL_LIMIT = env.int("REEVALUATION_DISPATCH_GLOBAL_LIMIT", default=50)
 REEVALUATION_DISPATCH_PER_CLINIC_LIMIT = env.int("REEVALUATION_DISPATCH_PER_CLINIC_LIMIT", default=5)
-# Beat's round task runs its round in the worker (``reevaluation.services.rounds``) and queues the next at once
+# Beat's round task runs its round in the worker (``reevaluation.rounds.services``) and queues the next at once
 # while rounds come back full; off: one ``run_job`` task per claimed job, one round per beat tick (5 s).
 REEVALUATION_WORKER_ROUNDS = env.bool("REEVALUATION_WORKER_ROUNDS", default=True)
 REEVALUATION_REDRIVE_PREVIEW_MINUTES = env.int("REEVALUATION_REDRIVE_PREVIEW_MINUTES", default=15)

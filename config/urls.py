@@ -28,7 +28,7 @@ urlpatterns = [
     path("console/", include("operations.console_urls")),
     # The patient's reevaluation proposal page (signed single-proposal link; under /claim/ so the claim links'
     # log redaction covers it). Before the claim page's own routes, which would take any token.
-    path("claim/", include("reevaluation.page_urls")),
+    path("claim/", include("reevaluation.proposals.urls")),
     # The patient claim page (waitlist): signed single-offer links from the notification.
     path("claim/", include("waitlist.offers.urls")),
     # The opt-out page linked from every notice (signed patient token, no sign-in).

@@ -11,7 +11,7 @@ from django.core.validators import RegexValidator
 from common.bounds import SEARCH_DAY_MESSAGE, is_searchable_day
 from common.errors import ValidationFailed
 from reevaluation.models import FailureClass
-from reevaluation.services.redrive import check_classes
+from reevaluation.redrive.services import check_classes
 
 
 def searchable_day(value) -> None:

@@ -18,9 +18,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from common.errors import NotFound
-from reevaluation import selectors, selectors_proposals, selectors_readout
+from reevaluation import selectors
+from reevaluation.modes import readout as selectors_readout
+from reevaluation.proposals import selectors as selectors_proposals
+from reevaluation.proposals.services import proposal_confirm, proposal_reject
 from reevaluation.services import drain_set, mode_set, redrive_execute, redrive_preview
-from reevaluation.services.proposals import proposal_confirm, proposal_reject
 from scheduling.models import Clinic
 from scheduling.scoping import may_run
 

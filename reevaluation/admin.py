@@ -3,8 +3,7 @@
 from django.contrib import admin
 
 from common.admin import ReadOnlyAdmin as _ReadOnly
-
-from .models import (
+from reevaluation.models import (
     ClinicReevaluationSettings,
     InboxEvent,
     QuarantineCase,

@@ -6,12 +6,11 @@ class ReevaluationConfig(AppConfig):
 
     def ready(self) -> None:
         from common.outbox import register_handler
+        from reevaluation.models import JOB_COMPLETED_TOPIC
+        from reevaluation.notifications import deliver_job_completed, deliver_proposal_applied
+        from reevaluation.proposals.models import PROPOSAL_APPLIED_TOPIC
+        from reevaluation.roles import COMMAND_ROLES
         from scheduling.scoping import command_roles_register
-
-        from .models import JOB_COMPLETED_TOPIC
-        from .notifications import deliver_job_completed, deliver_proposal_applied
-        from .proposals import PROPOSAL_APPLIED_TOPIC
-        from .roles import COMMAND_ROLES
 
         register_handler(JOB_COMPLETED_TOPIC, deliver_job_completed)
         register_handler(PROPOSAL_APPLIED_TOPIC, deliver_proposal_applied)

@@ -12,7 +12,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.urls import path
 from django.views.decorators.http import require_GET
 
-from .assessment import canonical, document_hash
+from reevaluation.assessment import canonical, document_hash
 
 _CACHE_KEY = "crm-stub:assessment:{ref}:{revision}"
 

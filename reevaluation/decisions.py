@@ -9,9 +9,14 @@ the next fitting combination and, with none left, falls back (``held_outcome(...
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from .models import MutationMode, Outcome
+from reevaluation.models import NEEDS_STAFF_OUTCOMES, MutationMode, Outcome
+
+#: A treatment row, or anything with its ``pk``, ``ref`` and ``duration_minutes``.
+T = TypeVar("T", bound=Any)
 
 
 @dataclass(frozen=True)
@@ -70,3 +75,21 @@ def quiet(*, targets: bool, in_scope: bool) -> bool:
     """A job with nothing to decide: no appointment named at intake and none in its scope now (PROPOSED, HELD,
     or CONFIRMED ahead). It completes without locking the head."""
     return not targets and not in_scope
+
+
+def needs_staff(counts: dict) -> bool:
+    """Whether a completed run asks staff to act: one of its outcomes does (``NEEDS_STAFF_OUTCOMES``). The newest
+    completed run of a scope is the one staff act on, so completing it settles the older asks."""
+    return any(outcome in counts for outcome in NEEDS_STAFF_OUTCOMES)
+
+
+def replacement_treatment(treatments: Iterable[T], c, current_id: int | None) -> T | None:
+    """The treatment a replacement takes, of ``treatments`` (the clinic's, by pk): the current one (``current_id``)
+    if it is among the first 20 that fit ``c`` (allowed, long enough), else the first of those; None when none
+    fits."""
+    fitting = [
+        t for t in treatments
+        if (c.allowed_treatments is None or t.ref in c.allowed_treatments)
+        and (c.minimum_slot_minutes is None or t.duration_minutes >= c.minimum_slot_minutes)
+    ][:20]
+    return next((t for t in fitting if t.pk == current_id), fitting[0]) if fitting else None

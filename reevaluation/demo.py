@@ -19,12 +19,11 @@ from datetime import timedelta
 from django.utils import timezone
 
 from common.errors import DomainError
-from scheduling.models import Clinic
-
-from .assessment import Assessment, AssessmentTransient, canonical, document_hash, parse_document
-from .crm_stub import stub_document
-from .models import ClinicReevaluationSettings, DrainState, InboxEvent, MutationMode, ReevaluationJob
-from .services import (
+from reevaluation.assessment import Assessment, AssessmentTransient, canonical, document_hash, parse_document
+from reevaluation.crm_stub import stub_document
+from reevaluation.models import ClinicReevaluationSettings, DrainState, InboxEvent, MutationMode, ReevaluationJob
+from reevaluation.modes.services import rollout_path, settings_for
+from reevaluation.services import (
     dispatch_round,
     drain_set,
     event_intake,
@@ -33,7 +32,7 @@ from .services import (
     signed_headers,
     wake_retries,
 )
-from .services.modes import rollout_path, settings_for
+from scheduling.models import Clinic
 
 DEMO_EVENT_PREFIX = "demo-seed-"
 DEMO_MODES = {

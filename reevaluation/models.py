@@ -531,4 +531,4 @@ class RedrivePreview(models.Model):
 
 
 # Proposal models live in their own module; imported here so Django registers them with this app.
-from .proposals import AppointmentProposal, ProposalConsent, ProposalOption  # noqa: E402,F401
+from reevaluation.proposals.models import AppointmentProposal, ProposalConsent, ProposalOption  # noqa: E402,F401

@@ -24,16 +24,15 @@ from django.utils.translation import gettext as _
 from common.models import OutboxMessage
 from common.notify import send_patient_notice
 from common.outbox import DeliverySkipped
+from reevaluation.models import CHANGE_OUTCOMES, Outcome, ReevaluationJob
+from reevaluation.proposals.models import ANSWERABLE_STATES, AppointmentProposal
+from reevaluation.proposals.tokens import proposal_link
 from scheduling.models import Appointment
 from scheduling.services.consent import consent_granted, provider_channels
 from waitlist.notices.offer_notice import optout_line
 from waitlist.offers.tokens import optout_link
 from waitlist.policy.services import policy_current
 from waitlist.rules.reachability import send_window
-
-from .models import CHANGE_OUTCOMES, Outcome, ReevaluationJob
-from .proposals import ANSWERABLE_STATES, AppointmentProposal
-from .tokens import proposal_link
 
 LANGUAGES = ("en", "ko")
 

@@ -27,8 +27,7 @@ from django.utils import timezone
 from common.errors import NotFound
 from common.pagination import day_bounds, keyset_page
 from common.timefmt import iso_in_zone
-
-from .models import (
+from reevaluation.models import (
     CHANGE_OUTCOMES,
     JOB_COMPLETED_TOPIC,
     TRANSIENT_FAILURE_CODES,

@@ -8,8 +8,10 @@ from celery import shared_task
 from django.conf import settings
 from django.core.cache import cache
 
-from .services import dispatch_round as _dispatch_round
-from .services import drain_refresh, rescue_expired_leases, rounds, wake_retries, worker
+from reevaluation.jobs import worker
+from reevaluation.rounds import services as rounds
+from reevaluation.services import dispatch_round as _dispatch_round
+from reevaluation.services import drain_refresh, rescue_expired_leases, wake_retries
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +65,7 @@ def wake_retries_task() -> int:
 
 @shared_task(name="reevaluation.tasks.expire_proposals", ignore_result=True)
 def expire_proposals() -> int:
-    """End proposals past their expiry and release their holds (``services.proposals.proposals_expire``)."""
-    from .services.proposals import proposals_expire
+    """End proposals past their expiry and release their holds (``proposals.services.proposals_expire``)."""
+    from reevaluation.proposals.services import proposals_expire
 
     return proposals_expire()

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from .api import proposals, views
+from reevaluation.api import proposals, views
 
 P = "clinics/<str:clinic>/reevaluation/proposals"
 

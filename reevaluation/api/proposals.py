@@ -11,11 +11,10 @@ from rest_framework.response import Response
 from common.api import ClinicAPIView, field_errors
 from common.errors import ValidationFailed
 from common.schema import OPERATION_ERRORS
+from reevaluation.proposals import selectors as selectors_proposals
+from reevaluation.proposals.models import ProposalState
+from reevaluation.proposals.services import proposal_confirm, proposal_reject
 from scheduling.scoping import command_role
-
-from .. import selectors_proposals
-from ..proposals import ProposalState
-from ..services.proposals import proposal_confirm, proposal_reject
 
 TAGS = ["reevaluation"]
 

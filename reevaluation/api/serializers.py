@@ -3,8 +3,7 @@
 from rest_framework import serializers
 
 from common.api import InstantField
-
-from ..models import FailureClass
+from reevaluation.models import FailureClass
 
 
 class SnapshotQuery(serializers.Serializer):

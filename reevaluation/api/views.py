@@ -12,12 +12,12 @@ from common.api import ClinicAPIView, field_errors
 from common.clientaddr import client_address
 from common.errors import ValidationFailed
 from common.middleware import body_too_large, declared_length
+from reevaluation import selectors
+from reevaluation.api.serializers import DrainInput, ReadoutQuery, RedriveInput, SnapshotQuery
+from reevaluation.modes import readout as selectors_readout
+from reevaluation.services import drain_set, event_intake, event_intake_oversized, redrive_execute, redrive_preview
 from scheduling.models import Role
 from scheduling.scoping import clinics_for_user, command_role
-
-from .. import selectors, selectors_readout
-from ..services import drain_set, event_intake, event_intake_oversized, redrive_execute, redrive_preview
-from .serializers import DrainInput, ReadoutQuery, RedriveInput, SnapshotQuery
 
 
 class _RawParser(BaseParser):

@@ -33,8 +33,8 @@ BOXES_JS = """
 
 @pytest.fixture
 def proposal_path(clinic, crm):  # noqa: F811
-    from reevaluation.proposals import AppointmentProposal
-    from reevaluation.tokens import proposal_link
+    from reevaluation.proposals.models import AppointmentProposal
+    from reevaluation.proposals.tokens import proposal_link
     from scheduling.services import display_name_set
     from tests.worlds import ReevaluationWorld
 

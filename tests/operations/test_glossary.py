@@ -25,7 +25,7 @@ from reevaluation.models import (
     QuarantineCategory,
     QuarantineReason,
 )
-from reevaluation.proposals import ProposalChoice, ProposalState, ProposalTrigger
+from reevaluation.proposals.models import ProposalChoice, ProposalState, ProposalTrigger
 from scheduling.models import AppointmentStatus, CancelReason, HoldStatus
 from tests.operations.test_reevaluation_page import failed_jobs, page_url
 from tests.operations.waitlist_helpers import bulk_reviews

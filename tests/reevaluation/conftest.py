@@ -9,10 +9,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from reevaluation.assessment import AssessmentClient, canonical
+from reevaluation.jobs import worker as worker_module
 from reevaluation.models import ReevaluationJob
-from reevaluation.proposals import AppointmentProposal
+from reevaluation.proposals.models import AppointmentProposal
 from reevaluation.services import dispatch_round, event_intake
-from reevaluation.services import worker as worker_module
 from scheduling.models import Appointment, AppointmentStatus
 from tests.reevaluation import factories as rf
 from tests.worlds import ReevaluationWorld

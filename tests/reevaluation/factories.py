@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from reevaluation.assessment import document_hash
 from reevaluation.crm_stub import stub_document
+from reevaluation.intake.services import sign
 from reevaluation.models import (
     PRIORITY_RANK,
     ClinicReevaluationSettings,
@@ -20,7 +21,6 @@ from reevaluation.models import (
     PriorityClass,
     ReevaluationJob,
 )
-from reevaluation.services.intake import sign
 
 DEMO_KEY_ID, DEMO_SECRET = "demo", "demo-secret-change-me"
 

@@ -101,7 +101,7 @@ def test_an_auto_drain_with_work_in_flight_drains_then_finishes(world, crm):
     for i in range(3):
         quarantined_event(world, i)
     assert row(world.clinic).drain_state == DrainState.DRAINING
-    from reevaluation.services import worker as worker_module
+    from reevaluation.jobs import worker as worker_module
 
     worker_module.job_run(job_id=claim.job_id, owner=claim.owner, attempt=claim.attempt)
     assert drain_refresh() == 1

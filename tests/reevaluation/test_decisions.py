@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import itertools
+import pathlib
+from types import SimpleNamespace
 
 import pytest
 
@@ -13,8 +16,10 @@ from reevaluation.decisions import (
     confirmed_outcome,
     fits,
     held_outcome,
+    needs_staff,
     proposed_outcome,
     quiet,
+    replacement_treatment,
 )
 from reevaluation.models import MutationMode, Outcome
 
@@ -87,3 +92,45 @@ def test_a_slot_fits_when_every_named_constraint_holds(constraints, expected):
 
 def test_a_slot_without_a_resource_never_fits_a_resource_need():
     assert not fits(Slot("pr_a", "tr_a", 30, None), _constraints(resource_need="room"))
+
+
+def test_a_run_needs_staff_only_when_one_of_its_outcomes_asks_them():
+    assert needs_staff({Outcome.PROPOSAL_NEEDS_STAFF: 1, Outcome.HOLD_KEPT: 2})
+    assert needs_staff({Outcome.CONFIRMED_NEEDS_STAFF: 1})
+    assert not needs_staff({Outcome.HOLD_REPLACED: 1, Outcome.HOLD_KEPT: 1})
+    assert not needs_staff({})
+
+
+def _treatment(pk, ref, minutes):
+    return SimpleNamespace(pk=pk, ref=ref, duration_minutes=minutes)
+
+
+CATALOGUE = [_treatment(1, "tr_short", 15), _treatment(2, "tr_a", 30), _treatment(3, "tr_b", 60)]
+
+
+@pytest.mark.parametrize(("constraints", "current", "expected"), [
+    ({}, 2, "tr_a"),  # the current treatment still fits: kept
+    ({"allowed_treatments": ["tr_b"]}, 2, "tr_b"),  # not allowed any more: the first that fits
+    ({"minimum_slot_minutes": 45}, 1, "tr_b"),
+    ({"minimum_slot_minutes": 20}, 1, "tr_a"),  # the current is too short: the first long enough, by pk
+    ({"allowed_treatments": ["tr_x"]}, 2, None),  # none fits: no replacement
+])
+def test_a_replacement_keeps_its_treatment_when_it_fits_else_takes_the_first_that_does(constraints, current, expected):
+    chosen = replacement_treatment(CATALOGUE, _constraints(**constraints), current)
+    assert (chosen.ref if chosen else None) == expected
+
+
+def test_only_the_first_twenty_fitting_treatments_are_considered():
+    catalogue = [_treatment(pk, f"tr_{pk}", 30) for pk in range(1, 31)]
+    assert replacement_treatment(catalogue, _constraints(), 25).ref == "tr_1"
+    assert replacement_treatment(catalogue, _constraints(), 20).ref == "tr_20"
+
+
+def test_the_decisions_module_reads_no_database():
+    """No import of the ORM, a connection, a queryset or another module's reads: decisions take facts."""
+    tree = ast.parse((pathlib.Path(__file__).resolve().parents[2] / "reevaluation/decisions.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert imported <= {"__future__", "collections.abc", "dataclasses", "typing", "reevaluation.models"}, imported
+    names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    assert not names & {"objects", "filter", "get", "cursor", "execute", "select_for_update", "save"}

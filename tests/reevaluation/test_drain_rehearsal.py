@@ -10,10 +10,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from common.models import AuditEntry
+from reevaluation.jobs import worker as worker_module
 from reevaluation.management.commands import reevaluation_drain_rehearsal as rehearsal
 from reevaluation.models import ClinicReevaluationSettings, JobState, ReevaluationJob
 from reevaluation.services import dispatch_round
-from reevaluation.services import worker as worker_module
 from scheduling.models import Role
 from tests import factories as f
 from tests.reevaluation import factories as rf

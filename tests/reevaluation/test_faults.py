@@ -18,9 +18,9 @@ from django.utils import timezone
 
 from common.models import OutboxMessage
 from observability.invariants import check
+from reevaluation.jobs import worker as worker_module
 from reevaluation.models import JobState, ReevaluationJob, ReevaluationOutcome
 from reevaluation.services import dispatch_round, rescue_expired_leases, wake_retries
-from reevaluation.services import worker as worker_module
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import post_event, run_round
 from tests.support.faults import backend_pid, kill_connection
@@ -80,7 +80,7 @@ WORKER = """
 import django, sys
 django.setup()
 from reevaluation.services import dispatch_round
-from reevaluation.services.worker import job_run
+from reevaluation.jobs.worker import job_run
 for claim in dispatch_round():
     print("claimed", claim.job_id, flush=True)
     print(job_run(job_id=claim.job_id, owner=claim.owner, attempt=claim.attempt), flush=True)

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from common.models import OutboxMessage
 from reevaluation.assessment import AssessmentClient
 from reevaluation.models import JobState, Outcome, ReevaluationJob, ReevaluationOutcome
-from reevaluation.services import rounds
+from reevaluation.rounds import services as rounds
 from scheduling.models import Appointment, AppointmentStatus, CapacityAllocation
 from scheduling.services import appointment_book, appointment_set_status
 from tests import factories as f

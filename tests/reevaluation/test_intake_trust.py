@@ -11,8 +11,8 @@ import pytest
 import time_machine
 from django.utils import timezone
 
+from reevaluation.intake.services import sign
 from reevaluation.models import QuarantineCase, QuarantineTally, ReevaluationJob
-from reevaluation.services.intake import sign
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import json_body
 from tests.reevaluation.test_intake import URL, send, valid_body

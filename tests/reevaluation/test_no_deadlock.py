@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
+from reevaluation.jobs import worker as worker_module
 from reevaluation.models import JobState, ReevaluationJob, ReevaluationOutcome
 from reevaluation.services import dispatch_round, redrive_execute, redrive_preview
-from reevaluation.services import worker as worker_module
 from scheduling.models import Role
 from tests import factories as f
 from tests.conftest import race

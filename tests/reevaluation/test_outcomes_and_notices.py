@@ -186,8 +186,8 @@ def test_an_older_or_conflicting_policy_is_quarantined_and_never_moves_the_clini
 @pytest.mark.race
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_runs_never_move_the_clinic_policy_back(crm):
+    from reevaluation.jobs import worker as worker_module
     from reevaluation.services import dispatch_round
-    from reevaluation.services import worker as worker_module
     from tests import factories as f
     from tests.conftest import race
     from tests.worlds import ReevaluationWorld

@@ -11,6 +11,7 @@ from common.errors import Conflict
 from common.models import AuditEntry, OutboxMessage
 from reevaluation.assessment import document_hash
 from reevaluation.crm_stub import stub_document, stub_register
+from reevaluation.jobs import worker as worker_module
 from reevaluation.models import (
     ClinicReevaluationSettings,
     InboxEvent,
@@ -20,7 +21,6 @@ from reevaluation.models import (
     ReevaluationOutcome,
 )
 from reevaluation.services import dispatch_round, drain_refresh, drain_set, event_intake, mode_set
-from reevaluation.services import worker as worker_module
 from tests.conftest import assert_no_pii
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import post_event, run_round

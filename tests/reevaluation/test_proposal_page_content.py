@@ -11,9 +11,9 @@ import pytest
 import time_machine
 from django.test import Client
 
-from reevaluation.proposals import AppointmentProposal, ProposalOption
-from reevaluation.services.proposals import proposal_answer, proposal_shown
-from reevaluation.tokens import proposal_link
+from reevaluation.proposals.models import AppointmentProposal, ProposalOption
+from reevaluation.proposals.services import proposal_answer, proposal_shown
+from reevaluation.proposals.tokens import proposal_link
 from scheduling.services import display_name_set
 from tests.conftest import seoul
 from tests.reevaluation import factories as rf
@@ -89,7 +89,7 @@ def test_the_time_the_patient_already_has_is_never_offered_as_a_new_choice(world
     shown = proposal_shown(proposal)
     assert unchanged.ref not in [o["option"] for o in shown["options"]]
     from common.errors import ValidationFailed
-    from reevaluation.services.proposals import shown_digest
+    from reevaluation.proposals.services import shown_digest
 
     with pytest.raises(ValidationFailed):
         proposal_answer(proposal_ref=proposal.ref, choice="ACCEPT", option_ref=unchanged.ref,

@@ -11,8 +11,8 @@ from django.test import Client
 from common.errors import Conflict
 from common.models import OutboxMessage
 from common.outbox import outbox_deliver_due
-from reevaluation.proposals import AppointmentProposal, ProposalConsent, ProposalState
-from reevaluation.services.proposals import proposal_answer, proposal_shown, shown_digest
+from reevaluation.proposals.models import AppointmentProposal, ProposalConsent, ProposalState
+from reevaluation.proposals.services import proposal_answer, proposal_shown, shown_digest
 from scheduling.models import ConsentSource, ConsentState, ContactChannel
 from scheduling.services.consent import consent_record
 from tests.reevaluation.test_proposals import DAY_BEFORE, page_post, path_of, propose

@@ -16,9 +16,9 @@ from common.errors import Conflict, SlotOccupied
 from common.models import AuditEntry, OutboxMessage
 from common.outbox import outbox_deliver_due
 from reevaluation.models import Outcome, ReevaluationOutcome
-from reevaluation.proposals import AppointmentProposal, ProposalConsent, ProposalState
-from reevaluation.services.proposals import proposal_answer, proposal_confirm, proposals_expire
-from reevaluation.tokens import proposal_link
+from reevaluation.proposals.models import AppointmentProposal, ProposalConsent, ProposalState
+from reevaluation.proposals.services import proposal_answer, proposal_confirm, proposals_expire
+from reevaluation.proposals.tokens import proposal_link
 from scheduling.models import (
     Appointment,
     AppointmentStatus,
@@ -310,7 +310,7 @@ def test_a_superseded_proposal_is_held_for_the_patient_who_accepts_it(world, crm
 
 
 def _digest(proposal) -> str:
-    from reevaluation.services.proposals import proposal_shown, shown_digest
+    from reevaluation.proposals.services import proposal_shown, shown_digest
 
     return shown_digest(proposal_shown(proposal))
 

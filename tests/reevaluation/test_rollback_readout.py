@@ -14,9 +14,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from reevaluation.models import MutationMode, Outcome, ReevaluationOutcome
-from reevaluation.proposals import AppointmentProposal
-from reevaluation.selectors_readout import rollback_readout
-from reevaluation.services.proposals import proposal_answer, proposal_confirm, proposal_shown, shown_digest
+from reevaluation.modes.readout import rollback_readout
+from reevaluation.proposals.models import AppointmentProposal
+from reevaluation.proposals.services import proposal_answer, proposal_confirm, proposal_shown, shown_digest
 from scheduling.models import Appointment, AppointmentStatus, CapacityAllocation, Role
 from tests import factories as f
 from tests.conftest import seoul, token_client

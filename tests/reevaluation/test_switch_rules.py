@@ -9,8 +9,8 @@ import pytest
 from common.errors import Conflict
 from common.models import AuditEntry
 from reevaluation.models import ROLLOUT_ORDER, ClinicReevaluationSettings, DrainState, drain_moves, mode_moves
+from reevaluation.modes.services import rollout_path
 from reevaluation.services import drain_set, mode_set
-from reevaluation.services.modes import rollout_path
 from tests.reevaluation import factories as rf
 
 pytestmark = pytest.mark.django_db

@@ -77,8 +77,8 @@ def test_with_worker_rounds_off_each_claim_is_a_run_job_task(world, crm, eager, 
 def test_a_rounds_leases_are_renewed_while_its_assessments_are_fetched(world, crm):
     import threading
 
+    from reevaluation.jobs.worker import LeaseKeeper
     from reevaluation.services import dispatch_round
-    from reevaluation.services.worker import LeaseKeeper
 
     rf.enable(world.clinic, "DRY_RUN")
     for i in range(2):

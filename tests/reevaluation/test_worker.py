@@ -10,6 +10,8 @@ from django.utils import timezone
 
 from common.models import OutboxMessage
 from reevaluation.assessment import AssessmentClient
+from reevaluation.jobs import worker as worker_module
+from reevaluation.jobs.leases import Fence
 from reevaluation.models import (
     ClinicReevaluationSettings,
     JobState,
@@ -25,8 +27,6 @@ from reevaluation.services import (
     rescue_expired_leases,
     wake_retries,
 )
-from reevaluation.services import worker as worker_module
-from reevaluation.services.jobs import Fence
 from scheduling.models import Appointment, AppointmentStatus, CapacityAllocation
 from scheduling.services import appointment_book, appointment_set_status
 from tests import factories as f
@@ -431,7 +431,7 @@ def test_hold_replacement_racing_a_booking_for_the_same_slot(crm):
 def test_stale_settings_copy_is_a_version_conflict(world, admin):
     from common.cas import cas_update
     from common.errors import VersionConflict
-    from reevaluation.services.modes import settings_for
+    from reevaluation.modes.services import settings_for
 
     stale = settings_for(world.clinic)
     from reevaluation.services import mode_set

@@ -9,9 +9,10 @@ from django.test.utils import CaptureQueriesContext
 
 from common.models import OutboxMessage
 from reevaluation.assessment import AssessmentClient
+from reevaluation.jobs import worker as worker_module
 from reevaluation.models import JobState, ReevaluationJob
-from reevaluation.services import dispatch_round, rounds
-from reevaluation.services import worker as worker_module
+from reevaluation.rounds import services as rounds
+from reevaluation.services import dispatch_round
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import post_event
 

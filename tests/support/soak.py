@@ -151,7 +151,7 @@ class Driver:
     def event(self):
         from reevaluation.assessment import document_hash
         from reevaluation.crm_stub import stub_document
-        from reevaluation.services.intake import signed_headers
+        from reevaluation.intake.services import signed_headers
 
         self.revision += 1
         crm_ref = f"crm-{self.clinic}-{self.rng.randint(0, 5)}"
@@ -175,8 +175,8 @@ class Driver:
 
     def deliver(self):
         from common.outbox import outbox_deliver_due
+        from reevaluation.jobs.worker import job_run
         from reevaluation.services import dispatch_round
-        from reevaluation.services.worker import job_run
         from waitlist.services import reconcile_run
 
         for claim in dispatch_round():

@@ -1,7 +1,7 @@
 from django.core.management.base import BaseCommand
 
+from reevaluation.rounds.services import work_round_states
 from reevaluation.services import dispatch_round
-from reevaluation.services.rounds import work_round_states
 
 
 class Command(BaseCommand):

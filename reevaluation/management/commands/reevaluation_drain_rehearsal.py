@@ -23,13 +23,12 @@ from django.utils import timezone
 
 from common.errors import DomainError
 from common.services import audit_record
+from reevaluation.management.commands.reevaluation_rollback_readout import summary_lines
 from reevaluation.models import DrainState, JobState, ReevaluationJob
-from reevaluation.selectors_readout import rollback_readout, rows_preserved
+from reevaluation.modes.readout import rollback_readout, rows_preserved
+from reevaluation.modes.services import settings_for
 from reevaluation.services import drain_refresh, drain_set, rescue_expired_leases
-from reevaluation.services.modes import settings_for
 from scheduling.management.actor import command_actor
-
-from .reevaluation_rollback_readout import summary_lines
 
 
 class Command(BaseCommand):

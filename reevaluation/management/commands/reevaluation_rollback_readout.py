@@ -15,7 +15,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 from django.utils.dateparse import parse_datetime
 
-from reevaluation.selectors_readout import ROW_KINDS, rollback_readout, rows_preserved
+from reevaluation.modes.readout import ROW_KINDS, rollback_readout, rows_preserved
 from scheduling.models import Clinic
 
 

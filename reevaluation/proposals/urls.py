@@ -7,9 +7,8 @@ log line; throttled per client address and per token like the claim page (``comm
 from django.urls import path
 
 from common.throttling import page_throttle
-
-from . import views
-from .tokens import PATH_PREFIX
+from reevaluation.proposals import pages as views
+from reevaluation.proposals.tokens import PATH_PREFIX
 
 urlpatterns = [
     path(f"{PATH_PREFIX}<str:token>/", page_throttle("proposal")(views.proposal_page), name="reevaluation-proposal"),

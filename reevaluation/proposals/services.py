@@ -31,6 +31,18 @@ from psycopg.types.range import Range
 from common.cas import cas_update
 from common.errors import Conflict, NotFound, PatientOverlap, SlotOccupied, ValidationFailed
 from common.services import audit_record, new_correlation_id, outbox_enqueue
+from reevaluation.proposals.models import (
+    ANSWERABLE_STATES,
+    HOLD_PURPOSE,
+    LIVE_PROPOSAL_STATES,
+    PROPOSAL_APPLIED_TOPIC,
+    AppointmentProposal,
+    ConsentChannel,
+    ProposalChoice,
+    ProposalConsent,
+    ProposalOption,
+    ProposalState,
+)
 from scheduling.models import (
     LIVE_HOLD_STATUSES,
     Appointment,
@@ -43,19 +55,6 @@ from scheduling.scoping import require_command_role
 from scheduling.services import hold_place, hold_release
 from scheduling.services.holds import lock_hold
 from scheduling.services.swaps import appointment_swap
-
-from ..proposals import (
-    ANSWERABLE_STATES,
-    HOLD_PURPOSE,
-    LIVE_PROPOSAL_STATES,
-    PROPOSAL_APPLIED_TOPIC,
-    AppointmentProposal,
-    ConsentChannel,
-    ProposalChoice,
-    ProposalConsent,
-    ProposalOption,
-    ProposalState,
-)
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The patient's proposal page (no login): ``/claim/rp-<token>/``. A thin view over ``services.proposals``.
+"""The patient's proposal page (no login): ``/claim/rp-<token>/``. A thin view over ``proposals.services``.
 
 Like the claim page: a bad or forged token is a plain 404 "no longer available" page, a token past its max
 age 410; the token names one proposal and nothing in the request can point it at another. It shows what
@@ -19,12 +19,11 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_http_methods
 
 from common.errors import Conflict, NotFound, ValidationFailed
+from reevaluation.proposals.models import ANSWERABLE_STATES, AppointmentProposal, ProposalState
+from reevaluation.proposals.services import is_current, proposal_answer, proposal_options, proposal_shown, shown_digest
+from reevaluation.proposals.tokens import TokenExpired, TokenInvalid, proposal_token_read
 from scheduling.models import Appointment
 from waitlist.notices.offer_notice import LANGUAGES, local_datetime, zone_label
-
-from .proposals import ANSWERABLE_STATES, AppointmentProposal, ProposalState
-from .services.proposals import is_current, proposal_answer, proposal_options, proposal_shown, shown_digest
-from .tokens import TokenExpired, TokenInvalid, proposal_token_read
 
 logger = logging.getLogger("reevaluation")
 

@@ -22,11 +22,10 @@ from django.utils import timezone
 
 from common.errors import Conflict, NotFound, ValidationFailed
 from common.services import audit_record, new_correlation_id
+from reevaluation.models import FailureClass, JobState, RedrivePreview, ReevaluationJob, failure_class
+from reevaluation.modes.services import due_minutes, settings_for
+from reevaluation.selectors import class_counts, failure_class_q, redrivable
 from scheduling.scoping import require_command_role
-
-from ..models import FailureClass, JobState, RedrivePreview, ReevaluationJob, failure_class
-from ..selectors import class_counts, failure_class_q, redrivable
-from .modes import due_minutes, settings_for
 
 MAX_LIMIT = 100
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings as dj_settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import DateTimeField, ExpressionWrapper, F
 from django.db.models.functions import Greatest
 from django.utils import timezone
@@ -15,9 +15,7 @@ from django.utils import timezone
 from common.cas import cas_update, cas_update_all, transition_sources
 from common.errors import Conflict, ValidationFailed
 from common.services import audit_record, new_correlation_id
-from scheduling.scoping import require_command_role
-
-from ..models import (
+from reevaluation.models import (
     ROLLOUT_ORDER,
     ClinicReevaluationSettings,
     DrainCause,
@@ -30,6 +28,7 @@ from ..models import (
     drain_moves,
     mode_moves,
 )
+from scheduling.scoping import require_command_role
 
 logger = logging.getLogger(__name__)
 
@@ -53,19 +52,11 @@ def settings_for(clinic, *, lock: bool = False) -> ClinicReevaluationSettings:
     row = queryset.filter(clinic_id=clinic.pk).first()
     if row is not None:
         return row
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO reevaluation_clinicreevaluationsettings (tenant_group_id, clinic_id, mutation_mode,"
-            " drain_state, drain_cause, drain_detail, policy_ref, consecutive_assessment_failures,"
-            " lease_renewal_failures, version, updated_at)"
-            " VALUES (%s, %s, %s, %s, '', '{}'::jsonb, '', 0, 0, 1, now()) ON CONFLICT (clinic_id) DO NOTHING",
-            [
-                clinic.tenant_group_id,
-                clinic.pk,
-                getattr(dj_settings, "REEVALUATION_DEFAULT_MODE", MutationMode.DISABLED),
-                DrainState.ACTIVE,
-            ],
-        )
+    ClinicReevaluationSettings.objects.bulk_create([ClinicReevaluationSettings(  # ON CONFLICT DO NOTHING
+        tenant_group_id=clinic.tenant_group_id, clinic_id=clinic.pk,
+        mutation_mode=getattr(dj_settings, "REEVALUATION_DEFAULT_MODE", MutationMode.DISABLED),
+        drain_state=DrainState.ACTIVE,
+    )], ignore_conflicts=True)
     return queryset.get(clinic_id=clinic.pk)
 
 

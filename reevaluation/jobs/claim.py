@@ -28,61 +28,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from common.cas import transition_sources
-
-from ..models import DispatchCursor, DrainState, JobState, MutationMode, ReevaluationJob
-from .jobs import Fence
-
-_CLINICS_SQL = """
-SELECT s.clinic_id FROM reevaluation_clinicreevaluationsettings s
-WHERE s.clinic_id {op} %(cursor)s
-  AND s.drain_state = %(active)s AND s.mutation_mode <> %(disabled)s
-  AND EXISTS (
-    SELECT 1 FROM reevaluation_reevaluationjob j WHERE j.clinic_id = s.clinic_id AND j.state = %(pending)s
-  )
-ORDER BY s.clinic_id
-LIMIT %(limit)s
-"""
-
-# Claim and take in one statement: the LATERAL walk locks up to ``per_clinic`` PENDING jobs per picked
-# clinic (SKIP LOCKED), the first ``global_limit`` in clinic order go RUNNING under fresh owner tokens.
-_CLAIM_SQL = """
-WITH picked AS (
-    SELECT c.ord, j.id, j.priority, j.due_at
-    FROM unnest(%(clinics)s::bigint[]) WITH ORDINALITY AS c(clinic_id, ord)
-    CROSS JOIN LATERAL (
-        SELECT id, priority, due_at FROM reevaluation_reevaluationjob
-        WHERE clinic_id = c.clinic_id AND state = %(pending)s
-        ORDER BY priority, due_at, id
-        LIMIT %(per_clinic)s
-        FOR NO KEY UPDATE SKIP LOCKED
-    ) j
-    ORDER BY c.ord, j.priority, j.due_at, j.id
-    LIMIT %(global_limit)s
-)
-UPDATE reevaluation_reevaluationjob AS j
-SET state = %(running)s, attempts = j.attempts + 1,
-    lease_owner = %(prefix)s || replace(gen_random_uuid()::text, '-', ''),
-    lease_expires_at = %(expires)s, lease_renewed_at = %(renewed)s, next_attempt_at = NULL,
-    first_claimed_at = COALESCE(j.first_claimed_at, %(now)s), version = j.version + 1, updated_at = %(now)s
-FROM picked
-WHERE j.id = picked.id AND j.state = ANY(%(sources)s)
-RETURNING picked.ord, picked.priority, picked.due_at, j.id, j.ref, j.clinic_id, j.lease_owner, j.attempts{more}
-"""
-
-#: What a worker running the claim itself needs, in the claim's own RETURNING (no re-read per job).
-JOB_COLUMNS = (
-    "tenant_group_id", "fingerprint", "revision", "event_id", "assessment_ref", "assessment_hash",
-    "material_change", "held_targets", "proposed_targets", "max_attempts", "cooldown_seconds", "version",
-)
-_RUN_SQL = "".join(f", j.{c}" for c in JOB_COLUMNS) + """,
-    (SELECT h.revision FROM reevaluation_reevaluationhead h
-     WHERE h.clinic_id = j.clinic_id AND h.tenant_group_id = j.tenant_group_id AND h.fingerprint = j.fingerprint),
-    (SELECT c.ref FROM scheduling_clinic c WHERE c.id = j.clinic_id),
-    (SELECT t.ref FROM scheduling_tenantgroup t WHERE t.id = j.tenant_group_id)"""
+from reevaluation import queries
+from reevaluation.jobs.leases import Fence
+from reevaluation.models import DispatchCursor, JobState, ReevaluationJob
 
 
 @dataclass(frozen=True)
@@ -109,20 +60,12 @@ class Claim:
         return Fence(self.job_id, self.owner, self.attempt)
 
 
-def _pick_clinics(cursor, after: int, limit: int) -> list[int]:
-    params = {
-        "cursor": after,
-        "active": DrainState.ACTIVE,
-        "disabled": MutationMode.DISABLED,
-        "pending": JobState.PENDING,
-        "limit": limit,
-    }
-    cursor.execute(_CLINICS_SQL.format(op=">"), params)
-    picked = [row[0] for row in cursor.fetchall()]
+def _pick_clinics(after: int, limit: int) -> list[int]:
+    picked = queries.clinics_with_work(after=after, limit=limit)
     if len(picked) < limit:
         # Wrap around: clinics up to and including the cursor's come after the ones past it.
-        cursor.execute(_CLINICS_SQL.format(op="<="), {**params, "limit": limit - len(picked)})
-        picked += [row[0] for row in cursor.fetchall() if row[0] not in picked]
+        picked += [c for c in queries.clinics_with_work(after=after, limit=limit - len(picked), wrapped=True)
+                   if c not in picked]
     return picked
 
 
@@ -150,26 +93,15 @@ def dispatch_round(
         if state is None:
             DispatchCursor.objects.get_or_create(name=cursor_name)
             state = locked.get()
-        with connection.cursor() as cursor:
-            clinics = _pick_clinics(cursor, state.last_clinic_id, global_limit)
-            if not clinics:
-                return []
-            cursor.execute(
-                _CLAIM_SQL.format(more=_RUN_SQL if for_worker else ""),
-                {
-                    "clinics": clinics,
-                    "pending": JobState.PENDING,
-                    "per_clinic": per_clinic_limit,
-                    "global_limit": global_limit,
-                    "running": JobState.RUNNING,
-                    "sources": transition_sources(ReevaluationJob, JobState.RUNNING, [JobState.PENDING]),
-                    "prefix": "worker:" if for_worker else "dispatch:",
-                    "expires": now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
-                    "renewed": now if for_worker else None,
-                    "now": now,
-                },
-            )
-            rows = sorted(cursor.fetchall(), key=lambda row: row[:4])  # clinic order, then the claim order
+        clinics = _pick_clinics(state.last_clinic_id, global_limit)
+        if not clinics:
+            return []
+        rows = queries.jobs_claim(  # clinic order, then the claim order
+            clinics=clinics, per_clinic=per_clinic_limit, global_limit=global_limit,
+            prefix="worker:" if for_worker else "dispatch:",
+            expires=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
+            renewed=now if for_worker else None, now=now, with_run=for_worker,
+        )
         if rows:
             DispatchCursor.objects.filter(pk=state.pk).update(
                 last_clinic_id=rows[-1][5], rounds=state.rounds + 1, updated_at=now  # the last claim's clinic
@@ -182,8 +114,8 @@ def dispatch_round(
 def _claim(row: tuple, now: datetime) -> Claim:
     """A worker's own claim with its RUNNING job built from the RETURNING row (no re-read)."""
     job_id, ref, clinic_id, owner, attempt = row[:5]
-    n = len(JOB_COLUMNS)
-    fields = dict(zip(JOB_COLUMNS, row[5 : 5 + n], strict=True))
+    n = len(queries.JOB_COLUMNS)
+    fields = dict(zip(queries.JOB_COLUMNS, row[5 : 5 + n], strict=True))
     for name in ("held_targets", "proposed_targets"):  # jsonb arrives as text through Django's cursor
         if isinstance(fields[name], str):
             fields[name] = json.loads(fields[name])

@@ -29,9 +29,7 @@ from django.db.models import Count, Exists, OuterRef, Q
 from django.utils import timezone
 
 from common.models import AuditEntry, OutboxMessage
-from scheduling.models import Appointment, AppointmentStatus, CapacityAllocation
-
-from .models import (
+from reevaluation.models import (
     ACTIVE_JOB_STATES,
     ClinicReevaluationSettings,
     DrainState,
@@ -43,7 +41,8 @@ from .models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-from .proposals import AppointmentProposal, ProposalState
+from reevaluation.proposals.models import AppointmentProposal, ProposalState
+from scheduling.models import Appointment, AppointmentStatus, CapacityAllocation
 
 #: Refs listed per finding (the counts are always complete).
 LIST_LIMIT = 20

@@ -25,9 +25,37 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
-from common.cas import cas_update_all
 from common.errors import Conflict, NotFound, SlotOccupied
 from common.services import new_correlation_id, outbox_enqueue
+from reevaluation import decisions as rules
+from reevaluation import queries
+from reevaluation.assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
+from reevaluation.decisions import Slot
+from reevaluation.jobs.claim import Claim
+from reevaluation.jobs.leases import (
+    Fence,
+    fenced,
+    fenced_complete,
+    fenced_update,
+    head_revision,
+    lease_renew,
+    retry_delay,
+)
+from reevaluation.models import (
+    CHANGE_OUTCOMES,
+    JOB_COMPLETED_TOPIC,
+    QUARANTINE_CATEGORY,
+    ClinicReevaluationSettings,
+    JobState,
+    Outcome,
+    QuarantineCase,
+    QuarantineReason,
+    ReevaluationHead,
+    ReevaluationJob,
+    ReevaluationOutcome,
+)
+from reevaluation.modes.services import privacy_stop, quarantine_watch, settings_for
+from reevaluation.proposals.services import proposal_open, supersede_live
 from scheduling.models import (
     Appointment,
     AppointmentStatus,
@@ -45,29 +73,6 @@ from scheduling.services import (
     appointment_set_status,
     appointments_replace_held,
 )
-
-from .. import decisions as rules
-from ..assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
-from ..decisions import Slot
-from ..models import (
-    CHANGE_OUTCOMES,
-    JOB_COMPLETED_TOPIC,
-    NEEDS_STAFF_OUTCOMES,
-    QUARANTINE_CATEGORY,
-    ClinicReevaluationSettings,
-    JobState,
-    MutationMode,
-    Outcome,
-    QuarantineCase,
-    QuarantineReason,
-    ReevaluationHead,
-    ReevaluationJob,
-    ReevaluationOutcome,
-)
-from .dispatch import Claim
-from .jobs import Fence, fenced, fenced_update, head_revision, lease_renew, retry_delay
-from .modes import privacy_stop, quarantine_watch, settings_for
-from .proposals import proposal_open, supersede_live
 
 logger = logging.getLogger(__name__)
 
@@ -156,7 +161,10 @@ def job_run(
 def job_run_claimed(claim: Claim, *, client: AssessmentClient | None = None, heartbeat: bool = False) -> str:
     """Run a job this worker claimed itself (``dispatch_round(for_worker=True)``): the claim already
     holds the lease under the worker's token and carries the job and its head's revision."""
-    return _run(claim.fence, claim.own_job, claim.head_revision, client=client, heartbeat=heartbeat)
+    if claim.job is None:
+        raise LookupError(f"claim of {claim.job_ref} carries no job (not a worker's own claim)")
+    fence = Fence(claim.job_id, claim.owner, claim.attempt)  # ``claim.fence``, read here (the walk stays here)
+    return _run(fence, claim.job, claim.head_revision, client=client, heartbeat=heartbeat)
 
 
 def _load(job_id: int) -> ReevaluationJob:
@@ -301,21 +309,14 @@ def fits(appt: Appointment, c: Constraints) -> bool:
 def replacement_choice(
     appt: Appointment, c: Constraints, *, named: Callable[[str], Practitioner | None], treatments: Iterable[Treatment]
 ) -> tuple[Practitioner, Treatment] | None:
-    """The practitioner and treatment a replacement of ``appt`` takes: the active practitioner ``c`` names (by
-    ``named``), else the appointment's; the appointment's treatment if it is among the first 20 of
-    ``treatments`` (the clinic's, by pk) that fit ``c``, else the first of them. One rule for the one-by-one
-    path and the held batch (``rounds._Choices``), which reads the catalogue once for many jobs."""
+    """The practitioner and treatment a replacement of ``appt`` takes: the active practitioner ``c`` names (read
+    by ``named``), else the appointment's, and ``decisions.replacement_treatment`` of ``treatments``. One read
+    for the one-by-one path and the held batch (``rounds._Choices``, which reads the catalogue once)."""
     practitioner = appt.practitioner if c.required_practitioner is None else named(c.required_practitioner)
     if practitioner is None:
         return None
-    fitting = [
-        t for t in treatments
-        if (c.allowed_treatments is None or t.ref in c.allowed_treatments)
-        and (c.minimum_slot_minutes is None or t.duration_minutes >= c.minimum_slot_minutes)
-    ][:20]
-    if not fitting:
-        return None
-    return practitioner, next((t for t in fitting if t.pk == appt.treatment_id), fitting[0])
+    treatment = rules.replacement_treatment(list(treatments), c, appt.treatment_id)
+    return None if treatment is None else (practitioner, treatment)
 
 
 def _replacement_specs(appt: Appointment, c: Constraints) -> list[dict]:
@@ -509,15 +510,9 @@ def _scope(job: ReevaluationJob) -> dict:
 
 def _finish_completed(fence: Fence, job, assessment: Assessment, counts: dict, now, extra=None) -> bool:
     # The newest completed run of a scope is the one staff act on: older asks are settled.
-    needs_staff = any(outcome in counts for outcome in NEEDS_STAFF_OUTCOMES)
-    result = {"outcome_counts": counts, "needs_staff": needs_staff, "last_failure_code": ""}
+    result = {"outcome_counts": counts, "needs_staff": rules.needs_staff(counts), "last_failure_code": ""}
     target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
-    done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **result, **target, **_released(now))
-    if done:
-        cas_update_all(
-            ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=job.pk), needs_staff=False
-        )
-    return done
+    return fenced_complete(fence, scope=_scope(job), extra=extra, **result, **target, **_released(now))
 
 
 def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
@@ -547,16 +542,6 @@ def completion_notice(job, assessment: Assessment, mode: str, counts: dict, deci
     }
 
 
-_POLICY_SQL = """
-UPDATE reevaluation_clinicreevaluationsettings
-SET policy_ref = %(ref)s, policy_generation = %(gen)s, consecutive_assessment_failures = 0
-WHERE clinic_id = %(clinic)s
-  AND (policy_generation IS NULL OR policy_generation < %(gen)s
-       OR (policy_generation = %(gen)s AND policy_ref = %(ref)s))
-RETURNING mutation_mode
-"""
-
-
 def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
     """Accept the assessment's policy only at or past the clinic's current one, advance to it, reset the
     failure streak, and return the clinic's mutation mode: one conditional UPDATE (row-locked until
@@ -565,19 +550,18 @@ def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
     Same generation: the policy ref must match. A higher generation may name a new policy ref.
     Raises PolicyWentBack otherwise.
     """
-    params: dict[str, Any] = {
-        "ref": assessment.policy_ref, "gen": assessment.policy_generation, "clinic": job.clinic_id
-    }
-    with connection.cursor() as cursor:
-        cursor.execute(_POLICY_SQL, params)
-        row = cursor.fetchone()
-        if row is None and not ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).exists():
-            settings_for(job.clinic)  # first use of the clinic's settings row; then try once more
-            cursor.execute(_POLICY_SQL, params)
-            row = cursor.fetchone()
-    if row is None:
+    def advance() -> str | None:
+        return queries.policy_advance(
+            clinic_id=job.clinic_id, ref=assessment.policy_ref, generation=assessment.policy_generation
+        )
+
+    mode = advance()
+    if mode is None and not ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).exists():
+        settings_for(job.clinic)  # first use of the clinic's settings row; then try once more
+        mode = advance()
+    if mode is None:
         raise PolicyWentBack(job.ref)
-    return row[0] or MutationMode.DISABLED
+    return mode
 
 
 def in_scope(now) -> Q:

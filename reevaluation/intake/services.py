@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import cast
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -27,9 +27,9 @@ from django.utils.dateparse import parse_datetime
 from common.bounds import event_range, within
 from common.errors import DomainError, PayloadTooLarge
 from common.services import new_correlation_id
-from scheduling.models import Clinic, TenantGroup
-
-from ..models import (
+from reevaluation import queries
+from reevaluation.intake.heads import record_revision
+from reevaluation.models import (
     QUARANTINE_CATEGORY,
     InboxEvent,
     InboxStatus,
@@ -38,8 +38,8 @@ from ..models import (
     QuarantineReason,
     QuarantineTally,
 )
-from .jobs import record_revision
-from .modes import privacy_stop, quarantine_watch
+from reevaluation.modes.services import privacy_stop, quarantine_watch
+from scheduling.models import Clinic, TenantGroup
 
 logger = logging.getLogger(__name__)
 
@@ -280,17 +280,7 @@ def _tally(source: str) -> tuple[int, bool]:
     stored, then one in ``REEVALUATION_QUARANTINE_SAMPLE_EVERY``; the count is never dropped.
     """
     window = timezone.now().replace(second=0, microsecond=0)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"""
-            INSERT INTO {QuarantineTally._meta.db_table} AS t (source, window_start, refused, stored)
-            VALUES (%s, %s, 1, 0)
-            ON CONFLICT (source, window_start) DO UPDATE SET refused = t.refused + 1
-            RETURNING refused
-            """,
-            [source[:80], window],
-        )
-        refused = cursor.fetchone()[0]
+    refused = queries.quarantine_tally_count(source=source[:80], window=window)
     if refused == 1:  # a new source-minute: forget windows past the retention (an index range, usually empty)
         horizon = window - timedelta(days=settings.REEVALUATION_QUARANTINE_TALLY_DAYS)
         QuarantineTally.objects.filter(window_start__lt=horizon).delete()

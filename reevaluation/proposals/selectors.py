@@ -8,8 +8,7 @@ what was chosen, when, channel) and the resulting appointment.
 from __future__ import annotations
 
 from common.errors import NotFound
-
-from .proposals import LIVE_PROPOSAL_STATES, AppointmentProposal, ProposalState
+from reevaluation.proposals.models import LIVE_PROPOSAL_STATES, AppointmentProposal, ProposalState
 
 
 def _iso(value) -> str | None:

@@ -12,36 +12,22 @@ one-by-one path, which decides it as it always has.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from contextlib import nullcontext
 from dataclasses import dataclass
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from common.cas import transition_sources
 from common.errors import Conflict, NotFound, PatientOverlap, SlotOccupied, ValidationFailed
 from common.models import OutboxMessage
 from common.services import new_correlation_id
-from scheduling.models import (
-    Appointment,
-    AppointmentStatus,
-    CancelActor,
-    CancelReason,
-    Practitioner,
-    Treatment,
-    cancel_actor_ref,
-)
-from scheduling.services import HeldReplacement, appointments_replace_held
-
-from .. import decisions as rules
-from ..assessment import Assessment, AssessmentClient
-from ..models import JOB_COMPLETED_TOPIC, JobState, MutationMode, Outcome, ReevaluationJob, ReevaluationOutcome
-from .dispatch import Claim, dispatch_round
-from .proposals import supersede_live_many
-from .worker import (
+from reevaluation import decisions as rules
+from reevaluation import queries
+from reevaluation.assessment import Assessment, AssessmentClient
+from reevaluation.jobs.claim import Claim, dispatch_round
+from reevaluation.jobs.worker import (
     ELIGIBLE,
     ConfirmedInvariantViolated,
     Decision,
@@ -56,46 +42,26 @@ from .worker import (
     replacement_choice,
     write_back,
 )
+from reevaluation.models import (
+    JOB_COMPLETED_TOPIC,
+    JobState,
+    MutationMode,
+    Outcome,
+    ReevaluationOutcome,
+)
+from reevaluation.proposals.services import supersede_live_many
+from scheduling.models import (
+    Appointment,
+    AppointmentStatus,
+    CancelActor,
+    CancelReason,
+    Practitioner,
+    Treatment,
+    cancel_actor_ref,
+)
+from scheduling.services import HeldReplacement, appointments_replace_held
 
 logger = logging.getLogger(__name__)
-
-
-_COMPLETE_MANY_SQL = """
-UPDATE reevaluation_reevaluationjob AS j
-SET state = %(completed)s, outcome_counts = v.counts::jsonb, needs_staff = false, target_policy_ref = v.ref,
-    target_policy_generation = v.gen, last_failure_code = '', lease_owner = '', lease_expires_at = NULL,
-    finished_at = %(now)s, version = j.version + 1, updated_at = %(now)s
-FROM unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[], %(refs)s::text[], %(gens)s::bigint[],
-            %(counts)s::text[])
-    AS v(id, owner, attempt, ref, gen, counts)
-WHERE j.id = v.id AND j.state = ANY(%(sources)s) AND j.lease_owner = v.owner AND j.attempts = v.attempt
-  AND NOT EXISTS (
-    SELECT 1 FROM reevaluation_reevaluationhead h
-    WHERE h.clinic_id = j.clinic_id AND h.tenant_group_id = j.tenant_group_id AND h.fingerprint = j.fingerprint
-      AND h.revision > j.revision)
-RETURNING j.id
-"""
-
-# The settings rows are locked in clinic order (two workers' batches never wait on each other in a cycle).
-_POLICY_MANY_SQL = """
-WITH locked AS (
-    SELECT id FROM reevaluation_clinicreevaluationsettings WHERE clinic_id = ANY(%(clinics)s)
-    ORDER BY clinic_id FOR NO KEY UPDATE)
-UPDATE reevaluation_clinicreevaluationsettings AS s
-SET policy_ref = v.ref, policy_generation = v.gen, consecutive_assessment_failures = 0
-FROM unnest(%(clinics)s::bigint[], %(refs)s::text[], %(gens)s::bigint[]) AS v(clinic_id, ref, gen), locked
-WHERE s.id = locked.id AND s.clinic_id = v.clinic_id
-  AND (s.policy_generation IS NULL OR s.policy_generation < v.gen
-       OR (s.policy_generation = v.gen AND s.policy_ref = v.ref))
-RETURNING s.clinic_id, s.mutation_mode
-"""
-
-_SETTLE_MANY_SQL = """
-UPDATE reevaluation_reevaluationjob AS j SET needs_staff = false, version = j.version + 1
-FROM unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
-WHERE j.needs_staff AND j.clinic_id = v.clinic_id AND j.tenant_group_id = v.tenant_group_id
-  AND j.fingerprint = v.fp AND NOT (j.id = ANY(%(ids)s))
-"""
 
 
 class BatchAbort(Exception):
@@ -149,58 +115,32 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: dict
 
 
 def complete_many(quiet: list, now, counts: list[dict] | None = None) -> list:
-    """Complete the (claim, assessment) pairs fenced, with each one's outcome counts (none: ``{}``), none
-    needing staff, unless a newer revision heads its scope; returns the pairs completed."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _COMPLETE_MANY_SQL,
-            {
-                "completed": JobState.COMPLETED,
-                "sources": transition_sources(ReevaluationJob, JobState.COMPLETED, [JobState.RUNNING]),
-                "now": now,
-                "ids": [c.job_id for c, _ in quiet],
-                "owners": [c.owner for c, _ in quiet],
-                "attempts": [c.attempt for c, _ in quiet],
-                "refs": [a.policy_ref for _, a in quiet],
-                "gens": [a.policy_generation for _, a in quiet],
-                "counts": [json.dumps(c, sort_keys=True) for c in counts or [{}] * len(quiet)],
-            },
-        )
-        ids = {row[0] for row in cursor.fetchall()}
+    """Complete the (claim, assessment) pairs fenced, with each one's outcome counts (none: ``{}``) and whether it
+    needs staff (``decisions.needs_staff``), unless a newer revision heads its scope; returns the pairs completed."""
+    counts = counts or [{}] * len(quiet)
+    ids = queries.jobs_complete_many(
+        ids=[c.job_id for c, _ in quiet], owners=[c.owner for c, _ in quiet], attempts=[c.attempt for c, _ in quiet],
+        refs=[a.policy_ref for _, a in quiet], generations=[a.policy_generation for _, a in quiet],
+        counts=counts, needs_staff=[rules.needs_staff(c) for c in counts], now=now,
+    )
     return [(c, a) for c, a in quiet if c.job_id in ids]
 
 
 def policy_advance_many(done: list) -> dict[int, str]:
-    """``_policy_advance`` for every clinic of the batch at once; returns each clinic's mode."""
+    """``worker._policy_advance`` for every clinic of the batch at once; returns each clinic's mode."""
     policy = {c.clinic_id: (a.policy_ref, a.policy_generation) for c, a in done}
-    clinics = sorted(policy)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _POLICY_MANY_SQL,
-            {
-                "clinics": clinics,
-                "refs": [policy[k][0] for k in clinics],
-                "gens": [policy[k][1] for k in clinics],
-            },
-        )
-        modes = {clinic: mode or MutationMode.DISABLED for clinic, mode in cursor.fetchall()}
-    if set(modes) != set(clinics):
+    modes = queries.policy_advance_many(policies=policy)
+    if set(modes) != set(policy):
         raise BatchAbort
     return modes
 
 
 def settle_many(done: list) -> None:
-    """Older needs-staff asks of the completed scopes are settled (see ``_finish_completed``)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _SETTLE_MANY_SQL,
-            {
-                "clinics": [c.clinic_id for c, _ in done],
-                "tenants": [c.own_job.tenant_group_id for c, _ in done],
-                "fps": [c.own_job.fingerprint for c, _ in done],
-                "ids": [c.job_id for c, _ in done],
-            },
-        )
+    """Older needs-staff asks of the completed scopes are settled (see ``worker._finish_completed``)."""
+    queries.needs_staff_settle_many(
+        clinics=[c.clinic_id for c, _ in done], tenants=[c.own_job.tenant_group_id for c, _ in done],
+        fingerprints=[c.own_job.fingerprint for c, _ in done], ids=[c.job_id for c, _ in done],
+    )
 
 
 def work_round(
@@ -261,21 +201,6 @@ def run_claims(claims: list[Claim], *, client: AssessmentClient | None = None, h
 
 
 # --- a round's HELD replacements together ----------------------------------------------------------
-
-_LOCK_HEADS_SQL = """
-SELECT h.clinic_id, h.tenant_group_id, h.fingerprint, h.revision FROM reevaluation_reevaluationhead AS h
-JOIN unnest(%(clinics)s::bigint[], %(tenants)s::bigint[], %(fps)s::text[]) AS v(clinic_id, tenant_group_id, fp)
-  ON h.clinic_id = v.clinic_id AND h.tenant_group_id = v.tenant_group_id AND h.fingerprint = v.fp
-ORDER BY h.id FOR NO KEY UPDATE OF h
-"""
-
-_LOCK_JOBS_SQL = """
-SELECT j.id FROM reevaluation_reevaluationjob AS j
-JOIN unnest(%(ids)s::bigint[], %(owners)s::text[], %(attempts)s::int[]) AS v(id, owner, attempt)
-  ON j.id = v.id AND j.lease_owner = v.owner AND j.attempts = v.attempt
-WHERE j.state = %(running)s
-ORDER BY j.id FOR NO KEY UPDATE OF j
-"""
 
 HELD_BATCH_MODE = MutationMode.APPLY_PROPOSED_AND_HELD
 
@@ -409,8 +334,9 @@ def _decide(claim: Claim, a: Assessment, rows: list[Appointment], choices: _Choi
         return None
     if set(claim.own_job.held_targets) - {r.ref for r in current}:
         return None
-    if any(not fits(r, a.constraints) for r in rows if r.status == AppointmentStatus.CONFIRMED):
-        return None  # a proposal to open: the one-by-one path's work
+    if any(rules.confirmed_outcome(material=True, fitting=fits(r, a.constraints), replacement=False) is not None
+           for r in rows if r.status == AppointmentStatus.CONFIRMED):
+        return None  # a proposal to open or staff to ask: the one-by-one path's work
     plan = _Plan(claim, a, [], [])
     for appt in current:
         fitting = fits(appt, a.constraints)
@@ -430,18 +356,14 @@ def _decide(claim: Claim, a: Assessment, rows: list[Appointment], choices: _Choi
 def _locked(plans: list[_Plan]) -> list[_Plan]:
     """Lock the scopes' heads, then the jobs (the order intake and ``job_complete`` take): the plans whose
     fence holds and whose revision still heads its scope (the rest go one by one: STALE or LEASE_LOST)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_LOCK_HEADS_SQL, {
-            "clinics": [p.claim.clinic_id for p in plans],
-            "tenants": [p.claim.own_job.tenant_group_id for p in plans],
-            "fps": [p.claim.own_job.fingerprint for p in plans],
-        })
-        heads = {(c, t, f): revision for c, t, f, revision in cursor.fetchall()}
-        cursor.execute(_LOCK_JOBS_SQL, {
-            "ids": [p.claim.job_id for p in plans], "owners": [p.claim.owner for p in plans],
-            "attempts": [p.claim.attempt for p in plans], "running": JobState.RUNNING,
-        })
-        held = {row[0] for row in cursor.fetchall()}
+    heads = queries.heads_lock_many(
+        clinics=[p.claim.clinic_id for p in plans], tenants=[p.claim.own_job.tenant_group_id for p in plans],
+        fingerprints=[p.claim.own_job.fingerprint for p in plans],
+    )
+    held = queries.jobs_lock_running(
+        ids=[p.claim.job_id for p in plans], owners=[p.claim.owner for p in plans],
+        attempts=[p.claim.attempt for p in plans],
+    )
     return [
         p for p in plans
         if p.claim.job_id in held

@@ -1,0 +1,1 @@
+"""A clinic's mutation mode and drain: the switch rules, automatic stops, and the rollback readout."""

@@ -1,0 +1,1 @@
+"""Failed jobs run again by failure class: preview, then execute."""

@@ -1,0 +1,52 @@
+"""The walk of ``job_run_claimed`` (issue 42): module changes along the worker's entry for one job, measured on a
+real run (``tests/reevaluation/walk.py``: the reader's walk; docs/architecture.md says how). The ceilings are the
+walk as it is, so it cannot grow unseen; the issue's target is at most 8 returns and 4 visits a module."""
+
+from __future__ import annotations
+
+import pytest
+
+from reevaluation.assessment import AssessmentClient
+from reevaluation.jobs import worker as worker_module
+from reevaluation.models import JobState
+from reevaluation.services import dispatch_round
+from tests.reevaluation import factories as rf
+from tests.reevaluation.conftest import post_event
+from tests.reevaluation.walk import Walk
+
+pytestmark = pytest.mark.django_db
+
+
+def _walk(world, crm, **event) -> Walk:
+    post_event(world, world.fp, 1, crm, **event)
+    [claim] = dispatch_round(for_worker=True)
+    client = AssessmentClient()
+    with Walk("reevaluation") as walk:
+        assert worker_module.job_run_claimed(claim, client=client) == JobState.COMPLETED
+    return walk
+
+
+def test_a_quiet_jobs_walk(world, crm):
+    rf.enable(world.clinic, "DRY_RUN")
+    walk = _walk(world, crm)
+    assert walk.returns <= 10 and max(walk.visits.values()) <= 7, walk.report()
+    assert "reevaluation/decisions.py" in walk.visits and "reevaluation/queries.py" in walk.visits
+
+
+def test_a_full_jobs_walk(world, crm):
+    """A PROPOSED superseded, a HELD replaced and a CONFIRMED proposed a new time, applied."""
+    rf.enable(world.clinic, "APPLY_PROPOSED_AND_HELD")
+    world.book("PROPOSED", 9)
+    world.book("HELD", 11)
+    world.book("CONFIRMED", 14)
+    walk = _walk(world, crm, constraints={"requiredPractitioner": world.dr_b.ref})
+    assert walk.returns <= 32 and max(walk.visits.values()) <= 19, walk.report()
+
+
+def test_the_walk_counts_returns_and_visits():
+    """The measure itself, on planted stays: a return is a stay in a module already left."""
+    walk = Walk()
+    for module in ["a.py", "b.py", "a.py", "c.py", "a.py", "a.py", "b.py"]:
+        walk._stay(module)
+    assert walk.stays == ["a.py", "b.py", "a.py", "c.py", "a.py", "b.py"]
+    assert (walk.returns, walk.visits["a.py"]) == (3, 3)
