@@ -141,7 +141,7 @@ def appointments_cancel_rows(
     """Set each appointment of ``ids`` at its ``versions`` and in one of ``sources`` to ``cancelled`` (the
     status) with its reason, code and actor, and release its active allocations; returns the ids it cancelled.
     ``prepared=False``: a one-off statement (a round's batch), not kept prepared on the connection."""
-    params = {"cancelled": cancelled, "sources": sources, "now": now, "ids": ids, "versions": versions,
+    params: dict[str, Any] = {"cancelled": cancelled, "sources": sources, "now": now, "ids": ids, "versions": versions,
               "reasons": reasons, "codes": codes, "actors": actors}
     with prepared_cursor(connection) if prepared else connection.cursor() as cursor:
         cursor.execute(_CANCEL_SQL, params)
