@@ -10,7 +10,8 @@ never sees their text.
   hot path: benchmarks 2 and 6, issue 15); the ORM needs two INSERTs and compiles each per call.
 - ``hold_accept_locked`` / ``hold_extend_active``: a locked hold's compare-and-set as one prepared ``UPDATE …
   RETURNING id`` (the claim, benchmark 3, and each offer notice's delivery, benchmark 6, run them); ``cas_update``
-  would compile the UPDATE per call.
+  would compile the UPDATE per call. The waitlist calls them as steps of their own, never splicing their text into
+  its statements (their cost against the old spliced statement: ``bench/hold_step_ab.py``, waitlist/queries.py).
 - ``allocations_lock_for_appointments`` / ``appointments_cancel_rows``: a cancellation (one appointment, or a
   reevaluation round's HELD ones) and its allocations' release in one prepared statement over arrays (the storm's
   cancellations, benchmark 6; the reevaluation round, benchmark 4); the ORM needs a statement per row.

@@ -7,10 +7,15 @@ typed into the text. Scheduling's rows are changed only through scheduling's own
 
 - ``offer_claim_write``: the claim's offer, entry, event and receipt in one prepared statement (benchmark 3, "one
   claim alone, in process"); the ORM needs four statements, each compiled per call. The hold's step is scheduling's
-  ``hold_accept_locked``, a statement of its own (issue 42: splitting it out cost less than the claims
-  benchmark's run-to-run spread, docs/benchmarks.md).
+  ``hold_accept_locked``, a statement of its own: ``python -m bench.hold_step_ab`` (claims alternating the old
+  spliced statement and the split, 300 each, 2026-12-06 on a 2-core machine at load 15-20) measured the split at
+  +0.07 and +1.7 ms a claim (median of adjacent pairs; the pairs' p25-p75 -2.8..+3.0 and -1.7..+5.5 ms: within the
+  spread), so the split stays.
 - ``offer_notice_delivered_write``: the offer locked, its window moved and its event, in one prepared statement
-  (every offer notice's delivery: benchmark 6, the storm).
+  (every offer notice's delivery: benchmark 6, the storm). Scheduling's ``hold_extend`` follows in the same
+  transaction when the window grows: the same A/B measured +0.9 and +1.7 ms a delivery (4.3 -> 5.4 ms and
+  4.9 -> 7.2 ms medians; the pairs' p25-p75 -1.0..+3.1 and -0.5..+5.1 ms: within the spread, but a steady shift, so
+  the storm's CPU per cancellation is the figure to watch).
 - ``RULES`` and their builders (``page_filters``, ``pass_reason_sql``, ``checks_sql``, ``rules_sql``,
   ``review_checks``): hard eligibility as SQL predicates, so the matcher filters a keyset page of the
   ``wl_entry_match`` index in PostgreSQL (benchmark 1: O(log n + page) at 100,000 entries) and the console judges
