@@ -107,7 +107,7 @@ def _claims(n: int) -> None:
                      reason_code="CLAIMED", actor=actor, correlation_id=correlation)
 
 
-    new_claim_write = offers_mod._claim_write
+    new_claim_write = offers_mod.claim_write
     write_s = [0.0]
 
 
@@ -132,7 +132,7 @@ def _claims(n: int) -> None:
     pairs = []
     for i, (clinic_ref, ref) in enumerate(offers):
         arm = "AB"[i % 2]
-        offers_mod._claim_write = IMPL[arm]
+        offers_mod.claim_write = IMPL[arm]
         start = time.perf_counter()
         offers_mod.offer_claim(clinic=by_ref[clinic_ref], offer_ref=ref, expected_version=versions[ref],
                                idempotency_key=f"ab-{ref}")
@@ -144,7 +144,7 @@ def _claims(n: int) -> None:
 
 
 
-    offers_mod._claim_write = new_claim_write
+    offers_mod.claim_write = new_claim_write
     print(f"claims, A one statement: claim ms {_q(total['A'])}; writes ms {_q(writes['A'])}")
     print(f"claims, B split: claim ms {_q(total['B'])}; writes ms {_q(writes['B'])}")
     print(f"claims, B - A per adjacent pair: claim ms {_q([p[0] for p in pairs])};"

@@ -31,10 +31,11 @@ typed into the text. Scheduling's rows are changed only through scheduling's own
   again (racing dispatchers; the ORM has no upsert that increments).
 - ``decisions_newest``, ``decisions_newest_per_pair_sql``: ``DISTINCT ON`` reads of the newest decision, prepared
   for the matcher (benchmark 1), one ordered pass for the every-clinic scrape (benchmark 7).
-- Figures (``fill_metrics_counts``, ``decision_freshness_groups``, ``trend_days``, ``fill_over_time_days``,
-  ``fairness_over_time_days``, ``fairness_wait_reduction``, ``fairness_passovers``, ``fairness_forgotten``):
-  ``percentile_cont``, ``ntile`` and ``generate_series`` over local days, which the ORM has no expression for; one
-  statement each whatever the waitlist's size (benchmark 5, the console).
+- Figures (``fill_metrics_counts``, ``decision_freshness_groups``, ``trend_days``, ``fairness_over_time_days``,
+  ``fairness_wait_reduction``, ``fairness_passovers``, ``fairness_forgotten``): ``percentile_cont`` and ``ntile``,
+  which the ORM has no aggregate for, and the pass-over count's planned join order; one statement each whatever
+  the waitlist's size (benchmark 5, the console). The fill-over-time counts, which need neither, are the ORM's
+  (``figures.over_time.fill_over_time``: the same grouped scan, the days filled in Python).
 """
 
 from __future__ import annotations
@@ -784,21 +785,6 @@ def trend_days(*, clinic_id: int, tz: str, first: date, last: date, since: datet
     return _all(_TREND_SQL, {"first": first, "last": last, "tz": tz, "clinic": clinic_id, "since": since})
 
 
-_FILL_OVER_TIME_SQL = f"""
-WITH days AS (
-    SELECT generate_series(%(first)s::date, %(last)s::date, interval '1 day')::date AS day
-), v AS (
-    SELECT (created_at AT TIME ZONE %(tz)s)::date AS day,
-           COUNT(*) FILTER (WHERE status = {sql_states(_V.FILLED)}) AS filled,
-           COUNT(*) FILTER (WHERE status <> {sql_states(_V.FILLED)} AND exhausted_at IS NOT NULL) AS exhausted,
-           COUNT(*) FILTER (WHERE status = {sql_states(_V.CLOSED)} AND close_reason = 'STARTED'
-                            AND exhausted_at IS NULL) AS expired
-    FROM waitlist_vacancy WHERE clinic_id = %(clinic)s AND created_at >= %(since)s GROUP BY 1
-)
-SELECT d.day, COALESCE(v.filled, 0), COALESCE(v.exhausted, 0), COALESCE(v.expired, 0)
-FROM days d LEFT JOIN v ON v.day = d.day ORDER BY d.day
-"""
-
 _FAIRNESS_OVER_TIME_SQL = """
 WITH days AS (
     SELECT generate_series(%(first)s::date, %(last)s::date, interval '1 day')::date AS day
@@ -812,11 +798,6 @@ WITH days AS (
 )
 SELECT d.day, COALESCE(b.booked, 0), b.p50 FROM days d LEFT JOIN b ON b.day = d.day ORDER BY d.day
 """
-
-
-def fill_over_time_days(window: dict) -> list[tuple]:
-    """(day, filled, exhausted, expired) per local day of ``window`` (first, last, tz, clinic, since)."""
-    return _all(_FILL_OVER_TIME_SQL, window)
 
 
 def fairness_over_time_days(window: dict) -> list[tuple]:

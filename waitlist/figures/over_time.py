@@ -13,14 +13,18 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
+from django.db.models import Count, Q
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from scheduling.models import Clinic
 from waitlist import queries
 from waitlist.figures.kept import kept
+from waitlist.models import Vacancy, VacancyStatus
 
 #: The pictures' window: a month, whatever the fill metrics' window.
 WINDOW_DAYS = 30
+
 
 @dataclass(frozen=True)
 class FillDay:
@@ -47,8 +51,26 @@ def _window(clinic: Clinic, now: datetime | None, window_days: int) -> dict:
 
 
 def fill_over_time(*, clinic: Clinic, now: datetime | None = None, window_days: int = WINDOW_DAYS) -> list[FillDay]:
-    """One row per local day of the window, oldest first, days without vacancies included."""
-    return [FillDay(*row) for row in queries.fill_over_time_days(_window(clinic, now, window_days))]
+    """One row per local day of the window, oldest first, days without vacancies included. One grouped query
+    (the ORM's ``TruncDate`` in the clinic's zone is the ``(created_at AT TIME ZONE tz)::date`` it groups by)."""
+    window = _window(clinic, now, window_days)
+    filled = Q(status=VacancyStatus.FILLED)
+    counted = {
+        row["day"]: row
+        for row in Vacancy.objects.filter(clinic_id=clinic.pk, created_at__gte=window["since"])
+        .annotate(day=TruncDate("created_at", tzinfo=ZoneInfo(window["tz"])))
+        .values("day")
+        .annotate(
+            filled=Count("id", filter=filled),
+            exhausted=Count("id", filter=~filled & Q(exhausted_at__isnull=False)),
+            expired=Count("id", filter=Q(status=VacancyStatus.CLOSED, close_reason="STARTED",
+                                         exhausted_at__isnull=True)),
+        )
+        .order_by()
+    }
+    days = (window["first"] + timedelta(days=i) for i in range((window["last"] - window["first"]).days + 1))
+    return [FillDay(day, *((counted[day]["filled"], counted[day]["exhausted"], counted[day]["expired"])
+                           if day in counted else (0, 0, 0))) for day in days]
 
 
 def fairness_over_time(*, clinic: Clinic, now: datetime | None = None,

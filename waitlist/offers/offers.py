@@ -79,7 +79,7 @@ def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
     )
 
 
-def _claim_write(
+def claim_write(
     locks: OfferLocks, *, receipt: OfferClaimReceipt, booking_requested_at, actor: str, correlation_id: str,
     now: datetime,
 ) -> None:
@@ -90,6 +90,7 @@ def _claim_write(
     Each step runs only if the one before it changed its row (the compare-and-set of ``cas_update``,
     chained), so a miss writes nothing of the later steps; under the locks it cannot miss, and if it
     ever did the error rolls the whole transaction back (no receipt is stored, the key can be retried).
+    Public only as the step ``bench/hold_step_ab.py`` swaps for the statement it replaced.
     """
     offer, hold, entry = locks.offer, locks.hold, locks.entry
     correlation = correlation_id or offer.correlation_id
@@ -162,7 +163,7 @@ def offer_claim(
             return repeat
         _claim_refusal(locks, expected_version=expected_version, now=now)
         receipt = _claim_receipt(locks, clinic=clinic, idempotency_key=idempotency_key, now=now)
-        _claim_write(
+        claim_write(
             locks,
             receipt=receipt,
             booking_requested_at=now if request_booking else None,
