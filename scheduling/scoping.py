@@ -8,11 +8,11 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from django.db.models import Model, Q, QuerySet
-from django.db.models.expressions import RawSQL
 
 from common.errors import NotFound, PermissionDenied
 from common.fastpath import PreparedQuery
 
+from . import queries
 from .models import (
     OPERATE_PERMISSION,
     ROLE_PERMISSIONS,
@@ -56,27 +56,12 @@ def clinics_for_user(user, role: Role = Role.STAFF) -> QuerySet[Clinic]:
     ).select_related("tenant_group")
 
 
-#: The scheduling permissions ``%s`` (a user id, twice) holds on the outer query's clinic, directly or
-#: through a group: one subplan, so the statement plans in a fraction of a millisecond (the six EXISTS
-#: it replaces took ~9 ms to plan, more than the claim's other statements together).
-_CODENAMES_SQL = """ARRAY(
-    SELECT p.codename FROM auth_permission p
-    JOIN django_content_type ct ON ct.id = p.content_type_id AND ct.app_label = 'scheduling'
-    WHERE p.id IN (
-        SELECT up.permission_id FROM scheduling_clinicuserobjectpermission up
-        WHERE up.user_id = %s AND up.content_object_id = "scheduling_clinic"."id"
-        UNION ALL
-        SELECT gp.permission_id FROM scheduling_clinicgroupobjectpermission gp
-        JOIN auth_user_groups ug ON ug.group_id = gp.group_id
-        WHERE ug.user_id = %s AND gp.content_object_id = "scheduling_clinic"."id"))"""
-
-
 #: The clinic and the caller's codenames there, one statement compiled once per process (issue 15: the
 #: ORM spent ~1 ms of Python per API request compiling it).
 _CLINIC_WITH_CODENAMES: PreparedQuery[Clinic] = PreparedQuery(
     lambda user_id, ref: (
         Clinic.objects.select_related("tenant_group")
-        .annotate(codenames=RawSQL(_CODENAMES_SQL, [user_id, user_id]))
+        .annotate(codenames=queries.clinic_codenames(user_id))
         .filter(ref=ref)
         .order_by("pk")[:1]
     ),

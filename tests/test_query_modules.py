@@ -24,7 +24,7 @@ ALLOWED = {
     "module handed it",
 }
 #: Apps whose SQL a parallel branch of issue 42 moves (the lead removes the marks on merge).
-MOVED_ELSEWHERE = {"scheduling", "waitlist"}
+MOVED_ELSEWHERE: set[str] = set()
 
 _RAW_CALLS = {"execute", "executemany", "raw", "cursor"}
 #: An SQL statement (or a piece of one) in upper-case keywords, as this code base writes them.

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
-
-from django.db import connection
 
 from common import effects
-from common.cas import sql_states
 from common.services import audit_record
-from waitlist.models import EntryStatus, Offer, OfferEvent, Vacancy
+from waitlist import queries
+from waitlist.models import Offer, OfferEvent, Vacancy
 
 logger = logging.getLogger("waitlist")
 
@@ -93,30 +90,6 @@ def queue_delivery() -> None:
     effects.after_commit(NOTICE_EFFECT)
 
 
-_NOTE_SQL = """
-INSERT INTO waitlist_dispatchnote
-    (clinic_id, vacancy_id, entry_id, reason_code, until, times, first_at, last_at, correlation_id)
-VALUES (%(clinic)s, %(vacancy)s, %(entry)s, %(reason)s, %(until)s, 1, %(now)s, %(now)s, %(correlation)s)
-ON CONFLICT ON CONSTRAINT wl_note_once DO UPDATE
-SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = EXCLUDED.last_at,
-    correlation_id = EXCLUDED.correlation_id
-"""
-
-
-# The held ones only: an entry a racer has already taken (no longer WAITING at the version read) is not noted.
-_LOCKED_NOTES_SQL = f"""
-INSERT INTO waitlist_dispatchnote
-    (clinic_id, vacancy_id, entry_id, reason_code, until, times, first_at, last_at, correlation_id)
-SELECT %(clinic)s, %(vacancy)s, e.id, 'ENTRY_LOCKED', NULL, 1, %(now)s, %(now)s, %(correlation)s
-FROM waitlist_waitlistentry e
-WHERE (e.id, e.version) IN (SELECT * FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]))
-  AND e.status IN ({sql_states(EntryStatus.WAITING)})
-ON CONFLICT ON CONSTRAINT wl_note_once DO UPDATE
-SET times = waitlist_dispatchnote.times + 1, until = EXCLUDED.until, last_at = EXCLUDED.last_at,
-    correlation_id = EXCLUDED.correlation_id
-"""
-
-
 def notes_entry_locked(*, vacancy: Vacancy, entries: list[tuple[int, int]], now: datetime,
                        correlation_id: str = "") -> None:
     """``ENTRY_LOCKED`` notes (one per entry, as ``note_record``) for each of ``entries`` ((id, version) as
@@ -124,27 +97,14 @@ def notes_entry_locked(*, vacancy: Vacancy, entries: list[tuple[int, int]], now:
     pass over many at once."""
     if not entries:
         return
-    params: dict[str, Any] = {"clinic": vacancy.clinic_id, "vacancy": vacancy.pk, "ids": [e for e, _v in entries],
-              "versions": [v for _e, v in entries], "now": now, "correlation": correlation_id}
-    with connection.cursor() as cursor:
-        cursor.execute(_LOCKED_NOTES_SQL, params)
+    queries.dispatch_notes_entry_locked(clinic_id=vacancy.clinic_id, vacancy_id=vacancy.pk, entries=entries, now=now,
+                                        correlation_id=correlation_id)
     logger.info("vacancy %s passes over %s held entries: ENTRY_LOCKED", vacancy.ref, len(entries))
 
 
 def note_record(*, vacancy: Vacancy, reason_code: str, now: datetime, entry_id: int | None = None,
                 until: datetime | None = None, correlation_id: str = "") -> None:
     """Record (or count again) why dispatch passed over ``entry_id`` or why the vacancy waits."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _NOTE_SQL,
-            {
-                "clinic": vacancy.clinic_id,
-                "vacancy": vacancy.pk,
-                "entry": entry_id,
-                "reason": reason_code,
-                "until": until,
-                "now": now,
-                "correlation": correlation_id,
-            },
-        )
+    queries.dispatch_note_upsert(clinic_id=vacancy.clinic_id, vacancy_id=vacancy.pk, entry_id=entry_id,
+                                 reason_code=reason_code, until=until, now=now, correlation_id=correlation_id)
     logger.info("vacancy %s passes over entry %s: %s", vacancy.ref, entry_id or "-", reason_code)

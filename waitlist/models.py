@@ -522,9 +522,9 @@ class WaitlistEntry(models.Model):
             models.Index(fields=["clinic", "waiting_since", "id"], name="wl_entry_waiting"),
         ]
 
-    # Not stored: promotion reads it with the entry's lock (``services.standing.STANDING_NOTICE_SQL``).
+    # Not stored: promotion reads it with the entry's lock (``waitlist.queries``).
     standing_min_notice: int | None
-    # Not stored either: the unanswered streak read with the lock (``windows.UNANSWERED_STREAK_SQL``; None: not read).
+    # Not stored either: the unanswered streak read with the lock (``waitlist.queries``; None: not read).
     unanswered_streak: int | None
 
     def __str__(self) -> str:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from common.cas import cas_conflict, cas_update, check_transition, transition_sources
 from common.errors import Conflict, NotFound, ValidationFailed
-from common.fastpath import PreparedQuery, prepared_cursor
+from common.fastpath import PreparedQuery
 from common.transactions import own_transaction
 
+from .. import queries
 from ..models import (
     APPOINTMENT_TRANSITIONS,
     CAPACITY_STATUSES,
@@ -102,9 +103,8 @@ def appointment_cancel(
         if not 0 <= version <= MAX_VERSION:  # no row has it, and the statement's integer array could not hold it
             raise cas_conflict(Appointment, appointment.pk, version=version, sources=sources)
         now, reason, cancelled_by = timezone.now(), reason[:200], cancelled_by[:120]
-        with prepared_cursor(connection) as cursor:
-            cancelled = _cancel_rows(cursor, ids=[appointment.pk], versions=[version], reasons=[reason],
-                                     codes=[reason_code], actors=[cancelled_by], sources=sources, now=now)
+        cancelled = _cancel_rows(ids=[appointment.pk], versions=[version], reasons=[reason],
+                                 codes=[reason_code], actors=[cancelled_by], sources=sources, now=now)
         if not cancelled:
             raise cas_conflict(Appointment, appointment.pk, version=version, sources=sources)
         appointment.status, appointment.version, appointment.updated_at = AppointmentStatus.CANCELLED, version + 1, now
@@ -128,39 +128,16 @@ class HeldReplacement:
     cancelled_by: str
 
 
-_LOCK_ALLOCATIONS_SQL = """
-SELECT id FROM scheduling_capacityallocation WHERE active AND appointment_id = ANY(%(ids)s)
-ORDER BY id FOR NO KEY UPDATE
-"""
-
 #: The largest ``version`` a row can have (a PostgreSQL integer).
 MAX_VERSION = 2**31 - 1
 
-# Cancel appointments at their versions from ``sources`` and free their slots, in one statement (one appointment:
-# ``appointment_cancel``; a round's HELD ones: ``appointments_replace_held``). Returns the ids it cancelled.
-_CANCEL_SQL = """
-WITH cancelled AS (
-    UPDATE scheduling_appointment AS a
-    SET status = %(cancelled)s, cancel_reason = v.reason, cancel_reason_code = v.code, cancelled_by = v.actor,
-        version = a.version + 1, updated_at = %(now)s
-    FROM unnest(%(ids)s::bigint[], %(versions)s::int[], %(reasons)s::text[], %(codes)s::text[], %(actors)s::text[])
-        AS v(id, version, reason, code, actor)
-    WHERE a.id = v.id AND a.status = ANY(%(sources)s) AND a.version = v.version
-    RETURNING a.id),
-released AS (
-    UPDATE scheduling_capacityallocation AS c SET active = false
-    FROM cancelled WHERE c.active AND c.appointment_id = cancelled.id
-    RETURNING c.id)
-SELECT array(SELECT id FROM cancelled), (SELECT count(*) FROM released)
-"""
-
-
-def _cancel_rows(cursor, *, ids: list[int], versions: list[int], reasons: list[str], codes: list[str],
-                 actors: list[str], sources: list[str], now) -> list[int]:
-    cursor.execute(_CANCEL_SQL, {"cancelled": AppointmentStatus.CANCELLED, "sources": sources, "now": now,
-                                 "ids": ids, "versions": versions, "reasons": reasons, "codes": codes,
-                                 "actors": actors})
-    return cursor.fetchone()[0]
+def _cancel_rows(*, ids: list[int], versions: list[int], reasons: list[str], codes: list[str],
+                 actors: list[str], sources: list[str], now, prepared: bool = True) -> list[int]:
+    """Cancel appointments at their versions from ``sources`` and free their slots, in one statement (one
+    appointment: ``appointment_cancel``; a round's HELD ones: ``appointments_replace_held``); the ids it cancelled."""
+    return queries.appointments_cancel_rows(
+        cancelled=AppointmentStatus.CANCELLED, ids=ids, versions=versions, reasons=reasons, codes=codes,
+        actors=actors, sources=sources, now=now, prepared=prepared)
 
 
 def appointments_replace_held(*, replacements: list[HeldReplacement]) -> list[Appointment]:
@@ -182,12 +159,12 @@ def appointments_replace_held(*, replacements: list[HeldReplacement]) -> list[Ap
     ids = [r.appointment.pk for r in replacements]
     sources = transition_sources(Appointment, AppointmentStatus.CANCELLED, [AppointmentStatus.HELD])
     now = timezone.now()
-    with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(_LOCK_ALLOCATIONS_SQL, {"ids": ids})
+    with transaction.atomic():
+        queries.allocations_lock_for_appointments(ids)
         cancelled = _cancel_rows(
-            cursor, ids=ids, versions=[r.appointment.version for r in replacements],
+            ids=ids, versions=[r.appointment.version for r in replacements],
             reasons=[r.reason[:200] for r in replacements], codes=[r.reason_code for r in replacements],
-            actors=[r.cancelled_by[:120] for r in replacements], sources=sources, now=now)
+            actors=[r.cancelled_by[:120] for r in replacements], sources=sources, now=now, prepared=False)
         if len(cancelled) != len(ids):
             missed = next(r.appointment for r in replacements if r.appointment.pk not in set(cancelled))
             raise cas_conflict(Appointment, missed.pk, version=missed.version, sources=sources)

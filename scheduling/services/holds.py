@@ -5,12 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import connection, transaction
+from django.db import transaction
 
-from common.cas import cas_update, check_transition, sql_states, transition_sources
+from common.cas import cas_update, check_transition
 from common.errors import Conflict, NotFound
-from common.fastpath import insert_sql, prepared_cursor, saved
+from common.fastpath import insert_sql, saved
 
+from .. import queries
 from ..models import (
     HOLD_TRANSITIONS,
     AllocationKind,
@@ -56,25 +57,13 @@ def hold_place(
         )
         sql, params = insert_sql(hold)
         # The hold and its allocation in one statement (the exclusion constraints judge the allocation as ever).
-        params += [clinic.pk, practitioner_id, resource_id, patient_id, allocations.period(starts_at, ends_at),
-                   AllocationKind.HOLD, hold.created_at]
-        # Fixed text, prepared once per connection (a waitlist offer's hold: dispatch's hot path, issue 15).
-        with prepared_cursor(connection) as cursor:
-            cursor.execute(_HOLD_PLACE_SQL.format(hold=sql), params)
-            return saved(hold, cursor.fetchone()[0])
+        hold_id = queries.hold_place_with_allocation(
+            sql, params, clinic_id=clinic.pk, practitioner_id=practitioner_id, resource_id=resource_id,
+            patient_id=patient_id, period=allocations.period(starts_at, ends_at), kind=AllocationKind.HOLD,
+            created_at=hold.created_at)
+        return saved(hold, hold_id)
 
     return allocations.occupy(write)
-
-
-_HOLD_PLACE_SQL = """
-WITH hold AS ({hold} RETURNING id), allocation AS (
-    INSERT INTO scheduling_capacityallocation
-        (clinic_id, practitioner_id, resource_id, patient_id, period, active, kind, hold_id, appointment_id,
-         created_at)
-    SELECT %s, %s, %s, %s, %s, true, %s, hold.id, NULL, %s FROM hold
-)
-SELECT id FROM hold
-"""
 
 
 def lock_hold(hold_id: int) -> CapacityHold:
@@ -96,50 +85,21 @@ def hold_accept(*, hold: CapacityHold, expires_at: datetime | None = None) -> Ca
     return hold
 
 
-def hold_accept_sql(*, precondition: str) -> str:
-    """``hold_accept`` as one ``UPDATE … RETURNING id`` for a caller's composite statement (the waitlist's
-    claim writes offer, hold and entry in one round trip): the hold ACTIVE → ACCEPTED at the version it was
-    locked at, only while ``precondition`` (the caller's SQL, e.g. "its offer's step changed a row") holds and
-    the hold still has its active allocation. Its parameters come from ``hold_accept_params``; after the
-    statement changed the row, ``hold_accepted`` brings the locked instance up to date.
-
-    Fixed text for fixed ``precondition`` (a prepared statement): the states are the table's, as literals."""
-    sources = sql_states(transition_sources(CapacityHold, HoldStatus.ACCEPTED, HoldStatus.ACTIVE))
-    return (
-        f"UPDATE scheduling_capacityhold SET status = {sql_states(HoldStatus.ACCEPTED)}, version = version + 1,"
-        " expires_at = %(hold_expires)s\n"
-        f"    WHERE id = %(hold)s AND status IN ({sources}) AND version = %(hold_version)s AND {precondition}\n"
-        "      AND EXISTS (SELECT 1 FROM scheduling_capacityallocation a WHERE a.hold_id = %(hold)s AND a.active)\n"
-        "    RETURNING id"
-    )
-
-
-def hold_accept_params(hold: CapacityHold, *, expires_at: datetime) -> dict[str, Any]:
-    """The named parameters of ``hold_accept_sql`` for the locked ``hold``."""
-    return {"hold": hold.pk, "hold_version": hold.version, "hold_expires": expires_at}
-
-
-def hold_accepted(hold: CapacityHold, *, expires_at: datetime) -> None:
-    """The locked instance after ``hold_accept_sql`` changed its row (nothing is written here)."""
+def hold_accept_locked(hold: CapacityHold, *, expires_at: datetime) -> bool:
+    """``hold_accept`` for a caller that holds the hold locked and has checked it (the waitlist's claim): one
+    prepared statement, ACTIVE → ACCEPTED at the version it was locked at, only while the hold still has its
+    active allocation. False (nothing written) when the row did not change; else the instance is brought up to
+    date."""
+    if not queries.hold_accept_locked(hold.pk, version=hold.version, expires_at=expires_at):
+        return False
     hold.status, hold.version, hold.expires_at = HoldStatus.ACCEPTED, hold.version + 1, expires_at
+    return True
 
 
-def hold_extend_sql(*, precondition: str) -> str:
-    """Move an ACTIVE hold's expiry to ``%(hold_expires)s`` (the waitlist counts an offer's window from its
-    notice's delivery), as one ``UPDATE … RETURNING id`` for a caller's composite statement, only while
-    ``precondition`` (the caller's SQL) holds. The caller holds the hold's owner locked (its offer); parameters
-    from ``hold_extend_params``. Fixed text for fixed ``precondition``: the states are the table's, as literals."""
-    return (
-        "UPDATE scheduling_capacityhold SET version = version + 1, updated_at = %(hold_now)s,"
-        " expires_at = %(hold_expires)s\n"
-        f"    WHERE id = %(hold)s AND status IN ({sql_states(HoldStatus.ACTIVE)}) AND {precondition}\n"
-        "    RETURNING id"
-    )
-
-
-def hold_extend_params(hold_id: int, *, expires_at: datetime, now: datetime) -> dict[str, Any]:
-    """The named parameters of ``hold_extend_sql``."""
-    return {"hold": hold_id, "hold_expires": expires_at, "hold_now": now}
+def hold_extend(hold_id: int, *, expires_at: datetime, now: datetime) -> bool:
+    """Move an ACTIVE hold's expiry to ``expires_at`` (the waitlist counts an offer's window from its notice's
+    delivery); False (nothing written) when it is no longer ACTIVE. The caller holds the hold's owner locked."""
+    return queries.hold_extend_active(hold_id, expires_at=expires_at, now=now)
 
 
 def hold_release(*, hold: CapacityHold, reason: str) -> CapacityHold:

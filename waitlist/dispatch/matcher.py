@@ -23,10 +23,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from django.db import connection
-
-from common.fastpath import prepared_cursor
 from scheduling.services.consent import provider_channels
+from waitlist import queries
 from waitlist.models import NON_BARRING_WITHDRAW_REASONS, Vacancy, WaitlistPolicy
 from waitlist.reliability.feed import Decision, DecisionProvider
 from waitlist.rules import eligibility
@@ -34,43 +32,15 @@ from waitlist.rules import eligibility
 WEEK = timedelta(days=7)
 logger = logging.getLogger("waitlist")
 
-# Hard eligibility comes from ``eligibility.RULES`` (the one definition): the filtering rules are the WHERE
-# clause; two rules are not filtered but named (``pass_reason``), so a passed-over candidate is recorded with
-# its reason rather than silently missing: no consent for the clinic's channel, and a time overlapping the
-# patient's own bookings.
-PAGE_SQL = """
-SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since, e.priority_key,
-  {pass_reason} AS pass_reason
-FROM (
-  SELECT e.id, e.ref, e.patient_id, e.version, e.priority_rank, e.waiting_since, e.priority_key, e.clinic_id
-  FROM waitlist_waitlistentry e
-  WHERE {filters}
-    AND (e.priority_key, e.waiting_since, e.id) > ({{after_key}}, {{after_since}}, {{after_id}})
-  ORDER BY e.priority_key, e.waiting_since, e.id
-  LIMIT {{limit}}
-) e
-ORDER BY e.priority_key, e.waiting_since, e.id
-"""
-
-_TIERS = ((1, "e.practitioner_key = {practitioner}"), (0, "e.practitioner_key = 0"))
-_PAGES = {
-    slot_fit: eligibility.render(
-        PAGE_SQL.format(pass_reason=eligibility.pass_reason_sql(), filters=eligibility.page_filters(tier)),
-        eligibility.PARAMS,
-    )[0]
-    for slot_fit, tier in _TIERS
-}
 _START = (-(2**31), datetime(1, 1, 2, tzinfo=UTC), 0)
 #: A tier's first page is read in two parts: its first ``PROBE_ROWS`` rows, then (only when no one of those was
 #: promoted) the rest of the page, counted as the same page. Most dispatches promote one of the first few
 #: candidates, and each row read costs its eligibility subqueries and a decision: a full first page of both
 #: tiers was most of a dispatch's database time in the storm (benchmark 6).
 PROBE_ROWS = 8
-# The first page of both tiers in one statement (a vacancy's named tier is often short or empty): each branch
-# is that tier's own page query, unchanged; the rows say which tier they are.
-_FIRST_PAGES = "\nUNION ALL\n".join(
-    f"SELECT {slot_fit} AS slot_fit, p.* FROM ({_PAGES[slot_fit]}) p" for slot_fit, _ in _TIERS
-)
+#: The page statements (``waitlist.queries``): both tiers' first pages in one, then one tier's page.
+_TIERS = queries.TIERS
+_FIRST_PAGES = queries.FIRST_PAGES_SQL
 
 
 @dataclass(frozen=True)
@@ -96,7 +66,7 @@ class MatchStats:
 
 
 def page_sql(slot_fit: int) -> str:
-    return _PAGES[slot_fit]
+    return queries.page_sql(slot_fit)
 
 
 def page_params(
@@ -185,11 +155,7 @@ def candidate_pages(
             else:
                 params = page_params(vacancy=vacancy, policy=policy, now=now, after=after, limit=read)
                 first = slot_fit == _TIERS[0][0] and after == _START
-                # Fixed text, prepared once per connection: planning it cost more than running it (issue 15). Its
-                # generic plan is the index-ordered scan (tests/waitlist/test_matcher.py checks it).
-                with prepared_cursor(connection) as cursor:
-                    cursor.execute(_FIRST_PAGES if first else page_sql(slot_fit), params)
-                    rows = cursor.fetchall()
+                rows = queries.matcher_page(params, first=first, slot_fit=slot_fit)
                 if first:
                     tiers: dict[int, list[tuple]] = {fit: [] for fit, _ in _TIERS}
                     for row in rows:
@@ -240,10 +206,7 @@ def checks_column() -> str:
     """Every hard-eligibility rule's outcome for the entry aliased ``e`` as one ``boolean[]`` column (its
     parameters are ``page_params``'): read with another statement's row (promotion reads it with the entry's
     lock), then ``eligibility.first_failed``."""
-    return _CHECKS
-
-
-_CHECKS = eligibility.checks_sql(eligibility.PARAMS)[0]
+    return queries.CHECKS_COLUMN
 
 
 def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime, waived: tuple[str, ...] = ()
@@ -254,10 +217,5 @@ def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datet
     Returns the first failed rule's reason code (``waived`` ones aside), or None when the entry may be offered
     this vacancy.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {_CHECKS} FROM waitlist_waitlistentry e WHERE e.id = %(entry)s",
-            {**page_params(vacancy=vacancy, policy=policy, now=now), "entry": entry.pk},
-        )
-        row = cursor.fetchone()
-    return eligibility.first_failed(row[0], waived) if row else "ENTRY_NOT_WAITING"
+    checks = queries.entry_checks(entry.pk, page_params(vacancy=vacancy, policy=policy, now=now))
+    return eligibility.first_failed(checks, waived) if checks is not None else "ENTRY_NOT_WAITING"

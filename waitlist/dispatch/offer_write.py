@@ -13,14 +13,15 @@ from typing import Any
 from django.db import connection
 from psycopg.types.json import Jsonb
 
-from common.cas import cas_conflict, cas_update, sql_states, transition_sources
+from common.cas import cas_conflict, cas_update, transition_sources
 from common.errors import PatientOverlap, SlotOccupied
-from common.fastpath import insert_sql, prepared_cursor, saved
+from common.fastpath import insert_sql, saved
 from common.models import OutboxMessage
-from common.notify import CAP_SENDS_SQL, contact_cap_params
+from common.notify import contact_cap_params
 from common.services import outbox_message
 from scheduling import services as scheduling
 from scheduling.models import Patient
+from waitlist import queries
 from waitlist.dispatch import matcher
 from waitlist.dispatch.fence import RESTART, UNREACHABLE, DispatchResult
 from waitlist.effects import event_logged, note_record, slot_of
@@ -41,61 +42,21 @@ from waitlist.rules import eligibility
 from waitlist.rules.reachability import reachability
 from waitlist.rules.windows import (
     NO_OFFER_BEFORE,
-    UNANSWERED_STREAK_SQL,
     answer_deadline,
     unanswered_limit,
     unanswered_streak,
     window_rule,
 )
 from waitlist.shadow.services import shadow_observe, shadow_preview
-from waitlist.standing.services import STANDING_NOTICE_SQL, release_deadline, standing_applies, standing_book
+from waitlist.standing.services import release_deadline, standing_applies, standing_book
 
 logger = logging.getLogger("waitlist")
 
 OFFER_TEMPLATE = "waitlist_offer"
 
 
-# The entry's columns as stored (every concrete field), then its patient's columns the offer's notice needs.
-_ENTRY_FIELDS = list(WaitlistEntry._meta.concrete_fields)
-# (In the model's field order: ``from_db`` fills a partial row in that order.)
-_PATIENT_FIELDS = tuple(f.attname for f in Patient._meta.concrete_fields
-                        if f.attname in ("id", "ref", "language", "phone", "email"))
-
-# The first entry of the run (in the run's order) still WAITING at the version it was read at that this
-# transaction can lock now (SKIP LOCKED: another dispatcher holds it; or, with ``wait``, its lock waited for),
-# then, over the locked row only (the CTE is materialized: computed after the lock, never for the rows
-# passed over): its patient, and every hard-eligibility rule (``eligibility.checks_sql``) when asked.
-_LOCK_FIRST_FREE_SQL = """
-WITH locked AS MATERIALIZED (
-    SELECT e.*, r.pos
-    FROM unnest(%(ids)s::bigint[], %(versions)s::bigint[]) WITH ORDINALITY AS r(id, version, pos)
-    JOIN waitlist_waitlistentry e ON e.id = r.id AND e.version = r.version
-    WHERE e.status IN ({waiting})
-    ORDER BY r.pos
-    LIMIT 1
-    FOR NO KEY UPDATE OF e{skip}
-)
-SELECT {entry}, e.pos, {standing}, {unanswered}, {patient}, {sends}, {checks}
-FROM locked e JOIN scheduling_patient p ON p.id = e.patient_id
-"""
-
-
-def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
-    return _LOCK_FIRST_FREE_SQL.format(
-        skip="" if wait else " SKIP LOCKED",
-        waiting=sql_states(transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)),
-        entry=", ".join(f"e.{f.column}" for f in _ENTRY_FIELDS),
-        standing=STANDING_NOTICE_SQL,
-        unanswered=UNANSWERED_STREAK_SQL.format(entry="e.id", before="%(unanswered_before)s",
-                                                limit="%(unanswered_limit)s"),
-        patient=", ".join(f"p.{name}" for name in _PATIENT_FIELDS),
-        checks=matcher.checks_column() if checks else "NULL",
-        sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
-    )
-
-
-_LOCK_SQL = {(wait, checks): _lock_first_free_sql(wait=wait, checks=checks)
-             for wait in (False, True) for checks in (False, True)}
+_ENTRY_FIELDS = queries.ENTRY_FIELDS
+_PATIENT_FIELDS = queries.PATIENT_FIELDS
 
 
 def lock_first_free(
@@ -118,9 +79,7 @@ def lock_first_free(
                   **contact_cap_params(policy.contact_cap_per_day, now)}
     params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run], unanswered_before=NO_OFFER_BEFORE,
                   unanswered_limit=unanswered_limit(recheck[1]) if recheck is not None else 0)
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_LOCK_SQL[(wait, checks)], params)
-        row = cursor.fetchone()
+    row = queries.entry_lock_first_free(params, wait=wait, checks=checks)
     if row is None:
         return None, len(run), None
     width = len(_ENTRY_FIELDS)
@@ -285,54 +244,24 @@ def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: Attempt) -> dic
     }
 
 
-# A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state
-# tables; the entry at the version it was matched at, the vacancy at the version locked), the offer, its creation
-# event and its notice in the outbox. A CAS that changes no row rolls the whole statement back (its caller's
-# transaction raises the typed conflict), exactly as if each had been written alone.
-_OFFER_WRITE_SQL = """
-WITH entry AS (
-    UPDATE waitlist_waitlistentry SET version = version + 1, status = %s
-    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
-), vacancy AS (
-    UPDATE waitlist_vacancy SET version = version + 1, status = %s, review_entry_id = NULL, waiting_reason = '',
-        waiting_until = NULL, late_yes_offer_id = NULL
-    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
-), offer AS (
-    {offer} RETURNING id
-), event AS (
-    INSERT INTO waitlist_offerevent
-        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
-    SELECT %s, offer.id, %s, %s, %s, %s, %s, %s, %s FROM offer
-), notice AS (
-    {notice}
-)
-SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FROM vacancy)
-"""
-
-
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
                  *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
     """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting, no
     late yes kept),
-    the offer, its MATCHED event and its notice, in one statement (``_OFFER_WRITE_SQL``). ``notice=False``: a
+    the offer, its MATCHED event and its notice, in one statement (``queries.offer_write``). ``notice=False``: a
     standing booking, whose notice is the booking's, not the offer's."""
     entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
     vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
-    offer_sql, offer_params = insert_sql(offer)
-    notice_sql, notice_params = (
-        insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id)) if notice
-        else ("SELECT 1", []))
     event_correlation = correlation_id or offer.correlation_id
-    params = [
-        EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources,
-        VacancyStatus.OPEN, vacancy.pk, vacancy.version, vacancy_sources,
-        *offer_params,
-        offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail), now,
-        *notice_params,
-    ]
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_OFFER_WRITE_SQL.format(offer=offer_sql, notice=notice_sql), params)
-        offer_id, entries, vacancies = cursor.fetchone()
+    offer_id, entries, vacancies = queries.offer_write(
+        entry=(EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources),
+        vacancy=(VacancyStatus.OPEN, vacancy.pk, vacancy.version, vacancy_sources),
+        offer_insert=insert_sql(offer),
+        event=[offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail),
+               now],
+        notice_insert=(insert_sql(_notice(vacancy, offer, entry, offer.hold, correlation_id=correlation_id))
+                       if notice else None),
+    )
     if entries != 1:
         raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=entry_sources)
     if vacancies != 1:

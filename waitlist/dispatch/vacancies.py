@@ -7,23 +7,22 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from common.cas import sql_states
 from common.errors import DomainError, NotFound
-from common.fastpath import PreparedQuery, Semaphore, prepared_cursor
+from common.fastpath import PreparedQuery, Semaphore
 from common.services import audit_record, new_correlation_id
 from common.transactions import own_transaction
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
+from waitlist import queries
 from waitlist.dispatch.promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
 from waitlist.effects import actor_label, queue_dispatch, slot_of
-from waitlist.models import ACTIVE_OFFER_STATUSES, DISPATCHABLE_VACANCY_STATUSES, Vacancy, WaitlistPolicy
+from waitlist.models import Vacancy, WaitlistPolicy
 from waitlist.offers.accept import late_yes_take_up
 from waitlist.policy.services import policy_current
 
@@ -209,54 +208,17 @@ CLAIM_SECONDS = 60
 #: How long a dispatcher loop keeps its dispatch slot before it lets a waiter go first.
 DISPATCH_TURN_SECONDS = 0.5
 
-# The next vacancy of this loop's list (in the list's order) that is dispatchable, has no active offer and no
-# live claim of another loop, returned whole (the loop dispatches it without reading it again). SKIP LOCKED
-# passes over rows another transaction holds right now (a racing claim, a promotion under the fence) instead
-# of queueing behind them. The same statement releases this loop's previous claim (``released``: a row
-# before ``after``, never the one claimed).
-_CLAIM_SQL = f"""
-WITH released AS (
-    UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL
-    WHERE id = %(release)s AND dispatch_claimed_until = %(until)s
-)
-UPDATE waitlist_vacancy SET dispatch_claimed_until = %(until)s
-FROM (
-    SELECT v.id, c.pos FROM unnest(%(ids)s::bigint[]) WITH ORDINALITY AS c(id, pos)
-    JOIN waitlist_vacancy v ON v.id = c.id
-    WHERE c.pos > %(after)s
-      AND v.status IN ({sql_states(DISPATCHABLE_VACANCY_STATUSES)})
-      AND (v.dispatch_claimed_until IS NULL OR v.dispatch_claimed_until <= %(now)s)
-      AND NOT EXISTS (SELECT 1 FROM waitlist_offer o
-                      WHERE o.vacancy_id = v.id AND o.status IN ({sql_states(ACTIVE_OFFER_STATUSES)}))
-    ORDER BY c.pos
-    LIMIT 1
-    FOR NO KEY UPDATE OF v SKIP LOCKED) AS claimed
-WHERE waitlist_vacancy.id = claimed.id
-RETURNING claimed.pos, {{columns}}
-"""
-
-_VACANCY_FIELDS = list(Vacancy._meta.concrete_fields)
-_CLAIM = _CLAIM_SQL.format(columns=", ".join(f"waitlist_vacancy.{f.column}" for f in _VACANCY_FIELDS))
-
-_UNCLAIM_SQL = "UPDATE waitlist_vacancy SET dispatch_claimed_until = NULL WHERE id = %s AND dispatch_claimed_until = %s"
+_VACANCY_FIELDS = queries.VACANCY_FIELDS
 
 
 def _claim(vacancy_ids: list[int], *, after: int, now: datetime, until: datetime,
            release: int | None = None) -> tuple[Vacancy, int] | None:
     """(the vacancy this loop now holds, as stored, without its parents; its position in the list), or None.
     ``release``: this loop's previous claim, released by the same statement."""
-    params: dict[str, Any] = {"after": after, "ids": vacancy_ids, "now": now, "until": until, "release": release}
-    with prepared_cursor(connection) as cursor:
-        # Under READ COMMITTED a row claimed and committed by a racer between this statement's snapshot and
-        # its lock is re-checked and dropped, and LIMIT 1 then answers nothing: ask again before giving up.
-        for _attempt in range(3):
-            cursor.execute(_CLAIM, params)
-            row = cursor.fetchone()
-            if row is not None:
-                vacancy = Vacancy.from_db(connection.alias, [f.attname for f in _VACANCY_FIELDS], row[1:])
-                return vacancy, row[0]
-            params["release"] = None
-    return None
+    row = queries.vacancy_claim_next(vacancy_ids, after=after, now=now, until=until, release=release)
+    if row is None:
+        return None
+    return Vacancy.from_db(connection.alias, [f.attname for f in _VACANCY_FIELDS], row[1:]), row[0]
 
 
 def vacancies_dispatch(
@@ -302,7 +264,6 @@ def vacancies_dispatch(
     finally:
         try:
             if held is not None:  # stopped early (an error, the caller left the loop): release the claim now
-                with connection.cursor() as cursor:
-                    cursor.execute(_UNCLAIM_SQL, [held, until])
+                Vacancy.objects.filter(pk=held, dispatch_claimed_until=until).update(dispatch_claimed_until=None)
         finally:
             DISPATCH_SLOTS.release(slot)

@@ -27,144 +27,15 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
-from django.db import connection
 from django.utils import timezone
 
 from common import effects
-from common.cas import sql_states
 from common.degrade import REDIS_ERRORS, cache_dependency
 from common.timefmt import iso_in_zone
-from scheduling.models import Clinic, Patient
-from waitlist.models import (
-    ACTIVE_OFFER_STATUSES,
-    OPEN_ENTRY_STATUSES,
-    EntryStatus,
-    Offer,
-    OfferEvent,
-    OfferStatus,
-    Vacancy,
-    VacancySkip,
-    WaitlistEntry,
-    WaitlistPolicy,
-)
-from waitlist.rules import eligibility
-
-TABLES = {
-    "entry": WaitlistEntry._meta.db_table,
-    "offer": Offer._meta.db_table,
-    "event": OfferEvent._meta.db_table,
-    "vacancy": Vacancy._meta.db_table,
-    "policy": WaitlistPolicy._meta.db_table,
-    "skip": VacancySkip._meta.db_table,
-    "patient": Patient._meta.db_table,
-}
-
-#: Whether an entry ``e`` fits a vacancy ``v``'s slot on the stored facts: the matcher's own hard-eligibility rules
-#: (``eligibility.RULES``) that do not depend on the moment of matching (scope, treatment, practitioner, window,
-#: not the cancelling patient); what changes with time (status, suppression, consent, earlier offers, the cap) is
-#: judged by each read as of its own moment.
-FIT_RULES = ("SCOPE", "TREATMENT", "PRACTITIONER", "WINDOW", "UNAVAILABLE", "CANCELLING_PATIENT")
-_FIT_COLUMNS = {**eligibility.vacancy_columns("v"),
-                "tz": "(SELECT z.timezone FROM scheduling_clinic z WHERE z.id = v.clinic_id)"}
-FITS = eligibility.rules_sql(FIT_RULES, lambda name: (_FIT_COLUMNS[name], []))[0]
-
-#: The states the statements name, from the models (``{open_entry}`` etc. in the templates).
-STATES = {
-    "open_entry": sql_states(OPEN_ENTRY_STATUSES),
-    "active_offer": sql_states(ACTIVE_OFFER_STATUSES),
-    "closed_entry": sql_states((EntryStatus.BOOKED, EntryStatus.WITHDRAWN)),
-    "declined": sql_states(OfferStatus.DECLINED),
-    "waiting": sql_states(EntryStatus.WAITING),
-}
-
-WAIT_REDUCTION_SQL = """
-WITH booked AS (
-    SELECT o.entry_id, v.starts_at, ev.created_at AS booked_at
-    FROM {offer} o
-    JOIN {event} ev ON ev.offer_id = o.id AND ev.reason_code = 'BOOKED'
-    JOIN {vacancy} v ON v.id = o.vacancy_id
-    WHERE o.clinic_id = %(clinic)s AND ev.created_at >= %(since)s
-), pop AS (
-    SELECT e.id, e.priority_rank, e.waiting_since, e.latest, b.starts_at, b.booked_at
-    FROM {entry} e LEFT JOIN booked b ON b.entry_id = e.id
-    WHERE e.clinic_id = %(clinic)s AND (b.entry_id IS NOT NULL OR e.status IN ({open_entry}))
-), q AS (
-    SELECT priority_rank, booked_at, ntile(4) OVER (ORDER BY waiting_since, id) AS quartile,
-           EXTRACT(EPOCH FROM COALESCE(booked_at, %(now)s) - waiting_since) / 86400 AS waited_days,
-           CASE WHEN booked_at IS NOT NULL
-                THEN GREATEST(EXTRACT(EPOCH FROM latest - starts_at) / 86400, 0) END AS sooner_days
-    FROM pop
-)
-SELECT 'band', priority_rank, COUNT(*), COUNT(booked_at),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY waited_days),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY sooner_days), SUM(sooner_days)
-FROM q GROUP BY priority_rank
-UNION ALL
-SELECT 'quartile', quartile, COUNT(*), COUNT(booked_at),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY waited_days),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY sooner_days), SUM(sooner_days)
-FROM q GROUP BY quartile
-"""
-
-#: The window's offers with what judging a pass-over needs of each (its vacancy's slot under the alias ``v`` that
-#: ``{fits}`` names, its entry's rank, wait and resource, its policy's limits), read first (MATERIALIZED): joined
-#: the other way round, the planner hashed every (entry, offer) pair of a treatment before comparing waits (20
-#: million at the storm's big clinic: 50 of 67 s). One probe of the entry's offers answers both "offered this vacancy
-#: before" and "held another open offer"; entries are counted per reason by grouping, not by sorting every pair.
-PASSOVER_SQL = """
-WITH v AS MATERIALIZED (
-    SELECT v.id, v.clinic_id, v.tenant_group_id, v.treatment_id, v.practitioner_id, v.starts_at, v.ends_at,
-           v.excluded_patient_id, o.slot_fit, o.created_at AS offered_at, x.id AS offered_entry,
-           x.priority_rank AS offered_rank, x.waiting_since AS offered_since, x.resource_kind,
-           p.decline_suppression_hours, p.weekly_offer_cap
-    FROM {offer} o
-    JOIN {entry} x ON x.id = o.entry_id
-    JOIN {vacancy} v ON v.id = o.vacancy_id
-    JOIN {policy} p ON p.id = o.policy_id
-    WHERE o.clinic_id = %(clinic)s AND o.created_at >= %(since)s
-)
-SELECT reason, SUM(n)::bigint, COUNT(*) FROM (SELECT reason, passed, COUNT(*) AS n FROM (
-    SELECT e.id AS passed, CASE
-        WHEN e.priority_rank < v.offered_rank THEN 'PRIORITY'
-        WHEN v.slot_fit = 1 AND e.practitioner_id IS NULL THEN 'SLOT_FIT'
-        WHEN EXISTS (SELECT 1 FROM {skip} s WHERE s.vacancy_id = v.id AND s.entry_id = e.id) THEN 'STAFF_SKIPPED'
-        WHEN EXISTS (SELECT 1 FROM {offer} d WHERE d.entry_id = e.id AND d.status IN ({declined})
-                     AND d.updated_at <= v.offered_at
-                     AND d.updated_at > v.offered_at - make_interval(hours => v.decline_suppression_hours))
-            THEN 'DECLINE_SUPPRESSION'
-        WHEN v.weekly_offer_cap IS NOT NULL AND (
-            SELECT COUNT(*) FROM {offer} c WHERE c.clinic_id = v.clinic_id AND c.patient_id = e.patient_id
-            AND c.created_at > v.offered_at - interval '7 days' AND c.created_at < v.offered_at
-        ) >= v.weekly_offer_cap THEN 'WEEKLY_CAP'
-        ELSE 'OTHER' END AS reason
-    FROM v
-    JOIN {entry} e ON {fits}
-        AND e.id <> v.offered_entry AND e.resource_kind = v.resource_kind
-        AND e.waiting_since < v.offered_since AND e.created_at <= v.offered_at
-        AND NOT (e.status IN ({closed_entry}) AND e.updated_at <= v.offered_at)
-    WHERE NOT EXISTS (SELECT 1 FROM {offer} b WHERE b.entry_id = e.id AND b.created_at <= v.offered_at
-                      AND ((b.vacancy_id = v.id AND b.created_at < v.offered_at)
-                           OR b.status IN ({active_offer}) OR b.updated_at > v.offered_at))
-) t GROUP BY reason, passed) r GROUP BY reason
-"""
-
-FORGOTTEN_SQL = """
-SELECT e.ref, pt.ref, e.waiting_since, e.priority_rank,
-       (SELECT COUNT(*) FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s
-        AND v.created_at >= e.created_at) AS eligible
-FROM {entry} e JOIN {patient} pt ON pt.id = e.patient_id
-WHERE e.clinic_id = %(clinic)s AND e.status IN ({waiting})
-  AND NOT EXISTS (SELECT 1 FROM {offer} o WHERE o.entry_id = e.id AND o.created_at >= %(since)s)
-  AND EXISTS (SELECT 1 FROM {vacancy} v WHERE {fits} AND v.created_at >= %(since)s AND v.created_at >= e.created_at)
-ORDER BY e.waiting_since, e.id
-LIMIT %(limit)s
-"""
+from scheduling.models import Clinic
+from waitlist import queries
 
 PASSOVER_REASONS = ("PRIORITY", "SLOT_FIT", "STAFF_SKIPPED", "DECLINE_SUPPRESSION", "WEEKLY_CAP", "OTHER")
-
-
-def _sql(template: str) -> str:
-    return template.format(fits=FITS, **TABLES, **STATES)
 
 
 def _days(value) -> float | None:
@@ -180,28 +51,24 @@ def fairness_metrics(*, clinic: Clinic, now: datetime | None = None, window_days
         "clinic": clinic.pk, "since": now - timedelta(days=window_days), "now": now, "limit": longest_limit
     }
     groups: dict[str, list] = {"band": [], "quartile": []}
-    with connection.cursor() as cursor:
-        cursor.execute(_sql(WAIT_REDUCTION_SQL), params)
-        for kind, group, entries, booked, waited, sooner, sooner_total in cursor.fetchall():
-            groups[kind].append({
-                "band" if kind == "band" else "quartile": group if kind == "band" else f"Q{group}",
-                "entries": entries,
-                "booked": booked,
-                "waited_days_p50": _days(waited),
-                "days_sooner_p50": _days(sooner),
-                "days_sooner_per_entry": _days((sooner_total or 0) / entries) if entries else None,
-            })
-        cursor.execute(_sql(PASSOVER_SQL), params)
-        reasons = {reason: {"passovers": 0, "entries": 0} for reason in PASSOVER_REASONS}
-        for reason, count, entries in cursor.fetchall():
-            reasons[reason] = {"passovers": count, "entries": entries}
-        cursor.execute(_sql(FORGOTTEN_SQL), params)
-        forgotten = [
-            {"entry": ref, "patient": patient_ref, "priority_rank": rank,
-             "waiting_since": iso_in_zone(since, clinic.timezone),
-             "waiting_days": _days((now - since).total_seconds() / 86400), "eligible_vacancies": eligible}
-            for ref, patient_ref, since, rank, eligible in cursor.fetchall()
-        ]
+    for kind, group, entries, booked, waited, sooner, sooner_total in queries.fairness_wait_reduction(params):
+        groups[kind].append({
+            "band" if kind == "band" else "quartile": group if kind == "band" else f"Q{group}",
+            "entries": entries,
+            "booked": booked,
+            "waited_days_p50": _days(waited),
+            "days_sooner_p50": _days(sooner),
+            "days_sooner_per_entry": _days((sooner_total or 0) / entries) if entries else None,
+        })
+    reasons = {reason: {"passovers": 0, "entries": 0} for reason in PASSOVER_REASONS}
+    for reason, count, entries in queries.fairness_passovers(params):
+        reasons[reason] = {"passovers": count, "entries": entries}
+    forgotten = [
+        {"entry": ref, "patient": patient_ref, "priority_rank": rank,
+         "waiting_since": iso_in_zone(since, clinic.timezone),
+         "waiting_days": _days((now - since).total_seconds() / 86400), "eligible_vacancies": eligible}
+        for ref, patient_ref, since, rank, eligible in queries.fairness_forgotten(params)
+    ]
     groups["band"].sort(key=lambda g: -g["band"])
     groups["quartile"].sort(key=lambda g: g["quartile"])
     return {

@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 from django.db.models import Count, Exists, Max, Min, Q, Subquery
 from django.utils import timezone
 
@@ -14,15 +13,13 @@ from common.models import DeliveryOutcome, OutboxAttempt, OutboxMessage, OutboxS
 from common.notify import provider_for
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic
+from waitlist import queries
 from waitlist.models import (
     OFFER_TOPIC,
     BookingReliabilityDecision,
     DecisionGate,
     DecisionStatus,
     EntryStatus,
-    Offer,
-    OfferEvent,
-    Vacancy,
     WaitlistEntry,
 )
 from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
@@ -41,38 +38,6 @@ def _ratio(numerator: int, denominator: int) -> float | None:
     return round(numerator / denominator, 4) if denominator else None
 
 
-FILL_METRICS_SQL = """
-WITH v AS (
-    SELECT id, status, created_at, exhausted_at FROM {vacancy}
-    WHERE clinic_id = %(clinic)s AND created_at >= %(since)s
-), o AS (
-    SELECT o.id, o.vacancy_id, o.status FROM {offer} o JOIN v ON v.id = o.vacancy_id
-), filled AS (
-    -- time to fill: vacancy opened → its booking event
-    SELECT EXTRACT(EPOCH FROM MIN(e.created_at) - v.created_at) AS seconds
-    FROM v JOIN {offer} o ON o.vacancy_id = v.id
-    JOIN {event} e ON e.offer_id = o.id AND e.reason_code = 'BOOKED'
-    WHERE v.status = 'FILLED'
-    GROUP BY v.id, v.created_at
-)
-SELECT
-    (SELECT COUNT(*) FROM v),
-    (SELECT COUNT(*) FROM v WHERE status = 'FILLED'),
-    (SELECT COUNT(*) FROM v WHERE status = 'CLOSED'),
-    (SELECT COUNT(*) FROM v WHERE status IN ('OPEN', 'REVIEW')),
-    (SELECT COUNT(*) FROM v WHERE exhausted_at IS NOT NULL AND status <> 'FILLED'),
-    (SELECT COUNT(*) FROM o),
-    (SELECT COUNT(DISTINCT vacancy_id) FROM o),
-    (SELECT COUNT(*) FROM o WHERE status = 'OFFERED'),
-    (SELECT COUNT(*) FROM o WHERE status = 'ACCEPTED'),
-    (SELECT COUNT(*) FROM o WHERE status = 'DECLINED'),
-    (SELECT COUNT(*) FROM o WHERE status = 'EXPIRED'),
-    (SELECT COUNT(*) FROM o WHERE status = 'WITHDRAWN'),
-    (SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY seconds) FROM filled),
-    (SELECT percentile_cont(0.9) WITHIN GROUP (ORDER BY seconds) FROM filled)
-"""
-
-
 def fill_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: int | None = None) -> dict:
     """Fill metrics over vacancies opened in the last ``window_days`` (one SQL round trip, plus one
     for deliveries). Definitions (docs/waitlist.md "Fill metrics"):
@@ -88,13 +53,8 @@ def fill_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: in
     now = now or timezone.now()
     window_days = window_days or metrics_window_days()
     since = now - timedelta(days=window_days)
-    sql = FILL_METRICS_SQL.format(
-        vacancy=Vacancy._meta.db_table, offer=Offer._meta.db_table, event=OfferEvent._meta.db_table
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"clinic": clinic.pk, "since": since})
-        (vacancies, filled, closed, open_, exhausted, offers, offered_vacancies, offered, accepted, declined,
-         expired, withdrawn, p50, p90) = cursor.fetchone()
+    (vacancies, filled, closed, open_, exhausted, offers, offered_vacancies, offered, accepted, declined,
+     expired, withdrawn, p50, p90) = queries.fill_metrics_counts(clinic_id=clinic.pk, since=since)
     delivery = OutboxMessage.objects.filter(
         clinic_ref=clinic.ref, topic=OFFER_TOPIC, created_at__gte=since
     ).aggregate(
@@ -118,19 +78,6 @@ def fill_metrics(*, clinic: Clinic, now: datetime | None = None, window_days: in
     }
 
 
-#: Each WAITING patient (once, with their clinic) and their newest decision (the provider's SQL), counted by
-#: clinic, status and expiry; a patient without a decision counts with a NULL status (MISSING).
-DECISION_FRESHNESS_SQL = """
-WITH waiting AS MATERIALIZED (
-    SELECT DISTINCT e.clinic_id, e.patient_id FROM waitlist_waitlistentry e
-    WHERE e.clinic_id = ANY(%(clinics)s) AND e.status = %(waiting)s
-), newest AS ({newest})
-SELECT w.clinic_id, n.status, n.expires_at <= %(now)s, COUNT(*)
-FROM waiting w LEFT JOIN newest n ON n.clinic_id = w.clinic_id AND n.patient_id = w.patient_id
-GROUP BY 1, 2, 3
-"""
-
-
 def _freshness_counts() -> dict[str, int]:
     return {"FRESH": 0, "STALE": 0, "UNAVAILABLE": 0, "MISSING": 0}
 
@@ -141,10 +88,8 @@ def decision_freshness_by_clinic(*, clinic_ids: list[int], now: datetime) -> dic
     ``newest_per_patient_sql``). A patient's decisions are their clinic's (an entry is the patient's clinic's).
     The one rule that turns a decision into its effective status (``Decision.effective_status``) is applied to
     each group in Python; a clinic with no WAITING patient has no entry."""
-    sql = DECISION_FRESHNESS_SQL.format(newest=get_decision_provider().newest_per_patient_sql("waiting"))
-    with connection.cursor() as cursor:
-        cursor.execute(sql, {"clinics": list(clinic_ids), "waiting": EntryStatus.WAITING, "now": now})
-        groups = cursor.fetchall()
+    groups = queries.decision_freshness_groups(
+        clinic_ids=list(clinic_ids), now=now, newest_sql=get_decision_provider().newest_per_patient_sql("waiting"))
     out: dict[int, dict[str, int]] = {}
     for clinic_id, status, expired, n in groups:
         counts = out.setdefault(clinic_id, _freshness_counts())

@@ -13,42 +13,17 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from django.db import connection
+from django.db.models import Count, Q
+from django.db.models.functions import TruncDate
 from django.utils import timezone
 
 from scheduling.models import Clinic
+from waitlist import queries
 from waitlist.figures.kept import kept
-from waitlist.models import Offer, OfferEvent, Vacancy, WaitlistEntry
+from waitlist.models import Vacancy, VacancyStatus
 
 #: The pictures' window: a month, whatever the fill metrics' window.
 WINDOW_DAYS = 30
-
-FILL_SQL = """
-WITH days AS (
-    SELECT generate_series(%(first)s::date, %(last)s::date, interval '1 day')::date AS day
-), v AS (
-    SELECT (created_at AT TIME ZONE %(tz)s)::date AS day,
-           COUNT(*) FILTER (WHERE status = 'FILLED') AS filled,
-           COUNT(*) FILTER (WHERE status <> 'FILLED' AND exhausted_at IS NOT NULL) AS exhausted,
-           COUNT(*) FILTER (WHERE status = 'CLOSED' AND close_reason = 'STARTED' AND exhausted_at IS NULL) AS expired
-    FROM {vacancy} WHERE clinic_id = %(clinic)s AND created_at >= %(since)s GROUP BY 1
-)
-SELECT d.day, COALESCE(v.filled, 0), COALESCE(v.exhausted, 0), COALESCE(v.expired, 0)
-FROM days d LEFT JOIN v ON v.day = d.day ORDER BY d.day
-"""
-
-FAIRNESS_SQL = """
-WITH days AS (
-    SELECT generate_series(%(first)s::date, %(last)s::date, interval '1 day')::date AS day
-), b AS (
-    SELECT (e.created_at AT TIME ZONE %(tz)s)::date AS day,
-           COUNT(*) AS booked,
-           percentile_cont(0.5) WITHIN GROUP (ORDER BY EXTRACT(EPOCH FROM e.created_at - w.waiting_since)) AS p50
-    FROM {event} e JOIN {offer} o ON o.id = e.offer_id JOIN {entry} w ON w.id = o.entry_id
-    WHERE e.clinic_id = %(clinic)s AND e.reason_code = 'BOOKED' AND e.created_at >= %(since)s GROUP BY 1
-)
-SELECT d.day, COALESCE(b.booked, 0), b.p50 FROM days d LEFT JOIN b ON b.day = d.day ORDER BY d.day
-"""
 
 
 @dataclass(frozen=True)
@@ -75,25 +50,34 @@ def _window(clinic: Clinic, now: datetime | None, window_days: int) -> dict:
             "since": datetime.combine(first, datetime.min.time(), tzinfo=ZoneInfo(tz))}
 
 
-def _rows(sql: str, params: dict) -> list[tuple]:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
 def fill_over_time(*, clinic: Clinic, now: datetime | None = None, window_days: int = WINDOW_DAYS) -> list[FillDay]:
-    """One row per local day of the window, oldest first, days without vacancies included."""
-    sql = FILL_SQL.format(vacancy=Vacancy._meta.db_table)
-    return [FillDay(*row) for row in _rows(sql, _window(clinic, now, window_days))]
+    """One row per local day of the window, oldest first, days without vacancies included. One grouped query
+    (the ORM's ``TruncDate`` in the clinic's zone is the ``(created_at AT TIME ZONE tz)::date`` it groups by)."""
+    window = _window(clinic, now, window_days)
+    filled = Q(status=VacancyStatus.FILLED)
+    counted = {
+        row["day"]: row
+        for row in Vacancy.objects.filter(clinic_id=clinic.pk, created_at__gte=window["since"])
+        .annotate(day=TruncDate("created_at", tzinfo=ZoneInfo(window["tz"])))
+        .values("day")
+        .annotate(
+            filled=Count("id", filter=filled),
+            exhausted=Count("id", filter=~filled & Q(exhausted_at__isnull=False)),
+            expired=Count("id", filter=Q(status=VacancyStatus.CLOSED, close_reason="STARTED",
+                                         exhausted_at__isnull=True)),
+        )
+        .order_by()
+    }
+    days = (window["first"] + timedelta(days=i) for i in range((window["last"] - window["first"]).days + 1))
+    return [FillDay(day, *((counted[day]["filled"], counted[day]["exhausted"], counted[day]["expired"])
+                           if day in counted else (0, 0, 0))) for day in days]
 
 
 def fairness_over_time(*, clinic: Clinic, now: datetime | None = None,
                        window_days: int = WINDOW_DAYS) -> list[FairnessDay]:
     """One row per local day of the window, oldest first, days without bookings included."""
-    sql = FAIRNESS_SQL.format(event=OfferEvent._meta.db_table, offer=Offer._meta.db_table,
-                              entry=WaitlistEntry._meta.db_table)
     return [FairnessDay(day, booked, None if p50 is None else round(float(p50) / 86400, 1))
-            for day, booked, p50 in _rows(sql, _window(clinic, now, window_days))]
+            for day, booked, p50 in queries.fairness_over_time_days(_window(clinic, now, window_days))]
 
 
 def pictures_kept(*, clinic: Clinic) -> dict:

@@ -7,9 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.contrib.postgres.fields import ArrayField
-from django.db.models import BooleanField, Exists, OuterRef, Subquery
-from django.db.models.expressions import RawSQL
+from django.db.models import Exists, OuterRef, Subquery
 from django.utils import timezone
 
 from common.errors import NotFound
@@ -17,6 +15,7 @@ from common.shortcodes import display_code
 from common.timefmt import iso_in_zone
 from scheduling.models import Clinic
 from scheduling.services.consent import provider_channels
+from waitlist import queries
 from waitlist.dispatch.reads import dispatch_notes, dispatch_reasons_by_vacancy, waiting_state
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
@@ -45,13 +44,9 @@ def review_vacancies(clinic: Clinic, now: datetime):
         now=now, week_ago=now - timedelta(days=7), channels=list(provider_channels(clinic.settings)),
         non_barring=list(NON_BARRING_WITHDRAW_REASONS),
     )
-    checks, params = eligibility.checks_sql(binding)
     current_policy = WaitlistPolicy.objects.filter(clinic=clinic).order_by("-version").values("version")[:1]
     return Vacancy.objects.filter(clinic=clinic).annotate(
-        review_checks=RawSQL(
-            f"SELECT {checks} FROM waitlist_waitlistentry e WHERE e.id = waitlist_vacancy.review_entry_id",
-            params, output_field=ArrayField(BooleanField()),
-        ),
+        review_checks=queries.review_checks(binding),
         has_active_offer=Exists(Offer.objects.filter(vacancy=OuterRef("pk"), status__in=ACTIVE_OFFER_STATUSES)),
         current_policy_version=Subquery(current_policy),
     )

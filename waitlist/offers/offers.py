@@ -5,14 +5,12 @@ from __future__ import annotations
 import logging
 from datetime import datetime, timedelta
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Q, Subquery
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
-from common.cas import sql_states, transition_sources
 from common.errors import Conflict, DomainError, NotFound, SlotOccupied, VersionConflict
-from common.fastpath import PreparedQuery, prepared_cursor
+from common.fastpath import PreparedQuery
 from common.models import OutboxMessage, OutboxStatus
 from common.refs import new_ref
 from common.services import new_correlation_id
@@ -20,13 +18,8 @@ from common.timefmt import iso_in_zone
 from common.transactions import own_transaction
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
 from scheduling.scoping import require_command_role
-from scheduling.services.holds import (
-    hold_accept_params,
-    hold_accept_sql,
-    hold_accepted,
-    hold_extend_params,
-    hold_extend_sql,
-)
+from scheduling.services.holds import hold_accept_locked, hold_extend
+from waitlist import queries
 from waitlist.dispatch.locks import OfferLocks, lock_offer_chain, lock_prepared_chain, offer_chain_queryset
 from waitlist.dispatch.promotion import close_offer
 from waitlist.effects import actor_label, command_audit, event_logged
@@ -39,7 +32,6 @@ from waitlist.models import (
     OfferClaimReceipt,
     OfferStatus,
     SuppressionScope,
-    WaitlistEntry,
     offer_withdrawable,
 )
 from waitlist.policy.services import policy_current
@@ -87,74 +79,32 @@ def _decision_status(offer: Offer, now: datetime, latest: dict | None) -> str:
     )
 
 
-def _claim_sql() -> str:
-    """The claim's writes as one statement (fixed text: prepared once per connection). The states are the
-    tables' (``transition_sources``); the hold's step is scheduling's own statement (``hold_accept_sql``)."""
-    offer_from = sql_states(transition_sources(Offer, OfferStatus.ACCEPTED, OfferStatus.OFFERED))
-    entry_from = sql_states(transition_sources(WaitlistEntry, EntryStatus.ACCEPTED, EntryStatus.OFFERED))
-    return f"""
-WITH o AS (
-    UPDATE waitlist_offer SET status = {sql_states(OfferStatus.ACCEPTED)}, version = version + 1,
-        booking_requested_at = %(booking)s
-    WHERE id = %(offer)s AND status IN ({offer_from}) AND version = %(offer_version)s
-    RETURNING id),
-h AS (
-    {hold_accept_sql(precondition="EXISTS (SELECT 1 FROM o)")}),
-e AS (
-    UPDATE waitlist_waitlistentry SET status = {sql_states(EntryStatus.ACCEPTED)}, version = version + 1
-    WHERE id = %(entry)s AND status IN ({entry_from}) AND version = %(entry_version)s AND EXISTS (SELECT 1 FROM h)
-    RETURNING id),
-ev AS (
-    INSERT INTO waitlist_offerevent
-        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
-    SELECT %(clinic)s, %(offer)s, {sql_states(OfferStatus.OFFERED)}, {sql_states(OfferStatus.ACCEPTED)}, 'CLAIMED',
-           %(actor)s, %(correlation)s, %(detail)s, %(now)s
-    FROM e
-    RETURNING id)
-INSERT INTO waitlist_offerclaimreceipt
-    (ref, clinic_id, offer_id, offer_version, hold_ref, hold_expires_at, idempotency_key, body, created_at)
-SELECT %(receipt)s, %(clinic)s, %(offer)s, %(new_version)s, %(hold_ref)s, %(receipt_expires)s, %(key)s, %(body)s,
-       %(created)s
-FROM e, ev
-RETURNING id
-"""
-
-
-_CLAIM_SQL = _claim_sql()
-
-
-def _claim_write(
+def claim_write(
     locks: OfferLocks, *, receipt: OfferClaimReceipt, booking_requested_at, actor: str, correlation_id: str,
     now: datetime,
 ) -> None:
-    """The claim's writes in one statement: offer and entry OFFERED → ACCEPTED, hold ACTIVE → ACCEPTED
-    (only while it still has its active allocation), the CLAIMED event and the claim receipt.
+    """The claim's writes: the hold ACTIVE → ACCEPTED (scheduling's step, only while it still has its active
+    allocation), then in one statement offer and entry OFFERED → ACCEPTED, the CLAIMED event and the claim receipt
+    (``queries.offer_claim_write``).
 
     Each step runs only if the one before it changed its row (the compare-and-set of ``cas_update``,
     chained), so a miss writes nothing of the later steps; under the locks it cannot miss, and if it
     ever did the error rolls the whole transaction back (no receipt is stored, the key can be retried).
+    Public only as the step ``bench/hold_step_ab.py`` swaps for the statement it replaced.
     """
     offer, hold, entry = locks.offer, locks.hold, locks.entry
     correlation = correlation_id or offer.correlation_id
-    params = {
-        "booking": booking_requested_at, "offer": offer.pk, "offer_version": offer.version,
-        **hold_accept_params(hold, expires_at=receipt.hold_expires_at),
-        "entry": entry.pk, "entry_version": entry.version, "clinic": offer.clinic_id, "actor": actor,
-        "correlation": correlation, "detail": Jsonb({"hold": hold.ref}), "now": now,
-        "receipt": receipt.ref, "receipt_expires": receipt.hold_expires_at, "new_version": receipt.offer_version,
-        "hold_ref": hold.ref, "key": receipt.idempotency_key, "body": Jsonb(receipt.body),
-        "created": receipt.created_at,
-    }
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_CLAIM_SQL, params)
-        row = cursor.fetchone()
-    if row is None:
+    receipt_id = None
+    if hold_accept_locked(hold, expires_at=receipt.hold_expires_at):
+        receipt_id = queries.offer_claim_write(
+            offer=offer, entry=entry, receipt=receipt, booking_requested_at=booking_requested_at, actor=actor,
+            correlation_id=correlation, detail={"hold": hold.ref}, now=now)
+    if receipt_id is None:
         transaction.set_rollback(True)  # even if a caller catches this, nothing of the claim is kept
         raise RuntimeError(f"claim of {offer.ref} missed a locked row; nothing is kept")
-    receipt.pk, receipt._state.adding = row[0], False
+    receipt.pk, receipt._state.adding = receipt_id, False
     offer.status, offer.version = OfferStatus.ACCEPTED, offer.version + 1
     offer.booking_requested_at = booking_requested_at
-    hold_accepted(hold, expires_at=receipt.hold_expires_at)
     entry.status, entry.version = EntryStatus.ACCEPTED, entry.version + 1
     event_logged(
         offer=offer, from_status=OfferStatus.OFFERED, to_status=OfferStatus.ACCEPTED, reason_code="CLAIMED",
@@ -200,8 +150,9 @@ def offer_claim(
     ``request_booking`` (the claim page under ``confirmation=ON_ACCEPT``) records that this accept is
     also the booking command, so reconcile may finish it if the booking step did not run.
     The receipt carries ``appointment_ref``: the appointment the hold was booked into, if any.
-    A claim that goes through is two statements (issue 15): the lock chain with everything the checks
-    read, then the writes; inside a caller's transaction it adds no savepoint of its own.
+    A claim that goes through is three statements (issue 15, issue 42): the lock chain with everything the
+    checks read, scheduling's hold step, then the waitlist's writes; inside a caller's transaction it adds no
+    savepoint of its own.
     """
     now = now or timezone.now()
     with own_transaction():
@@ -212,7 +163,7 @@ def offer_claim(
             return repeat
         _claim_refusal(locks, expected_version=expected_version, now=now)
         receipt = _claim_receipt(locks, clinic=clinic, idempotency_key=idempotency_key, now=now)
-        _claim_write(
+        claim_write(
             locks,
             receipt=receipt,
             booking_requested_at=now if request_booking else None,
@@ -432,43 +383,6 @@ def deadline_if_delivered(offer: Offer, *, starts_at: datetime, tz_name: str, de
                                                  slot_starts_at=starts_at))
 
 
-def _notice_delivered_sql() -> str:
-    """``offer_notice_delivered``'s writes as one statement (fixed text: prepared once per connection; one
-    statement needs no transaction of its own). The offer is locked first and only while OFFERED and not yet
-    notified; the hold (scheduling's statement, ``hold_extend_sql``) is extended only when the deadline is later;
-    the offer's write waits for that extension when there is one, and the event is written only with the offer's.
-    Lock order: offer, then hold, as ``lock_offer_chain`` takes them."""
-    offered = sql_states(OfferStatus.OFFERED)
-    return f"""
-WITH locked AS (
-    SELECT id, expires_at AS was, created_at, correlation_id FROM waitlist_offer
-    WHERE id = %(offer)s AND clinic_id = %(clinic)s AND status IN ({offered}) AND notified_at IS NULL
-    FOR NO KEY UPDATE),
-h AS (
-    {hold_extend_sql(precondition="EXISTS (SELECT 1 FROM locked WHERE locked.was < %(hold_expires)s)")}),
-o AS (
-    UPDATE waitlist_offer SET notified_at = %(at)s, expires_at = GREATEST(locked.was, %(hold_expires)s),
-        version = waitlist_offer.version + 1, updated_at = %(now)s
-    FROM locked WHERE waitlist_offer.id = locked.id AND (locked.was >= %(hold_expires)s OR EXISTS (SELECT 1 FROM h))
-    RETURNING waitlist_offer.expires_at, waitlist_offer.version, locked.was, locked.created_at,
-        locked.correlation_id),
-ev AS (
-    INSERT INTO waitlist_offerevent
-        (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
-    SELECT %(clinic)s, %(offer)s, {offered}, {offered}, 'NOTICE_DELIVERED', 'system:notify',
-        COALESCE(NULLIF(%(correlation)s, ''), o.correlation_id),
-        jsonb_build_object('late_seconds', GREATEST(0, floor(extract(epoch FROM %(at)s - o.created_at)))::int,
-                           'expires_at', o.expires_at, 'extended', o.expires_at > o.was),
-        %(at)s
-    FROM o)
-SELECT (SELECT count(*) FROM locked), (SELECT expires_at FROM o), (SELECT version FROM o),
-    (SELECT correlation_id FROM o)
-"""
-
-
-_NOTICE_DELIVERED_SQL = _notice_delivered_sql()
-
-
 def offer_notice_delivered(
     *, clinic: Clinic, offer_ref: str, delivered_at: datetime, correlation_id: str = "",
     deadline: datetime | None = None, offer: Offer | None = None,
@@ -477,10 +391,12 @@ def offer_notice_delivered(
 
     ``expires_at`` (and the hold's) becomes the policy's answer deadline counted from ``delivered_at``
     (``windows.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
-    expires_at, extended). Only the first delivery counts; an offer no longer OFFERED is left alone. One
-    statement (``_NOTICE_DELIVERED_SQL``). ``deadline``: the one the notice stated (``deadline_if_delivered`` at
-    ``delivered_at``), so the record is what the patient read and the policy and streak are not read twice;
-    ``offer``: the delivery's own (unlocked) read of it, for its id and hold; both read here when not given.
+    expires_at, extended). Only the first delivery counts; an offer no longer OFFERED is left alone. Two
+    statements in one transaction: the offer and its event (``queries.offer_notice_delivered_write``, which locks
+    the offer first), then, only when the window grows, scheduling's ``hold_extend``. ``deadline``: the one the
+    notice stated (``deadline_if_delivered`` at ``delivered_at``), so the record is what the patient read and
+    the policy and streak are not read twice; ``offer``: the delivery's own (unlocked) read of it, for its id
+    and hold; both read here when not given.
     Returns ``offer`` as written (unchanged when nothing was). A hold no longer ACTIVE when the window must
     grow: Conflict, nothing written.
     """
@@ -492,15 +408,16 @@ def offer_notice_delivered(
         deadline = deadline_if_delivered(offer, starts_at=offer.vacancy.starts_at, tz_name=clinic.timezone,
                                          delivered_at=delivered_at)
     now = timezone.now()
-    params = {"offer": offer.pk, "clinic": clinic.pk, "at": delivered_at, "now": now, "correlation": correlation_id,
-              **hold_extend_params(offer.hold_id, expires_at=deadline, now=now)}
-    with prepared_cursor(connection) as cursor:
-        cursor.execute(_NOTICE_DELIVERED_SQL, params)
-        found, expires_at, version, offer_correlation = cursor.fetchone()
-    if expires_at is None:
-        if found:
+    with transaction.atomic():
+        written = queries.offer_notice_delivered_write(
+            offer_id=offer.pk, clinic_id=clinic.pk, delivered_at=delivered_at, deadline=deadline, now=now,
+            correlation_id=correlation_id)
+        if written is None:
+            return offer
+        # The hold grows with the window (scheduling's step, after the offer's lock: the lock order).
+        if written.was < deadline and not hold_extend(offer.hold_id, expires_at=deadline, now=now):
             raise Conflict("The offer's hold is no longer active.", code="STATE_CONFLICT")
-        return offer
+    expires_at, version, offer_correlation = written.expires_at, written.version, written.correlation_id
     offer.notified_at, offer.expires_at, offer.version = delivered_at, expires_at, version
     event_logged(offer=offer, from_status=OfferStatus.OFFERED, to_status=OfferStatus.OFFERED,
                  reason_code="NOTICE_DELIVERED", actor="system:notify",

@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from django.db import connection
 from django.db.models import JSONField, Subquery
 from django.db.models.functions import JSONObject
 
-from common.fastpath import prepared_cursor
+from waitlist import queries
 from waitlist.models import BookingReliabilityDecision, DecisionStatus
 
 
@@ -57,45 +56,24 @@ class DecisionProvider(Protocol):
         ...
 
 
-#: "Newest": the last received, ties the last inserted (``StoredDecisionProvider.NEWEST``), per patient.
-_NEWEST_ORDER = "d.patient_id, d.received_at DESC, d.id DESC"
-#: ``StoredDecisionProvider.decisions_for``: each patient's newest decision in the clinic.
-_NEWEST_SQL = (
-    "SELECT DISTINCT ON (d.patient_id) d.patient_id, d.decision_ref, d.status, d.priority_rank, d.expires_at"
-    " FROM waitlist_bookingreliabilitydecision d WHERE d.clinic_id = %s AND d.patient_id = ANY(%s::bigint[])"
-    f" ORDER BY {_NEWEST_ORDER}"
-)
-
-
 class StoredDecisionProvider:
     """The newest recorded decision per patient; a patient without one is UNAVAILABLE."""
 
     #: "Newest" is the last received (ties: the last inserted), here and in ``newest_expression``.
-    NEWEST = ("-received_at", "-id")  # (and ``_NEWEST_SQL``'s order)
+    NEWEST = ("-received_at", "-id")  # (and ``queries.decisions_newest``'s order)
 
     def decisions_for(self, *, clinic, patient_ids: Iterable[int]) -> dict[int, Decision]:
         ids = list(patient_ids)
         if not ids:
             return {}
-        # Fixed text (the ids are one array parameter), prepared once per connection: the matcher reads a page's
-        # decisions per dispatch (issue 15). Parsed once; PostgreSQL keeps planning it per call (its custom plan,
-        # the clinic's index, is cheaper than the generic one, and planning it is cheap).
-        with prepared_cursor(connection) as cursor:
-            cursor.execute(_NEWEST_SQL, [getattr(clinic, "pk", clinic), ids])
-            rows = cursor.fetchall()
+        rows = queries.decisions_newest(getattr(clinic, "pk", clinic), ids)
         return {row[0]: Decision(*row[1:]) for row in rows}
 
     def fresh_read(self, *, clinic, patient_id: int) -> Decision | None:
         return self.decisions_for(clinic=clinic, patient_ids=[patient_id]).get(patient_id)
 
     def newest_per_patient_sql(self, pairs: str) -> str:
-        # One ordered pass over the pairs' decisions (DISTINCT ON), not a lookup per patient: the scrape of
-        # every clinic's freshness reads ~100,000 waiting patients at 1,000 clinics (issue 27).
-        return (
-            "SELECT DISTINCT ON (d.patient_id) d.clinic_id, d.patient_id, d.status, d.expires_at"
-            f" FROM waitlist_bookingreliabilitydecision d JOIN {pairs} p"
-            f" ON p.clinic_id = d.clinic_id AND p.patient_id = d.patient_id ORDER BY {_NEWEST_ORDER}"
-        )
+        return queries.decisions_newest_per_pair_sql(pairs)
 
     def newest_expression(self, *, clinic, patient) -> Subquery:
         newest = BookingReliabilityDecision.objects.filter(clinic=clinic, patient=patient).order_by(*self.NEWEST)

@@ -111,21 +111,6 @@ def _after_reachable(rule: WindowRule, start: datetime, length: timedelta) -> da
     return at + left
 
 
-# The entry's last ``limit`` answered-or-unanswered offers (standing bookings asked nothing; withdrawn ones were
-# taken back before the patient had their say), newest first: their count when every one is an unanswered window
-# expiry, else 0. A fragment (``entry``, ``before``, ``limit``: SQL expressions): the entry lock of promotion
-# reads it in its own statement, ``unanswered_streak`` on its own.
-UNANSWERED_STREAK_SQL = """(
-    SELECT CASE WHEN count(*) = count(*) FILTER (WHERE r.status = 'EXPIRED' AND r.reason_code = 'EXPIRED')
-                THEN count(*) ELSE 0 END
-    FROM (
-        SELECT o.status, o.reason_code FROM waitlist_offer o
-        WHERE o.entry_id = {entry} AND NOT o.standing AND o.id < {before}
-          AND o.status IN ('DECLINED', 'EXPIRED', 'ACCEPTED')
-        ORDER BY o.id DESC
-        LIMIT {limit}
-    ) r
-)"""
 NO_OFFER_BEFORE = 2**63 - 1
 
 
@@ -141,20 +126,18 @@ def unanswered_streak(policy, entry_id: int, *, before_offer_id: int | None = No
 
     An offer counts as unanswered when its window ran out (EXPIRED, reason ``EXPIRED``); a decline, an accept
     (a hold that expired after it, ``HOLD_EXPIRED``, too) answers; withdrawn offers and standing bookings are
-    left out. Read at an offer's notice's delivery; promotion reads the same fragment with its entry lock."""
+    left out. Read at an offer's notice's delivery; promotion reads the same subquery with its entry lock
+    (``waitlist.queries``)."""
     return unanswered_count(entry_id, unanswered_limit(policy), before_offer_id=before_offer_id)
 
 
 def unanswered_count(entry_id: int, limit: int, *, before_offer_id: int | None = None) -> int:
-    """``UNANSWERED_STREAK_SQL`` for one entry: up to ``limit`` latest offers unanswered in a row (0: no query)."""
+    """Up to ``limit`` latest offers of one entry unanswered in a row (0: no query)."""
     if not limit:
         return 0
-    from django.db import connection
+    from waitlist import queries  # the rules stay importable without the ORM (the simulator's windows)
 
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT " + UNANSWERED_STREAK_SQL.format(entry="%s", before="%s", limit="%s"),
-                       [entry_id, before_offer_id or NO_OFFER_BEFORE, limit])
-        return cursor.fetchone()[0]
+    return queries.unanswered_count(entry_id, limit, before_offer_id or NO_OFFER_BEFORE)
 
 
 def late_acceptable(offer, vacancy, policy, now: datetime) -> str | None:

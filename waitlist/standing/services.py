@@ -43,14 +43,6 @@ from waitlist.texts.services.acknowledgement import acknowledgement_expect
 #: The longest minimum notice a patient may ask for (a week: longer would rarely book anything).
 MAX_MIN_NOTICE_MINUTES = 7 * 24 * 60
 
-#: The newest standing-acceptance row of the entry ``e``, as the minimum notice when GRANTED (else NULL): a
-#: column of promotion's entry-locking statement, so dispatch reads it with the lock in no extra statement.
-STANDING_NOTICE_SQL = (
-    f"(SELECT CASE WHEN s.state = '{StandingAcceptanceState.GRANTED.value}' THEN s.min_notice_minutes END"
-    " FROM waitlist_standingacceptance s WHERE s.entry_id = e.id ORDER BY s.id DESC LIMIT 1)"
-)
-
-
 def standing_acceptance_record(
     *, clinic: Clinic, entry_ref: str, state: str, source: str, min_notice_minutes: int = 0, actor=None,
     reason: str = "", now: datetime | None = None, correlation_id: str = "",
@@ -129,8 +121,8 @@ def standing_applies(policy: WaitlistPolicy, min_notice_minutes: int | None, *, 
 
 
 def standing_notice(entry_id: int) -> int | None:
-    """The entry's current standing acceptance as its minimum notice (None: none GRANTED); ``STANDING_NOTICE_SQL``
-    read alone."""
+    """The entry's current standing acceptance as its minimum notice (None: none GRANTED): what promotion's entry
+    lock reads with the lock (``waitlist.queries``), read alone."""
     newest = (StandingAcceptance.objects.filter(entry_id=entry_id).order_by("-id")
               .values_list("state", "min_notice_minutes").first())
     return newest[1] if newest is not None and newest[0] == StandingAcceptanceState.GRANTED else None
