@@ -240,20 +240,15 @@ def quiet_hours_until(start: time | None, end: time | None, tz_name: str, now: d
     return datetime.combine(end_day, end, tzinfo=zone)
 
 
-#: The sends that count against a recipient's daily cap (``contact_cap_until``) as an array column of another
-#: statement; its text lives in ``common.queries`` (parameters ``contact_cap_params``).
-CAP_SENDS_SQL = queries.CAP_SENDS_SQL
-
-
 def contact_cap_params(cap_per_day: int | None, now: datetime) -> dict:
-    """The parameters of ``CAP_SENDS_SQL``."""
+    """The parameters of ``cw_recent_sends`` (``common.queries``) as another statement names them."""
     return {"cap_since": now - timedelta(days=1), "cap_limit": max(cap_per_day or 0, 0)}
 
 
 def contact_cap_until(recipient_ref: str, cap_per_day: int | None, now: datetime,
                       sent: list[datetime] | None = None) -> datetime | None:
     """When the patient may be contacted again if ``cap_per_day`` sends in the last 24 h were reached.
-    ``sent``: those sends as ``CAP_SENDS_SQL`` read them with another statement (else read here)."""
+    ``sent``: those sends as ``cw_recent_sends`` read them in another statement (else read here)."""
     if not recipient_ref or not cap_per_day or cap_per_day <= 0:
         return None
     if sent is None:
@@ -280,7 +275,7 @@ def send_window_block(window: SendWindow, *, recipient_ref: str, now: datetime,
     """``("QUIET_HOURS"|"CONTACT_CAP", until)`` when a notice may not go out now, else None.
 
     Without ``recipient_ref`` only the clinic-wide quiet hours are checked. ``sent``: the recipient's recent
-    sends, already read (``CAP_SENDS_SQL``).
+    sends, already read (``cw_recent_sends``).
     """
     until = quiet_hours_until(window.quiet_start, window.quiet_end, window.tz_name, now)
     if until is not None:

@@ -9,9 +9,10 @@ planner still sees constants.
   every idempotent command runs it (benchmark 3, claims: the "receipt" row of the per-layer table).
 - ``receipt_store``: the ORM's own UPDATE of the stored answer, as fixed text on a prepared cursor instead of a
   queryset compiled per request (benchmark 3, claims: the "receipt" row).
-- ``outbox_recent_sends`` (and the ``CAP_SENDS_SQL`` array it reads): the contact cap's recent sends, prepared,
-  read on every notice's delivery (benchmark 6, the storm: "the contact cap's … reads prepared", 12 → 6
-  statements a notice).
+- ``outbox_recent_sends`` (through ``recent_sends_function_ddl``'s ``cw_recent_sends``, the SQL function
+  another app's statement calls by name in the same round trip instead of splicing common's text): the contact
+  cap's recent sends, prepared, read on every notice's delivery (benchmark 6, the storm: "the contact cap's …
+  reads prepared", 12 → 6 statements a notice).
 - ``outbox_lease_rows``: lease in one statement (``UPDATE … WHERE id IN (SELECT … FOR NO KEY UPDATE SKIP
   LOCKED) RETURNING``; the ORM needs a locking read and an update, five statements before; benchmark 6, the
   storm: 33.6 → 36.1 notices/s together with ``outbox_attempt_finish``).
@@ -66,14 +67,28 @@ def receipt_store(ref: str, *, status_code: int, body: str) -> None:
 
 # --- the contact cap (common.notify) ---
 
-#: The sends that count against a recipient's daily cap, oldest first, as one array column of another statement:
-#: ``{recipient}`` is the recipient ref's SQL; parameters ``cap_since`` and ``cap_limit``.
-CAP_SENDS_SQL = (
-    "ARRAY(SELECT o.sent_at FROM common_outboxmessage o WHERE o.recipient_ref = {recipient}"
-    f" AND o.status = '{_SENT}' AND o.sent_at > %(cap_since)s"
-    " ORDER BY o.sent_at LIMIT %(cap_limit)s)"
-)
-_RECENT_SENDS_SQL = "SELECT " + CAP_SENDS_SQL.format(recipient="%(recipient)s")
+#: The sends that count against a recipient's daily cap, oldest first: common's SQL function
+#: ``cw_recent_sends(recipient, since, limit)``, so another app's statement may ask it by name in the same round
+#: trip (promotion's entry lock does) without holding common's text. Installed by ``recent_sends_function_ddl``.
+_RECENT_SENDS_SQL = "SELECT cw_recent_sends(%(recipient)s, %(cap_since)s, %(cap_limit)s)"
+
+
+def recent_sends_function_ddl() -> str:
+    """``cw_recent_sends``: PL/pgSQL so its plan is cached per session; STABLE, so it reads the calling
+    statement's snapshot."""
+    return f"""
+CREATE OR REPLACE FUNCTION cw_recent_sends(recipient text, since timestamptz, lim integer)
+RETURNS timestamptz[] AS $$
+BEGIN
+  RETURN ARRAY(SELECT o.sent_at FROM common_outboxmessage o
+               WHERE o.recipient_ref = recipient AND o.status = '{_SENT}' AND o.sent_at > since
+               ORDER BY o.sent_at LIMIT lim);
+END
+$$ LANGUAGE plpgsql STABLE;
+"""
+
+
+RECENT_SENDS_FUNCTION_DROP = "DROP FUNCTION IF EXISTS cw_recent_sends(text, timestamptz, integer)"
 
 
 def outbox_recent_sends(recipient_ref: str, *, since: datetime, limit: int) -> list[datetime]:

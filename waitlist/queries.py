@@ -17,11 +17,12 @@ typed into the text. Scheduling's rows are changed only through scheduling's own
   4.9 -> 7.2 ms medians; the pairs' p25-p75 -1.0..+3.1 and -0.5..+5.1 ms: within the spread, but a steady shift, so
   the storm's CPU per cancellation is the figure to watch).
 - ``RULES`` and their builders (``page_filters``, ``pass_reason_sql``, ``checks_sql``, ``rules_sql``,
-  ``review_checks``): hard eligibility as SQL predicates, so the matcher filters a keyset page of the
+  ``review_checks``; the bindings that fill their placeholders: ``PARAMS``, ``render``, ``vacancy_columns``,
+  ``vacancy_row_binding``): hard eligibility as SQL predicates, so the matcher filters a keyset page of the
   ``wl_entry_match`` index in PostgreSQL (benchmark 1: O(log n + page) at 100,000 entries) and the console judges
   many vacancies in one query; ``tests/waitlist/test_eligibility_parity.py`` checks them against the Python rule.
-- ``matcher_page``, ``entry_checks``: the matcher's keyset pages (prepared: planning cost more than running,
-  benchmark 1) and one entry's rule outcomes.
+- ``matcher_page`` (its text: ``page_sql``), ``entry_checks``: the matcher's keyset pages (prepared: planning
+  cost more than running, benchmark 1) and one entry's rule outcomes.
 - ``entry_lock_first_free``, ``offer_write``: promotion's entry lock (``SKIP LOCKED`` over a run, with its rule
   outcomes, standing notice, unanswered streak and contact-cap sends) and the new offer's five writes, one prepared
   statement each (benchmark 2, dispatch; the storm); ``unanswered_count``: the streak on its own.
@@ -54,7 +55,6 @@ from psycopg.types.json import Jsonb
 
 from common.cas import sql_states, transition_sources
 from common.fastpath import prepared_cursor
-from common.notify import CAP_SENDS_SQL
 from scheduling.models import ConsentState, Patient
 from waitlist.joining.availability import slot_bit_sql
 from waitlist.models import (
@@ -488,7 +488,7 @@ def _lock_first_free_sql(*, wait: bool, checks: bool) -> str:
                                                  limit="%(unanswered_limit)s"),
         patient=", ".join(f"p.{name}" for name in PATIENT_FIELDS),
         checks=CHECKS_COLUMN if checks else "NULL",
-        sends=CAP_SENDS_SQL.format(recipient="p.ref") if checks else "NULL",
+        sends="cw_recent_sends(p.ref, %(cap_since)s, %(cap_limit)s)" if checks else "NULL",
     )
 
 

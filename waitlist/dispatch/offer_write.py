@@ -68,7 +68,7 @@ def lock_first_free(
     ``standing_min_notice`` (its standing acceptance's minimum notice; None: it has none). Returns the
     entry (None: none free), how many of ``run`` that used up, and, with ``recheck`` (the locked vacancy, the
     policy and now), read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
-    its patient's recent sends (for the contact cap, ``common.notify.CAP_SENDS_SQL``).
+    its patient's recent sends (for the contact cap, common's SQL function ``cw_recent_sends``).
     ``wait``: one candidate, its lock waited for.
     """
     params: dict[str, Any] = {}

@@ -40,7 +40,7 @@ def reachability(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: 
     Without ``patient_ref``: the clinic-wide check only (quiet hours), run once before matching.
     With it: quiet hours, then the patient's own rules. A per-patient consent check (a consented
     channel) belongs here, between the two, so dispatch and delivery keep one definition. ``sent``: the
-    patient's recent sends read with another statement (``common.notify.CAP_SENDS_SQL``; promotion reads
+    patient's recent sends read with another statement (common's SQL function ``cw_recent_sends``; promotion reads
     them with the entry's lock), instead of a query here.
     """
     block = send_window_block(send_window(policy, clinic), recipient_ref=patient_ref, now=now, sent=sent)
