@@ -74,7 +74,7 @@ def test_a_front_desk_morning_by_keyboard(open_page, clinic, staff, dispatch_inl
     page.keyboard.type("called to cancel")
     page.keyboard.press("Enter")
     result = page.get_by_test_id("desk-cancel").get_by_test_id("desk-result")
-    sync_api.expect(result).to_contain_text(f"Appointment {code} is CANCELLED")
+    sync_api.expect(result).to_contain_text(f"Appointment {code} is cancelled")
     assert Appointment.objects.get(pk=caller.pk).status == AppointmentStatus.CANCELLED
 
     # The offer went out to the waiting patient: the Waitlist page lists it in flight, with its code.

@@ -39,7 +39,7 @@ def test_staff_reads_the_waitlist_queue_and_evidence_without_withdraw(open_page,
     sign_in(page, staff.username)
     page.click("nav.sections >> text=Waitlist")
     page.wait_for_url(re.compile(r"/waitlist/$"))
-    sync_api.expect(page.get_by_test_id("flag-state")).to_have_text("ON")
+    sync_api.expect(page.get_by_test_id("flag-state")).to_have_text("On")
     queue = page.locator("#wl-queue-rows tr[data-queue-ref]")
     sync_api.expect(queue).to_have_count(3)
     review_row = page.locator(f"tr[data-queue-ref='{rows['review'].ref}']")
