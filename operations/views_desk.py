@@ -27,12 +27,16 @@ from scheduling.models import Appointment, CancelActor, Clinic, Practitioner, Tr
 from scheduling.scoping import may_run
 from waitlist import services
 from waitlist.api.serializers import EntryCreateInput, StandingAcceptanceInput
+from waitlist.joining.availability import ANY_TIME, slots_of
+from waitlist.joining.availability import as_body as availability_body
 from waitlist.models import Confirmation, Offer, WaitlistEntry
 
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import new_idempotency_key
 from .forms_desk import (
+    DAY_CHOICES,
+    PART_CHOICES,
     PHONE_EVIDENCE,
     CancelForm,
     DeclineForm,
@@ -93,12 +97,22 @@ def _entry(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     body = _validated(EntryCreateInput, clinic, {
         "patient": data["patient"], "treatment": data["treatment"], "practitioner": data["practitioner"] or None,
         "earliest": data["earliest"].isoformat(), "latest": data["latest"].isoformat(),
-        "priority_rank": int(data["priority_rank"])})
+        "priority_rank": int(data["priority_rank"]), "availability": data["availability"]})
     if body.get("priority_rank") and not may_run(request.user, clinic, "entry_set_priority"):
         raise PermissionDenied("Setting a priority needs the ADMIN role in this clinic.")
     entry = services.entry_create(clinic=clinic, actor=request.user, idempotency_key=data["idempotency_key"], **body)
-    return {"ref": entry.ref, "status": entry.status,
-            "message": f"Waitlist entry {entry.ref} is {_words(entry.status)}."}
+    return {"ref": entry.ref, "status": entry.status, "availability": availability_body(entry.availability),
+            "message": f"Waitlist entry {entry.ref} is {_words(entry.status)}; can come: "
+                       f"{_availability_words(entry.availability)}."}
+
+
+def _availability_words(mask: int) -> str:
+    """``any time`` or ``Mon morning, Mon afternoon, …``: what staff read back to the patient."""
+    if mask == ANY_TIME:
+        return "any time"
+    days, parts = dict(DAY_CHOICES), dict(PART_CHOICES)
+    return ", ".join(f"{days[day][:3]} {parts[part].split(' ')[0].lower()}"
+                     for day, _, part in (slot.partition(":") for slot in slots_of(mask)))
 
 
 def _accept(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
