@@ -135,8 +135,8 @@ def code(value, kind: str = "", brief: bool = False):
     # "Offered" beside OFFERED says nothing new: such a code shows once, its explanation as the tooltip.
     same = words.upper() == value
     context = {"value": value, "label": value if same else words, "help": help_text(value, kind=kind)}
-    if brief:
-        context["brief"] = True
+    if brief:  # words alone: the code is only in the tooltip, so "Treatment" stays words even beside TREATMENT
+        context.update(brief=True, label=words)
     return context
 
 

@@ -45,7 +45,7 @@ def test_staff_reads_the_waitlist_queue_and_evidence_without_withdraw(open_page,
     review_row = page.locator(f"tr[data-queue-ref='{rows['review'].ref}']")
     sync_api.expect(review_row).to_contain_text("DECISION_STALE")
     sync_api.expect(review_row).to_contain_text(rows["entry"].ref)  # the ordering key's entry ref
-    sync_api.expect(review_row).to_contain_text("✓ WINDOW")
+    sync_api.expect(review_row).to_contain_text("✓ Date range")
     sync_api.expect(page.locator("[data-command=withdraw]")).to_have_count(0)
     sync_api.expect(page.locator("[data-command=retry_booking]")).to_have_count(1)
     shot(page, "waitlist-staff")
@@ -132,7 +132,9 @@ def test_admin_promotes_the_shadow_policy_from_the_controls_page(open_page, admi
     sign_in(page, admin.username)
     page.goto(f"/console/c/{clinic.ref}/controls/")
     block = page.get_by_test_id("shadow-policy")
-    sync_api.expect(block.get_by_test_id("shadow-status")).to_have_text("SHADOW")
+    sync_api.expect(block.get_by_test_id("shadow-status")).to_contain_text("Observing")
+    status = block.get_by_test_id("shadow-status").locator("[data-code]")
+    sync_api.expect(status).to_have_attribute("data-code", "SHADOW")
     sync_api.expect(block.get_by_test_id("shadow-preview")).to_contain_text("weekly_offer_cap")
     block.get_by_test_id("disclose-promote").locator("summary").click()
     page.fill("#shadow_promote_reason", "agreement reviewed with the team")
@@ -140,7 +142,8 @@ def test_admin_promotes_the_shadow_policy_from_the_controls_page(open_page, admi
     shot(page, "controls-shadow-promote-form")
     block.locator("button:has-text('Promote')").click()
     sync_api.expect(page.get_by_test_id("toast").first).to_contain_text(f"policy version {before + 1}")
-    sync_api.expect(page.get_by_test_id("shadow-status")).to_have_text("PROMOTED")
+    sync_api.expect(page.get_by_test_id("shadow-status").locator("[data-code]")).to_have_attribute("data-code",
+                                                                                                "PROMOTED")
     sync_api.expect(page.get_by_test_id("policy-version")).to_have_text(str(before + 1))
     sync_api.expect(page.locator("button:has-text('Promote')")).to_have_count(0)
     assert services.policy_current(clinic=clinic).weekly_offer_cap == 1
