@@ -7,18 +7,22 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime
+from types import SimpleNamespace
 
 import pytest
 
 from common.models import DeliveryOutcome
 from tests.support.servers import http_receiver, smtp_sink
 from tests.waitlist.loop_helpers import claim_path, deliver, mail_text, make_offer, page_client, submit
-from tests.waitlist.test_texts_compose import _clinic
 from waitlist.joining.tokens import status_token_read
 from waitlist.texts.compose import offer_text, segments
 
 STATUS = re.compile(r"https?://[^\s]+(/join/status/([^/\s]+)/)")
 SHORT = "https://w.example/c/Ab3dE5gH"
+
+
+def _clinic(name: str, ko: str):
+    return SimpleNamespace(timezone="Asia/Seoul", name_in=lambda language: ko if language == "ko" else name)
 
 
 @pytest.fixture
