@@ -36,8 +36,12 @@ class Outcome:
 
     @property
     def message(self) -> str:
-        """A refusal for a toast: ``CODE: detail``."""
-        return f"{self.body.get('code')}: {self.body.get('detail', '')}"
+        """A refusal for a toast: ``Words: detail (CODE)`` for a code the glossary knows, else ``CODE: detail``."""
+        from operations.labels import code_label
+
+        code, detail = str(self.body.get("code")), self.body.get("detail", "")
+        words = code_label(code)
+        return f"{code}: {detail}" if words == code else f"{words}: {detail} ({code})"
 
 
 def run_command(

@@ -23,6 +23,33 @@ def searchable_day(value) -> None:
 printable = RegexValidator(r"^[\x21-\x7e]{1,200}$", "Use 1–200 printable characters without spaces.")
 
 
+def code_choices(values, kind: str = "") -> list[tuple[str, str]]:
+    """Choices whose labels are the glossary's words in the active language; the code stays the value (the URL's
+    and the API's) and the option's tooltip (``CodeSelect``)."""
+    from operations.labels import code_label
+
+    return [(str(v), code_label(v, kind=kind)) for v in values]
+
+
+class CodeSelect(forms.Select):
+    """A select whose options carry their code as a tooltip."""
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        if value:
+            option["attrs"]["title"] = str(value)
+        return option
+
+
+class CodeCheckboxes(forms.CheckboxSelectMultiple):
+    """Checkboxes whose labels are words, with their code as a tooltip."""
+
+    def create_option(self, name, value, *args, **kwargs):
+        option = super().create_option(name, value, *args, **kwargs)
+        option["attrs"]["title"] = str(value)
+        return option
+
+
 class AuditFilterForm(forms.Form):
     """Query parameters of the audit log: actor and action (partial, case-insensitive), a date range
     (local days in the clinic's zone, both ends included), changes or read-only previews, and the cursor."""
@@ -78,15 +105,15 @@ class RedrivePreviewForm(forms.Form):
     """
 
     failure_classes = forms.MultipleChoiceField(
-        choices=[(c, c) for c in FailureClass.values],
+        choices=lambda: code_choices(FailureClass.values),
         initial=[FailureClass.TRANSIENT],
         required=False,  # none ticked = the default, TRANSIENT
-        widget=forms.CheckboxSelectMultiple,
+        widget=CodeCheckboxes,
         label="Failure classes",
     )
     include_non_transient = forms.BooleanField(
         required=False,
-        label="CONTRACT / TRUST_PRIVACY failures were investigated: include them (never by default).",
+        label="CRM contract and trust or privacy failures were investigated: include them (never by default).",
     )
     target_revision = forms.IntegerField(
         required=False, min_value=0, label="Target revision (optional)", widget=forms.NumberInput
@@ -125,17 +152,19 @@ class RedriveExecuteForm(ReasonConfirmForm):
     def __init__(self, *args, targets=(), non_transient=False, **kwargs):
         kwargs.setdefault("auto_id", "execute_%s")  # element ids stay unique beside the other forms
         super().__init__(*args, **kwargs)
+        from operations.labels import code_label
+
         cast(forms.ChoiceField, self.fields["exclude"]).choices = [
-            (t["job"], f"{t['job']} ({t['failure_class']})") for t in targets
+            (t["job"], f"{t['job']} ({code_label(t['failure_class'])})") for t in targets
         ]
         if non_transient:
             self.fields["confirm_non_transient"] = forms.BooleanField(
                 required=True,
-                label="This preview includes CONTRACT / TRUST_PRIVACY failures; they were investigated.",
+                label="This preview includes CRM contract or trust and privacy failures; they were investigated.",
             )
 
 
-class SwitchSelect(forms.Select):
+class SwitchSelect(CodeSelect):
     """A select that shows the current value first, disabled: submitting it unchanged sends nothing."""
 
     def __init__(self, *args, current: str = "", **kwargs):
@@ -156,29 +185,36 @@ class SwitchForm(ReasonConfirmForm):
     field_name = ""
     id_prefix = ""
     noun = ""
+    kind = ""  # the glossary's family for the values (``mode``: the mutation mode's DISABLED)
 
     def __init__(self, *args, current: str, moves: list[str], **kwargs):
         kwargs.setdefault("auto_id", f"{self.id_prefix}_%s")
         super().__init__(*args, initial={self.field_name: current}, **kwargs)  # type: ignore[misc]
         self.current, self.moves = current, moves
+        from operations.labels import code_label
+
+        self.current_label = code_label(current, kind=self.kind)
         field = cast(forms.ChoiceField, self.fields[self.field_name])
-        field.choices = [(current, f"{current} (current)")] + [(m, m) for m in moves]
+        field.choices = [(current, f"{self.current_label} (current)")] + code_choices(moves, self.kind)
         field.widget = SwitchSelect(choices=field.choices, current=current)
-        field.error_messages["required"] = f"Choose a new {self.noun}: {current} is already set."
+        field.error_messages["required"] = f"Choose a new {self.noun}: {self.current_label} is already set."
         self.fields["confirm"].label = f"I want to change this clinic's {self.noun}."
 
     def clean(self):
         data = cast(dict[str, Any], super().clean())  # Form.clean returns cleaned_data
         value = data.get(self.field_name)
+        from operations.labels import code_label
+
         if value == self.current:
-            self.add_error(self.field_name, f"The {self.noun} is already {value}.")
+            self.add_error(self.field_name, f"The {self.noun} is already {self.current_label}.")
         elif value and value not in self.moves:
-            self.add_error(self.field_name, f"{value} is not an allowed move from {self.current}.")
+            move = code_label(value, kind=self.kind)
+            self.add_error(self.field_name, f"{move} is not an allowed move from {self.current_label}.")
         return data
 
 
 class ModeSetForm(SwitchForm):
-    field_name, id_prefix, noun = "mode", "mode", "mutation mode"
+    field_name, id_prefix, noun, kind = "mode", "mode", "mutation mode", "mode"
     mode = forms.ChoiceField(label="Mutation mode")
 
 
@@ -214,8 +250,8 @@ class WaitlistReviewForm(WaitlistCommandForm):
     resolution = forms.ChoiceField(
         label="Resolution",
         choices=[
-            ("PROMOTE", "PROMOTE: offer the slot to this candidate despite the decision"),
-            ("SKIP", "SKIP: pass over this candidate and dispatch to the next"),
+            ("PROMOTE", "Promote: offer the slot to this candidate despite the decision"),
+            ("SKIP", "Skip: pass over this candidate and dispatch to the next"),
         ],
     )
 
@@ -239,10 +275,12 @@ class ListFilterForm(forms.Form):
         super().__init__(data)
         any_ = [("", "Any")]
         choice_fields = cast(dict[str, forms.ChoiceField], self.fields)
-        choice_fields["status"].choices = any_ + [(s, s) for s in statuses]
+        choice_fields["status"].choices = any_ + code_choices(statuses)
+        choice_fields["status"].widget = CodeSelect(choices=choice_fields["status"].choices)
         choice_fields["practitioner"].choices = any_ + list(practitioners)
         choice_fields["treatment"].choices = any_ + list(treatments)
-        choice_fields["outcome"].choices = any_ + [(o, o) for o in outcomes]
+        choice_fields["outcome"].choices = any_ + code_choices(outcomes)
+        choice_fields["outcome"].widget = CodeSelect(choices=choice_fields["outcome"].choices)
         for name in [n for n in self.fields if n not in (*fields, "after")]:
             del self.fields[name]
 
@@ -275,8 +313,8 @@ class BulkReviewForm(forms.Form):
 
     vacancies = RefListField(prefix="vac", max_items=BULK_MAX, label="Vacancies")
     resolution = forms.ChoiceField(
-        choices=[("PROMOTE", "PROMOTE: offer each slot to its candidate"),
-                 ("SKIP", "SKIP: pass over each candidate and dispatch to the next")],
+        choices=[("PROMOTE", "Promote: offer each slot to its candidate"),
+                 ("SKIP", "Skip: pass over each candidate and dispatch to the next")],
     )
     reason = forms.CharField(min_length=5, max_length=500, strip=True, widget=forms.Textarea(attrs={"rows": 2}))
     confirm = forms.BooleanField(required=False)

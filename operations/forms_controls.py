@@ -10,7 +10,7 @@ from waitlist.policy.forms import policy_form_class
 from .forms import ReasonConfirmForm
 from .labels import policy_help, policy_label, policy_unit
 
-ON_OFF = [("on", "ON"), ("off", "OFF")]
+ON_OFF = [("on", "On"), ("off", "Off")]
 
 
 class _ControlForm(ReasonConfirmForm):

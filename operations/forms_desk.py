@@ -12,6 +12,7 @@ from typing import cast
 from django import forms
 
 from scheduling.models import CALLER_CANCEL_REASONS
+from waitlist.joining.availability import DAYS, PARTS
 
 from .forms import new_idempotency_key
 
@@ -20,6 +21,11 @@ PHONE_LABEL = "The patient said so on the phone"
 PHONE_EVIDENCE = "the patient said so on the phone"
 #: Priority choices (``priority_rank``): STAFF put a patient in at NORMAL; a band above or below is ADMIN's.
 PRIORITY_CHOICES = [("0", "Normal"), ("100", "High (ADMIN)"), ("-100", "Low (ADMIN)")]
+#: The join page's days and parts of the day (``waitlist.joining.availability``), in the console's words.
+DAY_CHOICES = list(zip(DAYS, ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
+                       strict=True))
+PART_CHOICES = list(zip(PARTS, ("Morning (before 12:00)", "Afternoon (12:00–17:00)", "Evening (from 17:00)"),
+                        strict=True))
 
 
 class DeskForm(forms.Form):
@@ -50,6 +56,15 @@ class EntryForm(DeskForm):
     earliest = forms.DateField(label="From", widget=forms.DateInput(attrs={"type": "date"}))
     latest = forms.DateField(label="To (included)", widget=forms.DateInput(attrs={"type": "date"}))
     priority_rank = forms.ChoiceField(label="Priority", choices=PRIORITY_CHOICES, initial="0")
+    any_time = forms.BooleanField(label="Any time", required=False, initial=True,
+                                  help_text="Untick to name the days and parts of the day the patient can come "
+                                            "(nothing ticked is any time).")
+    days = forms.MultipleChoiceField(label="Days", choices=DAY_CHOICES, required=False,
+                                     widget=forms.CheckboxSelectMultiple,
+                                     help_text="None ticked: every day, at the parts ticked.")
+    parts = forms.MultipleChoiceField(label="Parts of the day", choices=PART_CHOICES, required=False,
+                                      widget=forms.CheckboxSelectMultiple,
+                                      help_text="None ticked: all day, on the days ticked.")
 
     def __init__(self, *args, treatments, practitioners, may_prioritise: bool, **kwargs):
         super().__init__(*args, **kwargs)
@@ -58,6 +73,17 @@ class EntryForm(DeskForm):
         if not may_prioritise:
             cast(forms.ChoiceField, self.fields["priority_rank"]).choices = PRIORITY_CHOICES[:1]
             self.fields["priority_rank"].help_text = "Only an ADMIN sets a priority above or below normal."
+
+    def clean(self):
+        data = super().clean() or {}
+        named = bool(data.get("days") or data.get("parts"))
+        if data.get("any_time") and named:
+            self.add_error("any_time", "Untick “Any time” to keep the days or parts of the day you ticked.")
+        # The API's availability object (``waitlist.joining.inputs.AvailabilityInput``); None is any time.
+        # Nothing ticked at all is any time too (the API's default when availability is absent).
+        data["availability"] = None if data.get("any_time") or not named else {
+            key: data[key] for key in ("days", "parts") if data.get(key)}
+        return data
 
 
 class PhoneForm(DeskForm):

@@ -18,6 +18,11 @@ GLOSSARY: dict[str, dict[str, str]] = tomllib.loads(
 CODES: dict[str, tuple[str, str]] = {code: (entry["label"], entry["help"]) for code, entry in GLOSSARY.items()}
 
 
+def is_code(value) -> bool:
+    """A value the glossary has words for (an audit row's ``status``, a state in a generic field)."""
+    return isinstance(value, str) and value in GLOSSARY
+
+
 def _korean(language: str | None) -> bool:
     """The phrase follows Django's active language (LocaleMiddleware: the session, cookie or Accept-Language)."""
     from django.utils.translation import get_language
@@ -34,23 +39,45 @@ def _http(code: str, korean: bool) -> tuple[str, str] | None:
     return None
 
 
-def _entry(code, language: str | None) -> tuple[str, str] | None:
+#: A shadow policy's difference (``waitlist.shadow.services``): a prefix and the reason or outcome after it.
+_SHADOW_PREFIXES = (
+    ("ENFORCED_ENTRY_", ("The shadow's rules exclude the offered patient",
+                         "섀도 정책 규칙으로는 제안받은 환자가 제외됨")),
+    ("SHADOW_ENTRY_", ("The shadow picks someone the enforced rules exclude",
+                       "섀도 정책이 현재 규칙에서 제외되는 환자를 고름")),
+    ("SHADOW_", ("The shadow would not offer", "섀도 정책은 제안하지 않음")),
+)
+
+
+def _composite(code: str, korean: bool) -> tuple[str, str] | None:
+    """``SHADOW_ENTRY_WEEKLY_CAP``: the prefix's words and the inner code's words."""
+    for prefix, (english, ko) in _SHADOW_PREFIXES:
+        inner = code[len(prefix):]
+        if code.startswith(prefix) and inner in GLOSSARY:
+            label, help_text = _entry(inner, "ko" if korean else "en") or (inner, "")
+            return f"{ko if korean else english}: {label}", help_text
+    return None
+
+
+def _entry(code, language: str | None, kind: str = "") -> tuple[str, str] | None:
+    """``kind`` names the family of a code that means something else elsewhere (a consent's ``GRANTED`` is not a
+    standing acceptance's): ``consent.GRANTED`` is looked up first, then ``GRANTED``."""
     text = str(code)
     korean = _korean(language)
-    entry = GLOSSARY.get(text)
+    entry = (GLOSSARY.get(f"{kind}.{text}") if kind else None) or GLOSSARY.get(text)
     if entry is None:
-        return _http(text, korean)
+        return _http(text, korean) or _composite(text, korean)
     if korean and entry.get("label_ko"):
         return entry["label_ko"], entry.get("help_ko") or entry["help"]
     return entry["label"], entry["help"]
 
 
-def code_label(code, language: str | None = None) -> str:
-    return (_entry(code, language) or (str(code), ""))[0]
+def code_label(code, language: str | None = None, kind: str = "") -> str:
+    return (_entry(code, language, kind) or (str(code), ""))[0]
 
 
-def code_help(code, language: str | None = None) -> str:
-    return (_entry(code, language) or ("", ""))[1]
+def code_help(code, language: str | None = None, kind: str = "") -> str:
+    return (_entry(code, language, kind) or ("", ""))[1]
 
 
 #: Action-queue kind → what a person does about a row that has no command in the console.

@@ -91,7 +91,7 @@ def clinic_counters(*, clinic: Clinic, now: datetime | None = None) -> list[Coun
         Counter("stuck", "Stuck bookings", n["stuck"], queue, True),
         Counter("dead", "Dead deliveries", n["dead"], queue, True),
         Counter("no_hold", "Offers without a hold", n["broken"], queue, True),
-        Counter("failed", "FAILED jobs", n["failed"], finished + "?status=FAILED", True),
+        Counter("failed", "Failed jobs", n["failed"], finished + "?status=FAILED", True),
         Counter("quarantine", "Quarantine cases", n["quarantine"], reeval + "#quarantine-title", True),
         Counter("open", "Open vacancies", n["open"], _list_url(clinic, "vacancies", status="OPEN"), False),
         Counter("offers", "Offers awaiting an answer", n["active"], _list_url(clinic, "offers", status="OFFERED"),

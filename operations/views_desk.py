@@ -27,12 +27,16 @@ from scheduling.models import Appointment, CancelActor, Clinic, Practitioner, Tr
 from scheduling.scoping import may_run
 from waitlist import services
 from waitlist.api.serializers import EntryCreateInput, StandingAcceptanceInput
+from waitlist.joining.availability import ANY_TIME, slots_of
+from waitlist.joining.availability import as_body as availability_body
 from waitlist.models import Confirmation, Offer, WaitlistEntry
 
 from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import new_idempotency_key
 from .forms_desk import (
+    DAY_CHOICES,
+    PART_CHOICES,
     PHONE_EVIDENCE,
     CancelForm,
     DeclineForm,
@@ -86,18 +90,29 @@ def _cancel(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     opened = f" Vacancy {vacancy.ref} opened; the waitlist is being offered the time." if vacancy else (
         " No vacancy opened (not confirmed, or too close to its start).")
     return {"ref": appointment.ref, "status": appointment.status, "vacancy": vacancy.ref if vacancy else None,
-            "message": f"Appointment {_code(appointment)} is {appointment.status}.{opened}"}
+            "message": f"Appointment {_code(appointment)} is {_words(appointment.status)}.{opened}"}
 
 
 def _entry(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     body = _validated(EntryCreateInput, clinic, {
         "patient": data["patient"], "treatment": data["treatment"], "practitioner": data["practitioner"] or None,
         "earliest": data["earliest"].isoformat(), "latest": data["latest"].isoformat(),
-        "priority_rank": int(data["priority_rank"])})
+        "priority_rank": int(data["priority_rank"]), "availability": data["availability"]})
     if body.get("priority_rank") and not may_run(request.user, clinic, "entry_set_priority"):
         raise PermissionDenied("Setting a priority needs the ADMIN role in this clinic.")
     entry = services.entry_create(clinic=clinic, actor=request.user, idempotency_key=data["idempotency_key"], **body)
-    return {"ref": entry.ref, "status": entry.status, "message": f"Waitlist entry {entry.ref} is {entry.status}."}
+    return {"ref": entry.ref, "status": entry.status, "availability": availability_body(entry.availability),
+            "message": f"Waitlist entry {entry.ref} is {_words(entry.status)}; can come: "
+                       f"{_availability_words(entry.availability)}."}
+
+
+def _availability_words(mask: int) -> str:
+    """``any time`` or ``Mon morning, Mon afternoon, …``: what staff read back to the patient."""
+    if mask == ANY_TIME:
+        return "any time"
+    days, parts = dict(DAY_CHOICES), dict(PART_CHOICES)
+    return ", ".join(f"{days[day][:3]} {parts[part].split(' ')[0].lower()}"
+                     for day, _, part in (slot.partition(":") for slot in slots_of(mask)))
 
 
 def _accept(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
@@ -116,7 +131,7 @@ def _accept(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
             appointment = booked.ref
         except DomainError as exc:  # the claim stands; reconcile finishes the booking (as on the claim page)
             return {"ref": offer_ref, "status": "ACCEPTED", "hold": receipt.hold_ref, "booking_error": exc.code,
-                    "message": f"Offer {_code(offer)} accepted; booking left to retry ({exc.code})."}
+                    "message": f"Offer {_code(offer)} accepted; booking left to retry ({_words(exc.code)})."}
     booked_words = f" Booked as appointment {_booked_code(clinic, appointment)}." if appointment else (
         " The booking follows.")
     return {"ref": offer_ref, "status": "ACCEPTED", "hold": receipt.hold_ref, "appointment": appointment or None,
@@ -127,7 +142,7 @@ def _decline(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     offer = services.offer_decline(clinic=clinic, offer_ref=resolve_ref(clinic, Offer, data["offer"]),
                                    actor=request.user, reason=data["reason"], correlation_id=correlation_id,
                                    idempotency_key=data["idempotency_key"])
-    return {"ref": offer.ref, "status": offer.status, "message": f"Offer {_code(offer)} is {offer.status}."}
+    return {"ref": offer.ref, "status": offer.status, "message": f"Offer {_code(offer)} is {_words(offer.status)}."}
 
 
 def _late_yes(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
@@ -141,7 +156,7 @@ def _late_yes(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
                            "offer ends unbooked."}
     words = f" Booked as appointment {_booked_code(clinic, booked.appointment_ref)}." if booked.appointment_ref else ""
     return {"ref": offer.ref, "status": offer.status, "appointment": booked.appointment_ref or None,
-            "message": f"Late yes taken: offer {_code(offer)} is {offer.status}.{words}"}
+            "message": f"Late yes taken: offer {_code(offer)} is {_words(offer.status)}.{words}"}
 
 
 def _standing(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
@@ -151,7 +166,7 @@ def _standing(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
     entry_ref = resolve_ref(clinic, WaitlistEntry, data["entry"])
     row = services.standing_acceptance_record(clinic=clinic, entry_ref=entry_ref, actor=request.user, **body)
     return {"ref": entry_ref, "status": row.state,
-            "message": f"Entry {entry_ref}: book automatically {row.state} (at least {row.min_notice_minutes} min "
+            "message": f"Entry {entry_ref}: {_words(row.state, 'standing')} (at least {row.min_notice_minutes} min "
                        "notice)."}
 
 
@@ -160,7 +175,16 @@ def _release(request, clinic: Clinic, data: dict, correlation_id: str) -> dict:
                                                actor=request.user, reason=data["reason"])
     reopened = f" Vacancy {vacancy.ref} opened for the time." if vacancy else ""
     return {"ref": offer.ref, "status": offer.status, "vacancy": vacancy.ref if vacancy else None,
-            "message": f"Automatic booking {_code(offer)} released: {offer.status}.{reopened}"}
+            "message": f"Automatic booking {_code(offer)} released: {_words(offer.status)}.{reopened}"}
+
+
+def _words(code: str, kind: str = "") -> str:
+    """A state in the glossary's words, lower-case inside a sentence (``is cancelled``); the code stays in the
+    answer's ``status`` and in the result's tag."""
+    from operations.labels import code_label
+
+    label = code_label(code, kind=kind)
+    return label[:1].lower() + label[1:] if label != code else code
 
 
 def _booked_code(clinic: Clinic, appointment_ref: str) -> str:

@@ -88,7 +88,7 @@ LISTS: dict[str, ConsoleList] = {
         "jobs", "Finished jobs", "reevaluation", "Newest first. Date = the day the job finished.",
         reevaluation_selectors.FINISHED_STATES, ("status", "outcome", "failure_code", "date"), _jobs_fetch,
         outcomes=tuple(Outcome.values),
-        presets=(("FAILED", {"status": JobState.FAILED}), ("COMPLETED", {"status": JobState.COMPLETED})),
+        presets=(("Failed", {"status": JobState.FAILED}), ("Completed", {"status": JobState.COMPLETED})),
     ),
 }
 WAITLIST_TABS = ("vacancies", "offers", "entries")

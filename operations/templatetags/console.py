@@ -121,16 +121,51 @@ def code_label(code) -> str:
 
 
 @register.inclusion_tag("operations/partials/code.html")
-def code(value):
-    """A code in plain words with the code itself beside it (wrapping at underscores) and its explanation."""
+def code(value, kind: str = "", brief: bool = False):
+    """A code in plain words with the code itself beside it (wrapping at underscores) and its explanation.
+
+    ``kind`` picks the family's words for a code shared by families (``consent`` for a consent's GRANTED);
+    ``brief`` shows the words alone with the code in the tooltip, for runs of many codes (eligibility checks).
+    """
     from operations.labels import code_help as help_text
     from operations.labels import code_label as label
 
     value = str(value or "")
-    words = label(value)
+    words = label(value, kind=kind)
     # "Offered" beside OFFERED says nothing new: such a code shows once, its explanation as the tooltip.
     same = words.upper() == value
-    return {"value": value, "label": value if same else words, "help": help_text(value)}
+    context = {"value": value, "label": value if same else words, "help": help_text(value, kind=kind)}
+    if brief:  # words alone: the code is only in the tooltip, so "Treatment" stays words even beside TREATMENT
+        context.update(brief=True, label=words)
+    return context
+
+
+@register.filter
+def coded(text, kind: str = "") -> str:
+    """A line built from codes (``OFFERED → ACCEPTED``, ``SMS REVOKED (OPT_OUT_LINK)``) with each code the glossary
+    knows in words, the code in its tooltip and ``data-code``; everything else as it is, escaped."""
+    import re
+
+    from django.template.loader import render_to_string
+    from django.utils.html import escape
+    from django.utils.safestring import mark_safe
+
+    from operations.labels import GLOSSARY
+
+    def words(match) -> str:
+        value = match.group(0)
+        if value not in GLOSSARY and f"{kind}.{value}" not in GLOSSARY:
+            return value
+        return render_to_string("operations/partials/code.html", code(value, kind, brief=True)).strip()
+
+    return mark_safe(re.sub(r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*\b", words, str(escape(text))))
+
+
+@register.filter
+def is_code(value) -> bool:
+    from operations.labels import is_code as known
+
+    return known(value)
 
 
 @register.filter

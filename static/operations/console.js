@@ -164,6 +164,20 @@
     var region = box.closest("[hx-trigger^='every']");
     if (region) region.setAttribute("data-paused", "");
   });
+  // The desk's availability: ticking a day or part of the day unticks "Any time", ticking "Any time" clears
+  // them (the form refuses both at once; without script the refusal says which to untick).
+  document.addEventListener("change", function (event) {
+    var box = event.target;
+    if (!(box instanceof HTMLInputElement) || box.type !== "checkbox") return;
+    var group = box.closest("fieldset.availability");
+    if (!group || !box.checked) return;
+    var boxes = group.querySelectorAll("input[type=checkbox]");
+    for (var i = 0; i < boxes.length; i++) {
+      var other = boxes[i];
+      if (other === box) continue;
+      if (box.name.slice(-8) === "any_time" || other.name.slice(-8) === "any_time") other.checked = false;
+    }
+  });
   document.addEventListener("waitlist-changed", function () {
     var paused = document.querySelectorAll("[data-paused]");
     for (var i = 0; i < paused.length; i++) paused[i].removeAttribute("data-paused");

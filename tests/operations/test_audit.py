@@ -59,7 +59,8 @@ def test_each_row_shows_actor_time_in_clinic_zone_action_target_reason_key_and_r
     assert "staff-user" in row
     assert "offer.withdraw" in row and "off_abc123" in row and "patient asked by phone" in row
     assert "idem-offer.withdraw-0000" in row
-    assert "<dt>status</dt><dd>WITHDRAWN</dd>" in row  # the result as readable fields, not raw JSON
+    # the result as readable fields, not raw JSON, a state in words
+    assert '<dt>status</dt><dd><span class="code-label"' in row and 'data-code="WITHDRAWN"' in row
 
 
 def test_a_result_time_is_shown_in_the_clinic_zone(staff_web, clinic):

@@ -118,7 +118,9 @@ def test_staff_reads_the_reevaluation_page_and_previews_but_cannot_execute(open_
     page.wait_for_url(re.compile(r"/reevaluation/$"))
     sync_api.expect(page.locator("#queue-rows tr[data-job]")).to_have_count(3)
     sync_api.expect(page.locator("[data-count=FAILED]")).to_have_text("2")
-    sync_api.expect(page.get_by_test_id("mode-readonly")).to_have_text("DISABLED")
+    mode = page.get_by_test_id("mode-readonly").locator("[data-code]")
+    sync_api.expect(mode).to_have_attribute("data-code", "DISABLED")
+    sync_api.expect(page.get_by_test_id("mode-readonly")).to_contain_text("Reevaluation off")
     # Clicking a row (not only its link) loads the detail panel with htmx.
     page.click(f"#queue-rows tr[data-job='{failed[0]}'] td:nth-child(2)")
     sync_api.expect(page.get_by_test_id("job-detail")).to_contain_text("ASSESSMENT_TIMEOUT")

@@ -74,7 +74,7 @@ def test_a_front_desk_morning_by_keyboard(open_page, clinic, staff, dispatch_inl
     page.keyboard.type("called to cancel")
     page.keyboard.press("Enter")
     result = page.get_by_test_id("desk-cancel").get_by_test_id("desk-result")
-    sync_api.expect(result).to_contain_text(f"Appointment {code} is CANCELLED")
+    sync_api.expect(result).to_contain_text(f"Appointment {code} is cancelled")
     assert Appointment.objects.get(pk=caller.pk).status == AppointmentStatus.CANCELLED
 
     # The offer went out to the waiting patient: the Waitlist page lists it in flight, with its code.
@@ -113,10 +113,19 @@ def test_a_front_desk_morning_by_keyboard(open_page, clinic, staff, dispatch_inl
     page.select_option("#desk-entry_treatment", world.treatment.ref)
     page.fill("#desk-entry_earliest", "2030-12-03")
     page.fill("#desk-entry_latest", "2030-12-20")
+    # When they can come, by keyboard: "Any time" is ticked until a day or part of the day is.
+    sync_api.expect(page.locator("#desk-entry_any_time")).to_be_checked()
+    for box in ("#desk-entry_days_0", "#desk-entry_parts_0"):  # Monday, morning
+        page.focus(box)
+        page.keyboard.press("Space")
+    sync_api.expect(page.locator("#desk-entry_any_time")).not_to_be_checked()
     page.focus("#desk-entry_patient")
     page.keyboard.press("Enter")
-    sync_api.expect(page.get_by_test_id("desk-entry").get_by_test_id("desk-result")).to_contain_text("WAITING")
-    assert WaitlistEntry.objects.filter(patient=newcomer).exists()
+    result = page.get_by_test_id("desk-entry").get_by_test_id("desk-result")
+    sync_api.expect(result).to_contain_text("can come: Mon morning")
+    from waitlist.joining.availability import mask_of
+
+    assert WaitlistEntry.objects.get(patient=newcomer).availability == mask_of(["MON"], ["MORNING"])
     shot(page, f"desk-{viewport['width']}")
     failures += _axe(page, "desk after the session")
     assert failures == [], "\n".join(failures)

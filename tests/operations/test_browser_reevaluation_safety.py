@@ -53,7 +53,7 @@ def test_admin_redrives_by_failure_class_and_leaves_out_a_job(open_page, admin, 
     expect(page.get_by_test_id("execute-result")).to_contain_text("Redriven 1, skipped 0, left out 1")
     # The queue marks the redriven job with its child; FAILED counts what is still actionable.
     expect(page.locator(f"#queue-rows tr[data-job='{transient[0]}'] [data-testid=redriven-as]")).to_contain_text(
-        "REDRIVEN"
+        "Run again as"
     )
     expect(page.locator("[data-count=FAILED]")).to_have_text("2")
     expect(page.get_by_test_id("failed-settled")).to_contain_text("+1")
@@ -121,11 +121,11 @@ def test_mode_and_drain_forms_start_on_the_current_value_and_offer_only_allowed_
     mode = page.locator("#mode_mode")
     expect(mode).to_have_value("DRY_RUN")
     options = mode.locator("option")
-    expect(options).to_have_text(["DRY_RUN (current)", "DISABLED", "APPLY_PROPOSED"])
+    expect(options).to_have_text(["Trial run only (current)", "Reevaluation off", "Change proposed visits"])
     expect(mode.locator("option[value=DRY_RUN]")).to_be_disabled()
     drain = page.locator("#drain_state")
     expect(drain).to_have_value("ACTIVE")
-    expect(drain.locator("option")).to_have_text(["ACTIVE (current)", "DRAINING"])
+    expect(drain.locator("option")).to_have_text(["Active (current)", "Stopping"])
     # Submitting without choosing a move is refused with a field error and changes nothing.
     page.fill("#mode_reason", "just clicking")
     page.check("#mode_confirm")
@@ -140,7 +140,7 @@ def test_mode_and_drain_forms_start_on_the_current_value_and_offer_only_allowed_
     expect(page.get_by_test_id("mutation-mode").locator("[data-code]")).to_have_attribute("data-code", "APPLY_PROPOSED")
     expect(page.locator("#mode_mode")).to_have_value("APPLY_PROPOSED")
     expect(page.locator("#mode_mode option")).to_have_text(
-        ["APPLY_PROPOSED (current)", "DISABLED", "DRY_RUN", "APPLY_PROPOSED_AND_HELD"]
+        ["Change proposed visits (current)", "Reevaluation off", "Trial run only", "Change proposed and held visits"]
     )
     shot(page, "reevaluation-switches")
     assert page.errors == []

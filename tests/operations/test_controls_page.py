@@ -93,7 +93,7 @@ def _shadow(clinic, admin, **changes):
 def test_the_page_previews_a_shadow_promote_and_only_admins_see_the_buttons(clinic, admin, staff_web, admin_web):
     shadow = _shadow(clinic, admin)
     staff_html = staff_web.get(PAGE.format(clinic.ref)).content.decode()
-    assert shadow.ref in staff_html and 'data-testid="shadow-status">SHADOW' in staff_html
+    assert shadow.ref in staff_html and 'data-code="SHADOW">Observing <code' in staff_html
     assert 'data-testid="shadow-preview"' in staff_html and 'data-field="weekly_offer_cap"' in staff_html
     assert "/shadow/" not in staff_html  # STAFF see no promote or discard form
     admin_html = admin_web.get(PAGE.format(clinic.ref)).content.decode()
@@ -112,7 +112,8 @@ def test_an_admin_promotes_the_shadow_to_a_new_audited_policy_version(clinic, ad
     audit = AuditEntry.objects.get(action="waitlist.shadow_policy_promote")
     assert audit.actor == admin and audit.reason == "because of the drill" and audit.target_ref == shadow.ref
     html = response.content.decode()
-    assert 'data-testid="shadow-status">PROMOTED' in html and "promote/" not in html  # decided: no more buttons
+    assert 'data-code="PROMOTED"><code class="code">PROMOTED</code>' in html
+    assert "promote/" not in html  # decided: no more buttons
     _post(admin_web, url, htmx=True, key="promote-1")  # a double submit replays, nothing runs again
     assert services.policy_current(clinic=clinic).version == before + 1
     assert AuditEntry.objects.filter(action="waitlist.shadow_policy_promote").count() == 1

@@ -111,7 +111,7 @@ def test_reevaluation_page_in_korean_shows_failure_classes_in_words_with_codes_i
     transient = GLOSSARY["TRANSIENT"]
     assert f'title="{transient["help_ko"]}" data-code="TRANSIENT">{transient["label_ko"]} <code' in counts
     assert f'data-code="CONTRACT">{GLOSSARY["CONTRACT"]["label_ko"]} <code' in counts
-    assert f'data-code="DISABLED">{GLOSSARY["DISABLED"]["label_ko"]} <code' in html  # the mutation mode
+    assert f'data-code="DISABLED">{GLOSSARY["mode.DISABLED"]["label_ko"]} <code' in html  # the mutation mode
     assert "Temporary" not in counts
 
 

@@ -120,7 +120,8 @@ def test_snapshot_queue_and_read_only_switches_for_staff(staff_web, world):
     assert "ASSESSMENT_TIMEOUT" in html and "HELD_PRESENT" in html and "PROPOSED_ONLY" in html
     assert " KST" in html  # due times in the clinic's zone
     # STAFF: mode and drain read-only, a PREVIEW form, no execute or switch controls.
-    assert 'data-testid="mode-readonly">DRY_RUN<' in html and 'data-testid="drain-readonly">ACTIVE<' in html
+    assert re.search(r'data-testid="mode-readonly"><span class="code-label"[^>]*data-code="DRY_RUN">Trial run', html)
+    assert re.search(r'data-testid="drain-readonly"><span class="code-label"[^>]*data-code="ACTIVE">', html)
     assert url("reevaluation-preview", world.clinic) in html
     for name in ("reevaluation-execute", "reevaluation-mode", "reevaluation-drain"):
         assert url(name, world.clinic) not in html
@@ -129,7 +130,7 @@ def test_snapshot_queue_and_read_only_switches_for_staff(staff_web, world):
 def test_admin_sees_switch_forms(admin_web, world):
     html = admin_web.get(page_url(world.clinic)).content.decode()
     assert url("reevaluation-mode", world.clinic) in html and url("reevaluation-drain", world.clinic) in html
-    assert 'name="mode"' in html and 'name="state"' in html and "Current: DISABLED" in html
+    assert 'name="mode"' in html and 'name="state"' in html and "Current: Reevaluation off" in html
     assert html.count('id="mode_reason"') == 1 and html.count('id="drain_reason"') == 1
 
 
@@ -351,7 +352,7 @@ def test_admin_sets_mode_and_drain_with_a_reason_and_audit_rows(admin_web, admin
         {"mode": "DRY_RUN", "reason": "rollout step 2", "confirm": "on", "idempotency_key": "m1"},
         **HX,
     )
-    assert response.status_code == 200 and "Current: DRY_RUN" in response.content.decode()
+    assert response.status_code == 200 and "Current: Trial run only" in response.content.decode()
     assert "reevaluation-changed" in json.loads(response["HX-Trigger"])
     response = admin_web.post(
         url("reevaluation-drain", world.clinic),
@@ -359,7 +360,7 @@ def test_admin_sets_mode_and_drain_with_a_reason_and_audit_rows(admin_web, admin
         **HX,
     )
     # Nothing runs, so DRAINING goes straight to DRAINED.
-    assert response.status_code == 200 and "Current: DRAINED" in response.content.decode()
+    assert response.status_code == 200 and "Current: Stopped" in response.content.decode()
     row = ClinicReevaluationSettings.objects.get(clinic=world.clinic)
     assert (row.mutation_mode, row.drain_state) == ("DRY_RUN", "DRAINED")
     entries = AuditEntry.objects.filter(clinic_ref=world.clinic.ref).order_by("pk")

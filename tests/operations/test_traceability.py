@@ -115,7 +115,8 @@ def test_an_entry_page_shows_its_activity_timeline(staff_web, world):
                                                         "ref": offer.entry.ref})).content.decode()
     timeline = re.search(r'data-testid="entry-timeline">(.*?)</ul>', html, re.S).group(1)
     assert 'data-activity="offer"' in timeline and offer.ref in timeline and "MATCHED" in timeline
-    assert 'data-activity="consent"' in timeline and "REVOKED (OPT_OUT_LINK)" in timeline
+    assert 'data-activity="consent"' in timeline and 'data-code="OPT_OUT_LINK">' in timeline
+    assert 'data-code="REVOKED">Opted out</span> (<span' in timeline
     assert offer.entry.patient.display_name not in html
 
 

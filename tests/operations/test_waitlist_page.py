@@ -63,7 +63,7 @@ def test_staff_sees_readiness_metrics_queue_evidence_and_no_withdraw(staff_web, 
     vacancy, entry = review_vacancy(world)
     html = staff_web.get(page_url(world.clinic)).content.decode()
     # Readiness and metrics
-    assert 'data-testid="flag-state">ON<' in html and 'data-testid="policy-version">1<' in html
+    assert 'data-testid="flag-state" title="the feature flag">On<' in html and 'data-testid="policy-version">1<' in html
     freshness = re.search(r'data-testid="decision-freshness">(.*?)</dd>', html, re.S).group(1)
     assert re.search(r'data-code="STALE">Out of date .*?</span>\s*1 ', freshness), freshness
     assert 'data-testid="outbox"' in html and "1 could not be delivered" in html
@@ -75,7 +75,8 @@ def test_staff_sees_readiness_metrics_queue_evidence_and_no_withdraw(staff_web, 
     refs = queue_refs(html)
     assert vacancy.ref in refs and len(refs) == 2
     assert entry.ref in html and "DECISION_STALE" in html and "SMTP_UNAVAILABLE" in html
-    assert "any practitioner · priority NORMAL" in html and "✓ TREATMENT" in html and "checked now" in html
+    assert "any practitioner · priority" in html and 'data-code="NORMAL"><code class="code">NORMAL</code>' in html
+    assert '✓ <span class="code-label" title="TREATMENT: ' in html and "checked now" in html
     assert "checked when offered" in html and offer.ref in html and " KST" in html
     # STAFF: mark reviewed and re-dispatch, never withdraw.
     assert 'data-command="review"' in html and 'data-command="withdraw"' not in html

@@ -36,7 +36,7 @@ from scheduling.selectors import clinic_contact
 from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
 from waitlist.models import Offer, OfferStatus
-from waitlist.notices.offer_notice import LANGUAGES, code_line, optout_line, standing_line, zone_label
+from waitlist.notices.offer_notice import LANGUAGES, code_line, optout_line, standing_line, status_line, zone_label
 from waitlist.offers.calendar import FILENAME, MIME_TYPE, CalendarEvent, ics_render, uid_domain
 from waitlist.offers.tokens import calendar_link, optout_link
 from waitlist.policy.services import policy_current
@@ -240,6 +240,8 @@ def deliver_booking_confirmation(message: OutboxMessage) -> str:
                                         release=release)
     if release is not None and offer is not None:  # booked automatically: how to stop that
         body += standing_line(offer.entry, patient.language)
+    if offer is not None:  # a booking from the waiting list: the patient's other entries and their place
+        body += status_line(patient, patient.language)
     body += optout_line(optout_link(patient), patient.language)
     attachments = ((FILENAME, booking_ics(appointment, patient.language), MIME_TYPE),) if attached else ()
     return send_patient_notice(message=message, clinic=clinic, patient=patient,

@@ -41,6 +41,7 @@ from common.outbox import DeliverySkipped
 from common.shortcodes import display_code
 from scheduling.services.consent import consent_granted, provider_channels
 from scheduling.services.features import feature_enabled
+from waitlist.joining.tokens import status_link
 from waitlist.models import Offer, OfferStatus, WaitlistPolicy
 from waitlist.offers.offers import deadline_if_delivered, offer_notice_delivered
 from waitlist.offers.tokens import claim_link, optout_link, standing_link
@@ -112,6 +113,14 @@ def standing_line(entry, language: str) -> str:
             "link": standing_link(entry)}
 
 
+def status_line(patient, language: str) -> str:
+    """The line of every waitlist notice that opens the patient's own status page (their place, when they can
+    come, pause or leave): a fresh signed link each time (``waitlist.joining.tokens``)."""
+    with translation.override(language if language in LANGUAGES else "en"):
+        return "\n" + _("To see your place on the waiting list or change when you can come, open:\n%(link)s\n") % {
+            "link": status_link(patient)}
+
+
 def optout_line(link: str, language: str) -> str:
     """The line every notice ends with: how to stop these messages, without signing in."""
     with translation.override(language if language in LANGUAGES else "en"):
@@ -169,12 +178,13 @@ def deliver_offer_notice(message: OutboxMessage) -> str:
             texter, message=message, clinic=clinic, patient=patient, kind=TextKind.OFFER, offer=offer, now=now,
             compose=lambda code, link: offer_text(clinic=clinic, language=patient.language,
                                                   starts_at=offer.vacancy.starts_at, expires_at=expires_at,
-                                                  code=code, link=link))
+                                                  code=code, link=link, status_link=status_link(patient)))
     else:
         link = claim_link(offer)
         subject, body = offer_notice_text(offer, link, patient.language)
         if offer.policy.standing_acceptance:
             body += standing_line(offer.entry, patient.language)
+        body += status_line(patient, patient.language)
         body += optout_line(optout_link(patient), patient.language)
         provider = provider_for(clinic.settings)
         # The contact is read here, at send time, and goes only to the provider (never to a log).

@@ -69,8 +69,11 @@ def _language(language: str) -> str:
     return language if language in LANGUAGES else "en"
 
 
-def offer_text(*, clinic, language: str, starts_at: datetime, expires_at: datetime, code: str, link: str) -> str:
-    """A time opened up: when, until when to answer, the reply words with the code, the short link."""
+def offer_text(*, clinic, language: str, starts_at: datetime, expires_at: datetime, code: str, link: str,
+               status_link: str = "") -> str:
+    """A time opened up: when, until when to answer, the reply words with the code, the short link; and the
+    patient's status link when the text still fits two segments with it (a signed link is long: in Korean, or with
+    a long clinic name, it is left out and the claim page the short link opens is the way there)."""
     language = _language(language)
     with translation.override(language):
         def build(name: str) -> str:
@@ -79,7 +82,12 @@ def offer_text(*, clinic, language: str, starts_at: datetime, expires_at: dateti
                 "clinic": name, "when": when(starts_at, clinic.timezone, language), "code": code,
                 "deadline": deadline(expires_at, starts_at, clinic.timezone, language), "link": link}
 
-        return _fit(build, clinic.name_in(language))
+        text = _fit(build, clinic.name_in(language))
+        if status_link:
+            with_status = text + " " + _("Your place: %(link)s") % {"link": status_link}
+            if segments(with_status) <= MAX_SEGMENTS:
+                return with_status
+        return text
 
 
 def booked_text(*, clinic, language: str, starts_at: datetime, code: str, link: str, automatic: bool) -> str:
