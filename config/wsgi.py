@@ -1,6 +1,8 @@
 import os
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from config.settings import default_module
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_module())
 
 from common.fastpath import wsgi_application  # noqa: E402
 from common.middleware import honour_connection_close  # noqa: E402
