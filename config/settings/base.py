@@ -136,9 +136,6 @@ REPLICA_READ_VIEWS = env.list("REPLICA_READ_VIEWS", default=[
 ])
 # The Retry-After of the 503 a request gets when its database connection broke (common/dbloss.py).
 DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS = env.int("DATABASE_UNAVAILABLE_RETRY_AFTER_SECONDS", default=5)
-# Django's health check (`SELECT 1`) of a persistent connection skipped for one that finished a request this
-# recently (common/fastpath/health_checks.py); 0: every request.
-DATABASE_HEALTH_CHECK_IDLE_SECONDS = env.float("DATABASE_HEALTH_CHECK_IDLE_SECONDS", default=1.0)
 
 # --- Redis: the cache (throttles, counters, kept figures) -------------------------------------------------
 
@@ -588,19 +585,6 @@ FHIR_SUBSCRIPTION_TIMEOUT_SECONDS = env.float("FHIR_SUBSCRIPTION_TIMEOUT_SECONDS
 # --- The fast paths ---------------------------------------------------------------------------------------
 
 # The fast paths (common/fastpath/README.md: compiled-once querysets, server-side prepared statements, dispatch
-# slots, the lean API middleware chain). FASTPATHS=off takes the ORM's and Django's own roads everywhere: the
+# slots, one Redis client per cache pool). FASTPATHS=off takes the ORM's and Django's own roads everywhere: the
 # same answers, slower; CI runs the fast paths' own tests and a smoke subset with them off.
 FASTPATHS = env.bool("FASTPATHS", default=True)
-# Middleware a token-authenticated /api/ request skips (common/fastpath/lean_api.py, config/wsgi.py): it has
-# no session, no CSRF cookie, no messages, no HTMX and no HTML to put a CSP on.
-API_LEAN_SKIPPED_MIDDLEWARE = [
-    "whitenoise.middleware.WhiteNoiseMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "operations.middleware.SessionLifetimeMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
-    "operations.middleware.ContentSecurityPolicyMiddleware",
-    "operations.middleware.SignedInNoStoreMiddleware",
-]
