@@ -37,16 +37,17 @@ test: $(STAMP)
 
 # What CI runs with the fast paths off: the fast-path package's own tests and a smoke subset over every road a
 # fast path shortens (claim, receipts, matcher pages and parity, decisions, holds, vacancy claims, a
-# cancellation, the outbox, the lean API chain, races), not the whole suite a second time.
+# cancellation, the outbox, races), not the whole suite a second time.
 FASTPATHS_OFF_SMOKE := tests/common/fastpath tests/common/test_outbox.py tests/common/test_cas.py \
 	tests/waitlist/test_claim_and_book.py tests/waitlist/test_claim_queries.py tests/waitlist/test_offers.py \
 	tests/waitlist/test_matcher.py tests/waitlist/test_eligibility_parity.py tests/waitlist/test_dispatch_queries.py \
-	tests/waitlist/test_races.py tests/waitlist/test_api_lean_chain.py tests/waitlist/test_delivery.py \
+	tests/waitlist/test_races.py tests/waitlist/test_delivery.py \
 	tests/scheduling/test_api.py tests/waitlist/test_api.py
 test-fastpaths-off: $(STAMP)
 	FASTPATHS=off $(PY) -m pytest -n 2 --dist loadfile $(FASTPATHS_OFF_SMOKE) $(PYTEST_ARGS)
 
-# ruff on everything; mypy (django-stubs, djangorestframework-stubs) on the five apps, configured in pyproject.toml.
+# ruff on everything; mypy (django-stubs, djangorestframework-stubs) on every app, config/ and devtools/, configured in
+# pyproject.toml.
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy

@@ -3,7 +3,9 @@ import os
 import sys
 
 if __name__ == "__main__":
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    from config.settings import default_module
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_module())
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

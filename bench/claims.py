@@ -259,9 +259,9 @@ def reading_note(d: dict) -> str:
         f"hold, entry, in that order) and reads the policy, the allocation and the latest decision with it, one "
         f"statement for every write (chained compare-and-set updates, the event and the claim receipt), the "
         f"receipt's UPDATE, COMMIT. Django's connection health check (`CONN_HEALTH_CHECKS`, a `SELECT 1` before "
-        f"the first query of a request) is not counted there and, under load, not sent: a connection that "
-        f"finished a request less than `DATABASE_HEALTH_CHECK_IDLE_SECONDS` (1 s) ago skips it "
-        f"(`common/fastpath/health_checks.py`); one idle for longer is still checked. Where the time of "
+        f"the first query of a request on a kept connection) is not counted there (until issue 42 a connection "
+        f"used within the last second skipped it: removed, see \"Fast paths kept and removed\" below). "
+        f"Where the time of "
         f"one claim goes (in process, alone, median of {PROBE_CLAIMS}): {probe_ms:.1f} ms in all, "
         f"{probe_sql_ms:.1f} ms of it inside `cursor.execute` (round trips and PostgreSQL's work), the rest "
         f"Python; the per-layer table splits it. Under wrk, the gunicorn processes, PostgreSQL and wrk share 2 "
@@ -308,6 +308,50 @@ def layers_note() -> str:
         "scope query into the receipt INSERT's round trip, and fewer round trips per claim (a pipeline of "
         "BEGIN, INSERT and the lock statement)."
     )
+
+
+#: Issue 42's same-run A/B of the lean API chain and the health check after idleness (both removed), measured
+#: with ``bench.claims_compare`` on a shared machine; kept verbatim with the figures it reports.
+FASTPATH_AB_NOTE = (
+    "**Fast paths kept and removed (issue 42).** Two of issue 15's fast paths had to show more than 15 % "
+    "on claims in a same-run A/B to stay: the lean API chain (`common/fastpath/lean_api.py`: token-"
+    "authenticated `/api/` requests through a second middleware chain built by swapping "
+    "`settings.MIDDLEWARE` at start-up) and the health check after idleness "
+    "(`common/fastpath/health_checks.py`: Django's per-request `SELECT 1` skipped for a connection used "
+    "within `DATABASE_HEALTH_CHECK_IDLE_SECONDS`). Measured with `python -m bench.claims_compare --reuse`"
+    " on 2026-12-06 (sync × 4, concurrency 32, 6 s per run, arms interleaved and their order reversed "
+    "every round; the lean chain off: Django's `WSGIHandler` behind the same `honour_connection_close`; "
+    "the health trick off: `DATABASE_HEALTH_CHECK_IDLE_SECONDS=0`), on a 2-core machine shared with four "
+    "other sessions (load average 12–17, pgbench 650–1,240 tps between rounds, against 1,800–3,500 in the"
+    " runs above), so single runs swing by 2–4×: two batches of the four arms (8 rounds) and one batch of"
+    " the two ends alone (6 rounds), 0 errors, no run out of offers."
+    "\n"
+    "\n"
+    "| arm | runs | claims/s median (min–max) | p50 ms | p99 ms | gunicorn CPU ms/request |"
+    "\n"
+    "| --- | --- | --- | --- | --- | --- |"
+    "\n"
+    "| both on (as before) | 14 | 54 (17–111) | 489 (275–1,798) | 937 (384–5,012) | 6.44 (5.28–22.95) |"
+    "\n"
+    "| lean chain off | 8 | 51 (23–70) | 550 (372–1,103) | 1,060 (715–2,425) | 6.66 (5.46–8.79) |"
+    "\n"
+    "| health trick off | 8 | 43 (15–80) | 663 (349–1,618) | 1,209 (750–3,806) | 6.70 (5.38–13.26) |"
+    "\n"
+    "| both off (plain Django) | 14 | 54 (37–148) | 542 (212–780) | 919 (369–1,685) | 6.20 (5.27–7.39) |"
+    "\n"
+    "\n"
+    "Paired within each round (the two arms run back to back), both on ÷ both off: claims/s 1.04 "
+    "(0.23–1.92), p50 1.01 (0.55–4.42), CPU per request 0.99 (0.84–4.14) over 14 rounds; the ABAB batch "
+    "alone 0.77 (0.23–1.12). Each trick's own effect changes sign with the other's state (the lean chain "
+    "1.33 with the health trick on, 0.88 with it off; the health trick 1.19 with the lean chain on, 0.93 "
+    "with it off): noise, not a gain. Issue 15 had measured +24 % and +47 % on a quieter machine with two"
+    " rounds each; neither held here, and the CPU a request costs in gunicorn, the steadier figure on a "
+    "shared machine, is the same either way. Both are removed: `config.wsgi` serves Django's "
+    "`WSGIHandler`, every request takes the whole middleware chain, and Django checks a kept connection "
+    "before each request's first query. Kept (not measured again here: their gains are the ones recorded "
+    "above and in the storm's section): the prepared statements and compiled-once querysets on the claim "
+    "and dispatch paths, the dispatch slots and the per-pool Redis client (`common/fastpath/README.md`)."
+)
 
 
 def web_tier_note() -> str:
@@ -489,4 +533,5 @@ def run() -> Result:
     result.note(reading_note(d))
     result.note(layers_note())
     result.note(web_tier_note())
+    result.note(FASTPATH_AB_NOTE)
     return result

@@ -49,7 +49,7 @@ def _tree_cpu_s(pid: int) -> float:
 def _start(port: int, env_over: dict[str, str]) -> subprocess.Popen:
     from .claims import start_gunicorn
 
-    env_over = {"DJANGO_SETTINGS_MODULE": "config.settings", **env_over}
+    env_over = {"DJANGO_SETTINGS_MODULE": "config.settings.local", **env_over}
     return start_gunicorn(port, app=env_over.pop("APP", "config.wsgi:application"), env_over=env_over)
 
 

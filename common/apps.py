@@ -8,12 +8,10 @@ class CommonConfig(AppConfig):
     def ready(self):
         from . import checks  # noqa: F401  (registers the production guard's system check)
         from .auth import connect_signals
-        from .fastpath import connect_health_checks
         from .redaction import install_record_factory
         from .usernames import install_username_validator
 
         install_record_factory()
         connect_signals()
         install_username_validator()
-        connect_health_checks()
         checks.refuse_unsafe_production()

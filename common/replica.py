@@ -1,7 +1,7 @@
 """Replica reads (docs/deployment.md "Replica reads"): read-only pages and scrapes may read a streaming replica.
 
 Off unless ``REPLICA_DATABASE_URL`` is set (then the ``replica`` alias, this router and the middleware are
-installed by config/settings.py). Opt-in, never opt-out: a request reads the replica only when
+installed by config/settings/base.py). Opt-in, never opt-out: a request reads the replica only when
 
 - it is a GET or HEAD to a view named in ``REPLICA_READ_VIEWS`` (the console's lists and figures, FHIR searches,
   ``/metrics``), and

@@ -4,7 +4,9 @@ import os
 
 from celery import Celery, signals
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from config.settings import default_module
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_module())
 
 app = Celery("clinic_waitlist")
 app.config_from_object("django.conf:settings", namespace="CELERY")

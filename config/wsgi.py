@@ -1,9 +1,11 @@
 import os
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+from config.settings import default_module
 
-from common.fastpath import wsgi_application  # noqa: E402
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_module())
+
+from django.core.wsgi import get_wsgi_application  # noqa: E402
+
 from common.middleware import honour_connection_close  # noqa: E402
 
-# Token-authenticated /api/ requests skip the browser-only middleware (common/fastpath/lean_api.py).
-application = honour_connection_close(wsgi_application())
+application = honour_connection_close(get_wsgi_application())

@@ -231,8 +231,9 @@ class Supervisor:
 
 def main() -> int:
     DATA_DIR.mkdir(exist_ok=True)
+    # No DJANGO_SETTINGS_MODULE of its own: manage.py, config.wsgi and config.celery take config.settings.local
+    # (config.settings.production with DJANGO_ENV=production, below), as config/settings/__init__.py says.
     env = os.environ.copy()
-    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     host, port = env.get("HOST", "127.0.0.1"), env.get("PORT", "8000")
     env.setdefault("CRM_BASE_URL", f"http://{host}:{port}/crm-stub")
     env.setdefault("PUBLIC_BASE_URL", f"http://{host}:{port}")

@@ -49,7 +49,7 @@ def configure_environment(url: str, marker: str, **defaults: str) -> None:
     os.environ["DATABASE_URL"] = url
     for key, value in defaults.items():
         os.environ.setdefault(key, value)
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.local")
 
 
 def recreate_database(url: str, marker: str, *, template: str | None = None) -> None:

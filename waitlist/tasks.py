@@ -1,6 +1,6 @@
 """Thin Celery wrappers: ids in, service call, nothing else (a re-run is a no-op by CAS).
 
-Beat entries live in the ``# --- waitlist ---`` block of config/settings.py; each job is also a
+Beat entries live in the ``# --- The waitlist ---`` block of config/settings/base.py; each job is also a
 management command (``waitlist_expire``, ``waitlist_reconcile``; delivery is ``deliver_outbox``).
 Services never import this module: they name an after-commit effect (``common.effects``) and
 ``register_effects`` (run at app ready) says which task carries it out.

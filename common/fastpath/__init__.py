@@ -10,13 +10,9 @@ pins every private attribute used, so an upgrade that changes one fails a named 
 - ``prepared_cursor``: a cursor whose statements PostgreSQL plans once per connection.
 - ``Semaphore``: N dispatch slots across the deployment (session advisory locks).
 - ``insert_sql`` / ``saved``: the ORM's own INSERT of an unsaved object, for a caller composing one statement.
-- ``wsgi_application``: token-authenticated API requests through a lean middleware chain.
-- ``connect_health_checks``: Django's per-request connection health check only after idleness.
 - ``redis_client``: one Redis client per pool of Django's cache, for the throttles.
 """
 
-from .health_checks import connect_signals as connect_health_checks
-from .lean_api import get_split_wsgi_application as wsgi_application
 from .prepared import PreparedQuery, behind_transaction_pooler, prepared_cursor
 from .redis_clients import redis_client
 from .slots import Semaphore
@@ -27,11 +23,9 @@ __all__ = [
     "PreparedQuery",
     "Semaphore",
     "behind_transaction_pooler",
-    "connect_health_checks",
     "enabled",
     "insert_sql",
     "prepared_cursor",
     "redis_client",
     "saved",
-    "wsgi_application",
 ]

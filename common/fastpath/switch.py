@@ -1,8 +1,7 @@
 """The one switch of the fast paths: ``settings.FASTPATHS`` (env ``FASTPATHS``, default on).
 
-Read at each use (a Django setting, so a test can flip it), except the lean API chain, which is chosen
-when the WSGI application is built. Off, every fast path takes the ORM's or Django's own road; the
-results are the same, only slower (the suite passes both ways: ``make test FASTPATHS=off``).
+Read at each use (a Django setting, so a test can flip it). Off, every fast path takes the ORM's or Django's
+own road; the results are the same, only slower (the suite passes both ways: ``make test FASTPATHS=off``).
 """
 
 from __future__ import annotations

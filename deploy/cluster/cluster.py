@@ -340,7 +340,7 @@ def redis_url() -> str:
 def service_env() -> dict[str, str]:
     """The environment every process of the service shares (written to ``service.env`` for other shells)."""
     return {
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings.local",  # a demo on loopback: the CRM stub, demo users
         "DATABASE_URL": database_url(DB_NAME),
         "DATABASE_DIRECT_URL": database_url(DB_NAME, NODES),
         "DATABASE_POOLER_TRANSACTION_MODE": "true",

@@ -86,6 +86,7 @@ def _start(**overrides) -> subprocess.CompletedProcess:
     env = {
         **os.environ,
         "DJANGO_ENV": "production",
+        "DJANGO_SETTINGS_MODULE": "config.settings.production",
         "DJANGO_SECRET_KEY": SAFE["SECRET_KEY"],
         "NOTIFY_WEBHOOK_SECRET": SAFE["NOTIFY_WEBHOOK_SECRET"],
         "NOTIFY_DEFAULT_PROVIDER": "webhook",

@@ -142,7 +142,7 @@ def test_log_format_json_makes_the_console_handler_write_json_lines():
         "import django, logging; django.setup(); from common.correlation import bound\n"
         "with bound('env-json-1234'): logging.getLogger('waitlist').warning('vacancy %s opened', 'vac_x')\n"
     )
-    env = {**os.environ, "LOG_FORMAT": "json", "DJANGO_SETTINGS_MODULE": "config.settings"}
+    env = {**os.environ, "LOG_FORMAT": "json", "DJANGO_SETTINGS_MODULE": "config.settings.test"}
     done = subprocess.run([sys.executable, "-c", code], cwd=settings.BASE_DIR, env=env, capture_output=True,
                           text=True, timeout=60, check=True)
     line = json.loads(done.stderr.strip().splitlines()[-1])

@@ -47,7 +47,7 @@ def _env(prefix: str, visibility: int) -> dict:
     env = {**os.environ}
     env.pop("PYTEST_XDIST_WORKER", None)
     env.update({
-        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "DJANGO_SETTINGS_MODULE": "config.settings.test",
         "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}",
         "REDIS_URL": settings.REDIS_URL,
         "CELERY_BROKER_URL": settings.REDIS_URL,

@@ -37,7 +37,7 @@ def _production_settings(**extra) -> str:
         "REEVALUATION_HMAC_KEYS": "k:secret", "CRM_API_TOKEN": "t", "METRICS_SCRAPE_TOKENS": "*:t", **extra,
     }
     code = (
-        "import config.settings as s; print(getattr(s, 'SECURE_PROXY_SSL_HEADER', None)); "
+        "import config.settings.production as s; print(getattr(s, 'SECURE_PROXY_SSL_HEADER', None)); "
         "print(s.USE_X_FORWARDED_HOST)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)

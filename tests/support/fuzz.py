@@ -225,7 +225,7 @@ def main() -> int:
         os.environ.update(env)
         import django
 
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
         django.setup()
         world = seed_world()
         total = FuzzResult()

@@ -124,7 +124,7 @@ def scratch_database(suffix: str):
 
 def child_env(extra: dict) -> dict:
     env = os.environ.copy()
-    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+    env.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
     env.pop("PYTEST_XDIST_WORKER", None)
     env.update(extra)
     return env

@@ -228,7 +228,7 @@ def main() -> int:
         os.environ.update(env)
         import django
 
-        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
+        os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings.test")
         django.setup()
         from observability.invariants import check
         from scheduling.models import Clinic

@@ -14,7 +14,6 @@ from datetime import UTC, datetime
 import psycopg
 import pytest
 import time_machine
-from django.core.handlers.base import BaseHandler
 from django.db import connection, connections
 from django.db.models import Model, Value
 from django.db.models.expressions import RawSQL
@@ -197,25 +196,6 @@ def test_an_insert_whose_first_row_holds_an_expression_is_not_kept_as_the_models
     assert "LOWER" in sql and TenantGroup not in fastpath_sql._PLAIN_INSERTS
     plain, _ = insert_sql(TenantGroup(name="plain"))
     assert "LOWER" not in plain and fastpath_sql._PLAIN_INSERTS[TenantGroup] == plain
-
-
-# --- the lean API chain: Django's handler builds its chain from settings.MIDDLEWARE ---------------------
-
-
-def test_django_load_middleware_reads_settings_middleware():
-    assert _params(BaseHandler.load_middleware) == ["self", "is_async"]
-    assert "settings.MIDDLEWARE" in inspect.getsource(BaseHandler.load_middleware)
-
-
-# --- connect_health_checks: Django's per-request connection health check --------------------------------
-
-
-def test_django_skips_the_health_check_when_health_check_done_is_set(db):
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
-    wrapper = connections["default"]
-    assert hasattr(wrapper, "health_check_done") and hasattr(wrapper, "errors_occurred")
-    assert "health_check_done" in inspect.getsource(BaseDatabaseWrapper.close_if_health_check_failed)
 
 
 # --- redis_client: Django's Redis cache client ----------------------------------------------------------

@@ -4,13 +4,11 @@ with the same answers."""
 from __future__ import annotations
 
 import pytest
-from django.core.handlers.wsgi import WSGIHandler
-from django.db import connection, connections
+from django.db import connection
 from django.db.models.expressions import RawSQL
 from django.test.utils import CaptureQueriesContext
 
-from common.fastpath import PreparedQuery, Semaphore, enabled, prepared_cursor, wsgi_application
-from common.fastpath.lean_api import SplitWSGIHandler
+from common.fastpath import PreparedQuery, Semaphore, enabled, prepared_cursor
 from scheduling.models import Clinic
 
 
@@ -61,14 +59,6 @@ def test_off_no_slot_is_taken_and_the_caller_works_without_one(off, db):
     assert len(sent) == 0
 
 
-def test_off_the_wsgi_application_is_djangos_plain_handler(settings):
-    settings.FASTPATHS = False
-    plain = wsgi_application()
-    assert type(plain) is WSGIHandler
-    settings.FASTPATHS = True
-    assert isinstance(wsgi_application(), SplitWSGIHandler)
-
-
 def test_off_the_throttles_ask_django_for_a_redis_client_each_time(off):
     from django.core.cache import cache
 
@@ -85,18 +75,3 @@ def test_on_the_throttles_keep_one_redis_client_per_pool(settings):
 
     settings.FASTPATHS = True
     assert redis_client(cache) is redis_client(cache)
-
-
-def test_off_every_request_checks_its_connection(off, db):
-    from common.fastpath import health_checks
-
-    wrapper = connections["default"]
-    before = wrapper.health_check_done
-    wrapper.health_check_done = False
-    setattr(wrapper, "_cw_request_done_at", health_checks.clock())  # noqa: B010 - just finished a request
-    try:
-        health_checks._request_started()
-        assert wrapper.health_check_done is False  # on, it would be skipped: the request just before was fine
-    finally:
-        wrapper.health_check_done = before
-        delattr(wrapper, "_cw_request_done_at")
