@@ -250,15 +250,14 @@ def sections(folder: Path, results: list[dict]) -> list[str]:
     standing = sum(r["metrics"].get("standing_bookings", 0) for r in ours_rs)
     acknowledged = sum(r["metrics"].get("standing_acknowledged", 0) for r in ours_rs)
     lines.append(f"* **Automatic bookings (ours)**: {standing} made, {acknowledged} acknowledged; on {released} slots "
-                 f"an automatic booking was released unacknowledged at the release point, and {refilled} of those "
-                 "slots were refilled (the release is modelled "
-                 "in the simulator, `release_unacknowledged`, through the product's `standing_release`: **not yet a "
-                 "product job**, issue #39 builds it).")
+                 f"an automatic booking was released unacknowledged by the product's acknowledgement job "
+                 f"(`acknowledgements_run`, issue #39, run at the times it stored), and {refilled} of those slots "
+                 "were refilled.")
     if "ours_today" in runs:
         months = sorted(runs["ours_today"])
         a = pooled([runs["ours"][s] for s in months if s in runs["ours"]])
         b = pooled([runs["ours_today"][s] for s in months])
-        lines.append(f"* **That release, measured** (ours with it minus the product today, on months {months}): "
+        lines.append(f"* **That job, measured** (ours with it minus ours without it, on months {months}): "
                      f"{_pct(a['rate'])} vs {_pct(b['rate'])} attended ÷ fillable.")
     lines.append("* **By channel (ours)**: attended visits of text readers "
                  f"{sum(r['metrics'].get('attended_by_channel', {}).get('SMS', 0) for r in ours_rs)}, of e-mail "
