@@ -120,6 +120,30 @@ def flag_reads_cached():
         features.feature_state = original
 
 
+@contextmanager
+def policy_reads_cached():
+    """A run publishes its policy once, at set-up, and never changes it: from then on the newest-policy read (one
+    statement on every dispatch, delivery, expiry and claim, ``policy_current``) is answered from memory."""
+    from waitlist.policy import services
+
+    original, seen = services._NEWEST_POLICY, {}
+
+    class Cached:
+        def first(self, clinic_id):
+            if clinic_id not in seen:
+                policy = original.first(clinic_id)
+                if policy is None:
+                    return None
+                seen[clinic_id] = policy
+            return seen[clinic_id]
+
+    services._NEWEST_POLICY = Cached()
+    try:
+        yield
+    finally:
+        services._NEWEST_POLICY = original
+
+
 def enable_waitlist() -> None:
     from scheduling.services.features import feature_set
 

@@ -10,6 +10,7 @@ process clock travels to each event (time-machine, no ticking), and every comman
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import time
@@ -56,6 +57,9 @@ class Replay:
         self.offered = False
         self.waits = False
         self.awaiting_notice: set[str] = set()
+        self.delivered = False  # the outbox worker ran since the awaited notices were last read
+        self.changes = 0  # events and dispatches so far that may have changed which vacancies are open
+        self.open_read: tuple = (None, [])
         self.last_offer_id = 0
         self.scheduled: set[tuple[str, datetime]] = set()
         self.replies_late = 0
@@ -91,10 +95,12 @@ class Replay:
 
         month = self.month
         with (time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue(),
-              adapter.flag_reads_cached(), adapter.matcher_clock_stopped(), connection.execute_wrapper(self._count)):
+              adapter.flag_reads_cached(), adapter.matcher_clock_stopped(), connection.execute_wrapper(self._count),
+              contextlib.ExitStack() as stack):
             started = time.perf_counter()
             self.world = adapter.setup(month, self.spec, self.run_label)
             self.cost["setup"] = [1, time.perf_counter() - started, self.statements]
+            stack.enter_context(adapter.policy_reads_cached())  # published at set-up, never changed after
             self.entry_keys = _Reverse(self.world.entry_refs)
             self.booking_of = {f"appointment:{ref}": b for b in month.bookings
                                for ref in [self.world.appointment_refs.get(b.key)] if ref}
@@ -112,6 +118,8 @@ class Replay:
                 when, _, kind, args = heapq.heappop(self.queue)
                 clock.move_to(when)
                 started, statements = time.perf_counter(), self.statements
+                if kind != "wake":  # a wake changes nothing unless it dispatches (``_dispatch`` counts that)
+                    self.changes += 1
                 getattr(self, f"_on_{kind}")(when, *args)
                 self.closing = kind in CLOSES_OFFERS
                 self._sync(when, offers_may_change=kind in CHANGES_OFFERS)
@@ -130,6 +138,7 @@ class Replay:
     def _dispatch(self, now, vacancy_ref):
         result = adapter.dispatch(self.world, vacancy_ref, now)
         self.trace.append((now, vacancy_ref, result[0]))  # what each dispatch answered (``sim.diagnose`` reads it)
+        self.changes += 1
         self.offered |= result[0] in ("OFFERED", "BOOKED")
         self.waits |= result[0] in ("WAITING", "STAFF_REVIEW")
         return result
@@ -154,7 +163,7 @@ class Replay:
             return
         minutes = timedelta(minutes=self.month.params.slot_minutes)
         due = []
-        for ref, key in adapter.open_vacancies_without_offer(self.world, now):
+        for ref, key in self._open_vacancies(now):
             b = self.booking_of[key]
             if entry_ref not in self.asked[ref] and fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
                                                          self.month.params.timezone,
@@ -167,6 +176,14 @@ class Replay:
         for ref in adapter.eligible_vacancies(self.world, entry.key, due, now):
             if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
                 break  # offered this entry: no longer a candidate for the others
+
+    def _open_vacancies(self, now) -> list[tuple[str, str]]:
+        """``adapter.open_vacancies_without_offer`` once per instant while no event could have changed it: the
+        wakes of one instant (the end of quiet hours, a cascade's closed offers) that dispatch nothing share it."""
+        key = (now, self.changes)
+        if self.open_read[0] != key:
+            self.open_read = (key, adapter.open_vacancies_without_offer(self.world, now))
+        return self.open_read[1]
 
     def _on_redispatch(self, now, vacancy_ref):
         """A vacancy that waited (quiet hours, contact caps) at the moment it may go on: dispatched as
@@ -202,6 +219,7 @@ class Replay:
         ``release_at``: reminders queued (delivered now, or when quiet hours end), unacknowledged bookings
         released; each release is dispatched as the patient's is."""
         released, pending = adapter.acknowledgements(self.world, now)
+        self.delivered = True  # its reminders went through the outbox worker, which sends whatever else is due
         for offer_ref, vacancy_ref in released:
             self.standing[offer_ref]["case"] = "RELEASED_UNACKNOWLEDGED"
             self._released(now, offer_ref, vacancy_ref)
@@ -247,7 +265,12 @@ class Replay:
             adapter.expire(now)  # the expiry job's step that changes outcomes (not its JobRun bookkeeping)
 
     def _on_deliver(self, now):
+        self._deliver(now)
+
+    def _deliver(self, now) -> None:
+        """The outbox worker; only a delivery changes what the awaited notices' rows say (``_notices``)."""
         adapter.deliver(now)
+        self.delivered = True
 
     def _on_reconcile(self, now):
         self.offered = self.waits = True
@@ -332,7 +355,7 @@ class Replay:
                 self.active.add(row["ref"])
                 self.once(row["expires_at"], "expire")
             if new:
-                adapter.deliver(now)
+                self._deliver(now)
             self._notices()
             if not self._cascade(now):
                 break
@@ -357,8 +380,9 @@ class Replay:
             self.at(when, "review" if status == "REVIEW" else "redispatch", ref)
 
     def _notices(self) -> None:
-        if not self.awaiting_notice:
-            return
+        if not self.awaiting_notice or not self.delivered:
+            return  # nothing delivered since the last read: the rows say what they said then
+        self.delivered = False
         entry_keys = self.entry_keys
         # The notices' outbox rows with, for offer notices, the offer's notified_at and expires_at (one read).
         found = adapter.notices(list(self.awaiting_notice), [r for r in self.awaiting_notice if r in self.standing])
