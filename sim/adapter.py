@@ -518,9 +518,11 @@ def notices(refs: list[str], standing: list[str] | None = None) -> dict[str, tup
     found = {ref: (status, sent, next_at, (notified, expires))
              for ref, status, sent, next_at, notified, expires in rows}
     if standing:
-        booked = (OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", payload__offer__in=standing)
-                  .exclude(payload__reminder=True))
-        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at, None) for r in booked}
+        # The booking notice itself, not the acknowledgement job's reminder of it (in Python: an ``exclude`` on a
+        # JSON key the row lacks compares with NULL and would drop every row).
+        booked = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", payload__offer__in=standing)
+        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at, None) for r in booked
+                  if not r.payload.get("reminder")}
     return found
 
 

@@ -160,7 +160,7 @@ def _job(args) -> dict:
     db.use_database(url)
     from django.db import connection
 
-    started = time.perf_counter()
+    started, own = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         pid = cursor.fetchone()[0]
@@ -170,9 +170,12 @@ def _job(args) -> dict:
     result = metrics.compute(month, spec, run_log) | counters
     db_cpu_end = db.backend_cpu_seconds(pid)
     connection.close()
+    end = resource.getrusage(resource.RUSAGE_SELF)
+    py_cpu = end.ru_utime + end.ru_stime - own.ru_utime - own.ru_stime
     out = {"policy": name, "seed": seed, "clinic": month.clinic_label, "metrics": result,
            "corner": corner_name(sides), "seconds": round(time.perf_counter() - started, 1), "database": url,
-           "db_cpu_seconds": None if db_cpu is None or db_cpu_end is None else round(db_cpu_end - db_cpu, 1)}
+           "db_cpu_seconds": None if db_cpu is None or db_cpu_end is None else round(db_cpu_end - db_cpu, 1),
+           "py_cpu_seconds": round(py_cpu, 1)}
     if not sides:
         out["rescored"] = rescore(month, spec, run_log)
     if cached is not None:

@@ -374,6 +374,15 @@ def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_
     assert result["standing_bookings"] == Offer.objects.filter(vacancy__clinic__name=clinic, standing=True).count() > 0
     released = [s for s in log["standing"] if s["released_at"] is not None]
     assert result["standing_releases"] == len(released) > 0
+    # Patients read their booking notices: those who would say yes acknowledge (through the product's record),
+    # those who would say no release it themselves.
+    from waitlist.texts.models import BookingAck
+
+    acknowledged = [s for s in log["standing"] if s["acknowledged_at"] is not None]
+    assert result["standing_acknowledged"] == len(acknowledged) > 0
+    assert BookingAck.objects.filter(offer__vacancy__clinic__name=clinic, acknowledged_at__isnull=False).count() == \
+        len(acknowledged)
+    assert any(s["case"] == "RELEASED" for s in log["standing"])
     assert result["filled"] == Vacancy.objects.filter(clinic__name=clinic, status="FILLED").count()
     # Each released vacancy was dispatched again at the release (the cascade the product queues after commit).
     for event in OfferEvent.objects.filter(offer__vacancy__clinic__name=clinic, reason_code="STANDING_RELEASED"):
