@@ -123,25 +123,32 @@ def flag_reads_cached():
 @contextmanager
 def policy_reads_cached():
     """A run publishes its policy once, at set-up, and never changes it: from then on the newest-policy read (one
-    statement on every dispatch, delivery, expiry and claim, ``policy_current``) is answered from memory."""
-    from waitlist.policy import services
+    statement on every dispatch, delivery, expiry and claim, ``policy_current``'s prepared query) is answered from
+    memory. The query is found among the public ``PreparedQuery.instances`` by the model it reads."""
+    from common.fastpath import PreparedQuery
+    from waitlist.models import WaitlistPolicy
 
-    original, seen = services._NEWEST_POLICY, {}
+    queries = [q for q in PreparedQuery.instances
+               if q.build(*[0 if kind is int else "" for kind in q.kinds]).model is WaitlistPolicy]
+    seen: dict = {}
 
-    class Cached:
-        def first(self, clinic_id):
-            if clinic_id not in seen:
-                policy = original.first(clinic_id)
+    def cached(query):
+        def first(*values, key=None):
+            if values not in seen:
+                policy = PreparedQuery.first(query, *values, key=key)
                 if policy is None:
                     return None
-                seen[clinic_id] = policy
-            return seen[clinic_id]
+                seen[values] = policy
+            return seen[values]
+        return first
 
-    services._NEWEST_POLICY = Cached()
+    for query in queries:
+        query.first = cached(query)  # type: ignore[method-assign]
     try:
         yield
     finally:
-        services._NEWEST_POLICY = original
+        for query in queries:
+            del query.first
 
 
 def enable_waitlist() -> None:
