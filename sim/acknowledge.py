@@ -1,29 +1,24 @@
 """What becomes of an automatic ("standing acceptance") booking: acknowledged, released, or left unread.
 
-Shared by the real runs (``sim.engine``, on the product's booking notice and ``release_until``) and the modelled
-competitors (``sim.models``), so both meet the same patients the same way.
-
 A booking counts as attended only once its patient has acknowledged it: they read its notice and would have said
 yes (``Month.answer_at``; a patient who never reads never acknowledges). One who would have said no releases it
 before its ``release_until`` if they read it in time.
 
-``release_unacknowledged`` (a policy parameter of the simulator, ``PolicySpec.release_unacknowledged``): the
-product releases a booking still unacknowledged at the release point, the later of 2 h after booking and 24 h
-before the slot, never at or after ``release_until``, after a reminder an hour before, and refills the slot.
-**Not yet in the product** (the text-message issue #39 builds it): the simulator performs it through the
-product's own ``standing_release`` (as the system, not the patient).
+The product's acknowledgement job (issue #39, ``waitlist.texts.services.acknowledgement``) reminds a booking still
+unacknowledged at its ``remind_at`` (the "you are booked" notice again) and releases it at its ``release_at``
+(``standing_release``, reason UNACKNOWLEDGED), both times by the product's ``ack_times`` from its settings. The real
+runs (``sim.engine``) run that job itself at each booking's stored times and record the patient's acknowledgement
+through the product's ``acknowledgement_record``; the product decides. The modelled competitors (``sim.models``)
+have no database: ``outcome`` gives their booking the fate the product's job would, from the same ``ack_times``
+(``PolicySpec.release_unacknowledged``: with the job; without it, an unread booking is kept).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from .generator import Booking, Month
-
-AFTER_BOOKING = timedelta(hours=2)
-BEFORE_SLOT = timedelta(hours=24)
-REMINDER_BEFORE = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -31,38 +26,35 @@ class Outcome:
     case: str  # ACCEPTED (acknowledged), RELEASED (by the patient), RELEASED_UNACKNOWLEDGED, UNREAD, LATE_DECLINE
     release_at: datetime | None  # when the release happens (patient or product)
     acknowledged_at: datetime | None
-    reminder_at: datetime | None  # the reminder the product sends (a message), if it sends one
+    reminder_at: datetime | None  # the reminder the product's job sends (a message), if it sends one
 
 
-def release_point(booked_at: datetime, starts_at: datetime, release_until: datetime | None) -> datetime | None:
-    """When the product releases a still unacknowledged booking, or None when it can no longer be released."""
+def ack_times(booked_at: datetime, starts_at: datetime, release_until: datetime | None
+              ) -> tuple[datetime, datetime] | None:
+    """``(remind_at, release_at)`` by the product's own rule (None without a release deadline: nothing to
+    release, as ``acknowledgement_expect`` records none)."""
     if release_until is None:
         return None
-    point = min(max(booked_at + AFTER_BOOKING, starts_at - BEFORE_SLOT), release_until - timedelta(minutes=1))
-    return point if point > booked_at else None
+    from waitlist.texts.services.acknowledgement import ack_times as product_ack_times
+
+    return product_ack_times(booked_at=booked_at, starts_at=starts_at, release_until=release_until)
 
 
-def reminder_time(month: Month, sent_at: datetime, point: datetime) -> datetime | None:
-    """An hour before the release point, moved before quiet hours if it falls in them; None if that is not after
-    the booking notice."""
-    from .metrics import in_quiet_hours
+def outcome(month: Month, entry_key: str, booking: Booking, booked_at: datetime, sent_at: datetime,
+            release_until: datetime | None, release_unacknowledged: bool) -> Outcome:
+    """The fate of a booking made at ``booked_at`` whose notice reached the patient at ``sent_at`` (the modelled
+    competitors' path; the real runs let the product decide). The job releases at ``release_at`` unless the
+    patient acted before; it reminds at ``remind_at`` (sent when quiet hours allow) if they had not acted by then."""
+    from .models import next_send_time
 
-    at = point - REMINDER_BEFORE
-    while in_quiet_hours(at, month) and at > sent_at:
-        at -= timedelta(minutes=30)
-    return at if at > sent_at else None
-
-
-def outcome(month: Month, entry_key: str, booking: Booking, sent_at: datetime, release_until: datetime | None,
-            release_unacknowledged: bool) -> Outcome:
-    """The booking's fate once its notice reached the patient at ``sent_at``."""
     reply = month.reply(entry_key, booking)
     acts = month.answer_at(sent_at, reply) if reply.kind != "NONE" else None
-    point = release_point(sent_at, booking.starts_at, release_until) if release_unacknowledged else None
-    reminder = reminder_time(month, sent_at, point) if point is not None else None
-    if reminder is not None and acts is not None and acts <= reminder:
-        reminder = None  # they acted before it was due
-    if acts is not None and (point is None or acts < point):
+    times = ack_times(booked_at, booking.starts_at, release_until) if release_unacknowledged else None
+    release_at = times[1] if times else None
+    reminder = None
+    if times is not None and times[0] < times[1] and (acts is None or acts > times[0]):
+        reminder = next_send_time(times[0], month)
+    if acts is not None and (release_at is None or acts < release_at):
         if reply.kind == "ACCEPT":
             if acts < booking.starts_at:
                 return Outcome("ACCEPTED", None, acts, reminder)
@@ -70,6 +62,6 @@ def outcome(month: Month, entry_key: str, booking: Booking, sent_at: datetime, r
         if release_until is not None and acts < release_until:
             return Outcome("RELEASED", acts, None, reminder)
         return Outcome("LATE_DECLINE", None, None, reminder)
-    if point is not None:
-        return Outcome("RELEASED_UNACKNOWLEDGED", point, None, reminder)
+    if release_at is not None:
+        return Outcome("RELEASED_UNACKNOWLEDGED", release_at, None, reminder)
     return Outcome("UNREAD", None, None, reminder)

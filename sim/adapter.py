@@ -38,14 +38,18 @@ class PolicySpec:
     decision_gate: str = "REQUIRED"  # the product's default; NOT_USED: no reliability decision is read
     use_priority: bool = True  # False: every entry rank 0 (the peer has no priority)
     use_practitioner: bool = True  # False: entries take any practitioner (the peer ignores preferences)
+    # False: entries are put on the list as "any time" (the peer's list has no availability field); a patient
+    # offered a time they cannot come then declines (``Month.reply``).
+    use_availability: bool = True
     standing_acceptance: bool = True  # the policy field; False: nobody is booked automatically (the peer has none)
     extra: dict = field(default_factory=dict)  # further policy fields, or a modelled policy's own knobs
     modelled: str = ""  # "" → real services; else the name of a model in sim.models
     shadow: dict = field(default_factory=dict)  # a candidate policy observed in SHADOW beside this one
     months_share: float = 1.0  # the share of the scale's months it runs on (the first ones): feature-off runs
-    # Simulator-only (not a product field yet, issue #39 builds it): release a standing booking its patient has not
-    # acknowledged at the release point (sim.acknowledge) and refill the slot.
-    release_unacknowledged: bool = False
+    # The product's acknowledgement job (issue #39: ``acknowledgements_run``, beat's) runs: a standing booking its
+    # patient has not acknowledged is reminded and released at its stored times, and the slot refilled. False: the
+    # job never runs (the product before #39; ``sim.acknowledge`` for the modelled competitors).
+    release_unacknowledged: bool = True
 
     def to_dict(self) -> dict:
         return {k: v for k, v in self.__dict__.items()}
@@ -114,6 +118,37 @@ def flag_reads_cached():
         yield
     finally:
         features.feature_state = original
+
+
+@contextmanager
+def policy_reads_cached():
+    """A run publishes its policy once, at set-up, and never changes it: from then on the newest-policy read (one
+    statement on every dispatch, delivery, expiry and claim, ``policy_current``'s prepared query) is answered from
+    memory. The query is found among the public ``PreparedQuery.instances`` by the model it reads."""
+    from common.fastpath import PreparedQuery
+    from waitlist.models import WaitlistPolicy
+
+    queries = [q for q in PreparedQuery.instances
+               if q.build(*[0 if kind is int else "" for kind in q.kinds]).model is WaitlistPolicy]
+    seen: dict = {}
+
+    def cached(query):
+        def first(*values, key=None):
+            if values not in seen:
+                policy = PreparedQuery.first(query, *values, key=key)
+                if policy is None:
+                    return None
+                seen[values] = policy
+            return seen[values]
+        return first
+
+    for query in queries:
+        query.first = cached(query)  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        for query in queries:
+            del query.first
 
 
 def enable_waitlist() -> None:
@@ -203,6 +238,7 @@ def policy_rules(world: World) -> dict:
 
 
 def entry_add(world: World, entry: Entry, now: datetime) -> None:
+    from waitlist.joining.availability import ANY_TIME
     from waitlist.services import entry_create
 
     row = entry_create(
@@ -210,7 +246,8 @@ def entry_add(world: World, entry: Entry, now: datetime) -> None:
         earliest=entry.earliest, latest=entry.latest,
         practitioner=(world.practitioners[entry.practitioner]
                       if entry.practitioner is not None and world.spec.use_practitioner else None),
-        priority_rank=entry.band if world.spec.use_priority else 0, now=entry.waiting_since,
+        priority_rank=entry.band if world.spec.use_priority else 0,
+        availability=entry.availability if world.spec.use_availability else ANY_TIME, now=entry.waiting_since,
     )
     world.entry_refs[entry.key] = row.ref
     world.entry_ids[entry.key] = row.pk
@@ -287,22 +324,61 @@ def dispatch(world: World, vacancy_ref: str, now: datetime) -> tuple[str, int | 
     return result.outcome, result.offer.entry_id if made else None
 
 
-def release(world: World, offer_ref: str, now: datetime, *, by_patient: bool = True) -> tuple[str, str | None]:
-    """A standing booking released: by the patient following the booking notice's release link, or (``by_patient``
-    False) by the system, as ``release_unacknowledged`` would (sim.acknowledge: modelled, not yet a product job).
-    (RELEASED and the reopened vacancy's ref, or the refusal code and None). The product reopens the same vacancy;
-    the engine dispatches it (the cascade)."""
+def release(world: World, offer_ref: str, now: datetime) -> tuple[str, str | None]:
+    """The patient releases a standing booking by the booking notice's release link: (RELEASED and the reopened
+    vacancy's ref, or the refusal code and None). The product reopens the same vacancy; the engine dispatches it
+    (the cascade)."""
     from waitlist.models import Offer
     from waitlist.services import standing_release
 
     offer = Offer.objects.get(clinic=world.clinic, ref=offer_ref)
     try:
-        _, vacancy = standing_release(clinic=world.clinic, offer_ref=offer_ref,
-                                      patient=offer.patient if by_patient else None, now=now,
-                                      reason="" if by_patient else "not acknowledged (simulated release)")
+        _, vacancy = standing_release(clinic=world.clinic, offer_ref=offer_ref, patient=offer.patient, now=now)
     except DomainError as exc:
         return exc.code, None
     return "RELEASED", vacancy.ref
+
+
+def acknowledge(world: World, offer_ref: str, now: datetime) -> bool:
+    """The patient opens their automatic booking's link: the product's ``acknowledgement_record`` (False when there
+    was nothing to acknowledge: released already, or no release point)."""
+    from waitlist.models import Offer
+    from waitlist.texts.models import AckVia
+    from waitlist.texts.services.acknowledgement import acknowledgement_record
+
+    offer_id = Offer.objects.filter(clinic=world.clinic, ref=offer_ref).values_list("pk", flat=True).get()
+    return acknowledgement_record(offer_id=offer_id, via=AckVia.LINK, now=now)
+
+
+def ack_times_stored(offer_id: int) -> list[datetime]:
+    """The ``remind_at`` and ``release_at`` the product stored for an automatic booking (its job's times)."""
+    from waitlist.texts.models import BookingAck
+
+    row = BookingAck.objects.filter(offer_id=offer_id).values_list("remind_at", "release_at").first()
+    return sorted(set(row)) if row else []
+
+
+def acknowledgements(world: World, now: datetime) -> tuple[list[tuple[str, str]], list[datetime]]:
+    """The product's acknowledgement job at ``now`` (``acknowledgements_run``: reminders queued, unacknowledged
+    bookings released), its reminders delivered: ((offer ref, reopened vacancy ref) of each booking it released,
+    the times reminders deferred by quiet hours fall due)."""
+    from common.models import OutboxMessage
+    from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
+    from waitlist.texts.models import BookingAck
+    from waitlist.texts.services.acknowledgement import acknowledgements_run
+
+    counts = acknowledgements_run(now=now, limit=500)
+    released = []
+    if counts["released"]:
+        released = list(BookingAck.objects.filter(clinic=world.clinic, released_at=now, closed_code="UNACKNOWLEDGED")
+                        .order_by("id").values_list("offer__ref", "offer__vacancy__ref"))
+    pending: list[datetime] = []
+    if counts["reminded"]:
+        deliver(now)
+        pending = list(OutboxMessage.objects.filter(topic=BOOKING_CONFIRMED_TOPIC, status="PENDING",
+                                                    payload__reminder=True, next_attempt_at__gt=now)
+                       .values_list("next_attempt_at", flat=True))
+    return released, pending
 
 
 def review(world: World, vacancy_ref: str, now: datetime) -> str:
@@ -449,8 +525,11 @@ def notices(refs: list[str], standing: list[str] | None = None) -> dict[str, tup
     found = {ref: (status, sent, next_at, (notified, expires))
              for ref, status, sent, next_at, notified, expires in rows}
     if standing:
+        # The booking notice itself, not the acknowledgement job's reminder of it (in Python: an ``exclude`` on a
+        # JSON key the row lacks compares with NULL and would drop every row).
         booked = OutboxMessage.objects.filter(topic="waitlist.booking_confirmed", payload__offer__in=standing)
-        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at, None) for r in booked}
+        found |= {r.payload["offer"]: (r.status, r.sent_at, r.next_attempt_at, None) for r in booked
+                  if not r.payload.get("reminder")}
     return found
 
 
@@ -484,9 +563,15 @@ def export(world: World) -> dict:
     sent = dict(OutboxMessage.objects.filter(clinic_ref=world.clinic.ref, topic="waitlist.offer_made",
                                              sent_at__isnull=False).values_list("aggregate_ref", "sent_at"))
     # A standing booking's one notice is its booking confirmation (no offer notice is sent for it).
-    sent |= {payload["offer"]: at for payload, at in OutboxMessage.objects.filter(
-        clinic_ref=world.clinic.ref, topic="waitlist.booking_confirmed", sent_at__isnull=False,
-        payload__has_key="release_until").values_list("payload", "sent_at")}
+    # The acknowledgement job's reminders are that notice again (``payload.reminder``): messages of their own.
+    reminders = []
+    for payload, at in OutboxMessage.objects.filter(
+            clinic_ref=world.clinic.ref, topic="waitlist.booking_confirmed", sent_at__isnull=False,
+            payload__has_key="release_until").order_by("id").values_list("payload", "sent_at"):
+        if payload.get("reminder"):
+            reminders.append((payload["offer"], at))
+        else:
+            sent[payload["offer"]] = at
     closed = dict(OfferEvent.objects.filter(clinic=world.clinic).exclude(to_status__in=["OFFERED", "ACCEPTED"])
                   .values_list("offer_id", "created_at"))
     offers = []
@@ -497,6 +582,9 @@ def export(world: World) -> dict:
                        "standing": o.standing})
     messages = [{"entry": o["entry"], "at": o["notified_at"], "kind": "BOOKING" if o["standing"] else "OFFER"}
                 for o in offers if o["notified_at"]]
+    entry_of = dict(Offer.objects.filter(clinic=world.clinic, standing=True).values_list("ref", "entry__ref"))
+    messages += [{"entry": entry_keys[entry_of[ref]], "at": at, "kind": "REMINDER"} for ref, at in reminders
+                 if at < world.month.end]
     notes = DispatchNote.objects.filter(clinic=world.clinic, entry__isnull=False)
     run = {"vacancies": vacancies, "offers": offers, "messages": messages,
            "dispatch_notes": dict(notes.values_list("reason_code").annotate(n=Sum("times")).order_by())}

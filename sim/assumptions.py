@@ -56,6 +56,14 @@ PARAMETERS: dict[str, Row] = {
                                                    "effect on fill (not cornered)", 7.0, 28.0),
     "opt_out_share": Row("ASSUMPTION", "opt-outs during the month (opt-out is standard; no published rate)", 0.02,
                          0.10, "upkeep"),
+    "availability_any_share": Row("ASSUMPTION", "patients who tick \"any time\" in the product's availability "
+                                                "field (no published figure; SIMULATION-FACTS.md: offers go only to "
+                                                "patients whose stated availability matches)", 0.2, 0.7,
+                                  "availability"),
+    "availability_day_share": Row("ASSUMPTION", "the others: each clinic weekday named with this chance (at least "
+                                                "one)", 0.4, 0.8, "availability"),
+    "availability_part_share": Row("ASSUMPTION", "the others: each part of the day (morning, afternoon, evening) "
+                                                 "named with this chance (at least one)", 0.4, 0.8, "availability"),
     "sms_share": Row("SOURCED", f"52% prefer SMS (DrDoctor survey, Tech Monitor; {FACTS})"),
     "sms_silent_share": Row("ASSUMPTION", "text readers who never read a waitlist notice", 0.1, 0.3, "silent"),
     "email_silent_share": Row("ASSUMPTION", "e-mail readers who never read a waitlist notice", 0.25, 0.55, "silent"),
@@ -97,7 +105,8 @@ GROUPS: dict[str, str] = {
     "night": "patients' night",
     "cancel_timing": "night-before cancellations",
     "list": "list size, arrivals and clinic load",
-    "fit": "availability fit (named practitioner, windows, bands)",
+    "fit": "window fit (named practitioner, windows, bands)",
+    "availability": "stated availability (days and parts of the day)",
     "upkeep": "opt-outs, reliability-feed gaps, staff review",
     "no_show": "no-show of a late-read declined booking",
 }
@@ -105,11 +114,12 @@ GROUPS: dict[str, str] = {
 # one-at-a-time corners first): every group where asking one patient at a time suffers most against a broadcast
 # that keeps the slot open: more patients who never read, slower and later replies, a longer night, fewer yeses,
 # more automatic bookings to acknowledge, a shorter list, narrower availability, more opt-outs and feed gaps, more
-# night-before cancellations, late-read declined bookings never attended. The doc compares them with the measured
+# night-before cancellations, late-read declined bookings never attended; narrower stated availability (declared
+# with the availability group when it was added, before its corners ran). The doc compares them with the measured
 # one-at-a-time corners.
 PESSIMISTIC = {"silent": "high", "slow": "high", "delays": "high", "night": "high", "accept": "low",
-               "standing": "high", "list": "low", "fit": "low", "upkeep": "high", "cancel_timing": "high",
-               "no_show": "high"}
+               "standing": "high", "list": "low", "fit": "low", "availability": "low", "upkeep": "high",
+               "cancel_timing": "high", "no_show": "high"}
 # Groups that change only how a run is scored (the no-show draws), not what happens in it: scored on the central
 # runs' logs, no new run.
 METRIC_ONLY = {"no_show"}

@@ -10,6 +10,7 @@ process clock travels to each event (time-machine, no ticking), and every comman
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import itertools
 import time
@@ -18,7 +19,7 @@ from datetime import datetime, timedelta
 
 import time_machine
 
-from . import acknowledge, adapter
+from . import adapter
 from .adapter import PolicySpec, World
 from .generator import Month, fits
 from .metrics import in_quiet_hours
@@ -34,7 +35,7 @@ from .models import next_send_time
 RECONCILE_EVERY = timedelta(hours=24)
 # Events after which offers can close (→ cascade) or be made.
 CHANGES_OFFERS = {"cancel", "expire", "reply", "opt_out", "reconcile", "arrive", "wake", "redispatch", "review",
-                  "release"}
+                  "release", "ack_job"}
 # Events after which an offer can have closed (the others only dispatch: they make offers, never close one).
 CLOSES_OFFERS = {"expire", "reply", "opt_out", "reconcile", "review"}
 ACTIVE = ("OFFERED", "ACCEPTED")
@@ -56,6 +57,9 @@ class Replay:
         self.offered = False
         self.waits = False
         self.awaiting_notice: set[str] = set()
+        self.delivered = False  # the outbox worker ran since the awaited notices were last read
+        self.changes = 0  # events and dispatches so far that may have changed which vacancies are open
+        self.open_read: tuple = (None, [])
         self.last_offer_id = 0
         self.scheduled: set[tuple[str, datetime]] = set()
         self.replies_late = 0
@@ -72,7 +76,6 @@ class Replay:
         self.standing: dict[str, dict] = {}
         self.releases_refused: Counter = Counter()
         self.trace: list[tuple[datetime, str, str]] = []  # (when, vacancy ref, dispatch outcome)
-        self.reminders: list[dict] = []  # the product's reminders of unacknowledged bookings (modelled: #39)
 
     def at(self, when: datetime, kind: str, *args) -> None:
         heapq.heappush(self.queue, (when, next(self.seq), kind, args))
@@ -92,10 +95,12 @@ class Replay:
 
         month = self.month
         with (time_machine.travel(month.start - timedelta(days=1), tick=False) as clock, adapter.no_task_queue(),
-              adapter.flag_reads_cached(), adapter.matcher_clock_stopped(), connection.execute_wrapper(self._count)):
+              adapter.flag_reads_cached(), adapter.matcher_clock_stopped(), connection.execute_wrapper(self._count),
+              contextlib.ExitStack() as stack):
             started = time.perf_counter()
             self.world = adapter.setup(month, self.spec, self.run_label)
             self.cost["setup"] = [1, time.perf_counter() - started, self.statements]
+            stack.enter_context(adapter.policy_reads_cached())  # published at set-up, never changed after
             self.entry_keys = _Reverse(self.world.entry_refs)
             self.booking_of = {f"appointment:{ref}": b for b in month.bookings
                                for ref in [self.world.appointment_refs.get(b.key)] if ref}
@@ -113,6 +118,8 @@ class Replay:
                 when, _, kind, args = heapq.heappop(self.queue)
                 clock.move_to(when)
                 started, statements = time.perf_counter(), self.statements
+                if kind != "wake":  # a wake changes nothing unless it dispatches (``_dispatch`` counts that)
+                    self.changes += 1
                 getattr(self, f"_on_{kind}")(when, *args)
                 self.closing = kind in CLOSES_OFFERS
                 self._sync(when, offers_may_change=kind in CHANGES_OFFERS)
@@ -123,7 +130,6 @@ class Replay:
             self._wind_down(clock)
             log = adapter.export(self.world)
             log["standing"] = [{k: v for k, v in s.items() if k != "release_until"} for s in self.standing.values()]
-            log["messages"] += [m for m in self.reminders if m["at"] < month.end]
             self.cost["wind_down_export"] = [1, time.perf_counter() - started, self.statements - statements]
             return log
 
@@ -132,6 +138,7 @@ class Replay:
     def _dispatch(self, now, vacancy_ref):
         result = adapter.dispatch(self.world, vacancy_ref, now)
         self.trace.append((now, vacancy_ref, result[0]))  # what each dispatch answered (``sim.diagnose`` reads it)
+        self.changes += 1
         self.offered |= result[0] in ("OFFERED", "BOOKED")
         self.waits |= result[0] in ("WAITING", "STAFF_REVIEW")
         return result
@@ -156,10 +163,12 @@ class Replay:
             return
         minutes = timedelta(minutes=self.month.params.slot_minutes)
         due = []
-        for ref, key in adapter.open_vacancies_without_offer(self.world, now):
+        for ref, key in self._open_vacancies(now):
             b = self.booking_of[key]
             if entry_ref not in self.asked[ref] and fits(entry, b.practitioner, b.starts_at, b.starts_at + minutes,
-                                                         ignore_practitioner=not self.spec.use_practitioner):
+                                                         self.month.params.timezone,
+                                                         ignore_practitioner=not self.spec.use_practitioner,
+                                                         ignore_availability=not self.spec.use_availability):
                 due.append(ref)
         # The product's own eligibility (its cap, suppression and every other rule, one read-only query per
         # vacancy) decides which of them this entry may be offered now; only those are dispatched. Where it
@@ -167,6 +176,14 @@ class Replay:
         for ref in adapter.eligible_vacancies(self.world, entry.key, due, now):
             if self._dispatch(now, ref)[1] == self.world.entry_ids[entry.key]:
                 break  # offered this entry: no longer a candidate for the others
+
+    def _open_vacancies(self, now) -> list[tuple[str, str]]:
+        """``adapter.open_vacancies_without_offer`` once per instant while no event could have changed it: the
+        wakes of one instant (the end of quiet hours, a cascade's closed offers) that dispatch nothing share it."""
+        key = (now, self.changes)
+        if self.open_read[0] != key:
+            self.open_read = (key, adapter.open_vacancies_without_offer(self.world, now))
+        return self.open_read[1]
 
     def _on_redispatch(self, now, vacancy_ref):
         """A vacancy that waited (quiet hours, contact caps) at the moment it may go on: dispatched as
@@ -179,16 +196,41 @@ class Replay:
             self._dispatch(now, vacancy_ref)
 
     def _on_release(self, now, offer_ref):
-        """The patient releases a standing booking from its notice: the product reopens the same vacancy and
-        would queue its dispatch after commit (dropped here: ``no_task_queue``), so it is dispatched now (the
-        cascade); the entry waits again, a candidate for other slots now and for this kind once its
-        suppression ends."""
-        by_patient = self.standing[offer_ref]["case"] == "RELEASED"
-        outcome, vacancy_ref = adapter.release(self.world, offer_ref, now, by_patient=by_patient)
+        """The patient releases a standing booking from its notice (the product refuses once its job released
+        it, or past ``release_until``)."""
+        outcome, vacancy_ref = adapter.release(self.world, offer_ref, now)
         if outcome != "RELEASED":
             self.releases_refused[outcome] += 1
-            self.standing[offer_ref]["case"] = "KEPT_RELEASE_REFUSED" if by_patient else "UNREAD"
+            if self.standing[offer_ref]["released_at"] is None:
+                self.standing[offer_ref]["case"] = "KEPT_RELEASE_REFUSED"
             return
+        self.standing[offer_ref]["case"] = "RELEASED"
+        self._released(now, offer_ref, vacancy_ref)
+
+    def _on_acknowledge(self, now, offer_ref):
+        """The patient opens their booking's link and would come: the product's ``acknowledgement_record`` (its job
+        then leaves the booking alone); too late once the job released it."""
+        adapter.acknowledge(self.world, offer_ref, now)
+        if self.standing[offer_ref]["released_at"] is None:
+            self.standing[offer_ref].update(case="ACCEPTED", acknowledged_at=now)
+
+    def _on_ack_job(self, now):
+        """The product's acknowledgement job (``acknowledgements_run``) at a booking's ``remind_at`` or
+        ``release_at``: reminders queued (delivered now, or when quiet hours end), unacknowledged bookings
+        released; each release is dispatched as the patient's is."""
+        released, pending = adapter.acknowledgements(self.world, now)
+        self.delivered = True  # its reminders went through the outbox worker, which sends whatever else is due
+        for offer_ref, vacancy_ref in released:
+            self.standing[offer_ref]["case"] = "RELEASED_UNACKNOWLEDGED"
+            self._released(now, offer_ref, vacancy_ref)
+        for when in pending:
+            self.once(when, "deliver")
+
+    def _released(self, now, offer_ref, vacancy_ref):
+        """A standing booking released (by the patient or the product's job): the product reopened the same
+        vacancy and would queue its dispatch after commit (dropped here: ``no_task_queue``), so it is dispatched
+        now (the cascade); the entry waits again, a candidate for other slots now and for this kind once its
+        suppression ends."""
         offer = self.offers[offer_ref]
         self.standing[offer_ref]["released_at"] = now
         self.booked.discard(offer["entry"])
@@ -223,7 +265,12 @@ class Replay:
             adapter.expire(now)  # the expiry job's step that changes outcomes (not its JobRun bookkeeping)
 
     def _on_deliver(self, now):
+        self._deliver(now)
+
+    def _deliver(self, now) -> None:
+        """The outbox worker; only a delivery changes what the awaited notices' rows say (``_notices``)."""
         adapter.deliver(now)
+        self.delivered = True
 
     def _on_reconcile(self, now):
         self.offered = self.waits = True
@@ -298,12 +345,17 @@ class Replay:
                     self.standing[row["ref"]] = {
                         "entry": self.entry_keys[row["entry__ref"]],
                         "vacancy": self.booking_of[row["vacancy__vacancy_key"]].key,
-                        "release_until": row["release_until"], "case": "UNREAD", "released_at": None}
+                        "release_until": row["release_until"], "case": "UNREAD", "released_at": None,
+                        "acknowledged_at": None}
+                    if self.spec.release_unacknowledged:
+                        # The product's job reminds and releases at the times its BookingAck row names.
+                        for when in adapter.ack_times_stored(row["id"]):
+                            self.once(when, "ack_job")
                     continue
                 self.active.add(row["ref"])
                 self.once(row["expires_at"], "expire")
             if new:
-                adapter.deliver(now)
+                self._deliver(now)
             self._notices()
             if not self._cascade(now):
                 break
@@ -328,8 +380,9 @@ class Replay:
             self.at(when, "review" if status == "REVIEW" else "redispatch", ref)
 
     def _notices(self) -> None:
-        if not self.awaiting_notice:
-            return
+        if not self.awaiting_notice or not self.delivered:
+            return  # nothing delivered since the last read: the rows say what they said then
+        self.delivered = False
         entry_keys = self.entry_keys
         # The notices' outbox rows with, for offer notices, the offer's notified_at and expires_at (one read).
         found = adapter.notices(list(self.awaiting_notice), [r for r in self.awaiting_notice if r in self.standing])
@@ -355,18 +408,22 @@ class Replay:
                 self.awaiting_notice.discard(ref)  # skipped (offer closed first) or failed: never seen
 
     def _booking_read(self, offer_ref: str, sent_at: datetime) -> None:
-        """A standing booking's notice was delivered: what the patient does with it, and whether the policy's
-        ``release_unacknowledged`` releases it first (``sim.acknowledge``; the no-show draw is the metrics')."""
+        """A standing booking's notice was delivered: when the patient acts on it (the no-show draw is the
+        metrics'). A yes read before the slot acknowledges it; a no read before ``release_until`` releases it; a
+        no read later is a late decline. The product's job may release it first (``_on_ack_job``)."""
         booking = self.standing[offer_ref]
         slot = self.month.bookings_by_key[booking["vacancy"]]
-        fate = acknowledge.outcome(self.month, booking["entry"], slot, sent_at, booking["release_until"],
-                                   self.spec.release_unacknowledged)
-        booking["case"] = fate.case
-        booking["acknowledged_at"] = fate.acknowledged_at
-        if fate.reminder_at is not None:
-            self.reminders.append({"entry": booking["entry"], "at": fate.reminder_at, "kind": "REMINDER"})
-        if fate.release_at is not None:
-            self.at(fate.release_at, "release", offer_ref)
+        reply = self.month.reply(booking["entry"], slot)
+        if reply.kind == "NONE":
+            return
+        acts = self.month.answer_at(sent_at, reply)
+        if reply.kind == "ACCEPT":
+            if acts < slot.starts_at:
+                self.at(acts, "acknowledge", offer_ref)
+        elif booking["release_until"] is not None and acts < booking["release_until"]:
+            self.at(acts, "release", offer_ref)
+        else:
+            booking["case"] = "LATE_DECLINE"
 
     def _cascade(self, now: datetime) -> bool:
         """Closed offers' vacancies are dispatched again now (the product's on-commit cascade), in

@@ -19,6 +19,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, time, timedelta
 from zoneinfo import ZoneInfo
 
+from waitlist.joining import availability as product_availability
+
 MONTH_START = "2030-03-04"  # a Monday; the clinic's local midnight starts the month
 
 
@@ -56,6 +58,14 @@ class Params:
     # The patient's current (later) appointment: days after the window ends (days sooner gained).
     current_after_window_days: float = 14.0
     opt_out_share: float = 0.05  # assumption: 5% opt out of waitlist messages during the month
+    # When the patient can come: the product's entry field (``waitlist.joining.availability``, a 21-bit mask of
+    # 7 days x 3 parts of the day, clinic-local; the matcher's rule UNAVAILABLE). Assumption (no published figure):
+    # this share tick "any time"; the others name the clinic's weekdays they can come, each with
+    # ``availability_day_share`` (at least one), and the parts of the day, each with ``availability_part_share``
+    # (at least one). Drawn from the patient's own stream: the month's other facts do not move with these.
+    availability_any_share: float = 0.4
+    availability_day_share: float = 0.6
+    availability_part_share: float = 0.6
     # Behaviour. Each patient reads one channel, text (SMS) or e-mail (DrDoctor survey: 52% prefer SMS), the same
     # under every policy. A share of each channel's patients never reads any notice (SILENT); of the others,
     # ``slow_share`` reply within hours (lognormal, median ``slow_median_minutes``), the rest within minutes
@@ -133,6 +143,7 @@ class Entry:
     opt_out_at: datetime | None
     responsiveness: str  # FAST, SLOW, SILENT
     channel: str = "EMAIL"  # SMS or EMAIL: the one channel the patient reads
+    availability: int = product_availability.ANY_TIME  # the product's mask: when they can come
 
 
 @dataclass
@@ -171,9 +182,14 @@ class Month:
         patient who would have accepted declines."""
         entry = self.by_key[entry_key]
         reply = reply_for(self.seed, self.params, entry.responsiveness, entry.patient, booking.key, entry.channel)
-        if reply.kind == "ACCEPT" and entry.practitioner not in (None, booking.practitioner):
+        if reply.kind == "ACCEPT" and (entry.practitioner not in (None, booking.practitioner)
+                                       or not self.available(entry_key, booking.starts_at)):
             return Reply("DECLINE", reply.delay)
         return reply
+
+    def available(self, entry_key: str, starts_at: datetime) -> bool:
+        """Whether the entry's patient can come at ``starts_at`` (their stated availability, the product's rule)."""
+        return product_availability.fits(self.by_key[entry_key].availability, starts_at, self.params.timezone)
 
     def standing_notice(self, entry_key: str) -> int | None:
         """The minimum notice (minutes) the entry's patient asks for when they opt in to automatic booking at
@@ -310,6 +326,7 @@ def _entries(month: Month, rng: random.Random) -> None:
         reads = 1 - (p.sms_silent_share if channel == "SMS" else p.email_silent_share)
         responsiveness = ("SILENT" if u >= reads else "SLOW" if u >= reads * (1 - p.slow_share) else "FAST")
         opt_out = None
+        availability = availability_of(_rng(month.seed, month.clinic_label, "availability", i), p)
         if rng.random() < p.opt_out_share:
             opt_out = arrives_at + timedelta(days=rng.uniform(0.5, max(1.0, (month.end - arrives_at).days)))
         month.entries.append(
@@ -326,13 +343,30 @@ def _entries(month: Month, rng: random.Random) -> None:
                 opt_out_at=opt_out,
                 responsiveness=responsiveness,
                 channel=channel,
+                availability=availability,
             )
         )
 
 
-def fits(entry: Entry, practitioner: int, starts_at: datetime, ends_at: datetime, *,
-         ignore_practitioner: bool = False) -> bool:
-    """The product's hard eligibility on the generated facts: window and practitioner."""
+CLINIC_DAYS = product_availability.DAYS[:5]  # the clinic's weekdays (the month's bookings are Monday to Friday)
+
+
+def availability_of(rng: random.Random, p: Params) -> int:
+    """A patient's availability as the product's mask: any time, or the weekdays and parts of the day they name."""
+    if rng.random() < p.availability_any_share:
+        return product_availability.ANY_TIME
+    days = [d for d in CLINIC_DAYS if rng.random() < p.availability_day_share] or [rng.choice(CLINIC_DAYS)]
+    parts = ([x for x in product_availability.PARTS if rng.random() < p.availability_part_share]
+             or [rng.choice(product_availability.PARTS)])
+    return product_availability.mask_of(days, parts)
+
+
+def fits(entry: Entry, practitioner: int, starts_at: datetime, ends_at: datetime, tz: str, *,
+         ignore_practitioner: bool = False, ignore_availability: bool = False) -> bool:
+    """The product's hard eligibility on the generated facts: window, practitioner and availability (the product's
+    own ``availability.fits``). A policy that ignores a preference passes ``ignore_*`` (the peer's FIFO)."""
     if not ignore_practitioner and entry.practitioner is not None and entry.practitioner != practitioner:
+        return False
+    if not ignore_availability and not product_availability.fits(entry.availability, starts_at, tz):
         return False
     return entry.earliest <= starts_at and ends_at <= entry.latest

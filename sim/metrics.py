@@ -216,7 +216,7 @@ def ceiling_edges(month: Month, rules: PolicySpec) -> dict[str, list[str]]:
             joined = max(b.cancel_at, e.arrives_at)
             asked = next_send_time(joined, month) if rules.quiet_hours else joined
             if (joined >= b.starts_at or (e.opt_out_at is not None and e.opt_out_at <= asked)
-                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes)):
+                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes, month.params.timezone)):
                 continue
             reply = month.reply(e.key, b)
             notice = month.standing_notice(e.key) if rules.standing_acceptance else None
@@ -251,7 +251,7 @@ def ceiling_neutral(month: Month, rules: PolicySpec) -> int:
         for e in month.entries:
             asked = max(b.cancel_at, e.arrives_at)
             if (asked >= b.starts_at or (e.opt_out_at is not None and e.opt_out_at <= asked)
-                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes)):
+                    or not fits(e, b.practitioner, b.starts_at, b.starts_at + minutes, month.params.timezone)):
                 continue
             reply = month.reply(e.key, b)
             if reply.kind == "ACCEPT" and month.answer_at(asked, reply) <= b.starts_at - margin:
@@ -360,7 +360,7 @@ def _passovers(month: Month, spec: PolicySpec, log: dict):
             ends = b.starts_at + timedelta(minutes=month.params.slot_minutes)
             for y in month.entries:
                 if (y.key == x.key or y.waiting_since >= x.waiting_since or y.key in asked[o["vacancy"]]
-                        or not fits(y, b.practitioner, b.starts_at, ends) or not free(y, t)):
+                        or not fits(y, b.practitioner, b.starts_at, ends, month.params.timezone) or not free(y, t)):
                     continue
                 passovers[y.key] += 1
                 reasons[_reason(spec, x, y, t, offered, declined)] += 1
@@ -371,7 +371,7 @@ def _passovers(month: Month, spec: PolicySpec, log: dict):
         b = bookings[key]
         ends = b.starts_at + timedelta(minutes=month.params.slot_minutes)
         for y in month.entries:
-            if fits(y, b.practitioner, b.starts_at, ends) and (y.arrives_at <= at) and (
+            if fits(y, b.practitioner, b.starts_at, ends, month.params.timezone) and (y.arrives_at <= at) and (
                     y.key not in booked_at or booked_at[y.key] > at):
                 opportunities[y.key] += 1
     received = Counter(o["entry"] for o in log["offers"])

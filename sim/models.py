@@ -8,8 +8,9 @@ quiet hours (nothing is sent in them: a send due then waits for their end), the 
 
 * **standing acceptance**: when a vacancy opens, the first eligible patient in order whose minimum notice the
   slot's lead meets is booked at once, with the product's release deadline (``standing_release_minutes`` after
-  booking, never later than the slot's start minus the lead); the patient acknowledges, releases or leaves it
-  unread exactly as under ours (``sim.acknowledge``), and the policy's ``release_unacknowledged`` applies alike;
+  booking, never later than the slot's start minus the lead: the product's ``release_deadline``); the patient
+  acknowledges, releases or leaves it unread exactly as under ours, and the product's acknowledgement job (reminder
+  and release of an unacknowledged booking at the product's ``ack_times``) applies alike (``sim.acknowledge``);
 * **late replies**: an offer has no per-patient window; the slot stays open until its start minus ours' answer
   margin, and any yes before that books it (as real first-to-reply products run);
 * first yes wins; a patient who says yes after the slot went is told it is taken (one message).
@@ -34,7 +35,16 @@ from .adapter import PolicySpec
 from .generator import Month, fits
 from .windows import Window
 
-STANDING_RELEASE_MINUTES = 720  # the product's default (WaitlistPolicy.standing_release_minutes)
+
+def release_deadline(rules: PolicySpec, margin: timedelta, booked_at: datetime, starts_at: datetime) -> datetime:
+    """The product's ``standing.services.release_deadline`` on an unsaved policy with ours' lead and margin (the
+    product's default ``standing_release_minutes``)."""
+    from waitlist.models import WaitlistPolicy
+    from waitlist.standing.services import release_deadline as product_release_deadline
+
+    policy = WaitlistPolicy(min_lead_minutes=rules.min_lead_minutes,
+                            answer_window_margin_minutes=int(margin.total_seconds() // 60))
+    return product_release_deadline(policy, booked_at=booked_at, starts_at=starts_at)
 
 
 def next_send_time(at: datetime, month: Month) -> datetime:
@@ -61,7 +71,7 @@ class Modelled:
         self.tier_all = timedelta(hours=float(spec.extra.get("tier_all_hours", 3)))
         self.margin = Window(rules, month.params, quiet_hours=True).margin
         self.lead = timedelta(minutes=rules.min_lead_minutes)
-        self.release_lead = timedelta(minutes=max(rules.min_lead_minutes, int(self.margin.total_seconds() // 60)))
+        self.rules = rules
         self.standing_on = spec.standing_acceptance
         self.release_unacknowledged = spec.release_unacknowledged
         self.queue: list = []
@@ -103,7 +113,7 @@ class Modelled:
         out = [e for e in self.month.entries
                if e.arrives_at <= now and not (e.opt_out_at is not None and e.opt_out_at <= now)
                and e.key not in self.booked and e.key not in self.asked[key] and e.key not in self.barred[key]
-               and fits(e, b.practitioner, b.starts_at, ends)]
+               and fits(e, b.practitioner, b.starts_at, ends, self.month.params.timezone)]
         return sorted(out, key=lambda e: (-e.band, e.practitioner is None, e.waiting_since, e.key))
 
     def _on_open(self, now, booking):
@@ -122,15 +132,14 @@ class Modelled:
             notice = self.month.standing_notice(e.key)
             if notice is None or v["starts_at"] - now < timedelta(minutes=notice):
                 continue
-            release_until = max(now, min(now + timedelta(minutes=STANDING_RELEASE_MINUTES),
-                                         v["starts_at"] - self.release_lead))
+            release_until = release_deadline(self.rules, self.margin, now, v["starts_at"])
             offer = {"vacancy": key, "entry": e.key, "at": now, "notified_at": now, "status": "ACCEPTED",
                      "closed_at": now, "booked": True, "concurrent": True, "standing": True}
             self.offers.append(offer)
             self._book(now, key, e.key)
             sent = next_send_time(now, self.month)
             self.messages.append({"entry": e.key, "at": sent, "kind": "BOOKING"})
-            fate = acknowledge.outcome(self.month, e.key, v["booking"], sent, release_until,
+            fate = acknowledge.outcome(self.month, e.key, v["booking"], now, sent, release_until,
                                        self.release_unacknowledged)
             record = {"entry": e.key, "vacancy": key, "case": fate.case, "released_at": None,
                       "acknowledged_at": fate.acknowledged_at, "offer": offer}

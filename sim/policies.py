@@ -12,13 +12,12 @@ from .adapter import PolicySpec
 # measured, it cost fills),
 # quiet hours 21:00–08:00, 3 notices a day per patient, decision_gate REQUIRED with staff review for a
 # patient without a FRESH decision), all published as WaitlistPolicy fields.
-# Ours releases an automatic booking its patient has not acknowledged at the release point and refills the slot
-# (``release_unacknowledged``: modelled in the simulator through the product's ``standing_release``; the product's
-# own job is being built under issue #39). ``OURS_TODAY`` is the product as it is, without that release.
-OURS = PolicySpec("ours", "Ours (product defaults + release of unacknowledged automatic bookings, modelled)",
-                  hold_minutes=20, min_lead_minutes=180, release_unacknowledged=True)
-OURS_TODAY = PolicySpec("ours_today", "Ours as the product is today (unacknowledged bookings kept)", hold_minutes=20,
-                        min_lead_minutes=180, months_share=1 / 4)
+# The product's acknowledgement job (issue #39, ``release_unacknowledged``) reminds and then releases an automatic
+# booking its patient has not acknowledged, and the slot is refilled: the engine runs the product's job at the times
+# it stored. ``OURS_TODAY`` (the name kept) is the product without that job: unacknowledged bookings kept.
+OURS = PolicySpec("ours", "Ours (product defaults)", hold_minutes=20, min_lead_minutes=180)
+OURS_TODAY = PolicySpec("ours_today", "Ours without the acknowledgement job (unacknowledged bookings kept)",
+                        hold_minutes=20, min_lead_minutes=180, months_share=1 / 4, release_unacknowledged=False)
 # The same policy without the booking-reliability gate (a clinic with no reliability service).
 OURS_GATE_NOT_USED = PolicySpec("ours_gate_not_used", "Ours, decision_gate NOT_USED", hold_minutes=20,
                                 min_lead_minutes=180, decision_gate="NOT_USED")
@@ -56,31 +55,32 @@ OURS_NO_ASK_LAST = PolicySpec("ours_no_ask_last", "Ours, patients who do not ans
 OURS_NO_LATE_ACCEPT = PolicySpec("ours_no_late_accept", "Ours, no late accept", hold_minutes=20,
                                  min_lead_minutes=180, months_share=1 / 4, extra={"late_accept": False})
 # The peer's FIFO cascade (seeds/peer-waitlist-service.ts.txt) as a configuration of our services:
-# created-at order (no priority, no practitioner preference), 20-minute hold, 3-hour lead, accept books
+# created-at order (no priority, no practitioner preference, no availability: its entries are "any time", and a
+# patient offered a time they cannot come declines), 20-minute hold, 3-hour lead, accept books
 # at once, no weekly cap, no decline suppression, no quiet hours, no daily contact cap, no reliability gate.
 # Its window stays the peer's fixed 20 minutes (to the slot's start, no margin); it has no standing acceptance and
 # refuses a yes after the window (the peer's expired offer cannot be claimed).
 FIFO = PolicySpec("fifo", "Peer FIFO cascade", hold_minutes=20, min_lead_minutes=180, weekly_offer_cap=None,
                   decline_suppression_hours=0, quiet_hours=False, contact_cap_per_day=0, decision_gate="NOT_USED",
-                  use_priority=False, use_practitioner=False, standing_acceptance=False,
+                  use_priority=False, use_practitioner=False, use_availability=False, standing_acceptance=False,
                   extra={"answer_window": "FIXED", "answer_window_margin_minutes": 0,
                          "answer_window_unanswered_minutes": None, "unanswered_ask_last_after": None,
-                         "late_accept": False}, months_share=1 / 4)
+                         "late_accept": False})
 # The same FIFO cascade with ours' quiet hours (nothing else changed): the gap quiet hours alone make.
 FIFO_QUIET = dataclasses.replace(FIFO, name="fifo_quiet", label="Peer FIFO cascade with quiet hours",
-                                 quiet_hours=True, months_share=1 / 6)
+                                 quiet_hours=True)
 # The modelled competitors (sim.models) run under ours' margin, quiet hours and lead, with standing acceptance,
 # late replies and the same release of unacknowledged automatic bookings as ours.
 BROADCAST = PolicySpec("broadcast", "First-to-reply broadcast (modelled)", min_lead_minutes=180,
-                       modelled="broadcast", release_unacknowledged=True)
+                       modelled="broadcast")
 TIERED = PolicySpec("tiered", "Tiered broadcast (modelled)", min_lead_minutes=180, modelled="tiered",
-                    extra={"tier_size": 3, "tier_all_hours": 3}, release_unacknowledged=True)
+                    extra={"tier_size": 3, "tier_all_hours": 3})
 BATCH3 = TIERED  # the former name
 MODELLED_RULES = OURS
 COMPETITORS = ["fifo", "fifo_quiet", "broadcast", "tiered"]
 
-# Run by default (the time budget on a shared machine: the FIFO variants on the first months, see
-# ``CENTRAL_SHARES``); ``OURS_TODAY`` and the feature-off runs of issue #22 are in ``ALL_POLICIES``.
+# Run by default, every one on all the held-out months; ``OURS_TODAY`` and the feature-off runs of issue #22 (on
+# the first quarter of the months) are in ``ALL_POLICIES``.
 POLICIES = [OURS, FIFO, FIFO_QUIET, BROADCAST, TIERED]
 ALL_POLICIES = [*POLICIES, OURS_TODAY, OURS_FIXED_WINDOW, OURS_OLD_LIMITS, OURS_NO_STANDING, OURS_NO_ASK_LAST,
                 OURS_NO_LATE_ACCEPT, OURS_UNANSWERED_WINDOW, OURS_NO_CAPS, OURS_GATE_NOT_USED]

@@ -456,24 +456,33 @@ def render_doc(folder: Path) -> Path:
         "* `sim/generator.py` builds a month from seeded distributions (the table above); `Month.reply(entry, slot)` "
         "is a pure function of (seed, patient, slot), so every policy meets the same answers. Each patient reads one "
         "channel (text or e-mail, their own draw), never reads (SILENT) or replies within minutes or hours, and "
-        "reads nothing at night.",
+        "reads nothing at night. Each states when they can come as the product's entry field (days of the week × "
+        "morning, afternoon, evening: the 21-bit mask of `waitlist.joining.availability`), their own draw: "
+        "\"any time\" or some weekdays and parts of the day (`availability_*` in the table); offered a time outside "
+        "it, a patient who would have said yes declines.",
         "* **Real policies** run through the product (`sim/engine.py` via `sim/adapter.py`, the one place that calls "
-        "its services): ours (the product's defaults), ours as the product is today, the peer's FIFO cascade and "
-        "the same cascade with quiet hours. Each policy is published with `policy_publish`; the engine replays "
-        "cancellations, arrivals, opt-outs, replies, deliveries, expiries, staff reviews and reconciles against "
-        "PostgreSQL with a travelling clock, and reads every window and state from the database. An automatic "
-        "booking's notice is acknowledged, released or left unread as `sim/acknowledge.py` says; "
-        "`release_unacknowledged` (ours and the modelled competitors) releases one still unacknowledged at the "
-        "later of 2 h after booking and 24 h before the slot, never at or after the product's release deadline, "
-        "after a reminder an hour before (a message; the model gives the reminder no effect on reading), through "
-        "the product's `standing_release`; the product's own job for it is issue #39's.",
+        "its services): ours (the product's defaults) and the peer's FIFO cascade with and without quiet hours. "
+        "Each policy is published with `policy_publish`; each patient joins with their availability in the entry's "
+        "own field, so the product's matcher (its UNAVAILABLE rule) decides whom a slot may go to. The engine "
+        "replays cancellations, arrivals, opt-outs, replies, deliveries, expiries, staff reviews and reconciles "
+        "against PostgreSQL with a travelling clock, and reads every window and state from the database. An "
+        "automatic booking is acknowledged through the product's `acknowledgement_record` when its patient reads "
+        "the notice and would come, or released by them through `standing_release`; one still unacknowledged is "
+        "reminded and released by the product's own acknowledgement job (`acknowledgements_run`, issue #39), which "
+        "the engine runs at the `remind_at` and `release_at` the product stored for it (its settings: reminder the "
+        "later of 2 h after booking and 24 h before the slot, at least 1 h before the release; release 10 minutes "
+        "before the booking's release deadline). The reminder counts as a message; the model gives it no effect on "
+        "reading.",
         "* **Modelled competitors** (`sim/models.py`, labelled *(modelled)*): a first-to-reply broadcast (everyone "
         "eligible at once, the slot open until its start minus the 60-minute margin, first yes wins, a later yes "
         "told it is taken) and a tiered broadcast (3 patients first, twice as many each time a third of the time "
         "left passes, everyone in the last 3 hours), both with standing acceptance (the first eligible opted-in "
-        "patient booked at once, the product's release deadline), the same acknowledgement and release, quiet "
-        "hours, lead and patients; no contact caps.",
-        "* The FIFO cascade as our configuration with the peer's rules: created-at order, a fixed 20-minute hold to "
+        "patient booked at once, the product's `release_deadline`), the product's acknowledgement rule "
+        "(`ack_times`: the same reminder and release), the patients' availability (the product's "
+        "`availability.fits`, as a broadcast product with an availability field would), quiet hours, lead and "
+        "patients; no contact caps.",
+        "* The FIFO cascade as our configuration with the peer's rules: created-at order, no availability (its "
+        "entries are \"any time\": a patient offered a time they cannot come declines), a fixed 20-minute hold to "
         "the slot, 3-hour lead, no weekly cap, no decline suppression, no contact cap, no reliability gate, no "
         "standing acceptance, no late accept, and no quiet hours (the second variant has ours').",
         "",

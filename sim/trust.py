@@ -216,7 +216,11 @@ def sections(folder: Path, results: list[dict]) -> list[str]:
         "them. **Attended visits ÷ fillable cancellations** (a cancellation at least 1 h before the visit): a "
         "booking counts when it is attended, drawn per patient and slot (18% of accepted bookings are not attended: "
         "Fast Pass, JMIR 2024), and an automatic booking counts only once its patient has acknowledged it (read its "
-        "notice and would have said yes); one never acknowledged is never attended.",
+        "notice and would have said yes); one never acknowledged is never attended. Each patient states when they "
+        "can come (the product's availability field: days × morning, afternoon, evening; \"any time\" for "
+        f"{_pct(SCALES['default'].availability_any_share)} of them, see the parameter table): ours offers only "
+        "inside it (the product's matcher), and so do the modelled broadcasts; the FIFO cascade ignores it, and a "
+        "patient it offers a time they cannot come declines.",
         "",
         "| policy | attended ÷ fillable | filled ÷ fillable | attended ÷ policy-neutral ceiling | msgs / patient-week "
         "p95 | texts / patient-week p95 | notices in quiet hours | months |",
@@ -250,15 +254,14 @@ def sections(folder: Path, results: list[dict]) -> list[str]:
     standing = sum(r["metrics"].get("standing_bookings", 0) for r in ours_rs)
     acknowledged = sum(r["metrics"].get("standing_acknowledged", 0) for r in ours_rs)
     lines.append(f"* **Automatic bookings (ours)**: {standing} made, {acknowledged} acknowledged; on {released} slots "
-                 f"an automatic booking was released unacknowledged at the release point, and {refilled} of those "
-                 "slots were refilled (the release is modelled "
-                 "in the simulator, `release_unacknowledged`, through the product's `standing_release`: **not yet a "
-                 "product job**, issue #39 builds it).")
+                 f"an automatic booking was released unacknowledged by the product's acknowledgement job "
+                 f"(`acknowledgements_run`, issue #39, run at the times it stored), and {refilled} of those slots "
+                 "were refilled.")
     if "ours_today" in runs:
         months = sorted(runs["ours_today"])
         a = pooled([runs["ours"][s] for s in months if s in runs["ours"]])
         b = pooled([runs["ours_today"][s] for s in months])
-        lines.append(f"* **That release, measured** (ours with it minus the product today, on months {months}): "
+        lines.append(f"* **That job, measured** (ours with it minus ours without it, on months {months}): "
                      f"{_pct(a['rate'])} vs {_pct(b['rate'])} attended ÷ fillable.")
     lines.append("* **By channel (ours)**: attended visits of text readers "
                  f"{sum(r['metrics'].get('attended_by_channel', {}).get('SMS', 0) for r in ours_rs)}, of e-mail "
@@ -277,7 +280,8 @@ def sections(folder: Path, results: list[dict]) -> list[str]:
         lines.append(f"| {s} | {o['fillable_cancellations']} | " + " | ".join(cells) + f" | {gap:+d} |"
                      if gap is not None else f"| {s} | {o['fillable_cancellations']} | " + " | ".join(cells) + " | – |")
     lines += ["", *goal(runs, sens, labels), "", *calibration(runs, labels), ""]
-    lines += sensitivity_section(sens, labels, drawn)
+    central_real = sum(len(runs[r["policy"]]) for r in results if not r.get("modelled") and r["policy"] in runs)
+    lines += sensitivity_section(sens, labels, drawn, central_real, len(seeds))
     lines += ["", "## Every parameter of sim/generator.py", "",
               "Scenario settings say what month is simulated; policy settings are the product's defaults; sourced "
               "values rest on the figure named (facts in shared/design/SIMULATION-FACTS.md); assumptions carry the "
@@ -331,28 +335,35 @@ def goal(runs: dict, sens: dict | None, labels: dict) -> list[str]:
                          f"competitor of each month attended {_pct(best_attended / fillable)}: no policy can lead it "
                          f"by more than about {bound:+.1f} points here"
                          + (", less than the goal's +15." if bound < GOAL_CENTRAL else "."))
-    lines += ["", WHY]
+    lines += ["", why(pooled(ours_rs, "ceiling_neutral")["rate"])]
     return lines
 
 
-WHY = (
-    "Why, in the simulator's own terms. (1) The audit's corrections remove most of the old lead: an automatic "
-    "booking counts only when its patient acknowledges it, and the competitors now have what ours had alone "
-    "(automatic booking with the same acknowledgement and release, replies accepted until the slot's start minus "
-    "the margin, quiet hours, the same patients and channels). (2) What remains between ours and a broadcast is the "
-    "order of asking: ours asks one patient at a time, each with an answer window, so patients who never read or "
-    "reply in hours use up time near the slot (late accepts win some of it back); a broadcast asks everyone and "
-    "books the first yes, and pays for it in messages (the p95 above), not in fills. (3) The room: the ceiling "
-    "lines above bound any policy's lead over the best competitor, and where that bound is below the goal no "
-    "choice of ours' settings can meet it on these months. Levers not measured in this run: the time-limited "
-    "\"reply if you can come\" poll close to the slot (not in the product; it would let ours ask many at once "
-    "near the slot without an offer or a hold, which at best brings ours level with a broadcast there, not 10-15 "
-    "points above it), answer windows and asking order (their sweeps belong on seeds 1-12 first), and availability "
-    "upkeep. The honest claim this run supports is the one in the tables: on the held-out months ours attends a "
-    "few points fewer visits than a fair first-to-reply broadcast (not more), far more than the FIFO cascade "
-    "(whose fill sits near the published real fills), with somewhat fewer messages per patient at the p95 and "
-    "its priority order; no double-digit lead."
-)
+def why(ceiling_rate: float | None) -> str:
+    """The page's reading of the headline, in the simulator's own terms."""
+    return (
+        "Why, in the simulator's own terms. (1) Availability: each patient states when they can come (the "
+        "product's field); ours and the broadcasts offer only inside it, so fewer patients fit each slot and every "
+        f"policy fills less: the policy-neutral ceiling is {_pct(ceiling_rate)} of the fillable here (66.3% on the "
+        "page before availability was simulated, when everyone could come any time). The FIFO cascade, which "
+        "ignores it, loses most: each offer of a time the patient cannot come is a decline and a hold gone. (2) The "
+        "audit's corrections remove most of the old lead: an automatic booking counts only when its patient "
+        "acknowledges it, and the competitors have what ours has (automatic booking with the product's "
+        "acknowledgement rule, its reminder and release, replies accepted until the slot's start minus the margin, "
+        "quiet hours, the same patients, channels and availability). (3) What remains between ours and a broadcast "
+        "is the order of asking: ours asks one patient at a time, each with an answer window, so patients who never "
+        "read or reply in hours use up time near the slot (late accepts win some of it back); a broadcast asks "
+        "everyone who can come and books the first yes, and pays for it in messages (the p95 above), not in fills. "
+        "(4) The room: the ceiling lines above bound any policy's lead over the best competitor, and where that "
+        "bound is below the goal no choice of ours' settings can meet it on these months. Levers not measured in "
+        "this run: the time-limited \"reply if you can come\" poll close to the slot (not in the product; it would "
+        "let ours ask many at once near the slot without an offer or a hold, which at best brings ours level with a "
+        "broadcast there, not 10-15 points above it), answer windows and asking order (their sweeps belong on seeds "
+        "1-12 first), and availability upkeep. The honest claim this run supports is the one in the tables: on the "
+        "held-out months ours attends fewer visits than a fair first-to-reply broadcast (the gap and its interval "
+        "above), far more than the FIFO cascade, with fewer messages per patient at the p95 and its priority order; "
+        "no double-digit lead."
+    )
 
 
 def calibration(runs: dict, labels: dict) -> list[str]:
@@ -377,7 +388,39 @@ def calibration(runs: dict, labels: dict) -> list[str]:
     return lines
 
 
-def sensitivity_section(sens: dict | None, labels: dict, drawn: bool = True) -> list[str]:
+def cost_lines(c: dict, central_real: int | None) -> list[str]:
+    """What the whole ``make simulate`` cost: CPU (the simulator's, whatever the machine's load) and wall (the
+    machine's), with the estimates for an idle 2-core machine."""
+    cpu = c["cpu_seconds_python"] + c["db_cpu_seconds"]
+    split = (f" ({central_real} central, {c['real_runs'] - central_real} in the corners)"
+             if central_real is not None else "")
+    return [
+        f"Cost of everything `make simulate` ran: {c['real_runs']} real runs{split}, {c['statements']:,} SQL "
+        f"statements; CPU {c['cpu_seconds_python']:.0f} s in Python (this process and its workers) + "
+        f"{c['db_cpu_seconds']:.0f} s in the runs' PostgreSQL backends = {cpu:.0f} s; wall {c['wall_seconds']:.0f} s "
+        f"with the machine's load average {c['load_average_at_start'][0]:.1f} at the start and "
+        f"{c['load_average_at_end'][0]:.1f} at the end on its 2 cores shared with other work. The wall time is the "
+        f"machine's, the CPU and the statements the simulator's. On an idle 2-core machine: at most about "
+        f"{cpu / 2:.0f} s with both cores busy (CPU seconds measured under load are longer than idle ones, so this "
+        f"bounds it from above), and about {c['statements'] * IDLE_RATE[1] / IDLE_RATE[0]:.0f} s at the statement "
+        f"rate measured on two idle cores ({IDLE_RATE[0]:,} statements in {IDLE_RATE[1]} s, {IDLE_RATE[2]}); the "
+        "budget is 300 s." + (rerun_line(c) if c.get("rerun") else ""), ""]
+
+
+def rerun_line(c: dict) -> str:
+    """Where some of the page's runs were run again after the invocation the cost line measures."""
+    r = c["rerun"]
+    return (f" Ours' {r['runs']} runs on this page were run again after that invocation (a fix in how the engine "
+            f"reads an automatic booking's notice; the FIFO runs are that invocation's, unchanged), in "
+            f"{r['wall_seconds']:.0f} s wall at load {r['load_average_at_start'][0]:.1f}–"
+            f"{r['load_average_at_end'][0]:.1f}: {r['ours_runs_statements']:,} statements and "
+            f"{r['ours_runs_cpu_seconds_python'] + r['ours_runs_db_cpu_seconds']:.0f} CPU-s in their workers and "
+            f"backends; the page's runs together sent {c['page_statements']:,} statements, about "
+            f"{c['page_statements'] * IDLE_RATE[1] / IDLE_RATE[0]:.0f} s at the idle rate.")
+
+
+def sensitivity_section(sens: dict | None, labels: dict, drawn: bool = True,
+                        central_real: int | None = None, central_months: int = 12) -> list[str]:
     lines = ["## Sensitivity corners", ""]
     if not sens:
         return lines + ["Not run (`--no-corners`).", ""]
@@ -395,20 +438,14 @@ def sensitivity_section(sens: dict | None, labels: dict, drawn: bool = True) -> 
         "`sim/assumptions.py` (`PESSIMISTIC`, chosen before any run as the side where asking one patient at a time "
         "suffers most against a broadcast; the measured one-at-a-time sides are listed beside it below), on "
         f"{len(pess_months)} months ({pess_months}) for ours through the product and the modelled broadcasts, and "
-        f"FIFO through the product on {fifo_months}. Fewer months than the central run: the machine was shared "
-        "(see the cost line), and a one-practitioner month has about 40 fillable cancellations, so the pessimistic "
-        "corner pools fewer than the 400 the goal asks for. ",
+        f"FIFO through the product on {fifo_months}. Fewer months than the central run (every policy on all "
+        f"{central_months} held-out months): the 5-minute budget goes mostly to the central runs, and a "
+        "one-practitioner month has about 40 fillable cancellations, so the pessimistic corner pools fewer than the "
+        "400 the goal asks for. ",
         "`sim/results/sensitivity.json` holds each corner's pooled attended visits, fillable cancellations and fill "
         "per policy.",
         "",
-        *([f"Cost of everything `make simulate` ran (central and corners): {c['real_runs']} real runs, "
-           f"{c['statements']:,} SQL statements, {c['cpu_seconds_python']:.0f} s CPU in Python and "
-           f"{c['db_cpu_seconds']:.0f} s in PostgreSQL backends, {c['wall_seconds']:.0f} s wall with the machine's "
-           f"load average {c['load_average_at_start'][0]:.1f} at the start and {c['load_average_at_end'][0]:.1f} at "
-           "the end (2 cores shared with other work): the wall time is the machine's, the CPU and statements are "
-           f"the simulator's. At the rate measured on two idle cores ({IDLE_RATE[0]:,} statements in {IDLE_RATE[1]} s, "
-           f"{IDLE_RATE[2]}) these statements take about {c['statements'] * IDLE_RATE[1] / IDLE_RATE[0]:.0f} s "
-           f"(the budget: 300 s).", ""] if (c := sens.get("cost")) else []),
+        *(cost_lines(c, central_real) if (c := sens.get("cost")) else []),
         ("![tornado](simulation/tornado.png)" if drawn else "No tornado chart: no assumption group ran at both its "
          "low and high values in this run (see the table)."),
         "",
@@ -418,7 +455,9 @@ def sensitivity_section(sens: dict | None, labels: dict, drawn: bool = True) -> 
     ]
     for name, c in sens["corners"].items():
         pol = c["policies"]
-        months = len(next(iter(pol.values()))["months"]) if pol else 0
+        counts = {n: len(pol[n]["months"]) for n in ("ours", "broadcast", "tiered", "fifo") if n in pol}
+        months = str(max(counts.values(), default=0)) + "".join(
+            f" ({labels.get(n, n)}: {k})" for n, k in counts.items() if k != max(counts.values()))
         cells = [_pct(pol[n]["fill"]) + f" ({pol[n]['attended']}/{pol[n]['fillable']})" if n in pol else "–"
                  for n in ("ours", "broadcast", "tiered", "fifo")]
         lines.append(f"| {name} | {months} | " + " | ".join(cells) + f" | "

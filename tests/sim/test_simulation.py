@@ -374,6 +374,15 @@ def test_standing_bookings_are_booked_at_once_and_a_release_is_dispatched_again_
     assert result["standing_bookings"] == Offer.objects.filter(vacancy__clinic__name=clinic, standing=True).count() > 0
     released = [s for s in log["standing"] if s["released_at"] is not None]
     assert result["standing_releases"] == len(released) > 0
+    # Patients read their booking notices: those who would say yes acknowledge (through the product's record),
+    # those who would say no release it themselves.
+    from waitlist.texts.models import BookingAck
+
+    acknowledged = [s for s in log["standing"] if s["acknowledged_at"] is not None]
+    assert result["standing_acknowledged"] == len(acknowledged) > 0
+    assert BookingAck.objects.filter(offer__vacancy__clinic__name=clinic, acknowledged_at__isnull=False).count() == \
+        len(acknowledged)
+    assert any(s["case"] == "RELEASED" for s in log["standing"])
     assert result["filled"] == Vacancy.objects.filter(clinic__name=clinic, status="FILLED").count()
     # Each released vacancy was dispatched again at the release (the cascade the product queues after commit).
     for event in OfferEvent.objects.filter(offer__vacancy__clinic__name=clinic, reason_code="STANDING_RELEASED"):
@@ -402,6 +411,15 @@ def test_unacknowledged_automatic_bookings_are_released_by_the_product_service_a
     # Counted by slot: a slot booked again automatically may be released again.
     assert len({e.offer.vacancy_id for e in events}) == released["standing_released_unacknowledged"]
     assert all(e.actor != "patient" for e in events)
+    # Released by the product's own job (issue #39), at the release time it stored, with its reminder sent first.
+    from common.models import AuditEntry
+    from waitlist.texts.models import BookingAck
+
+    acks = BookingAck.objects.filter(offer__vacancy__clinic__name="Sim clinic test-unack", closed_code="UNACKNOWLEDGED")
+    assert acks.count() == len(events) > 0
+    assert all(a.released_at == a.release_at for a in acks)
+    assert AuditEntry.objects.filter(action="text_ack_release").count() >= acks.count()
+    assert any(m["kind"] == "REMINDER" for m in log["messages"])
 
 
 def test_ours_runs_the_products_defaults_and_each_feature_off_run_one_change():
@@ -436,21 +454,25 @@ def test_the_diagnosis_explains_every_unfilled_vacancy_the_ceiling_could_fill():
     assert metrics.max_matching(metrics.ceiling_edges(month, OURS)) == gap["ceiling"]
 
 
-def test_a_release_point_is_the_later_of_two_hours_after_booking_and_a_day_before_never_past_the_deadline():
-    from sim.acknowledge import release_point
+def test_the_modelled_release_and_reminder_are_the_product_jobs_times():
+    from sim.acknowledge import ack_times, outcome
+    from waitlist.texts.services.acknowledgement import ack_times as product_ack_times
 
-    month = generate(1, SCALES["tiny"])
-    booked = month.start
-    slot = booked + timedelta(days=3)
-    assert release_point(booked, slot, booked + timedelta(hours=12)) == booked + timedelta(hours=12, minutes=-1)
-    assert release_point(booked, slot, slot - timedelta(hours=3)) == slot - timedelta(hours=24)
-    near = booked + timedelta(hours=6)
-    assert release_point(booked, near, near - timedelta(hours=3)) == booked + timedelta(hours=2)
-    assert release_point(booked, near, booked) is None  # nothing left to release in
-    assert release_point(booked, near, None) is None
+    params = dataclasses.replace(SCALES["default"], sms_silent_share=1.0, email_silent_share=1.0)
+    month = generate(4, params)
+    slot = month.cancellations[-1]
+    booked = slot.starts_at - timedelta(hours=30)
+    until = booked + timedelta(hours=12)
+    assert ack_times(booked, slot.starts_at, until) == product_ack_times(booked_at=booked, starts_at=slot.starts_at,
+                                                                        release_until=until)
+    assert ack_times(booked, slot.starts_at, None) is None  # no release deadline: the product records nothing
+    fate = outcome(month, month.entries[0].key, slot, booked, booked, until, True)
+    remind_at, release_at = product_ack_times(booked_at=booked, starts_at=slot.starts_at, release_until=until)
+    assert fate.case == "RELEASED_UNACKNOWLEDGED" and fate.release_at == release_at < until
+    assert fate.reminder_at is not None and remind_at <= fate.reminder_at < release_at
 
 
-def test_a_patient_who_never_reads_is_released_under_the_policy_and_unread_without_it():
+def test_a_patient_who_never_reads_is_released_under_the_job_and_unread_without_it():
     from sim.acknowledge import outcome
 
     params = dataclasses.replace(SCALES["default"], sms_silent_share=1.0, email_silent_share=1.0)
@@ -459,10 +481,10 @@ def test_a_patient_who_never_reads_is_released_under_the_policy_and_unread_witho
     entry = month.entries[0]
     until = slot.starts_at - timedelta(hours=3)
     sent = slot.starts_at - timedelta(hours=30)
-    with_release = outcome(month, entry.key, slot, sent, until, True)
+    with_release = outcome(month, entry.key, slot, sent, sent, until, True)
     assert with_release.case == "RELEASED_UNACKNOWLEDGED" and with_release.release_at < until
     assert with_release.reminder_at is not None and with_release.reminder_at < with_release.release_at
-    assert outcome(month, entry.key, slot, sent, until, False).case == "UNREAD"
+    assert outcome(month, entry.key, slot, sent, sent, until, False).case == "UNREAD"
 
 
 def test_each_patient_reads_one_channel_and_an_email_is_read_later():
@@ -533,3 +555,55 @@ def test_sensitivity_pools_each_corner_and_compares_ours_with_the_best_competito
     assert central["ours_minus_best"]["points"] == pytest.approx(100 * ((20 - 18) + (10 - 12)) / 80)
     assert central["ours_minus_best"]["best"] == {"1": "broadcast", "2": "fifo"}
     assert sens["corners"]["silent_high"]["ours_minus_best"]["points"] == pytest.approx(100 * -2 / 40)
+
+
+NARROW = dataclasses.replace(SCALES["tiny"], availability_any_share=0.0, availability_day_share=0.3,
+                             availability_part_share=0.3, accept_share=1.0)
+
+
+def test_each_patient_gets_the_products_availability_mask_from_their_own_draw():
+    from waitlist.joining.availability import ANY_TIME
+
+    month = generate(6, SCALES["default"])
+    masks = [e.availability for e in month.entries]
+    assert all(0 < m <= ANY_TIME for m in masks)
+    assert ANY_TIME in masks and any(m != ANY_TIME for m in masks)
+    narrow = generate(6, dataclasses.replace(SCALES["default"], availability_any_share=0.0))
+    assert ANY_TIME not in [e.availability for e in narrow.entries]
+    # The month's other facts do not move with the availability parameters.
+    strip = [dataclasses.replace(e, availability=0) for e in month.entries]
+    assert strip == [dataclasses.replace(e, availability=0) for e in narrow.entries]
+    assert month.bookings == narrow.bookings
+
+
+def test_a_patient_offered_a_time_they_cannot_come_declines():
+    month = generate(6, NARROW)
+    entry = next(e for e in month.entries if e.responsiveness != "SILENT")
+    outside = [b for b in month.bookings if not month.available(entry.key, b.starts_at)]
+    inside = [b for b in month.bookings if month.available(entry.key, b.starts_at)]
+    assert outside and all(month.reply(entry.key, b).kind == "DECLINE" for b in outside)
+    assert inside and all(month.reply(entry.key, b).kind == "ACCEPT" for b in inside
+                          if entry.practitioner in (None, b.practitioner))
+
+
+@pytest.mark.django_db
+def test_fifo_offers_outside_availability_are_declined_and_ours_never_offers_outside_it():
+    from sim.adapter import enable_waitlist
+
+    enable_waitlist()
+    month = generate(11, NARROW)
+    bookings = month.bookings_by_key
+
+    def outside(log):
+        return [o for o in log["offers"] if not month.available(o["entry"], bookings[o["vacancy"]].starts_at)]
+
+    fifo_log, _ = replay(month, FIFO, "test-avail-fifo")
+    ignored = outside(fifo_log)
+    assert ignored, "the peer's cascade should offer times some patients cannot come"
+    assert not any(o["booked"] for o in ignored)
+    assert all(o["status"] in ("DECLINED", "EXPIRED") for o in ignored)
+    assert any(o["status"] == "DECLINED" for o in ignored)
+    ours_log, _ = replay(month, OURS, "test-avail-ours")
+    assert ours_log["offers"] and outside(ours_log) == []
+    for spec in (BROADCAST, TIERED):
+        assert outside(run_modelled(month, spec)[0]) == []
