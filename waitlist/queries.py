@@ -56,7 +56,7 @@ from psycopg.types.json import Jsonb
 from common.cas import sql_states, transition_sources
 from common.fastpath import prepared_cursor
 from scheduling.models import ConsentState, Patient
-from waitlist.joining.availability import slot_bit_sql
+from waitlist.joining.availability import AFTERNOON_FROM, EVENING_FROM, PARTS
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -199,6 +199,15 @@ def _morning(instant: str) -> str:
     return f"(date_part('hour', {instant} AT TIME ZONE {{tz}}) < 12)"
 
 
+def _slot_bit_sql(starts_at: str, tz: str) -> str:
+    """``availability.slot_bit`` in SQL for a start instant and a zone (both SQL expressions): the same
+    arithmetic, held to it by the parity test."""
+    local = f"({starts_at} AT TIME ZONE {tz})"
+    return (f"(1 << ((extract(isodow FROM {local})::int - 1) * {len(PARTS)}"
+            f" + CASE WHEN extract(hour FROM {local}) < {AFTERNOON_FROM} THEN 0"
+            f" WHEN extract(hour FROM {local}) < {EVENING_FROM} THEN 1 ELSE 2 END))")
+
+
 RULES: tuple[Rule, ...] = (
     # The status literal (formatted from the enum) matches the partial index's predicate (``wl_entry_match``).
     Rule("ENTRY_NOT_WAITING", "WAITING", f"e.status = {sql_states(EntryStatus.WAITING)}"),
@@ -208,7 +217,7 @@ RULES: tuple[Rule, ...] = (
     Rule("PRACTITIONER", "PRACTITIONER", "e.practitioner_key IN ({practitioner}, 0)", by_tier=True),
     Rule("WINDOW", "WINDOW", "e.earliest <= {starts_at} AND e.latest >= {ends_at}"),
     # When the patient can come (``joining.availability``): the slot's day and part of the day, clinic-local.
-    Rule("UNAVAILABLE", "AVAILABLE", "(e.availability & " + slot_bit_sql("{starts_at}", "{tz}") + ") <> 0"),
+    Rule("UNAVAILABLE", "AVAILABLE", "(e.availability & " + _slot_bit_sql("{starts_at}", "{tz}") + ") <> 0"),
     Rule("PAUSED", "NOT_PAUSED", "(e.paused_until IS NULL OR e.paused_until <= {now})"),
     Rule("RESOURCE", "RESOURCE", "(e.resource_kind = '' OR e.resource_kind = {resource_kind})"),
     Rule("CANCELLING_PATIENT", "NOT_CANCELLING_PATIENT", "e.patient_id IS DISTINCT FROM {excluded_patient}"),

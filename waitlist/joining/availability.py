@@ -2,7 +2,7 @@
 
 Bit ``day * 3 + part``: ``day`` 0 = Monday … 6 = Sunday, ``part`` 0 = morning (before 12:00), 1 = afternoon
 (12:00–17:00), 2 = evening (from 17:00), read at the slot's start in the clinic's time zone. One integer on the
-entry, so the matcher's rule is one bitwise test per row (``waitlist.rules.eligibility`` AVAILABILITY) and the Python
+entry, so the matcher's rule is one bitwise test per row (``waitlist.queries`` UNAVAILABLE) and the Python
 rule here is the same arithmetic (``fits``), which the parity test holds them to.
 """
 
@@ -54,11 +54,3 @@ def slots_of(mask: int) -> list[str]:
 def as_body(mask: int) -> dict:
     """The API's shape: ``any_time`` and the ``slots`` the patient can come."""
     return {"any_time": mask == ANY_TIME, "slots": slots_of(mask)}
-
-
-#: The SQL of ``slot_bit`` for a start instant and a zone (both SQL expressions): the same arithmetic.
-def slot_bit_sql(starts_at: str, tz: str) -> str:
-    local = f"({starts_at} AT TIME ZONE {tz})"
-    return (f"(1 << ((extract(isodow FROM {local})::int - 1) * {len(PARTS)}"
-            f" + CASE WHEN extract(hour FROM {local}) < {AFTERNOON_FROM} THEN 0"
-            f" WHEN extract(hour FROM {local}) < {EVENING_FROM} THEN 1 ELSE 2 END))")
