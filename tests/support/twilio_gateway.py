@@ -104,7 +104,7 @@ def twilio_gateway(settings):
             pass
 
     server.RequestHandlerClass = Handler
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     settings.TWILIO_ACCOUNT_SID, settings.TWILIO_AUTH_TOKEN = ACCOUNT_SID, AUTH_TOKEN
     settings.TWILIO_FROM, settings.TWILIO_API_BASE_URL = SENDER, gateway.base_url
