@@ -1,5 +1,5 @@
 """The walk of ``job_run_claimed`` (issue 42): module changes along the worker's entry for one job, measured on a
-real run (``tests/reevaluation/walk.py``: the reader's walk; docs/architecture.md says how). The ceilings are the
+real run (``tests/support/walk.py``: the reader's walk; docs/architecture.md says how). The ceilings are the
 walk as it is, so it cannot grow unseen; the issue's target is at most 8 returns and 4 visits a module."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from reevaluation.models import JobState
 from reevaluation.services import dispatch_round
 from tests.reevaluation import factories as rf
 from tests.reevaluation.conftest import post_event
-from tests.reevaluation.walk import Walk
+from tests.support.walk import Walk
 
 pytestmark = pytest.mark.django_db
 

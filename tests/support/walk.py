@@ -5,7 +5,7 @@ apps, not a library's, not a test's) that holds the innermost product frame afte
 consecutive events in one module are one *stay*. A *return* is a stay in a module the path had already
 left (so returns = stays - modules), and a module's *visits* are its stays.
 
-``Walk()`` is the raw walk: every call, every loop turn. ``Walk(app="reevaluation")`` is the reader's walk,
+``Walk()`` is the raw walk: every call, every loop turn. ``Walk(app="waitlist")`` (or any app) is the reader's walk,
 the one a newcomer follows by hand through the calls written in the code: a function already read is not read
 again (a second call of the same code adds nothing); a call into another app (or ``common``) is one stay in
 the module it enters, its insides being that app's own walk; and code a library calls back (a logging filter,
