@@ -76,46 +76,20 @@ def test_the_scanner_finds_a_bare_code_and_passes_a_labelled_one():
 
 @pytest.fixture
 def seeded(world, admin):
-    """One of everything: offers (open, booked, dead delivery), reviews, a slot with no candidate, an opted-out
-    patient, a shadow policy, reevaluation jobs (failed, needing staff) and a privacy stop."""
+    """One of everything (``console_seeded``, with reviews), a shadow policy and a job that needs staff."""
     from reevaluation.models import ClinicReevaluationSettings, JobState, ReevaluationJob
-    from scheduling.models import ConsentSource, ConsentState, ContactChannel
-    from scheduling.services import consent_record
-    from tests.conftest import seoul
-    from tests.operations.waitlist_helpers import bulk_reviews, dead_delivery_offer, make_offer
+    from tests.operations.waitlist_helpers import bulk_reviews, console_seeded
     from tests.reevaluation import factories as rf
     from tests.reevaluation.conftest import post_event
-    from tests.waitlist.loop_helpers import open_vacancy
-    from tests.worlds import ReevaluationWorld
     from waitlist import services
-    from waitlist.models import Offer
 
-    clinic = world.clinic
-    services.shadow_publish(clinic=clinic, actor=admin, reason="try a shorter hold", changes={"hold_minutes": 10})
-    offer = make_offer(world, starts_at=seoul(3, 10))
-    booked = make_offer(world, starts_at=seoul(3, 14))
-    services.offer_claim_and_book(offer=Offer.objects.select_related("clinic", "patient", "policy", "vacancy")
-                                  .get(pk=booked.pk))
-    dead_delivery_offer(world, starts_at=seoul(4, 10))
-    reviews = bulk_reviews(world, 2, start=40)
-    opted = world.waiting()
-    consent_record(patient=opted.patient, channels=ContactChannel.values, state=ConsentState.REVOKED,
-                   source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
-    world.waiting(world.patient(consent=False), treatment=world.other_treatment)
-    empty = open_vacancy(world, seoul(6, 10), treatment=world.other_treatment)
-    services.vacancy_dispatch(clinic=clinic, vacancy_ref=empty.ref)
-    reeval = ReevaluationWorld(clinic)
-    failed = post_event(reeval, rf.fingerprint(f"{reeval.crm_ref}-1"), 1).job_ref
-    ReevaluationJob.objects.filter(ref=failed).update(state=JobState.FAILED, attempts=5,
-                                                      last_failure_code="ASSESSMENT_TIMEOUT")
+    services.shadow_publish(clinic=world.clinic, actor=admin, reason="try a shorter hold",
+                            changes={"hold_minutes": 10})
+    data = console_seeded(world, reviews=lambda w: bulk_reviews(w, 2, start=40))
+    reeval = data["reeval"]
     staff_job = post_event(reeval, rf.fingerprint(f"{reeval.crm_ref}-2"), 1).job_ref
     ReevaluationJob.objects.filter(ref=staff_job).update(state=JobState.COMPLETED, needs_staff=True)
-    from scheduling.models import Appointment
-
-    appointment = Appointment.objects.filter(clinic=clinic, patient=booked.patient).latest("pk")
-    return {"clinic": clinic, "appointment": appointment, "offer": offer, "booked": booked, "entry": opted,
-            "job": failed, "reviews": reviews,
-            "empty": empty, "settings": ClinicReevaluationSettings.objects.get(clinic=clinic)}
+    return {**data, "settings": ClinicReevaluationSettings.objects.get(clinic=world.clinic)}
 
 
 def _pages(data) -> dict[str, str]:

@@ -23,39 +23,12 @@ pytest.importorskip("axe_playwright_python.sync_playwright")
 
 @pytest.fixture
 def seeded(clinic, admin, staff):
-    """One of everything the console shows: an offer, a dead delivery, a review, a slot with no candidate,
-    waiting and opted-out entries, a booked appointment, FAILED reevaluation jobs and an audit row."""
-    from scheduling.models import ConsentSource, ConsentState, ContactChannel
-    from scheduling.services import consent_record
+    """One of everything the console shows (``console_seeded``), with a vacancy in staff review."""
     from tests.conftest import seoul
-    from tests.operations.waitlist_helpers import dead_delivery_offer, make_offer, review_vacancy, waitlist_world
-    from tests.reevaluation import factories as rf
-    from tests.reevaluation.conftest import post_event
-    from tests.waitlist.loop_helpers import open_vacancy
-    from tests.worlds import ReevaluationWorld
-    from waitlist import services
-    from waitlist.models import Offer
+    from tests.operations.waitlist_helpers import console_seeded, review_vacancy, waitlist_world
 
-    world = waitlist_world(clinic, staff)
-    offer = make_offer(world, starts_at=seoul(3, 10))
-    booked = make_offer(world, starts_at=seoul(3, 14))
-    services.offer_claim_and_book(offer=Offer.objects.select_related("clinic", "patient", "policy", "vacancy")
-                                  .get(pk=booked.pk))
-    dead_delivery_offer(world, starts_at=seoul(4, 10))
-    review_vacancy(world, starts_at=seoul(5, 10))
-    opted = world.waiting()
-    consent_record(patient=opted.patient, channels=ContactChannel.values, state=ConsentState.REVOKED,
-                   source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
-    world.waiting(world.patient(consent=False), treatment=world.other_treatment)
-    empty = open_vacancy(world, seoul(6, 10), treatment=world.other_treatment)
-    services.vacancy_dispatch(clinic=clinic, vacancy_ref=empty.ref)
-    reeval = ReevaluationWorld(clinic)
-    job = post_event(reeval, rf.fingerprint(f"{reeval.crm_ref}-1"), 1).job_ref
-    from reevaluation.models import JobState, ReevaluationJob
-
-    ReevaluationJob.objects.filter(ref=job).update(state=JobState.FAILED, attempts=5,
-                                                   last_failure_code="ASSESSMENT_TIMEOUT")
-    return {"offer": offer, "entry": opted, "job": job, "clinic": clinic, "admin": admin}
+    data = console_seeded(waitlist_world(clinic, staff), reviews=lambda w: review_vacancy(w, starts_at=seoul(5, 10)))
+    return {**data, "admin": admin}
 
 
 _blocking = blocking_violations

@@ -48,3 +48,39 @@ def dead_delivery_offer(world: WaitlistWorld, starts_at=None):
 
 
 __all__ = ["bulk_reviews", "bulk_vacancies", "dead_delivery_offer", "make_offer", "review_vacancy", "waitlist_world"]
+
+
+def console_seeded(world: WaitlistWorld, *, reviews) -> dict:
+    """One of everything the console shows, in one order: an open offer, a booked one, a dead delivery, the
+    reviews ``reviews(world)`` makes, a waiting and an opted-out entry, a slot with no candidate and a FAILED
+    reevaluation job. Returns what the pages are opened at."""
+    from reevaluation.models import JobState, ReevaluationJob
+    from scheduling.models import Appointment, ConsentSource, ConsentState, ContactChannel
+    from scheduling.services import consent_record
+    from tests.reevaluation import factories as rf
+    from tests.reevaluation.conftest import post_event
+    from tests.waitlist.loop_helpers import open_vacancy
+    from tests.worlds import ReevaluationWorld
+    from waitlist import services
+    from waitlist.models import Offer
+
+    clinic = world.clinic
+    offer = make_offer(world, starts_at=seoul(3, 10))
+    booked = make_offer(world, starts_at=seoul(3, 14))
+    services.offer_claim_and_book(offer=Offer.objects.select_related("clinic", "patient", "policy", "vacancy")
+                                  .get(pk=booked.pk))
+    dead_delivery_offer(world, starts_at=seoul(4, 10))
+    reviewed = reviews(world)
+    opted = world.waiting()
+    consent_record(patient=opted.patient, channels=ContactChannel.values, state=ConsentState.REVOKED,
+                   source=ConsentSource.OPT_OUT_LINK, actor_label="patient")
+    world.waiting(world.patient(consent=False), treatment=world.other_treatment)
+    empty = open_vacancy(world, seoul(6, 10), treatment=world.other_treatment)
+    services.vacancy_dispatch(clinic=clinic, vacancy_ref=empty.ref)
+    reeval = ReevaluationWorld(clinic)
+    job = post_event(reeval, rf.fingerprint(f"{reeval.crm_ref}-1"), 1).job_ref
+    ReevaluationJob.objects.filter(ref=job).update(state=JobState.FAILED, attempts=5,
+                                                   last_failure_code="ASSESSMENT_TIMEOUT")
+    return {"clinic": clinic, "offer": offer, "booked": booked, "entry": opted, "reviews": reviewed,
+            "empty": empty, "job": job, "reeval": reeval,
+            "appointment": Appointment.objects.filter(clinic=clinic, patient=booked.patient).latest("pk")}
