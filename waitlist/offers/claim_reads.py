@@ -117,6 +117,32 @@ def late_yes(offer: Offer, now: datetime) -> str:
     return LateYes.NEXT if other == OfferStatus.OFFERED and vacancy.late_yes_offer_id is None else LateYes.NONE
 
 
+class AnswerStep(TextChoices):
+    """What a patient's answer does to their offer (``answer_step``)."""
+
+    CLAIM = "CLAIM"  # claim it (and book under ON_ACCEPT); a repeated yes replays the first answer
+    LATE_ACCEPT = "LATE_ACCEPT"  # it ended unanswered and a yes may still take the time up
+    DECLINE = "DECLINE"
+    ALREADY_DECLINED = "ALREADY_DECLINED"  # a repeated no: the first one stands
+    ENDED = "ENDED"  # nothing to do: say how the offer ended
+
+
+def answer_step(outcome: ClaimOutcome, *, yes: bool) -> str:
+    """The one rule for a patient's yes or no, whether it comes from the claim page or a text reply: a yes claims
+    an offer still open, held or booked (the command replays a repeat), takes up late one that ended unanswered
+    while its time is free or someone else is asked (``LateYes.FREE``/``NEXT``), and does nothing otherwise; a no
+    declines an open offer, repeats a decline, and does nothing otherwise."""
+    if yes:
+        if outcome.state == ClaimState.EXPIRED and outcome.late_yes in (LateYes.FREE, LateYes.NEXT):
+            return AnswerStep.LATE_ACCEPT
+        if outcome.state in (ClaimState.OPEN, ClaimState.HELD, ClaimState.BOOKED):
+            return AnswerStep.CLAIM
+        return AnswerStep.ENDED
+    if outcome.state == ClaimState.DECLINED:
+        return AnswerStep.ALREADY_DECLINED
+    return AnswerStep.DECLINE if outcome.is_open else AnswerStep.ENDED
+
+
 def claim_outcome(offer: Offer, now: datetime | None = None) -> ClaimOutcome:
     """The offer's state as the patient sees it. ``offer`` carries its vacancy (the page's row).
 

@@ -40,7 +40,15 @@ from waitlist.notices.confirmation import (
 )
 from waitlist.notices.offer_notice import LANGUAGES, local_datetime, zone_label
 from waitlist.offers.calendar import FILENAME, MIME_TYPE
-from waitlist.offers.claim_reads import ClaimOutcome, ClaimState, LateYes, claim_offer, claim_outcome, renewal_of
+from waitlist.offers.claim_reads import (
+    AnswerStep,
+    ClaimOutcome,
+    ClaimState,
+    answer_step,
+    claim_offer,
+    claim_outcome,
+    renewal_of,
+)
 from waitlist.offers.tokens import (
     TokenExpired,
     TokenInvalid,
@@ -236,7 +244,8 @@ def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpRe
     shows the same page; a refused booking still says "held" (reconcile finishes it); an offer that
     has ended says how; one that ended unanswered while its time is still free is taken up late (a new offer,
     which the link then stands for), or, while someone else is asked, the yes is kept for when it comes back."""
-    if outcome.state == ClaimState.EXPIRED and outcome.late_yes in (LateYes.FREE, LateYes.NEXT):
+    step = answer_step(outcome, yes=True)
+    if step == AnswerStep.LATE_ACCEPT:
         refused = False
         try:
             offer_late_accept_and_book(clinic=offer.clinic, offer_ref=offer.ref, patient=offer.patient)
@@ -246,7 +255,7 @@ def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpRe
             refused = True
             logger.info("claim page: offer %s not taken up late: %s", offer.ref, exc.code)
         return _again(request, offer, late=True, late_refused=refused)
-    if outcome.state not in (ClaimState.OPEN, ClaimState.HELD, ClaimState.BOOKED):
+    if step == AnswerStep.ENDED:
         return _render_outcome(request, offer, outcome)
     try:
         offer_claim_and_book(offer=offer)
@@ -259,9 +268,10 @@ def _accept(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpRe
 
 def _decline(request: HttpRequest, offer: Offer, outcome: ClaimOutcome) -> HttpResponse:
     """Decline with the reason picked on the page (a code; anything else reads as PATIENT_DECLINED)."""
-    if outcome.state == ClaimState.DECLINED:
+    step = answer_step(outcome, yes=False)
+    if step == AnswerStep.ALREADY_DECLINED:
         return _again(request, offer)
-    if not outcome.is_open:
+    if step == AnswerStep.ENDED:
         return _render_outcome(request, offer, outcome)
     reason = request.POST.get("reason", "")
     try:

@@ -25,7 +25,7 @@ from scheduling.models import ConsentSource, ConsentState, ContactChannel, Patie
 from scheduling.services.consent import consent_record
 from waitlist.models import DeclineReason, OfferStatus
 from waitlist.offers.accept import offer_claim_and_book, offer_late_accept_and_book
-from waitlist.offers.claim_reads import ClaimState, LateYes, claim_offer, claim_outcome, renewal_of
+from waitlist.offers.claim_reads import AnswerStep, ClaimState, answer_step, claim_offer, claim_outcome, renewal_of
 from waitlist.offers.offers import offer_decline
 from waitlist.texts import compose
 from waitlist.texts.models import AckVia, InboundOutcome, InboundText, TextKind, TextMessage
@@ -145,7 +145,8 @@ def _answer(text: TextMessage, word: str) -> tuple[str, str]:
                                                                   starts_at=offer.vacancy.starts_at)
     if word == "NO":
         return _decline(offer, outcome)
-    if outcome.state == ClaimState.EXPIRED and outcome.late_yes in (LateYes.FREE, LateYes.NEXT):
+    step = answer_step(outcome, yes=True)
+    if step == AnswerStep.LATE_ACCEPT:
         try:
             offer_late_accept_and_book(clinic=offer.clinic, offer_ref=offer.ref, patient=offer.patient,
                                        correlation_id=new_correlation_id())
@@ -154,7 +155,7 @@ def _answer(text: TextMessage, word: str) -> tuple[str, str]:
         except Conflict as exc:
             logger.info("text reply: offer %s not taken up late: %s", offer.ref, exc.code)
             return InboundOutcome.REFUSED, compose.refused_answer(clinic=clinic, language=patient.language)
-    elif outcome.state in (ClaimState.OPEN, ClaimState.HELD, ClaimState.BOOKED):
+    elif step == AnswerStep.CLAIM:
         try:
             offer_claim_and_book(offer=offer, correlation_id=new_correlation_id())
         except NotFound:
@@ -179,9 +180,10 @@ def _answer(text: TextMessage, word: str) -> tuple[str, str]:
 
 def _decline(offer, outcome) -> tuple[str, str]:
     clinic, patient = offer.clinic, offer.patient
-    if outcome.state == ClaimState.DECLINED:
+    step = answer_step(outcome, yes=False)
+    if step == AnswerStep.ALREADY_DECLINED:
         return InboundOutcome.DECLINED, compose.declined_answer(clinic=clinic, language=patient.language)
-    if not outcome.is_open:
+    if step == AnswerStep.ENDED:
         return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
     try:
         offer_decline(clinic=clinic, offer_ref=offer.ref, patient=patient, reason=DeclineReason.SMS_DECLINE,
