@@ -119,6 +119,26 @@ def test_staff_see_an_unacknowledged_automatic_booking_with_its_time_left(world,
     assert not [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
 
 
+def _console_row(world, kind: str) -> str:
+    from tests.operations.conftest import signed_in
+
+    page = signed_in(world.staff).get(f"/console/c/{world.clinic.ref}/waitlist/").content.decode()
+    rows = re.findall(r'<tr data-queue-ref="[^"]*" data-kind="' + kind + r'".*?</tr>', page, re.S)
+    assert len(rows) == 1, kind
+    return re.sub(r"\s+", " ", rows[0])
+
+
+def test_the_console_queue_shows_when_an_unacknowledged_booking_is_released_and_the_time_left(world, gateway,
+                                                                                             frozen_clock):
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    frozen_clock.move_to(ack.release_at - timedelta(minutes=90))
+    row = _console_row(world, "BOOKING_UNACKNOWLEDGED")
+    released = ack.release_at.astimezone(seoul(1, 0).tzinfo)
+    assert offer.ref in row and 'data-testid="ack-time-left"' in row
+    assert f"released <time datetime=\"{released.isoformat()}\">" in row and f"{released:%H:%M}" in row
+    assert re.search(r"data-countdown>1h 30m</time> left", row)
+
+
 def test_staff_see_a_patient_whose_texts_keep_failing(world, gateway):
     from waitlist.figures.queue import ops_action_queue
 
@@ -137,3 +157,6 @@ def test_staff_see_a_patient_whose_texts_keep_failing(world, gateway):
     gateway.receipt(gateway.to(PHONE)[1]["sid"], "failed", "30003")
     rows = failing()
     assert [(r["patient"], r["failures"], r["reason_code"]) for r in rows] == [(patient.ref, 2, "TWILIO_30003")]
+    row = _console_row(world, "TEXTS_FAILING")  # the console's queue: who, how many, the last error, what to do
+    assert patient.ref in row and "2 texts failed or undelivered" in row and "TWILIO_30003" in row
+    assert "check the phone number on file" in row
