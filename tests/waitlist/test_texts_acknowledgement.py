@@ -49,7 +49,8 @@ def test_the_deadlines_follow_the_policy_rule(world, gateway):
     assert ack.booked_at < ack.remind_at < ack.release_at
 
 
-def test_an_unacknowledged_automatic_booking_is_reminded_released_and_refilled(world, gateway, frozen_clock):
+def test_an_unacknowledged_automatic_booking_is_reminded_released_and_refilled(world, gateway, frozen_clock,
+                                                                            queued_dispatches, on_commit):
     vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
     world.waiting(world.patient(phone=OTHER))
     frozen_clock.move_to(ack.remind_at)
@@ -57,14 +58,18 @@ def test_an_unacknowledged_automatic_booking_is_reminded_released_and_refilled(w
     assert deliver() == {DeliveryOutcome.SENT: 1} and len(gateway.to(PHONE)) == 2  # the reminder, by text
     assert acknowledgements_run() == {"reminded": 0, "released": 0}  # once
     frozen_clock.move_to(ack.release_at)
-    assert acknowledgements_run() == {"reminded": 0, "released": 1}
+    queued_dispatches.clear()
+    with on_commit(execute=True):
+        assert acknowledgements_run() == {"reminded": 0, "released": 1}
     assert Appointment.objects.get(source_hold__offer=offer).status == AppointmentStatus.CANCELLED
     vacancy.refresh_from_db()
-    assert vacancy.status == VacancyStatus.OPEN
+    assert vacancy.status == VacancyStatus.OPEN and queued_dispatches == [vacancy.pk]  # the cascade, queued
     audit = AuditEntry.objects.get(action="text_ack_release")
     assert audit.reason == "UNACKNOWLEDGED" and audit.target_ref == offer.ref
     refill = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)  # the cascade
     assert refill.outcome == "OFFERED"
+    margin = timedelta(minutes=services.policy_current(clinic=world.clinic).answer_window_margin_minutes)
+    assert refill.offer.expires_at <= vacancy.starts_at - margin  # in time: the next patient can still answer
     deliver()
     code = CODE.search(gateway.to(OTHER)[-1]["Body"]).group(1)
     assert "you are booked" in gateway.reply(OTHER, f"YES {code}").content.decode()
@@ -160,3 +165,63 @@ def test_staff_see_a_patient_whose_texts_keep_failing(world, gateway):
     row = _console_row(world, "TEXTS_FAILING")  # the console's queue: who, how many, the last error, what to do
     assert patient.ref in row and "2 texts failed or undelivered" in row and "TWILIO_30003" in row
     assert "check the phone number on file" in row
+
+
+def test_after_the_reminder_a_bare_yes_acknowledges(world, gateway, frozen_clock):
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    frozen_clock.move_to(ack.remind_at)
+    assert acknowledgements_run()["reminded"] == 1 and deliver() == {DeliveryOutcome.SENT: 1}
+    assert len(gateway.to(PHONE)) == 2  # two texts, two codes, one booking: a bare YES is not ambiguous
+    assert "you are booked" in gateway.reply(PHONE, "yes").content.decode()
+    ack.refresh_from_db()
+    assert ack.acknowledged_via == "REPLY"
+    frozen_clock.move_to(ack.release_at)
+    assert acknowledgements_run() == {"reminded": 0, "released": 0}
+    assert Appointment.objects.get(source_hold__offer=offer).status == AppointmentStatus.CONFIRMED
+
+
+def test_no_to_an_automatic_booking_gives_it_back_and_the_slot_to_the_cascade(world, gateway, frozen_clock,
+                                                                              queued_dispatches, on_commit):
+    from waitlist.figures.queue import ops_action_queue
+
+    vacancy, offer, body, ack = _booked_and_texted(world, gateway)
+    queued_dispatches.clear()
+    with on_commit(execute=True):
+        answer = gateway.reply(PHONE, f"NO {CODE.search(body).group(1)}").content.decode()
+    assert "you stay on the waiting list" in answer
+    offer.refresh_from_db()
+    vacancy.refresh_from_db()
+    assert offer.status == "WITHDRAWN" and offer.reason_code == "STANDING_RELEASED"
+    assert vacancy.status == VacancyStatus.OPEN and queued_dispatches == [vacancy.pk]
+    assert Appointment.objects.get(source_hold__offer=offer).status == AppointmentStatus.CANCELLED
+    assert AuditEntry.objects.get(action="text_reply").result["outcome"] == "DECLINED"
+    # Given back, it is nobody's call any more, and no "you are booked" reminder follows.
+    assert not [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
+    frozen_clock.move_to(ack.remind_at)
+    assert acknowledgements_run() == {"reminded": 0, "released": 0}
+    ack.refresh_from_db()
+    assert ack.closed_code == "NOT_BOOKED" and not AuditEntry.objects.filter(action="text_ack_release").exists()
+
+
+def test_no_past_the_release_deadline_keeps_the_booking_and_says_to_call(world, gateway, frozen_clock):
+    world.clinic.settings = {**world.clinic.settings, "contact": {"phone": "+82 2-555-0100"}}
+    world.clinic.save(update_fields=["settings"])
+    _vacancy, offer, body, ack = _booked_and_texted(world, gateway)
+    frozen_clock.move_to(offer.release_until + timedelta(minutes=1))
+    answer = gateway.reply(PHONE, f"NO {CODE.search(body).group(1)}").content.decode()
+    assert "can no longer be released" in answer and "+82 2-555-0100" in answer
+    ack.refresh_from_db()
+    assert ack.acknowledged_via == "REPLY"  # seen: it stands, and the job leaves it
+    assert Appointment.objects.get(source_hold__offer=offer).status == AppointmentStatus.CONFIRMED
+
+
+def test_a_booking_the_patient_gave_back_on_the_claim_page_leaves_the_queue_and_gets_no_reminder(world, gateway,
+                                                                                                 frozen_clock):
+    from waitlist.figures.queue import ops_action_queue
+
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    services.standing_release(clinic=world.clinic, offer_ref=offer.ref, patient=offer.patient)
+    assert not [r for r in ops_action_queue(clinic=world.clinic)["items"] if r["kind"] == "BOOKING_UNACKNOWLEDGED"]
+    frozen_clock.move_to(ack.remind_at)
+    assert acknowledgements_run() == {"reminded": 0, "released": 0}
+    assert deliver() == {} and len(gateway.to(PHONE)) == 1

@@ -76,13 +76,18 @@ def acknowledgements_run(*, now: datetime | None = None, limit: int = 100) -> di
 
 
 def _remind(ack_id: int, now: datetime) -> int:
-    """Queue the "you are booked" notice again (its handler texts first), once."""
+    """Queue the "you are booked" notice again (its handler texts first), once; a booking that no longer stands
+    is closed ``NOT_BOOKED`` instead (no reminder, no release)."""
     from common.models import OutboxMessage
 
     with transaction.atomic():
         ack = (BookingAck.objects.select_for_update(no_key=True)
                .filter(pk=ack_id, acknowledged_at=None, released_at=None, reminded_at=None).first())
         if ack is None:
+            return 0
+        if ack.offer.status != OfferStatus.ACCEPTED:  # released by the patient, or ended otherwise: no reminder
+            ack.released_at, ack.closed_code = now, "NOT_BOOKED"
+            ack.save(update_fields=["released_at", "closed_code"])
             return 0
         first = (OutboxMessage.objects.filter(topic=BOOKING_CONFIRMED_TOPIC, payload__offer=ack.offer.ref)
                  .order_by("id").first())
