@@ -18,7 +18,7 @@ from tests.waitlist.test_standing import booked
 from waitlist import services
 from waitlist.models import BookingAck, VacancyStatus
 from waitlist.offers.tokens import calendar_link
-from waitlist.texts.services.acknowledgement import acknowledgements_run
+from waitlist.texts.services.acknowledgement import ack_times, acknowledgements_run
 
 PHONE, OTHER = "+821055512345", "+821099998888"
 CODE = re.compile(r"YES (\d{4})")
@@ -45,8 +45,33 @@ def _booked_and_texted(world, gateway):
 
 def test_the_deadlines_follow_the_policy_rule(world, gateway):
     _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
-    assert ack.release_at < offer.release_until <= seoul(3, 10)
+    assert ack.release_at == offer.release_until - timedelta(minutes=10) and offer.release_until <= seoul(3, 10)
+    # The later of 2 h after the booking and 24 h before the slot, but an hour before the release at the latest.
+    assert ack.remind_at == min(max(ack.booked_at + timedelta(hours=2), seoul(3, 10) - timedelta(hours=24)),
+                                ack.release_at - timedelta(hours=1))
     assert ack.booked_at < ack.remind_at < ack.release_at
+
+
+
+@pytest.mark.parametrize(("booked", "starts", "release_until", "remind", "release"), [
+    # The slot is far: 24 h before it is later than 2 h after the booking, and before the release.
+    (seoul(1, 9), seoul(5, 9), seoul(4, 9), seoul(4, 7, 50), seoul(4, 8, 50)),
+    (seoul(1, 9), seoul(5, 9), seoul(5, 8), seoul(4, 9), seoul(5, 8) - timedelta(minutes=10)),
+    # The slot is near: 2 h after the booking is the later.
+    (seoul(1, 9), seoul(2, 0), seoul(1, 23), seoul(1, 11), seoul(1, 23) - timedelta(minutes=10)),
+    # The release comes first: an hour before it, never after it.
+    (seoul(1, 9), seoul(1, 14), seoul(1, 11, 30), seoul(1, 10, 20), seoul(1, 11, 20)),
+    (seoul(1, 9), seoul(1, 11), seoul(1, 9, 5), seoul(1, 9), seoul(1, 9)),
+])
+def test_the_rule_at_the_policy_defaults(booked, starts, release_until, remind, release):
+    assert ack_times(booked_at=booked, starts_at=starts, release_until=release_until) == (remind, release)
+
+
+def test_the_clinics_policy_sets_when_the_reminder_goes(world, gateway):
+    services.policy_publish(clinic=world.clinic, ack_remind_after_minutes=30, ack_remind_before_slot_hours=72)
+    _vacancy, offer, _body, ack = _booked_and_texted(world, gateway)
+    assert offer.policy.ack_remind_after_minutes == 30
+    assert ack.remind_at == ack.booked_at + timedelta(minutes=30)
 
 
 def test_an_unacknowledged_automatic_booking_is_reminded_released_and_refilled(world, gateway, frozen_clock,
