@@ -38,7 +38,8 @@ def test_a_long_clinic_name_is_shortened_to_keep_an_offer_in_two_segments(langua
 @pytest.mark.parametrize(("body", "word", "code"), [
     ("YES 4821", "YES", "4821"), ("y", "YES", ""), ("4821 yes", "YES", "4821"), ("네 4821", "YES", "4821"),
     ("예", "YES", ""), ("1", "YES", ""), ("No thanks 4821", "NO", "4821"), ("아니요", "NO", ""),
-    ("STOP", "STOP", ""), ("unsubscribe", "STOP", ""), ("Start", "START", ""), ("help", "HELP", ""),
+    ("STOP", "STOP", ""), ("unsubscribe", "STOP", ""), ("STOPALL", "STOP", ""), ("cancel", "STOP", ""),
+    ("End", "STOP", ""), ("QUIT", "STOP", ""), ("Start", "START", ""), ("help", "HELP", ""),
     ("maybe 4821", "", "4821"), ("", "", ""),
 ])
 def test_a_reply_is_read_for_one_word_and_one_code(body, word, code):
