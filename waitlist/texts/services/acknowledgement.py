@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from common.errors import DomainError
@@ -36,7 +38,7 @@ def _policy_value(policy: WaitlistPolicy | None, name: str) -> int:
     modelled competitors)."""
     if policy is not None:
         return int(getattr(policy, name))
-    return int(WaitlistPolicy._meta.get_field(name).get_default())
+    return int(cast(Field, WaitlistPolicy._meta.get_field(name)).get_default())  # a concrete field
 
 
 def ack_times(*, booked_at: datetime, starts_at: datetime, release_until: datetime,
