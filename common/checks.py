@@ -8,6 +8,7 @@ production with a development value; the same findings are a system check (``man
 from __future__ import annotations
 
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.core import checks
@@ -35,11 +36,29 @@ def _settings_findings() -> list[str]:
         found.append("CRM_STUB_ENABLED / CRM_BASE_URL: the demo CRM stub is enabled or targeted")
     if getattr(settings, "TWILIO_AUTH_TOKEN", "") == "demo-twilio-token":
         found.append("TWILIO_AUTH_TOKEN is the demo token")
+    if not _https_without_credentials(getattr(settings, "TWILIO_API_BASE_URL", "")):
+        found.append("TWILIO_API_BASE_URL is not an https URL without user:password@ (empty: Twilio's own)")
     if getattr(settings, "CRM_API_TOKEN", "") == DEMO_CRM_TOKEN:
         found.append("CRM_API_TOKEN is the demo token")
     if any(str(item).split(":")[1:2] == [DEMO_HMAC_SECRET] for item in settings.REEVALUATION_HMAC_KEYS):
         found.append("REEVALUATION_HMAC_KEYS contains the demo secret")
     return found
+
+
+def _https_without_credentials(url: str) -> bool:
+    """Empty (the library's own https://api.twilio.com), or an https URL with a host and no ``user:password@``.
+
+    The Twilio library sends the account sid and auth token (HTTP basic auth) and every text's number and words
+    to this base: over plain http they would cross the network readable. It is the operator's setting, never a
+    clinic's, so it is not put through the clinic egress guard (``common.egress``, which refuses private
+    addresses a staging mock may well use); production refuses anything but https instead."""
+    if not url:
+        return True
+    try:
+        parts = urlsplit(url)
+        return parts.scheme == "https" and bool(parts.hostname) and parts.username is None and parts.password is None
+    except ValueError:
+        return False
 
 
 #: Each app's check of its own data, ``() -> str | None`` (what it found unsafe), registered at the app's

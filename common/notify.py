@@ -162,7 +162,8 @@ class TwilioTextProvider:
                     url = base_url.rstrip("/") + url[len("https://api.twilio.com"):]
                 return super().request(method, url, *args, **kwargs)
 
-        # base_url is the operator's setting (TWILIO_API_BASE_URL), not a clinic's choice: no egress allowlist.
+        # base_url is the operator's setting (TWILIO_API_BASE_URL), not a clinic's choice: no egress allowlist;
+        # production refuses to start unless it is https without credentials (common.checks).
         self.sender, self.status_callback = sender, status_callback
         # The library logs each request at INFO on its own logger; this one keeps only its warnings.
         self.client = Client(account_sid, auth_token, http_client=_BaseUrlClient(timeout=timeout, logger=_TWILIO_LOG))

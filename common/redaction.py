@@ -18,9 +18,13 @@ import logging
 import re
 from urllib.parse import unquote
 
-#: A bearer path segment: ``/claim/``, ``/optout/`` or ``/standing/`` and the token, up to a separator a token
-#: cannot contain. Matched case-insensitively and after URL decoding (below).
-SECRET_PATH = re.compile(r"(?i)(/(?:claim|optout|standing|join/status|c)/)([^/\s?#\"'<>]+)")
+#: A bearer path segment: ``/claim/``, ``/optout/``, ``/standing/``, ``/join/status/`` and the token, up to a
+#: separator a token cannot contain; and a text's short link ``/c/<code>``, only as the path's first segment (at
+#: the start of a word, after ``=`` or the like, or right after ``scheme://host``), so ``/console/c/<clinic ref>``
+#: and other paths with a ``c`` segment keep their refs. Matched case-insensitively and after URL decoding (below).
+SECRET_PATH = re.compile(
+    r"(?i)(/(?:claim|optout|standing|join/status)/|(?:^|(?<=[=(\[,;:])|[a-z][a-z0-9+.-]*://[^/\s\"'<>]*)/c/)"
+    r"([^/\s?#\"'<>]+)")
 #: An API token or scrape token written with its scheme (an Authorization header copied into a message).
 AUTH_SCHEME = re.compile(r"(?i)\b(token|bearer)(\s+|%20|\+)([A-Za-z0-9._~+/=:-]{16,})")
 #: One whitespace- or quote-separated run of text: the unit that is URL-decoded before matching.

@@ -6,7 +6,8 @@ before its ``release_until`` if they read it in time.
 
 The product's acknowledgement job (issue #39, ``waitlist.texts.services.acknowledgement``) reminds a booking still
 unacknowledged at its ``remind_at`` (the "you are booked" notice again) and releases it at its ``release_at``
-(``standing_release``, reason UNACKNOWLEDGED), both times by the product's ``ack_times`` from its settings. The real
+(``standing_release``, reason UNACKNOWLEDGED), both times by the product's ``ack_times`` (at the policy's defaults,
+``ack_remind_*``, which every simulated policy keeps). The real
 runs (``sim.engine``) run that job itself at each booking's stored times and record the patient's acknowledgement
 through the product's ``acknowledgement_record``; the product decides. The modelled competitors (``sim.models``)
 have no database: ``outcome`` gives their booking the fate the product's job would, from the same ``ack_times``

@@ -186,6 +186,9 @@ POOLED = [
     ("unack_released", "unacknowledged automatic bookings released (total)", "standing_released_unacknowledged",
      None, "num"),
     ("unack_refilled", "their slots refilled (total)", "standing_unacknowledged_refilled", None, "num"),
+    ("filled_sms", "filled, text readers (÷ fillable)", "booked_by_channel.SMS", "fillable_cancellations", "pct"),
+    ("filled_email", "filled, e-mail readers (÷ fillable)", "booked_by_channel.EMAIL", "fillable_cancellations",
+     "pct"),
     ("attended_sms", "attended, text readers (÷ fillable)", "attended_by_channel.SMS", "fillable_cancellations",
      "pct"),
     ("attended_email", "attended, e-mail readers (÷ fillable)", "attended_by_channel.EMAIL",
@@ -469,10 +472,10 @@ def render_doc(folder: Path) -> Path:
         "automatic booking is acknowledged through the product's `acknowledgement_record` when its patient reads "
         "the notice and would come, or released by them through `standing_release`; one still unacknowledged is "
         "reminded and released by the product's own acknowledgement job (`acknowledgements_run`, issue #39), which "
-        "the engine runs at the `remind_at` and `release_at` the product stored for it (its settings: reminder the "
-        "later of 2 h after booking and 24 h before the slot, at least 1 h before the release; release 10 minutes "
-        "before the booking's release deadline). The reminder counts as a message; the model gives it no effect on "
-        "reading.",
+        "the engine runs at the `remind_at` and `release_at` the product stored for it (the policy's defaults: "
+        "reminder the later of 2 h after booking and 24 h before the slot, at least 1 h before the release; release "
+        "10 minutes before the booking's release deadline). The reminder counts as a message; the model gives it no "
+        "effect on reading.",
         "* **Modelled competitors** (`sim/models.py`, labelled *(modelled)*): a first-to-reply broadcast (everyone "
         "eligible at once, the slot open until its start minus the 60-minute margin, first yes wins, a later yes "
         "told it is taken) and a tiered broadcast (3 patients first, twice as many each time a third of the time "

@@ -263,7 +263,10 @@ def sections(folder: Path, results: list[dict]) -> list[str]:
         b = pooled([runs["ours_today"][s] for s in months])
         lines.append(f"* **That job, measured** (ours with it minus ours without it, on months {months}): "
                      f"{_pct(a['rate'])} vs {_pct(b['rate'])} attended ÷ fillable.")
-    lines.append("* **By channel (ours)**: attended visits of text readers "
+    lines.append("* **By channel (ours)**: filled by text readers "
+                 f"{sum(r['metrics'].get('booked_by_channel', {}).get('SMS', 0) for r in ours_rs)}, by e-mail readers "
+                 f"{sum(r['metrics'].get('booked_by_channel', {}).get('EMAIL', 0) for r in ours_rs)}; "
+                 "attended visits of text readers "
                  f"{sum(r['metrics'].get('attended_by_channel', {}).get('SMS', 0) for r in ours_rs)}, of e-mail "
                  f"readers {sum(r['metrics'].get('attended_by_channel', {}).get('EMAIL', 0) for r in ours_rs)} "
                  f"(patients: {sum(r['metrics'].get('patients_by_channel', {}).get('SMS', 0) for r in ours_rs)} "

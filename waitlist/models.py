@@ -255,6 +255,17 @@ class WaitlistPolicy(models.Model):
         default=720,
         help_text="a standing booking may be released this long after it was made (never within the answer margin)",
     )
+    # Issue 39: an automatic booking counts once its patient has seen it (waitlist/texts/services/acknowledgement.py).
+    ack_remind_after_minutes = models.PositiveIntegerField(
+        default=120,
+        help_text="an automatic booking its patient has not acknowledged is reminded no sooner than this long "
+        "after it was made",
+    )
+    ack_remind_before_slot_hours = models.PositiveIntegerField(
+        default=24,
+        help_text="and no sooner than this long before its slot (the later of the two; always an hour before "
+        "its release)",
+    )
     late_accept = models.BooleanField(
         default=True,
         help_text="a patient who answers yes after their offer ended still gets the time while it is free "
@@ -296,6 +307,8 @@ class WaitlistPolicy(models.Model):
         "decline_suppression_scope",
         "standing_acceptance",
         "standing_release_minutes",
+        "ack_remind_after_minutes",
+        "ack_remind_before_slot_hours",
         "late_accept",
     )
 
@@ -341,6 +354,9 @@ class WaitlistPolicy(models.Model):
         "unanswered_ask_last_after": None,
         # Migration 0015: versions before it refused every answer after the window.
         "late_accept": False,
+        # Migration 0020: versions before it reminded at the deployment's settings, whose defaults these are.
+        "ack_remind_after_minutes": 120,
+        "ack_remind_before_slot_hours": 24,
     }
 
     def digest(self) -> str:

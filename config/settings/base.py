@@ -535,9 +535,9 @@ WAITLIST_DECISION_FRESHNESS_CACHE_SECONDS = env.int("WAITLIST_DECISION_FRESHNESS
 # one waits for a slot before it dispatches without one (a slot is throughput, never correctness).
 WAITLIST_DISPATCH_CONCURRENCY = env.int("WAITLIST_DISPATCH_CONCURRENCY", default=4)
 WAITLIST_DISPATCH_SLOT_WAIT_SECONDS = env.float("WAITLIST_DISPATCH_SLOT_WAIT_SECONDS", default=10.0)
-# Automatic bookings not acknowledged: reminded, then released (waitlist/texts/services/acknowledgement.py).
-WAITLIST_ACK_REMIND_AFTER_MINUTES = env.int("WAITLIST_ACK_REMIND_AFTER_MINUTES", default=120)
-WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS = env.int("WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS", default=24)
+# Automatic bookings not acknowledged: reminded (when: the clinic's policy, ack_remind_*), then released
+# (waitlist/texts/services/acknowledgement.py). The reminder comes at least this long before the release, and the
+# release this long before the booking's release deadline.
 WAITLIST_ACK_REMIND_LEAD_MINUTES = env.int("WAITLIST_ACK_REMIND_LEAD_MINUTES", default=60)
 WAITLIST_ACK_RELEASE_LEAD_MINUTES = env.int("WAITLIST_ACK_RELEASE_LEAD_MINUTES", default=10)
 

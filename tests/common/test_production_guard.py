@@ -110,6 +110,20 @@ def test_a_process_starting_in_production_with_the_dev_key_refuses_and_names_it(
     assert "ImproperlyConfigured" in refused.stderr and "DJANGO_SECRET_KEY" in refused.stderr
 
 
+@pytest.mark.parametrize("url", ["http://twilio-mock.staging.example", "https://AC1:token@twilio-mock.example",
+                                 "ftp://twilio-mock.example", "https://", "twilio-mock.example"])
+def test_a_twilio_base_url_that_is_not_plain_https_is_refused(production, db, url):
+    production.TWILIO_API_BASE_URL = url
+    with pytest.raises(ImproperlyConfigured, match="TWILIO_API_BASE_URL"):
+        refuse_unsafe_production()
+
+
+@pytest.mark.parametrize("url", ["", "https://twilio-mock.staging.example", "https://10.0.4.2:8443/"])
+def test_twilios_own_base_or_an_https_one_is_allowed(production, db, url):
+    production.TWILIO_API_BASE_URL = url
+    assert production_findings() == []
+
+
 def test_the_demo_twilio_token_is_refused(production, settings):
     settings.TWILIO_AUTH_TOKEN = "demo-twilio-token"
     assert "TWILIO_AUTH_TOKEN is the demo token" in production_findings(include_database=False)

@@ -97,3 +97,15 @@ def test_the_book_me_automatically_link_is_redacted_like_a_claim_link():
 
     text = redact("GET /standing/eyJzIjoid2xlX2FiYyJ9:1tXyZ:abcdefghijklmnop/ 200")
     assert "eyJzIjoid2xlX2FiYyJ9" not in text and "/standing/sha256:" in text
+
+
+def test_a_texts_short_link_is_redacted_and_a_console_path_keeps_its_clinic_ref():
+    code = "t_eRsx8XLso"
+    for line in (f"GET /c/{code} HTTP/1.1", f"Not Found: /c/{code}", f"[text obx_1] http://127.0.0.1:8000/c/{code}",
+                 f"GET /%63/{code} HTTP/1.1", f"next=/c/{code}", f"GET /C/{code} HTTP/1.1"):
+        text = redact(line)
+        assert code not in text and f"/c/{token_digest(code)}".lower() in text.lower(), line
+    for line in ("GET /console/c/cl_demo_gangnam/waitlist/ HTTP/1.1",
+                 "https://clinic.example/console/c/cl_demo_gangnam/controls/",
+                 "GET /api/v1/clinics/cl_x/c/abc HTTP/1.1"):
+        assert redact(line) == line  # /c/ inside another path is no short link: the refs stay readable

@@ -607,3 +607,21 @@ def test_fifo_offers_outside_availability_are_declined_and_ours_never_offers_out
     assert ours_log["offers"] and outside(ours_log) == []
     for spec in (BROADCAST, TIERED):
         assert outside(run_modelled(month, spec)[0]) == []
+
+
+def test_the_page_reports_fill_and_attended_visits_by_channel_and_the_acknowledgement_job():
+    """Issue 39 §4: ``make simulate`` reports fill and attended visits by channel, unacknowledged automatic
+    bookings released and refilled, and texts per patient per week (docs/simulation.md, from sim/report.py)."""
+    from pathlib import Path
+
+    from sim.report import POOLED
+
+    figures = {key: num for key, _, num, _, _ in POOLED}
+    assert figures["filled_sms"] == "booked_by_channel.SMS" and figures["filled_email"] == "booked_by_channel.EMAIL"
+    assert figures["attended_sms"] == "attended_by_channel.SMS" and figures["unack_refilled"]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "simulation.md").read_text(encoding="utf-8")
+    for label in ("filled, text readers (÷ fillable)", "filled, e-mail readers (÷ fillable)",
+                  "attended, text readers (÷ fillable)", "attended, e-mail readers (÷ fillable)",
+                  "unacknowledged automatic bookings released (total)", "their slots refilled (total)",
+                  "texts / patient-week p95", "**By channel (ours)**: filled by text readers"):
+        assert label in page, label

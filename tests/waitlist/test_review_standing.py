@@ -8,7 +8,8 @@ from scheduling.models import Appointment, AppointmentStatus, HoldStatus
 from tests.conftest import seoul
 from tests.waitlist.loop_helpers import review_vacancy
 from waitlist import services
-from waitlist.models import OFFER_TOPIC, EntryStatus, OfferEvent, OfferStatus, VacancyStatus
+from waitlist.models import OFFER_TOPIC, BookingAck, EntryStatus, OfferEvent, OfferStatus, VacancyStatus
+from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
 
 
 def grant(world, entry, **kw):
@@ -39,6 +40,10 @@ def test_promoting_a_standing_candidate_books_them_as_dispatch_would(world):
     assert not OutboxMessage.objects.filter(topic=OFFER_TOPIC, aggregate_ref=offer.ref).exists()
     audit = AuditEntry.objects.get(action="waitlist.vacancy_review_resolve")
     assert audit.result["outcome"] == "BOOKED" and audit.result["standing"] == "BOOKED"
+    # Booked automatically like any standing booking: it counts once seen (issue 39), its notice is "you are booked".
+    ack = BookingAck.objects.get(offer=offer)
+    assert ack.acknowledged_at is None and ack.booked_at < ack.remind_at < ack.release_at <= offer.release_until
+    assert OutboxMessage.objects.filter(topic=BOOKING_CONFIRMED_TOPIC, payload__offer=offer.ref).exists()
 
 
 def test_a_standing_candidate_inside_their_minimum_notice_is_offered_and_the_review_says_why(world):

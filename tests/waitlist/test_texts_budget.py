@@ -14,6 +14,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from common.models import DeliveryOutcome, OutboxMessage
+from scheduling.models import Appointment
 from tests.conftest import seoul
 from tests.support.twilio_gateway import twilio_gateway
 from tests.waitlist.loop_helpers import deliver, make_offer, open_vacancy
@@ -105,3 +106,30 @@ def test_the_signed_curl_answers_the_newest_text_as_its_patient(world, settings)
     assert fields["From"] == PHONE and re.fullmatch(r"YES \d{4}", fields["Body"])
     response = Client().post("/texts/twilio/inbound", fields, HTTP_X_TWILIO_SIGNATURE=signature)
     assert "you are booked for" in response.content.decode()
+    # The README runs the same curl twice: the same message id, the same answer, nothing more.
+    again = Client().post("/texts/twilio/inbound", fields, HTTP_X_TWILIO_SIGNATURE=signature)
+    assert again.content == response.content and InboundText.objects.count() == 1
+    assert Appointment.objects.filter(patient=patient).count() == 1
+
+
+def test_the_weekly_offer_cap_counts_offers_whatever_channel_carried_them(world, gateway):
+    services.policy_publish(clinic=world.clinic, weekly_offer_cap=2, contact_cap_per_day=None,
+                            decline_suppression_hours=0)
+    patient = world.patient(phone=PHONE)
+    world.waiting(patient)
+    first = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=open_vacancy(world, seoul(3, 10)).ref)
+    assert first.outcome == "OFFERED" and deliver() == {DeliveryOutcome.SENT: 1} and len(gateway.to(PHONE)) == 1
+    code = re.search(r"YES (\d{4})", gateway.to(PHONE)[0]["Body"]).group(1)
+    gateway.reply(PHONE, f"NO {code}")  # by text
+    patient.phone = ""
+    patient.save(update_fields=["phone"])
+    second = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=open_vacancy(world, seoul(4, 10)).ref)
+    assert second.outcome == "OFFERED" and second.offer.patient_id == patient.pk
+    assert deliver() == {DeliveryOutcome.SENT: 1} and len(mail.outbox) == 1  # by e-mail
+    services.offer_decline(clinic=world.clinic, offer_ref=second.offer.ref, reason="busy")
+    vacancy = open_vacancy(world, seoul(5, 10))
+    third = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert third.outcome == "NO_CANDIDATE"  # a text and an e-mail: two offers this week, the cap
+    services.policy_publish(clinic=world.clinic, weekly_offer_cap=3)  # the control: one more allowed, offered
+    again = services.vacancy_dispatch(clinic=world.clinic, vacancy_ref=vacancy.ref)
+    assert again.outcome == "OFFERED" and again.offer.patient_id == patient.pk

@@ -138,6 +138,15 @@ def refused_answer(*, clinic, language: str) -> str:
         return _("%(clinic)s: sorry, this time could not be booked.") % {"clinic": clinic.name_in(language)}
 
 
+def release_closed_answer(*, clinic, language: str) -> str:
+    """NO to an automatic booking past its release deadline: it stands; the clinic can still move it."""
+    language = _language(language)
+    _address, phone = clinic_contact(clinic)
+    with translation.override(language):
+        return _("%(clinic)s: this booking can no longer be released by text; please call %(phone)s.") % {
+            "clinic": clinic.name_in(language), "phone": phone or clinic.name_in(language)}
+
+
 def which_one_answer(language: str) -> str:
     with translation.override(_language(language)):
         return _("Which offer do you mean? Reply YES or NO with the 4-digit code from our text, e.g. YES 1234.")

@@ -10,6 +10,7 @@ from django.db.models import Count, Exists, IntegerField, OuterRef, Q, Subquery
 
 from common.timefmt import iso_in_zone
 from scheduling.models import Patient
+from waitlist.models import OfferStatus
 from waitlist.texts.models import FAILED_STATUSES, BookingAck, TextMessage, TextStatus
 
 if TYPE_CHECKING:
@@ -17,12 +18,14 @@ if TYPE_CHECKING:
 
 
 def unacknowledged_rows(page: QueuePage) -> list[QueueRow]:
-    """``BOOKING_UNACKNOWLEDGED``: an automatic booking the patient has not acknowledged yet, with the seconds
-    left before it is released (``release_at``); since it was booked."""
+    """``BOOKING_UNACKNOWLEDGED``: an automatic booking that still stands and the patient has not acknowledged
+    yet, with the seconds left before it is released (``release_at``); since it was booked."""
     from waitlist.figures.queue import QueueRow
 
     tz = page.clinic.timezone
-    waiting = BookingAck.objects.filter(clinic=page.clinic, acknowledged_at=None, released_at=None)
+    # Only a booking that still stands: one the patient released (the claim page, a NO) is nobody's call to make.
+    waiting = BookingAck.objects.filter(clinic=page.clinic, acknowledged_at=None, released_at=None,
+                                        offer__status=OfferStatus.ACCEPTED)
     return [
         QueueRow(a["booked_at"], "BOOKING_UNACKNOWLEDGED", a["offer__ref"], {
             "reason_code": "REMINDED" if a["reminded_at"] else "UNACKNOWLEDGED", "offer": a["offer__ref"],

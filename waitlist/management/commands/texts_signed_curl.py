@@ -1,5 +1,5 @@
 """Print a ``curl`` that posts a text to the inbound webhook as Twilio would, signed with ``TWILIO_AUTH_TOKEN``:
-``manage.py texts_signed_curl --from +821055500001 --body "YES 4821"``, or ``--reply YES`` to answer the newest
+``manage.py texts_signed_curl --from +82105550001 --body "YES 4821"``, or ``--reply YES`` to answer the newest
 text as its patient. Computing Twilio's signature by hand (an
 HMAC-SHA1 over the URL and the sorted form fields) is not copy-paste friendly; the demo and support use this.
 """
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--reply", default="", help="answer the newest text (or --text) with this word, e.g. YES: "
                             "its patient's number and its code are filled in")
         parser.add_argument("--text", default="", help="with --reply: the text's ref (txt_…) instead of the newest")
-        parser.add_argument("--from", dest="sender", help="the patient's number in E.164, e.g. +821055500001")
+        parser.add_argument("--from", dest="sender", help="the patient's number in E.164, e.g. +82105550001")
         parser.add_argument("--body", default="YES", help='the text, e.g. "YES 4821"')
         parser.add_argument("--sid", default="", help="the message id (default: a new one; repeat it to replay)")
         parser.add_argument("--status", default="", help="post a receipt instead: queued, sent, delivered, failed …")

@@ -3,38 +3,50 @@
 A standing acceptance books at once (``services.standing.standing_book``), which records a ``BookingAck``
 (``acknowledgement_expect``, in the booking's transaction). The patient acknowledges it by a reply to the
 "you are booked" text, by opening its link (the short link or the claim page) or by fetching the calendar file
-(``acknowledgement_record``). Unacknowledged at ``remind_at`` — the later of ``WAITLIST_ACK_REMIND_AFTER_MINUTES``
-(120) after the booking and ``WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS`` (24) before the slot, never later than
-``WAITLIST_ACK_REMIND_LEAD_MINUTES`` (60) before the release point — the "you are booked" notice goes again (by
-text first). Unacknowledged at ``release_at`` (``WAITLIST_ACK_RELEASE_LEAD_MINUTES``, 10, before the booking's
-``release_until``, the last moment the slot can be reopened with lead enough to refill it), the booking is
-released through ``standing_release`` (scheduling's cancel, the vacancy OPEN again and its cascade queued),
-audited with reason ``UNACKNOWLEDGED``. ``acknowledgements_run`` is beat's job.
+(``acknowledgement_record``). Unacknowledged at ``remind_at`` — the later of the policy's
+``ack_remind_after_minutes`` (default 120) after the booking and ``ack_remind_before_slot_hours`` (24) before
+the slot, never later than ``WAITLIST_ACK_REMIND_LEAD_MINUTES`` (60) before the release point — the "you are
+booked" notice goes again (by text first). Unacknowledged at ``release_at``
+(``WAITLIST_ACK_RELEASE_LEAD_MINUTES``, 10, before the booking's ``release_until``, the last moment the slot can
+be reopened with lead enough to refill it), the booking is released through ``standing_release`` (scheduling's
+cancel, the vacancy OPEN again and its cascade queued), audited with reason ``UNACKNOWLEDGED``.
+``acknowledgements_run`` is beat's job.
 """
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime, timedelta
+from typing import cast
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Field
 from django.utils import timezone
 
 from common.errors import DomainError
 from common.services import audit_record, new_correlation_id, outbox_enqueue
-from waitlist.models import Offer, OfferStatus
+from waitlist.models import Offer, OfferStatus, WaitlistPolicy
 from waitlist.notices.confirmation_services import BOOKING_CONFIRMED_TOPIC
 from waitlist.texts.models import BookingAck
 
 logger = logging.getLogger("waitlist")
 
 
-def ack_times(*, booked_at: datetime, starts_at: datetime, release_until: datetime) -> tuple[datetime, datetime]:
-    """``(remind_at, release_at)`` of an automatic booking (the module's rule)."""
+def _policy_value(policy: WaitlistPolicy | None, name: str) -> int:
+    """The policy's ``name``, or the field's default (a booking made under no policy row, the simulator's
+    modelled competitors)."""
+    if policy is not None:
+        return int(getattr(policy, name))
+    return int(cast(Field, WaitlistPolicy._meta.get_field(name)).get_default())  # a concrete field
+
+
+def ack_times(*, booked_at: datetime, starts_at: datetime, release_until: datetime,
+              policy: WaitlistPolicy | None = None) -> tuple[datetime, datetime]:
+    """``(remind_at, release_at)`` of an automatic booking made under ``policy`` (the module's rule)."""
     release_at = max(booked_at, release_until - timedelta(minutes=settings.WAITLIST_ACK_RELEASE_LEAD_MINUTES))
-    remind_at = max(booked_at + timedelta(minutes=settings.WAITLIST_ACK_REMIND_AFTER_MINUTES),
-                    starts_at - timedelta(hours=settings.WAITLIST_ACK_REMIND_BEFORE_SLOT_HOURS))
+    remind_at = max(booked_at + timedelta(minutes=_policy_value(policy, "ack_remind_after_minutes")),
+                    starts_at - timedelta(hours=_policy_value(policy, "ack_remind_before_slot_hours")))
     latest = release_at - timedelta(minutes=settings.WAITLIST_ACK_REMIND_LEAD_MINUTES)
     return max(booked_at, min(remind_at, latest)), release_at
 
@@ -43,7 +55,9 @@ def acknowledgement_expect(*, offer: Offer, starts_at: datetime, now: datetime) 
     """In the automatic booking's transaction: the booking now waits to be seen (None without a release point)."""
     if offer.release_until is None:
         return None
-    remind_at, release_at = ack_times(booked_at=now, starts_at=starts_at, release_until=offer.release_until)
+    # The offer's own policy version (dispatch set it on the offer it just wrote: no query).
+    remind_at, release_at = ack_times(booked_at=now, starts_at=starts_at, release_until=offer.release_until,
+                                      policy=offer.policy)
     return BookingAck.objects.create(clinic_id=offer.clinic_id, offer=offer, booked_at=now, starts_at=starts_at,
                                      remind_at=remind_at, release_at=release_at)
 
@@ -76,13 +90,18 @@ def acknowledgements_run(*, now: datetime | None = None, limit: int = 100) -> di
 
 
 def _remind(ack_id: int, now: datetime) -> int:
-    """Queue the "you are booked" notice again (its handler texts first), once."""
+    """Queue the "you are booked" notice again (its handler texts first), once; a booking that no longer stands
+    is closed ``NOT_BOOKED`` instead (no reminder, no release)."""
     from common.models import OutboxMessage
 
     with transaction.atomic():
         ack = (BookingAck.objects.select_for_update(no_key=True)
                .filter(pk=ack_id, acknowledged_at=None, released_at=None, reminded_at=None).first())
         if ack is None:
+            return 0
+        if ack.offer.status != OfferStatus.ACCEPTED:  # released by the patient, or ended otherwise: no reminder
+            ack.released_at, ack.closed_code = now, "NOT_BOOKED"
+            ack.save(update_fields=["released_at", "closed_code"])
             return 0
         first = (OutboxMessage.objects.filter(topic=BOOKING_CONFIRMED_TOPIC, payload__offer=ack.offer.ref)
                  .order_by("id").first())

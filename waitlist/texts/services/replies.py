@@ -119,7 +119,9 @@ def _act(record: InboundText, parsed: Parsed, sender: str, now: datetime):
 
 
 def _match(texts: list[TextMessage], code: str) -> TextMessage | None:
-    """The one text a reply answers: by code; else the one open offer; else the one text there is."""
+    """The one text a reply answers: by code; else the one open offer; else, with none open, the newest text
+    when every text is about one offer (``texts`` come newest first): an offer's text and its booking's
+    confirmation, or an automatic booking's text and its reminder, are one question, not two."""
     if code:
         named = [t for t in texts if t.reply_code == code]
         return named[0] if len(named) == 1 else None
@@ -127,7 +129,7 @@ def _match(texts: list[TextMessage], code: str) -> TextMessage | None:
                    and t.offer.status == OfferStatus.OFFERED]
     if len(open_offers) == 1:
         return open_offers[0]
-    return texts[0] if len(texts) == 1 and not open_offers else None
+    return texts[0] if not open_offers and len({t.offer_id for t in texts}) == 1 else None
 
 
 def _answer(text: TextMessage, word: str) -> tuple[str, str]:
@@ -137,9 +139,11 @@ def _answer(text: TextMessage, word: str) -> tuple[str, str]:
         return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
     offer = renewal_of(offer)
     outcome = claim_outcome(offer)
-    if text.kind == TextKind.BOOKED:  # "you are booked": a reply (either word) says it was seen
+    if text.kind == TextKind.BOOKED:  # "you are booked": a reply says it was seen
         if outcome.state != ClaimState.BOOKED:
             return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
+        if word == "NO" and offer.standing:  # "Reply YES to keep it": NO gives the automatic booking back
+            return _release(offer)
         acknowledgement_record(offer_id=offer.pk, via=AckVia.REPLY)
         return InboundOutcome.ACKNOWLEDGED, compose.booked_answer(clinic=clinic, language=patient.language,
                                                                   starts_at=offer.vacancy.starts_at)
@@ -176,6 +180,24 @@ def _answer(text: TextMessage, word: str) -> tuple[str, str]:
         return InboundOutcome.ACCEPTED, compose.held_answer(clinic=clinic, language=patient.language,
                                                             starts_at=starts_at)
     return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
+
+
+def _release(offer) -> tuple[str, str]:
+    """NO to an automatic booking's text: the claim page's **Release this time** (``standing_release``: the slot
+    reopens for the cascade, the patient waits again). Past its release deadline it stands: seen, and the
+    answer says to call the clinic."""
+    from waitlist.standing.services import standing_release
+
+    clinic, patient = offer.clinic, offer.patient
+    try:
+        standing_release(clinic=clinic, offer_ref=offer.ref, patient=patient, correlation_id=new_correlation_id())
+    except NotFound:
+        return InboundOutcome.GONE, compose.gone_answer(clinic=clinic, language=patient.language)
+    except Conflict as exc:
+        logger.info("text reply: offer %s not released: %s", offer.ref, exc.code)
+        acknowledgement_record(offer_id=offer.pk, via=AckVia.REPLY)
+        return InboundOutcome.ACKNOWLEDGED, compose.release_closed_answer(clinic=clinic, language=patient.language)
+    return InboundOutcome.DECLINED, compose.declined_answer(clinic=clinic, language=patient.language)
 
 
 def _decline(offer, outcome) -> tuple[str, str]:
