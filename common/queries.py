@@ -22,7 +22,7 @@ planner still sees constants.
   (benchmark 2, contention: the dispatch slots).
 - ``short_code_*_ddl``: the short codes' picker function and insert trigger (DDL, run by scheduling's migration
   0012 and waitlist's 0016 through ``common.shortcodes``).
-- ``wal_written`` and ``wal_replayed``: PostgreSQL's WAL positions (``pg_current_wal_lsn()`` on the primary,
+- ``wal_written`` and ``wal_replayed``: PostgreSQL's WAL positions (``pg_current_wal_insert_lsn()`` on the primary,
   ``pg_last_wal_replay_lsn()`` on a standby), which the ORM has no words for: replica reads' lag bound
   (``common.replica``).
 """
@@ -286,10 +286,11 @@ def short_code_trigger_drop_ddl(table: str) -> str:
 
 
 def wal_written(alias: str) -> int:
-    """The WAL position ``alias`` (the primary) has written, as a byte count: every commit acknowledged before this
-    call is at or before it."""
+    """The WAL position ``alias`` (the primary) has inserted up to, as a byte count: every commit acknowledged before
+    this call is at or before it. The insert position, not ``pg_current_wal_lsn()`` (what is written out): with
+    ``synchronous_commit`` off a commit is acknowledged before its record is written."""
     with connections[alias].cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+        cursor.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
         return int(cursor.fetchone()[0])
 
 

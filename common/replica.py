@@ -59,12 +59,13 @@ replica_dependency = Dependency("database replica", "replica reads go to the pri
 class ReplicaLag:
     """How stale this process may take the replica to be, measured on the engines' WAL positions, not on clocks.
 
-    At most every ``REPLICA_LAG_CHECK_SECONDS`` a request that may read the replica samples the primary's written
-    WAL position (``pg_current_wal_lsn()``) with the time, and the replica's replayed position. Once the replica
-    has replayed past a sample taken at time *t*, it holds every commit acknowledged before *t*: ``as_of`` is the
-    newest such *t*. The replica is read only while ``now - as_of <= REPLICA_MAX_LAG_SECONDS``. A replica that
-    stops replaying (or never catches up under load) thus ages out of use within the bound, whatever its own
-    ``pg_last_xact_replay_timestamp()`` says; one that errors is out at once (one log line per outage).
+    At most every ``REPLICA_LAG_CHECK_SECONDS`` a request that may read the replica samples the primary's WAL
+    insert position (``pg_current_wal_insert_lsn()``) with the time, and the replica's replayed position. Once
+    the replica has replayed past a sample taken at time *t*, it holds every commit acknowledged before *t*:
+    ``as_of`` is the newest such *t*. The replica is read only while ``now - as_of <= REPLICA_MAX_LAG_SECONDS``.
+    A replica that stops replaying (or never catches up under load) thus ages out of use within the bound,
+    whatever its own ``pg_last_xact_replay_timestamp()`` says; one that errors is out at once (one log line per
+    outage).
     """
 
     def __init__(self) -> None:
