@@ -115,12 +115,23 @@ class ReplicaLag:
                 self.as_of = now
                 return
             self._samples.append((now, written))
-            caught = [at for at, position in self._samples if replayed is not None and position <= replayed]
+            caught = [at for at, position in self._samples if replayed is not None and _reached(replayed, position)]
             if caught:
                 newest = max(caught)
                 self.as_of = newest if self.as_of is None else max(self.as_of, newest)
                 while self._samples and self._samples[0][0] < newest:
                     self._samples.popleft()
+
+
+#: WAL pages (``XLOG_BLCKSZ``, Debian's 8 kB) and the longest page header (a segment's first page).
+WAL_PAGE_BYTES, WAL_PAGE_HEADER_BYTES = 8192, 40
+
+
+def _reached(replayed: int, position: int) -> bool:
+    """The replica has replayed up to ``position``. An insert position at a page's start points past the page header,
+    where the end of the last record replayed points before it: the same place for an idle primary."""
+    into_page = position % WAL_PAGE_BYTES
+    return replayed >= position or (0 < into_page <= WAL_PAGE_HEADER_BYTES and replayed >= position - into_page)
 
 
 lag = ReplicaLag()
