@@ -42,6 +42,9 @@ def _settings_findings() -> list[str]:
         found.append("CRM_API_TOKEN is the demo token")
     if any(str(item).split(":")[1:2] == [DEMO_HMAC_SECRET] for item in settings.REEVALUATION_HMAC_KEYS):
         found.append("REEVALUATION_HMAC_KEYS contains the demo secret")
+    if getattr(settings, "EGRESS_ALLOW_HTTP", False):
+        # Subscription endpoints and webhook URLs carry patients' appointments: https only (common/egress.py).
+        found.append("EGRESS_ALLOW_HTTP is on: a clinic's integration targets are https only in production")
     return found
 
 

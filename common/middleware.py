@@ -67,6 +67,16 @@ def drain_unread_body(request) -> bool:
     return True
 
 
+def body_left_unread(request) -> bool:
+    """The request's body is (partly) still on the socket after the answer, so the server will end the connection:
+    one over the limit or whose drain stalled (``drain_unread_body``), or any chunked one (``Transfer-Encoding``):
+    Django reads a body by its ``Content-Length`` only, so a chunked body is never read, and gunicorn dropped the
+    connection after answering ``keep-alive`` (issue 43: every error that ends a connection says so)."""
+    if request.META.get("HTTP_TRANSFER_ENCODING"):
+        return True
+    return bool(declared_length(request)) and not drain_unread_body(request)
+
+
 def honour_connection_close(application):
     """The WSGI application, with a response's ``Connection: close`` carried out by the server.
 
@@ -101,7 +111,7 @@ class JunkRequestMiddleware:
                 "Not found.", content_type="text/plain")
         else:
             response = self.get_response(request)
-        if declared_length(request) and not drain_unread_body(request):
+        if body_left_unread(request):
             response["Connection"] = "close"
         return response
 

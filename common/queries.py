@@ -22,6 +22,9 @@ planner still sees constants.
   (benchmark 2, contention: the dispatch slots).
 - ``short_code_*_ddl``: the short codes' picker function and insert trigger (DDL, run by scheduling's migration
   0012 and waitlist's 0016 through ``common.shortcodes``).
+- ``wal_written`` and ``wal_replayed``: PostgreSQL's WAL positions (``pg_current_wal_insert_lsn()`` on the primary,
+  ``pg_last_wal_replay_lsn()`` on a standby), which the ORM has no words for: replica reads' lag bound
+  (``common.replica``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import connection, connections
 
 from .fastpath import prepared_cursor
 from .models import DeliveryOutcome, OutboxMessage, OutboxStatus
@@ -277,3 +280,24 @@ $$;
 
 def short_code_trigger_drop_ddl(table: str) -> str:
     return f"DROP TRIGGER IF EXISTS {table}_short_code ON {table};"
+
+
+# --- replica reads' lag bound (common.replica) ---
+
+
+def wal_written(alias: str) -> int:
+    """The WAL position ``alias`` (the primary) has inserted up to, as a byte count: every commit acknowledged before
+    this call is at or before it. The insert position, not ``pg_current_wal_lsn()`` (what is written out): with
+    ``synchronous_commit`` off a commit is acknowledged before its record is written."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")
+        return int(cursor.fetchone()[0])
+
+
+def wal_replayed(alias: str) -> tuple[bool, int | None]:
+    """(in recovery, the WAL position replayed as a byte count) of ``alias``: a standby replays up to there; a server
+    not in recovery is a primary (``target_session_attrs=prefer-standby`` found no standby) and lags nothing."""
+    with connections[alias].cursor() as cursor:
+        cursor.execute("SELECT pg_is_in_recovery(), pg_last_wal_replay_lsn() - '0/0'::pg_lsn")
+        in_recovery, replayed = cursor.fetchone()
+    return bool(in_recovery), None if replayed is None else int(replayed)

@@ -1,7 +1,10 @@
 """Beat's scheduler, recording its own life and its sends (observability.components), saying a broker
 outage once instead of a traceback per due task, and sending the catch-up entries (``BEAT_ON_BROKER_BACK``:
-reconcile) the moment a send succeeds again: vacancies opened during the outage lost their dispatch task,
-and reconcile finds them (issue 43: they waited up to its 60 s interval)."""
+reconcile) the moment the broker is back: vacancies opened during the outage lost their dispatch task, and
+reconcile finds them (issue 43: they waited up to its 60 s interval). Beat knows the broker is back when its own
+send succeeds after failing, or, for an outage only another process saw (a short one can fall between two of
+beat's sends), when a web or worker process noted a failed send since the last catch-up
+(``components.last_send_failure``): beat's next tick then catches up, once per outage."""
 
 from __future__ import annotations
 
@@ -11,6 +14,8 @@ import time
 
 from celery.beat import PersistentScheduler
 from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.utils import timezone
 
 from common.degrade import Dependency
 
@@ -30,6 +35,8 @@ class RecordingScheduler(PersistentScheduler):
     def __init__(self, *args, **kwargs):
         self._recorded: dict[object, float] = {}
         self._node = f"beat@{socket.gethostname()}"
+        # When the catch-up entries were last sent (None: not yet; a failure noted before beat started counts).
+        self._caught_up_at = None
         super().__init__(*args, **kwargs)
 
     def _record(self, sent: bool | None) -> None:
@@ -43,7 +50,24 @@ class RecordingScheduler(PersistentScheduler):
 
     def tick(self, *args, **kwargs):
         self._record(None)
+        self._catch_up_after_others()
         return super().tick(*args, **kwargs)
+
+    def _catch_up_after_others(self) -> None:
+        """Another process could not send a follow-up since the last catch-up: catch up now. While beat's own
+        sends fail, the first one that succeeds does it instead (``apply_entry``)."""
+        if beat_broker.down:
+            return
+        from . import components
+
+        try:
+            if not connection.in_atomic_block:
+                close_old_connections()
+            failed_at = components.last_send_failure()
+        except DatabaseError:  # the heartbeat store logs its own outage; reconcile's interval still applies
+            return
+        if failed_at is not None and (self._caught_up_at is None or failed_at > self._caught_up_at):
+            self._catch_up(None, None)
 
     def apply_entry(self, entry, producer=None):
         was_down = beat_broker.down
@@ -60,10 +84,12 @@ class RecordingScheduler(PersistentScheduler):
                 self._catch_up(entry, producer)
 
     def _catch_up(self, sent, producer) -> None:
-        """The broker is back: send ``BEAT_ON_BROKER_BACK``'s entries now rather than at their next due time."""
+        """The broker is back: send ``BEAT_ON_BROKER_BACK``'s entries now rather than at their next due time
+        (``sent``: the entry just sent, not sent twice)."""
+        started = timezone.now()
         for name in getattr(settings, "BEAT_ON_BROKER_BACK", ()):
             entry = self.schedule.get(name)
-            if entry is None or entry.name == sent.name:
+            if entry is None or (sent is not None and entry.name == sent.name):
                 continue
             try:
                 self.apply_async(entry, producer=producer, advance=False)
@@ -71,3 +97,4 @@ class RecordingScheduler(PersistentScheduler):
                 beat_broker.failed(exc)
                 return
             logger.info("beat: broker back, %s sent at once", name)
+        self._caught_up_at = started

@@ -52,6 +52,31 @@ def beat_seen(name: str, *, sent: bool | None = None) -> None:
     _write(ProcessRole.BEAT, name, **fields)
 
 
+#: The row every process writes when an after-commit send failed (``ProcessRole.SENDER``): one short UPDATE per
+#: failed send, only during an outage (none is skipped: one beat's catch-up came between would miss it).
+SENDER_ROW = "after-commit"
+
+
+def effect_send_failed() -> None:
+    """An after-commit follow-up (a vacancy's dispatch) could not reach the broker from this process: noted in
+    PostgreSQL, because beat may have seen no outage itself (a short one can fall between two of its sends) and
+    reads this to send reconcile as soon as the broker is back (observability/beat.py). Registered with
+    ``common.effects.send_failure_register`` at ready; runs after the commit, outside any transaction."""
+    at = timezone.now()
+    try:
+        Heartbeat.objects.update_or_create(role=ProcessRole.SENDER, name=SENDER_ROW,
+                                           defaults={"seen_at": at, "send_failed_at": at})
+        heartbeat_store.ok()
+    except DatabaseError as exc:
+        heartbeat_store.failed(exc)
+
+
+def last_send_failure() -> datetime | None:
+    """When a web or worker process last could not send an after-commit follow-up (None: never)."""
+    return Heartbeat.objects.filter(role=ProcessRole.SENDER, name=SENDER_ROW).values_list(
+        "send_failed_at", flat=True).first()
+
+
 @dataclass(frozen=True)
 class Component:
     state: str  # ok | stale | never | down | cannot_send | unreachable | unknown

@@ -8,6 +8,9 @@ from django.db import models
 class ProcessRole(models.TextChoices):
     BEAT = "beat", "beat"
     WORKER = "worker", "worker"
+    # Not a process: one row whose ``send_failed_at`` is the last time any web or worker process could not send
+    # an after-commit follow-up (a vacancy's dispatch) to the broker (observability.components.effect_send_failed).
+    SENDER = "sender", "after-commit sender"
 
 
 class Heartbeat(models.Model):

@@ -126,8 +126,12 @@ DATABASES = {
     ),
 }
 DATABASE_ROUTERS = ["common.replica.ReplicaRouter"] if REPLICA_DATABASE_URL else []
-# A browser that wrote reads only the primary for this long: above the replica's worst replay lag.
-REPLICA_PIN_SECONDS = env.int("REPLICA_PIN_SECONDS", default=5)
+# The lag bound: the replica is read only while it holds every commit acknowledged up to this many seconds ago
+# (measured on WAL positions every REPLICA_LAG_CHECK_SECONDS per process); further behind, the primary serves.
+REPLICA_MAX_LAG_SECONDS = env.int("REPLICA_MAX_LAG_SECONDS", default=5)
+REPLICA_LAG_CHECK_SECONDS = env.float("REPLICA_LAG_CHECK_SECONDS", default=1.0)
+# A browser that wrote reads only the primary for this long (at least REPLICA_MAX_LAG_SECONDS: read-your-writes).
+REPLICA_PIN_SECONDS = env.int("REPLICA_PIN_SECONDS", default=REPLICA_MAX_LAG_SECONDS)
 # The read-only views (GET/HEAD) that may read the replica: the console's lists and figures, FHIR searches, /metrics.
 REPLICA_READ_VIEWS = env.list("REPLICA_READ_VIEWS", default=[
     "console:clinic-home", "console:audit", "console:waitlist", "console:waitlist-list", "console:waitlist-vacancy",

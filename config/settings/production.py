@@ -19,7 +19,8 @@ TWILIO_AUTH_TOKEN = env("TWILIO_AUTH_TOKEN", default="")
 # "scope:token" entries; scope "*" sees every clinic, a tenant group ref only that group's clinics. None: /metrics
 # answers 401 to every scrape.
 METRICS_SCRAPE_TOKENS = env.list("METRICS_SCRAPE_TOKENS", default=[])
-# A clinic's integration targets are https unless this allows plain http.
+# A clinic's integration targets are https only: read so that the production guard (common/checks.py) can refuse
+# a deployment that turns plain http on, rather than ignore it silently.
 EGRESS_ALLOW_HTTP = env.bool("EGRESS_ALLOW_HTTP", default=False)
 
 SESSION_COOKIE_SECURE = True

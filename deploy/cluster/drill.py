@@ -13,11 +13,15 @@ seconds: no failover to measure). The monitor promotes the synchronous standby; 
 again afterwards and rejoins as the standby. The Redis kill is SIGKILL to the master; the Sentinels promote
 the replica and the old master rejoins as a replica when restarted.
 
-Checked at the end, on the new primary: every 2xx the clients saw is there (cancellations CANCELLED, claims'
+Checked just before the PostgreSQL kill, on the primary: commits wait for the standby (``synchronous_commit`` on
+or ``remote_apply`` for the service's database, ``synchronous_standby_names`` set, and a streaming standby whose
+``sync_state`` is ``sync`` or ``quorum``): without that, "nothing lost" would be luck. Checked at the end, on the
+new primary: every 2xx the clients saw is there (cancellations CANCELLED, claims'
 holds present, bookings' appointments CONFIRMED, probe patients present), 0 invariant violations
 (``observability.invariants.check``), every vacancy of the storm offered within ``OFFER_BOUND_S`` of its
-cancellation or of the write service's return, the time from each kill to the first successful write
-(goal ≤ 30 s), and the client errors by kind. A JSON report goes to ``<cluster dir>/drill-<time>.json``.
+cancellation or of the write service's return, the time from each kill (PostgreSQL's, and Redis's in the full
+drill) to the first successful write (goal ≤ 30 s), and the client errors by kind. A JSON report goes to
+``<cluster dir>/drill-<time>.json``.
 Exit 0 only if every check passed.
 """
 
@@ -283,6 +287,23 @@ def wait_redis_promoted(old: str, timeout: float = 60) -> float:
 # --- the checks ------------------------------------------------------------------------------------------
 
 
+def synchronous_state(node: str) -> dict:
+    """What makes a commit wait for the standby, read on ``node`` (the primary) as the service sees it."""
+    port = cluster.PORTS[node]
+    state = {
+        "synchronous_standby_names": cluster.psql(port, "SHOW synchronous_standby_names"),
+        # The service's database and user: a per-database or per-role setting would show here.
+        "synchronous_commit": cluster.psql(port, "SHOW synchronous_commit", db=cluster.DB_NAME),
+        "standbys": cluster.psql(port, "SELECT coalesce(string_agg(application_name || ' ' || state || ' ' || "
+                                       "sync_state, ', '), '') FROM pg_stat_replication"),
+    }
+    streaming = [s for s in state["standbys"].split(", ") if s.endswith((" streaming sync", " streaming quorum"))]
+    state["ok"] = bool(state["synchronous_standby_names"] and streaming
+                       and state["synchronous_commit"] in ("on", "remote_apply"))
+    return state
+
+
+
 def verify(storm: Storm, world: dict, recovered_at: list[float]) -> dict:
     from django.db import connection
 
@@ -471,6 +492,8 @@ def main() -> int:
     log("storm running; the PostgreSQL primary's machine dies in 15 s")
     time.sleep(15)
     before = Counter(storm.answers)
+    synchronous = synchronous_state(cluster.primary_node() or "node_a")
+    log(f"commits synchronous: {synchronous}")
     node, killed_at = kill_postgres_machine()
     pg_killed_at = killed_at
     log(f"killed {node} (keeper, postmaster, PgBouncer)")
@@ -483,7 +506,7 @@ def main() -> int:
     recovered.append(killed_at + (write_s or 0))
     log(f"first successful write {write_s if write_s is None else round(write_s, 1)} s after the kill")
     time.sleep(10)
-    pg = {"killed": node, "promotion_s": round(promoted_at - killed_at, 1),
+    pg = {"killed": node, "synchronous": synchronous, "promotion_s": round(promoted_at - killed_at, 1),
           "first_write_s": None if write_s is None else round(write_s, 1),
           "client_errors": errors_between(storm, before)}
     pg["rejoin_s"] = round(restart_postgres_machine(node), 1)
@@ -524,6 +547,8 @@ def main() -> int:
     result["seconds"] = round(time.time() - started, 1)
     checks = result["checks"]
     failures = []
+    if not pg["synchronous"]["ok"]:
+        failures.append(f"commits were not synchronous at the kill: {pg['synchronous']}")
     if checks["lost_count"]:
         failures.append(f"{checks['lost_count']} committed answers missing on the new primary")
     if checks["invariants"]:
@@ -533,6 +558,9 @@ def main() -> int:
                         f"{checks['offer_delay_s']['over_bound']} late")
     if pg["first_write_s"] is None or pg["first_write_s"] > WRITE_GOAL_S:
         failures.append(f"first write after the PostgreSQL kill {pg['first_write_s']} s (goal {WRITE_GOAL_S:g} s)")
+    if "redis" in result and not 0 <= result["redis"]["first_write_s"] <= WRITE_GOAL_S:
+        failures.append(f"first write after the Redis kill {result['redis']['first_write_s']} s (-1: none; goal "
+                        f"{WRITE_GOAL_S:g} s)")
     if checks["outbox_unsent"]:
         failures.append(f"{checks['outbox_unsent']} notices still pending after {OFFER_BOUND_S:g} s")
     if not checks["committed"]["cancel"]:

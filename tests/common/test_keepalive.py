@@ -80,3 +80,22 @@ def test_a_413_says_connection_close(server, path):
     lines = head.split(b"\r\n")
     assert b" 413 " in lines[0], lines[0]
     assert b"connection: close" in [line.lower() for line in lines[1:]], head
+
+
+def _chunked(size: int) -> bytes:
+    chunk = b"x" * 8192
+    return b"".join(b"%x\r\n" % len(chunk) + chunk + b"\r\n" for _ in range(size // len(chunk))) + b"0\r\n\r\n"
+
+
+@pytest.mark.parametrize(("path", "status"), [("/api/v1/clinics/cl_x/appointments/", b"401"),
+                                              ("/no-such-page/", b"404")])
+def test_a_chunked_body_says_connection_close(server, path, status):
+    """Django reads a body by its Content-Length only, so a chunked one is left on the socket and the server ends
+    the connection after answering: the answer must say so (it said keep-alive, and the next request was lost)."""
+    head = _response_head(server, (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n"
+    ).encode() + _chunked(100_000))
+    lines = head.split(b"\r\n")
+    assert status in lines[0], lines[0]
+    assert b"connection: close" in [line.lower() for line in lines[1:]], head

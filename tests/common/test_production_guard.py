@@ -25,6 +25,7 @@ SAFE = {
     "CRM_API_TOKEN": "a-real-crm-token",
     "REEVALUATION_HMAC_KEYS": ["crm1:a-real-hmac-secret:tg_live"],
     "TWILIO_AUTH_TOKEN": "",  # production's default: no clinic texts
+    "EGRESS_ALLOW_HTTP": False,
 }
 
 
@@ -57,6 +58,7 @@ def test_development_is_never_refused(settings, db):
         ("CRM_BASE_URL", "http://127.0.0.1:8000/crm-stub", "CRM_BASE_URL"),
         ("CRM_API_TOKEN", "demo-crm-token", "CRM_API_TOKEN"),
         ("REEVALUATION_HMAC_KEYS", ["demo:demo-secret-change-me"], "REEVALUATION_HMAC_KEYS"),
+        ("EGRESS_ALLOW_HTTP", True, "EGRESS_ALLOW_HTTP"),  # issue 43: https only in production
     ],
 )
 def test_each_unsafe_value_is_refused_by_name(production, db, setting, value, named):
@@ -82,9 +84,10 @@ def test_a_real_admin_account_named_admin_is_not_a_demo_user(production, db):
     assert production_findings() == []
 
 
-def _start(**overrides) -> subprocess.CompletedProcess:
+def _start(code: str = "print('started')", **overrides) -> subprocess.CompletedProcess:
     env = {
-        **os.environ,
+        # Not the suite's own egress allowance (tests/conftest.py): production's defaults are what is checked.
+        **{name: value for name, value in os.environ.items() if not name.startswith("EGRESS_")},
         "DJANGO_ENV": "production",
         "DJANGO_SETTINGS_MODULE": "config.settings.production",
         "DJANGO_SECRET_KEY": SAFE["SECRET_KEY"],
@@ -98,7 +101,7 @@ def _start(**overrides) -> subprocess.CompletedProcess:
         **overrides,
     }
     return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); print('started')"],
+        [sys.executable, "-c", f"import django; django.setup(); {code}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
     )
 
@@ -127,3 +130,12 @@ def test_twilios_own_base_or_an_https_one_is_allowed(production, db, url):
 def test_the_demo_twilio_token_is_refused(production, settings):
     settings.TWILIO_AUTH_TOKEN = "demo-twilio-token"
     assert "TWILIO_AUTH_TOKEN is the demo token" in production_findings(include_database=False)
+
+
+def test_a_production_process_sends_to_https_only_and_refuses_to_start_with_plain_http_on():
+    """Issue 43: a clinic's subscription endpoints and webhook URL are https only in production: off by default,
+    and a deployment that turns plain http on does not start."""
+    started = _start("from django.conf import settings; print('http', settings.EGRESS_ALLOW_HTTP)")
+    assert started.stdout.strip() == "http False", started.stderr
+    refused = _start(EGRESS_ALLOW_HTTP="true")
+    assert refused.returncode != 0 and "EGRESS_ALLOW_HTTP" in refused.stderr

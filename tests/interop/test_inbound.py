@@ -181,3 +181,13 @@ def test_the_ehrs_cancellation_records_the_integration_and_its_code(world, no_br
     assert (row.cancel_reason_code, row.cancelled_by) == ("EHR_CANCELLED", f"integration:{user.get_username()}")
     read = validated(client.get(f"/api/v1/clinics/{world.clinic.ref}/fhir/Appointment/{row.ref.replace('_', '.')}"))
     assert read.cancelationReason.coding[0].code == "EHR_CANCELLED"
+
+
+@pytest.mark.parametrize("element", ["start", "end"])
+def test_a_time_without_an_offset_is_a_400_naming_the_element_and_books_nothing(world, element):
+    """Issue 43's offset rule on the EHR's writes too: an instant needs its offset (FHIR's ``instant``)."""
+    body = appointment(world, world.pt, seoul(5, 11))
+    body[element] = body[element][:19]  # "2030-12-05T11:00:00": the wall time alone
+    result = outcome(put(world.ehr, world.clinic, ID, body), 400, "invalid")
+    assert element in result.issue[0].diagnostics
+    assert not Appointment.objects.filter(clinic=world.clinic).exists()

@@ -161,3 +161,33 @@ def test_a_vacancy_opened_during_the_outage_is_dispatched_by_the_reconcile_sent_
         assert "waitlist.tasks.reconcile" in queued_tasks(broker.url)
         app.tasks["waitlist.tasks.reconcile"].apply()  # what a worker does with that message
     assert Offer.objects.get(vacancy=vacancy).entry_id == entry.pk
+
+
+@pytest.mark.faults
+def test_an_outage_only_a_web_process_saw_has_beat_send_reconcile_at_its_next_tick(
+        db, broker, celery_app, tmp_path, settings, django_capture_on_commit_callbacks):
+    """A short outage (a Sentinel failover takes a few seconds) can fall between two of beat's sends: beat sees
+    nothing, but the web process that could not send a vacancy's dispatch says so in PostgreSQL, and beat's next
+    tick sends reconcile, not reconcile's next minute."""
+    from tests.waitlist.loop_helpers import open_vacancy
+    from tests.worlds import waitlist_world
+    from waitlist.models import Offer
+
+    settings.BEAT_ON_BROKER_BACK = ["waitlist-reconcile"]
+    world = waitlist_world()
+    entry = world.waiting(world.patient())
+    with celery_broker(celery_app, broker.url) as app:
+        scheduler = RecordingScheduler(app=app, schedule_filename=str(tmp_path / "schedule"))
+        scheduler.tick()
+        assert "waitlist.tasks.reconcile" not in queued_tasks(broker.url)  # nothing failed: nothing extra
+        broker.stop()
+        with django_capture_on_commit_callbacks(execute=True):
+            vacancy = open_vacancy(world)  # its dispatch task cannot be sent
+        broker.start()  # back before beat sent anything
+        assert not beat_broker.down
+        scheduler.tick()
+        assert queued_tasks(broker.url).count("waitlist.tasks.reconcile") == 1
+        scheduler.tick()
+        assert queued_tasks(broker.url).count("waitlist.tasks.reconcile") == 1  # once per outage, not per tick
+        app.tasks["waitlist.tasks.reconcile"].apply()
+    assert Offer.objects.get(vacancy=vacancy).entry_id == entry.pk

@@ -49,11 +49,13 @@ def wait_until(check, what: str, timeout: float = 30.0, interval: float = 0.1) -
 
 
 class RedisServer:
-    """A private ``redis-server`` on a free loopback port that a test can stop and start again."""
+    """A private ``redis-server`` on a free loopback port that a test can stop and start again (``extra``: more
+    of its command-line options, e.g. ``--replicaof``)."""
 
-    def __init__(self):
+    def __init__(self, *extra: str):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="redis-fault-")
+        self.extra = list(extra)
         self.process: subprocess.Popen | None = None
 
     @property
@@ -63,7 +65,7 @@ class RedisServer:
     def start(self) -> None:
         self.process = subprocess.Popen(
             ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", self.dir],
+             "--dir", self.dir, *self.extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -77,14 +79,39 @@ class RedisServer:
 
 
 @contextmanager
-def redis_server():
-    server = RedisServer()
+def redis_server(*extra: str):
+    server = RedisServer(*extra)
     server.start()
     try:
         yield server
     finally:
         server.stop()
         shutil.rmtree(server.dir, ignore_errors=True)
+
+
+@contextmanager
+def redis_sentinel(master: RedisServer, name: str, *, down_after_ms: int = 500):
+    """A Redis Sentinel (``redis-server --sentinel``) on a free loopback port watching ``master`` as ``name``
+    (quorum 1), up once it knows the master's replicas; yields its port."""
+    import redis
+
+    port = free_port()
+    folder = tempfile.mkdtemp(prefix="redis-sentinel-")
+    conf = Path(folder) / "sentinel.conf"  # Sentinel rewrites it: its own file, never shared
+    conf.write_text(f"bind 127.0.0.1\nport {port}\ndir {folder}\n"
+                    f"sentinel monitor {name} 127.0.0.1 {master.port} 1\n"
+                    f"sentinel down-after-milliseconds {name} {down_after_ms}\n"
+                    f"sentinel failover-timeout {name} 10000\n")
+    process = subprocess.Popen(["redis-server", str(conf), "--sentinel"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    try:
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+        wait_until(lambda: client.sentinel_slaves(name), "the Sentinel learning the master's replicas")
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def base_database_url() -> str:
