@@ -37,10 +37,10 @@ from .windows import Window
 
 
 def release_deadline(rules: PolicySpec, margin: timedelta, booked_at: datetime, starts_at: datetime) -> datetime:
-    """The product's ``standing.services.release_deadline`` on an unsaved policy with ours' lead and margin (the
+    """The product's ``rules.terms.release_deadline`` on an unsaved policy with ours' lead and margin (the
     product's default ``standing_release_minutes``)."""
     from waitlist.models import WaitlistPolicy
-    from waitlist.standing.services import release_deadline as product_release_deadline
+    from waitlist.rules.terms import release_deadline as product_release_deadline
 
     policy = WaitlistPolicy(min_lead_minutes=rules.min_lead_minutes,
                             answer_window_margin_minutes=int(margin.total_seconds() // 60))

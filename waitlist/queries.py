@@ -25,7 +25,10 @@ typed into the text. Scheduling's rows are changed only through scheduling's own
   cost more than running, benchmark 1) and one entry's rule outcomes.
 - ``entry_lock_first_free``, ``offer_write``: promotion's entry lock (``SKIP LOCKED`` over a run, with its rule
   outcomes, standing notice, unanswered streak and contact-cap sends) and the new offer's five writes, one prepared
-  statement each (benchmark 2, dispatch; the storm); ``unanswered_count``: the streak on its own.
+  statement each (benchmark 2, dispatch; the storm); ``entry_rechecks``: the same columns read again after a wait
+  for the entry's lock (staff review, a late accept: the CHECKS array and the streak subquery are raw SQL, and one
+  statement replaces the one-entry checks, the recent sends and the streak read one by one);
+  ``unanswered_count``: the streak on its own.
 - ``vacancy_claim_next``: the dispatcher loop's ``SKIP LOCKED`` claim with the previous claim's release, prepared
   (benchmark 2, 32 dispatchers).
 - ``dispatch_note_upsert``, ``dispatch_notes_entry_locked``: ``INSERT … ON CONFLICT DO UPDATE`` counting a note
@@ -513,6 +516,26 @@ def entry_lock_first_free(params: dict, *, wait: bool, checks: bool) -> tuple | 
     with prepared_cursor(connection) as cursor:
         cursor.execute(_LOCK_SQL[(wait, checks)], params)
         return cursor.fetchone()
+
+
+# After a wait for the entry's lock, what the lock statement reads with the lock (its rule outcomes, its patient's
+# recent sends, its unanswered streak), read again in a snapshot taken after the lock.
+_RECHECKS_SQL = f"""
+SELECT {CHECKS_COLUMN}, cw_recent_sends(p.ref, %(cap_since)s, %(cap_limit)s),
+       {_UNANSWERED_STREAK_SQL.format(entry="e.id", before="%(unanswered_before)s", limit="%(unanswered_limit)s")}
+FROM waitlist_waitlistentry e JOIN scheduling_patient p ON p.id = e.patient_id
+WHERE e.id = %(entry)s
+"""
+
+
+def entry_rechecks(entry_id: int, params: dict) -> tuple[list[bool], list[datetime], int]:
+    """One locked entry's rule outcomes, its patient's recent sends and its unanswered streak (``params``: the lock
+    statement's), read after a wait for its lock: the columns ``entry_lock_first_free`` reads with the lock when it
+    does not wait."""
+    with connection.cursor() as cursor:
+        cursor.execute(_RECHECKS_SQL, {**params, "entry": entry_id})
+        checks, sent, unanswered = cursor.fetchone()
+    return checks, list(sent), unanswered
 
 
 # A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state

@@ -21,7 +21,7 @@ from waitlist.models import (
     OfferStatus,
     WaitlistPolicy,
 )
-from waitlist.rules.windows import late_acceptable
+from waitlist.rules.terms import late_acceptable
 
 
 class ClaimState(TextChoices):

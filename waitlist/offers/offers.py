@@ -36,7 +36,8 @@ from waitlist.models import (
 )
 from waitlist.policy.services import policy_current
 from waitlist.reliability.feed import Decision, decision_from_json, get_decision_provider
-from waitlist.rules.windows import answer_deadline, unanswered_streak, window_rule
+from waitlist.rules.terms import answer_deadline, window_rule
+from waitlist.rules.windows import unanswered_streak
 
 logger = logging.getLogger("waitlist")
 
