@@ -23,7 +23,7 @@ from typing import Any
 from django.db import IntegrityError, connection, transaction
 from psycopg.types.json import Jsonb
 
-from common.cas import cas_conflict, cas_update, transition_sources
+from common.cas import cas_conflict, cas_update
 from common.errors import PatientOverlap, SlotOccupied
 from common.fastpath import insert_sql, saved
 from common.models import OutboxMessage
@@ -257,15 +257,12 @@ def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: Attempt) -> dic
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
                  *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
     """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting, no
-    late yes kept),
-    the offer, its MATCHED event and its notice, in one statement (``queries.offer_write``). ``notice=False``: a
-    standing booking, whose notice is the booking's, not the offer's."""
-    entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
-    vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
+    late yes kept), the offer, its MATCHED event and its notice, in one statement (``queries.offer_write``).
+    ``notice=False``: a standing booking, whose notice is the booking's, not the offer's."""
     event_correlation = correlation_id or offer.correlation_id
     offer_id, entries, vacancies = queries.offer_write(
-        entry=(EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources),
-        vacancy=(VacancyStatus.OPEN, vacancy.pk, vacancy.version, vacancy_sources),
+        entry=(entry.pk, candidate.version),
+        vacancy=(vacancy.pk, vacancy.version),
         offer_insert=insert_sql(offer),
         event=[offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail),
                now],
@@ -273,9 +270,9 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
                        if notice else None),
     )
     if entries != 1:
-        raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=entry_sources)
+        raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=queries.OFFER_WRITE_ENTRY_FROM)
     if vacancies != 1:
-        raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=vacancy_sources)
+        raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=queries.OFFER_WRITE_VACANCY_FROM)
     saved(offer, offer_id)
     entry.status, entry.version = EntryStatus.OFFERED, candidate.version + 1
     vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1

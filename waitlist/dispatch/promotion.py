@@ -31,8 +31,6 @@ from waitlist.dispatch.fence import (
     DispatchResult,
     active_offer,
     fenced,
-    settled,
-    with_active_offer,
 )
 from waitlist.dispatch.locks import OfferLocks, lock_vacancy
 from waitlist.dispatch.offer_write import Attempt, promote_first_free
@@ -56,8 +54,7 @@ from waitlist.rules.windows import unanswered_count
 
 logger = logging.getLogger("waitlist")
 
-__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "close_offer", "offer_next", "promote", "settled",
-           "with_active_offer"]
+__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "close_offer", "offer_next", "promote"]
 
 
 class _NoDecisions:
