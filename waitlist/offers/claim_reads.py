@@ -85,7 +85,7 @@ def renewal_of(offer: Offer) -> Offer:
 
 
 class LateYes(TextChoices):
-    """What an offer that ended unanswered still allows (``windows.late_acceptable``, ``offer_late_accept``)."""
+    """What an offer that ended unanswered still allows (``terms.late_acceptable``, ``offer_late_accept``)."""
 
     NONE = ""
     FREE = "FREE"  # the time is free: a yes books it now

@@ -391,7 +391,7 @@ def offer_notice_delivered(
     """The offer's notice went out at ``delivered_at``: its answer window counts from then.
 
     ``expires_at`` (and the hold's) becomes the policy's answer deadline counted from ``delivered_at``
-    (``windows.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
+    (``terms.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
     expires_at, extended). Only the first delivery counts; an offer no longer OFFERED is left alone. Two
     statements in one transaction: the offer and its event (``queries.offer_notice_delivered_write``, which locks
     the offer first), then, only when the window grows, scheduling's ``hold_extend``. ``deadline``: the one the
