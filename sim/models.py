@@ -7,7 +7,7 @@ quiet hours (nothing is sent in them: a send due then waits for their end), the 
 ``min_lead_minutes`` ahead) and every feature of ours that is not the one-offer-at-a-time rule:
 
 * **standing acceptance**: when a vacancy opens, the first eligible patient in order whose minimum notice the
-  slot's lead meets is booked at once, with the product's release deadline (``standing_release_minutes`` after
+  slot's lead meets (the product's ``standing_outcome``) is booked at once, with the product's release deadline (``standing_release_minutes`` after
   booking, never later than the slot's start minus the lead: the product's ``release_deadline``); the patient
   acknowledges, releases or leaves it unread exactly as under ours, and the product's acknowledgement job (reminder
   and release of an unacknowledged booking at the product's ``ack_times``) applies alike (``sim.acknowledge``);
@@ -37,14 +37,29 @@ from .windows import Window
 
 
 def release_deadline(rules: PolicySpec, margin: timedelta, booked_at: datetime, starts_at: datetime) -> datetime:
-    """The product's ``standing.services.release_deadline`` on an unsaved policy with ours' lead and margin (the
+    """The product's ``rules.terms.release_deadline`` on an unsaved policy with ours' lead and margin (the
     product's default ``standing_release_minutes``)."""
     from waitlist.models import WaitlistPolicy
-    from waitlist.standing.services import release_deadline as product_release_deadline
+    from waitlist.rules.terms import release_deadline as product_release_deadline
 
     policy = WaitlistPolicy(min_lead_minutes=rules.min_lead_minutes,
                             answer_window_margin_minutes=int(margin.total_seconds() // 60))
     return product_release_deadline(policy, booked_at=booked_at, starts_at=starts_at)
+
+
+def standing_policy(standing_on: bool):
+    """An unsaved product policy with ours' ``standing_acceptance``, for ``standing_books``."""
+    from waitlist.models import WaitlistPolicy
+
+    return WaitlistPolicy(standing_acceptance=standing_on)
+
+
+def standing_books(policy, min_notice_minutes: int | None, starts_at: datetime, now: datetime) -> bool:
+    """Whether a standing acceptance books the patient at once: the product's ``rules.terms.standing_outcome``
+    (APPLIES) under ``policy`` (``standing_policy``)."""
+    from waitlist.rules.terms import APPLIES, standing_outcome
+
+    return standing_outcome(policy, min_notice_minutes, starts_at=starts_at, now=now) == APPLIES
 
 
 def next_send_time(at: datetime, month: Month) -> datetime:
@@ -73,6 +88,7 @@ class Modelled:
         self.lead = timedelta(minutes=rules.min_lead_minutes)
         self.rules = rules
         self.standing_on = spec.standing_acceptance
+        self.standing_policy = standing_policy(spec.standing_acceptance)
         self.release_unacknowledged = spec.release_unacknowledged
         self.queue: list = []
         self.seq = itertools.count()
@@ -129,8 +145,7 @@ class Modelled:
             return False
         v = self.vacancies[key]
         for e in self._candidates(key, now):
-            notice = self.month.standing_notice(e.key)
-            if notice is None or v["starts_at"] - now < timedelta(minutes=notice):
+            if not standing_books(self.standing_policy, self.month.standing_notice(e.key), v["starts_at"], now):
                 continue
             release_until = release_deadline(self.rules, self.margin, now, v["starts_at"])
             offer = {"vacancy": key, "entry": e.key, "at": now, "notified_at": now, "status": "ACCEPTED",

@@ -2,7 +2,7 @@
 
 The real runs never compute a window: the engine reads each offer's ``expires_at`` from the database.
 The modelled policies (``sim.models``) and the ceiling (``sim.metrics``) need the same rule outside the
-database, so they call the product's own pure function, ``waitlist.rules.windows.answer_deadline``, with the
+database, so they call the product's own pure function, ``waitlist.rules.terms.answer_deadline``, with the
 rule built from the policy's fields (the product's defaults for what a ``PolicySpec`` does not set).
 Where the product does not have that function (before the LEAD_TIME window landed) the rule is the
 fixed window the product then applied: ``min(start + hold_minutes, slot start)``.
@@ -17,11 +17,15 @@ WINDOW_FIELDS = ("answer_window", "answer_window_percent", "answer_window_min_mi
 
 
 def product_windows():
-    """``waitlist.rules.windows`` when the product has it, else None."""
+    """The product's module of the answer window (``waitlist.rules.terms``; ``waitlist.rules.windows`` before the
+    offer's terms were one module) when it has one, else None."""
     try:
-        from waitlist.rules import windows
+        from waitlist.rules import terms as windows
     except ImportError:
-        return None
+        try:
+            from waitlist.rules import windows
+        except ImportError:
+            return None
     return windows if hasattr(windows, "answer_deadline") and hasattr(windows, "WindowRule") else None
 
 

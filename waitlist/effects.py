@@ -90,18 +90,6 @@ def queue_delivery() -> None:
     effects.after_commit(NOTICE_EFFECT)
 
 
-def notes_entry_locked(*, vacancy: Vacancy, entries: list[tuple[int, int]], now: datetime,
-                       correlation_id: str = "") -> None:
-    """``ENTRY_LOCKED`` notes (one per entry, as ``note_record``) for each of ``entries`` ((id, version) as
-    read) that another transaction held when promotion passed over it, in one statement: racing dispatchers
-    pass over many at once."""
-    if not entries:
-        return
-    queries.dispatch_notes_entry_locked(clinic_id=vacancy.clinic_id, vacancy_id=vacancy.pk, entries=entries, now=now,
-                                        correlation_id=correlation_id)
-    logger.info("vacancy %s passes over %s held entries: ENTRY_LOCKED", vacancy.ref, len(entries))
-
-
 def note_record(*, vacancy: Vacancy, reason_code: str, now: datetime, entry_id: int | None = None,
                 until: datetime | None = None, correlation_id: str = "") -> None:
     """Record (or count again) why dispatch passed over ``entry_id`` or why the vacancy waits."""

@@ -538,11 +538,6 @@ class WaitlistEntry(models.Model):
             models.Index(fields=["clinic", "waiting_since", "id"], name="wl_entry_waiting"),
         ]
 
-    # Not stored: promotion reads it with the entry's lock (``waitlist.queries``).
-    standing_min_notice: int | None
-    # Not stored either: the unanswered streak read with the lock (``waitlist.queries``; None: not read).
-    unanswered_streak: int | None
-
     def __str__(self) -> str:
         return self.ref
 

@@ -25,7 +25,10 @@ typed into the text. Scheduling's rows are changed only through scheduling's own
   cost more than running, benchmark 1) and one entry's rule outcomes.
 - ``entry_lock_first_free``, ``offer_write``: promotion's entry lock (``SKIP LOCKED`` over a run, with its rule
   outcomes, standing notice, unanswered streak and contact-cap sends) and the new offer's five writes, one prepared
-  statement each (benchmark 2, dispatch; the storm); ``unanswered_count``: the streak on its own.
+  statement each (benchmark 2, dispatch; the storm); ``entry_rechecks``: the same columns read again after a wait
+  for the entry's lock (staff review, a late accept: the CHECKS array and the streak subquery are raw SQL, and one
+  statement replaces the one-entry checks, the recent sends and the streak read one by one);
+  ``unanswered_count``: the streak on its own.
 - ``vacancy_claim_next``: the dispatcher loop's ``SKIP LOCKED`` claim with the previous claim's release, prepared
   (benchmark 2, 32 dispatchers).
 - ``dispatch_note_upsert``, ``dispatch_notes_entry_locked``: ``INSERT … ON CONFLICT DO UPDATE`` counting a note
@@ -515,37 +518,61 @@ def entry_lock_first_free(params: dict, *, wait: bool, checks: bool) -> tuple | 
         return cursor.fetchone()
 
 
+# After a wait for the entry's lock, what the lock statement reads with the lock (its rule outcomes, its patient's
+# recent sends, its unanswered streak), read again in a snapshot taken after the lock.
+_RECHECKS_SQL = f"""
+SELECT {CHECKS_COLUMN}, cw_recent_sends(p.ref, %(cap_since)s, %(cap_limit)s),
+       {_UNANSWERED_STREAK_SQL.format(entry="e.id", before="%(unanswered_before)s", limit="%(unanswered_limit)s")}
+FROM waitlist_waitlistentry e JOIN scheduling_patient p ON p.id = e.patient_id
+WHERE e.id = %(entry)s
+"""
+
+
+def entry_rechecks(entry_id: int, params: dict) -> tuple[list[bool], list[datetime], int]:
+    """One locked entry's rule outcomes, its patient's recent sends and its unanswered streak (``params``: the lock
+    statement's), read after a wait for its lock: the columns ``entry_lock_first_free`` reads with the lock when it
+    does not wait."""
+    with connection.cursor() as cursor:
+        cursor.execute(_RECHECKS_SQL, {**params, "entry": entry_id})
+        checks, sent, unanswered = cursor.fetchone()
+    return checks, list(sent), unanswered
+
+
 # A new offer's writes, in one statement: the entry's and the vacancy's compare-and-set (sources from the state
-# tables; the entry at the version it was matched at, the vacancy at the version locked), the offer, its creation
-# event and its notice in the outbox. A CAS that changes no row rolls the whole statement back (its caller's
-# transaction raises the typed conflict), exactly as if each had been written alone.
-_OFFER_WRITE_SQL = """
+# tables; the entry at the version it was matched at, the vacancy at the version locked: a vacancy under the fence is
+# OPEN or REVIEW, and its version pins which), the offer, its creation event and its notice in the outbox. A CAS that
+# changes no row rolls the whole statement back (its caller's transaction raises the typed conflict), exactly as if
+# each had been written alone.
+#: The states the offer's write moves the entry and the vacancy from (``offer_write``).
+OFFER_WRITE_ENTRY_FROM = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
+OFFER_WRITE_VACANCY_FROM = transition_sources(Vacancy, VacancyStatus.OPEN, DISPATCHABLE_VACANCY_STATUSES)
+_OFFER_WRITE_SQL = f"""
 WITH entry AS (
-    UPDATE waitlist_waitlistentry SET version = version + 1, status = %s
-    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
+    UPDATE waitlist_waitlistentry SET version = version + 1, status = {sql_states(EntryStatus.OFFERED)}
+    WHERE id = %s AND version = %s AND status IN ({sql_states(OFFER_WRITE_ENTRY_FROM)}) RETURNING id
 ), vacancy AS (
-    UPDATE waitlist_vacancy SET version = version + 1, status = %s, review_entry_id = NULL, waiting_reason = '',
-        waiting_until = NULL, late_yes_offer_id = NULL
-    WHERE id = %s AND version = %s AND status = ANY(%s) RETURNING id
+    UPDATE waitlist_vacancy SET version = version + 1, status = {sql_states(VacancyStatus.OPEN)},
+        review_entry_id = NULL, waiting_reason = '', waiting_until = NULL, late_yes_offer_id = NULL
+    WHERE id = %s AND version = %s AND status IN ({sql_states(OFFER_WRITE_VACANCY_FROM)}) RETURNING id
 ), offer AS (
-    {offer} RETURNING id
+    {{offer}} RETURNING id
 ), event AS (
     INSERT INTO waitlist_offerevent
         (clinic_id, offer_id, from_status, to_status, reason_code, actor, correlation_id, detail, created_at)
     SELECT %s, offer.id, %s, %s, %s, %s, %s, %s, %s FROM offer
 ), notice AS (
-    {notice}
+    {{notice}}
 )
 SELECT (SELECT id FROM offer), (SELECT count(*) FROM entry), (SELECT count(*) FROM vacancy)
 """
 
 
 def offer_write(
-    *, entry: tuple[str, int, int, list[str]], vacancy: tuple[str, int, int, list[str]],
-    offer_insert: tuple[str, list], event: list, notice_insert: tuple[str, list] | None,
+    *, entry: tuple[int, int], vacancy: tuple[int, int], offer_insert: tuple[str, list], event: list,
+    notice_insert: tuple[str, list] | None,
 ) -> tuple[int, int, int]:
-    """A new offer's writes in one prepared statement (benchmark 2, dispatch): ``entry`` and ``vacancy`` as (new
-    status, id, expected version, source states), the offer's and the notice's ORM INSERTs (``insert_sql``; no
+    """A new offer's writes in one prepared statement (benchmark 2, dispatch): ``entry`` WAITING → OFFERED and
+    ``vacancy`` to OPEN as (id, expected version), the offer's and the notice's ORM INSERTs (``insert_sql``; no
     notice: a standing booking's), ``event`` the MATCHED event's values (clinic, from, to, reason, actor,
     correlation, detail, at). Returns (offer id, entries changed, vacancies changed)."""
     offer_sql, offer_params = offer_insert

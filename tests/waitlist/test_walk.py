@@ -28,7 +28,7 @@ def test_a_dispatch_that_makes_an_offer(world):
     assert result.offer.status == OfferStatus.OFFERED
     first.refresh_from_db()
     assert first.status == EntryStatus.OFFERED
-    assert walk.returns <= 52 and max(walk.visits.values()) <= 19, walk.report()
+    assert walk.returns <= 43 and max(walk.visits.values()) <= 14, walk.report()
     assert {"waitlist/dispatch/offer_write.py", "waitlist/queries.py"} <= set(walk.visits)
 
 
@@ -37,5 +37,5 @@ def test_a_dispatch_that_finds_nobody(world):
     world.waiting(treatment=world.other_treatment)
     walk, result = _walk(open_vacancy(world))
     assert result.outcome == "NO_CANDIDATE"
-    assert walk.returns <= 18 and max(walk.visits.values()) <= 7, walk.report()
+    assert walk.returns <= 16 and max(walk.visits.values()) <= 7, walk.report()
     assert "waitlist/dispatch/offer_write.py" not in walk.visits

@@ -1,5 +1,6 @@
-"""The vacancy fence: every promoter of one vacancy queues on its row lock (``fenced``), and what dispatch answers
-(``DispatchResult``). Read first by the candidate loop (``promotion``), then by the write (``offer_write``).
+"""The vacancy fence: every promoter of one vacancy queues on its row lock (``fenced``: promotion's write,
+``offer_write.promote_first_free``; staff review; a late accept), the vacancy's active offer, and what dispatch answers
+(``DispatchResult``).
 """
 
 from __future__ import annotations
@@ -7,13 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import transaction
 from django.db.models import Exists, OuterRef, Subquery
 
-from common.cas import cas_update
 from common.fastpath import PreparedQuery
 from waitlist.dispatch import matcher
-from waitlist.dispatch.locks import lock_vacancy
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -21,15 +19,15 @@ from waitlist.models import (
     ShadowPolicy,
     ShadowStatus,
     Vacancy,
-    VacancyStatus,
     WaitlistPolicy,
 )
 from waitlist.rules.reachability import Unreachable
+from waitlist.rules.terms import RESTART, UNREACHABLE
 
-#: ``promote``'s outcome when the facts a candidate was chosen on changed (policy, decision): match again.
-RESTART = "RESTART"
-#: ``promote``'s outcome when the candidate cannot be reached now (contact cap): ``waiting`` says why.
-UNREACHABLE = "UNREACHABLE"
+# ``promote``'s outcomes besides ``DispatchResult``'s own, as the offer's terms name them: RESTART when the facts a
+# candidate was chosen on changed (policy, decision: match again), UNREACHABLE when the candidate cannot be reached now
+# (contact cap: ``waiting`` says why).
+__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "active_offer", "active_offers", "fenced", "with_active_offer"]
 
 
 @dataclass(frozen=True)
@@ -53,31 +51,8 @@ def active_offer(vacancy_id: int) -> Offer | None:
 
 
 def with_active_offer(vacancies):
-    """``vacancies`` annotated with ``active_offer_id`` (for ``settled``: one statement, not two)."""
+    """``vacancies`` annotated with ``active_offer_id`` (for dispatch's first read: one statement, not two)."""
     return vacancies.annotate(active_offer_id=Subquery(active_offers(OuterRef("pk")).values("pk")[:1]))
-
-
-def settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> DispatchResult | None:
-    """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out. A started one
-    without an offer is closed (``STARTED``) under its lock. ``annotated``: ``vacancy.active_offer_id`` was
-    read with the vacancy (``with_active_offer``) and is trusted instead of asking again."""
-    if annotated:
-        active = Offer.objects.get(pk=vacancy.active_offer_id) if vacancy.active_offer_id else None
-    else:
-        active = active_offer(vacancy.pk)
-    if active is not None:
-        return DispatchResult("ALREADY_OFFERED", active)
-    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
-        return DispatchResult("CLOSED")
-    if vacancy.starts_at <= now:
-        with transaction.atomic():
-            locked = lock_vacancy(vacancy.pk)
-            if locked.status in DISPATCHABLE_VACANCY_STATUSES and active_offer(locked.pk) is None:
-                cas_update(
-                    locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="STARTED"
-                )
-        return DispatchResult("CLOSED")
-    return None
 
 
 def _fence_queryset(vacancy_id: int):

@@ -202,13 +202,6 @@ def candidate_pages(
     stats.exhausted = True
 
 
-def checks_column() -> str:
-    """Every hard-eligibility rule's outcome for the entry aliased ``e`` as one ``boolean[]`` column (its
-    parameters are ``page_params``'): read with another statement's row (promotion reads it with the entry's
-    lock), then ``eligibility.first_failed``."""
-    return queries.CHECKS_COLUMN
-
-
 def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime, waived: tuple[str, ...] = ()
                   ) -> str | None:
     """The same hard eligibility as ``PAGE_SQL`` (both from ``eligibility.RULES``), for one entry as stored

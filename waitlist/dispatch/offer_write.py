@@ -1,6 +1,16 @@
-"""The write under the fence: lock the first free entry of a run with what its re-check reads (``lock_first_free``),
-re-validate it, hold the slot and write the offer, its event and its notice in one statement (``promote_locked``).
-Called by ``promotion._promote`` only, inside the transaction that holds the vacancy's lock.
+"""Promotion under the vacancy's fence, in three steps: read, decide, write (issue 42).
+
+``promote_first_free`` (the candidate loop's, and staff review's PROMOTE through ``promotion.promote``) takes the
+fence (``fence.fenced``, the vacancy's lock) in a transaction of its own; ``promote_locked`` (a late accept's, which
+holds the fence already) does the rest:
+
+1. **read**: ``lock_first_free`` locks the first entry of a run of candidates that no other transaction holds, in
+   one statement with everything the decision needs (``terms.EntryFacts``: the hard rules' outcomes, the patient's
+   recent sends, the unanswered streak, the standing acceptance);
+2. **decide**: ``terms.offer_terms``, plain Python: whether the candidate may still be offered and on what terms
+   (booked at once or asked, the answer deadline, the release deadline, the decision the offer records);
+3. **write**: the hold (scheduling's ``hold_place``), the shadow policy's observation, one statement for the entry,
+   the vacancy, the offer, its event and its notice (``_offer_write``), and a standing acceptance's booking.
 """
 
 from __future__ import annotations
@@ -10,10 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection, transaction
 from psycopg.types.json import Jsonb
 
-from common.cas import cas_conflict, cas_update, transition_sources
+from common.cas import cas_conflict, cas_update
 from common.errors import PatientOverlap, SlotOccupied
 from common.fastpath import insert_sql, saved
 from common.models import OutboxMessage
@@ -23,12 +33,10 @@ from scheduling import services as scheduling
 from scheduling.models import Patient
 from waitlist import queries
 from waitlist.dispatch import matcher
-from waitlist.dispatch.fence import RESTART, UNREACHABLE, DispatchResult
+from waitlist.dispatch.fence import RESTART, UNREACHABLE, DispatchResult, active_offer, fenced
 from waitlist.effects import event_logged, note_record, slot_of
 from waitlist.models import (
     OFFER_TOPIC,
-    DecisionGate,
-    DecisionStatus,
     EntryStatus,
     Offer,
     OfferStatus,
@@ -38,88 +46,14 @@ from waitlist.models import (
     WaitlistPolicy,
 )
 from waitlist.reliability.feed import Decision
-from waitlist.rules import eligibility
-from waitlist.rules.reachability import reachability
-from waitlist.rules.windows import (
-    NO_OFFER_BEFORE,
-    answer_deadline,
-    unanswered_limit,
-    unanswered_streak,
-    window_rule,
-)
+from waitlist.rules import terms
+from waitlist.rules.windows import NO_OFFER_BEFORE
 from waitlist.shadow.services import shadow_observe, shadow_preview
-from waitlist.standing.services import release_deadline, standing_applies, standing_book
+from waitlist.standing.services import standing_book
 
 logger = logging.getLogger("waitlist")
 
 OFFER_TEMPLATE = "waitlist_offer"
-
-
-_ENTRY_FIELDS = queries.ENTRY_FIELDS
-_PATIENT_FIELDS = queries.PATIENT_FIELDS
-
-
-def lock_first_free(
-    run: list[matcher.Candidate], *, wait: bool, recheck: tuple[Vacancy, WaitlistPolicy, datetime] | None = None,
-) -> tuple[WaitlistEntry | None, int, Rechecks | None]:
-    """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
-    it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
-    for the notice: one statement however many racing dispatchers hold the head of the queue. The entry carries
-    ``standing_min_notice`` (its standing acceptance's minimum notice; None: it has none). Returns the
-    entry (None: none free), how many of ``run`` that used up, and, with ``recheck`` (the locked vacancy, the
-    policy and now), read in the same statement: the entry's hard-eligibility results (``matcher.checks_column``) and
-    its patient's recent sends (for the contact cap, common's SQL function ``cw_recent_sends``).
-    ``wait``: one candidate, its lock waited for.
-    """
-    params: dict[str, Any] = {}
-    checks = recheck is not None
-    if recheck is not None:
-        vacancy, policy, now = recheck
-        params = {**matcher.page_params(vacancy=vacancy, policy=policy, now=now),
-                  **contact_cap_params(policy.contact_cap_per_day, now)}
-    params.update(ids=[c.entry_id for c in run], versions=[c.version for c in run], unanswered_before=NO_OFFER_BEFORE,
-                  unanswered_limit=unanswered_limit(recheck[1]) if recheck is not None else 0)
-    row = queries.entry_lock_first_free(params, wait=wait, checks=checks)
-    if row is None:
-        return None, len(run), None
-    width = len(_ENTRY_FIELDS)
-    entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
-    entry.standing_min_notice = row[width + 1]
-    entry.unanswered_streak = row[width + 2] if checks else None
-    patient = row[width + 3:width + 3 + len(_PATIENT_FIELDS)]
-    entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
-    return entry, row[width], Rechecks(row[-1], row[-2]) if checks else None
-
-
-@dataclass(frozen=True)
-class Rechecks:
-    """What promotion re-checks of the entry it locked, read with the lock: every hard-eligibility rule's
-    outcome and the patient's recent sends (the contact cap)."""
-
-    checks: list[bool]
-    sent: list[datetime]
-
-
-def _offer_decision(decision: Decision | None, *, gated: bool, staff_reviewed: bool, now, expires_at) -> dict:
-    """What the offer records of the decision it was made on. A staff-reviewed offer records the reviewed
-    decision as it really is (``staff_reviewed`` stands in for freshness at claim time)."""
-    if staff_reviewed:
-        return {
-            "decision_ref": decision.decision_ref if decision else "",
-            "decision_status": decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE,
-            "decision_priority_rank": decision.priority_rank if decision else 0,
-            "decision_expires_at": decision.expires_at if decision else expires_at,
-            "staff_reviewed": True,
-        }
-    if decision is None:
-        raise ValueError("an automatic offer records the decision it was made on (NOT_USED when ungated)")
-    return {
-        "decision_ref": decision.decision_ref,
-        "decision_status": DecisionStatus.FRESH if gated else DecisionStatus.NOT_USED,
-        "decision_priority_rank": decision.priority_rank,
-        "decision_expires_at": decision.expires_at,
-        "staff_reviewed": False,
-    }
 
 
 @dataclass(frozen=True)
@@ -136,54 +70,129 @@ class Attempt:
     renews: Offer | None = None
 
 
-def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None,
-                    rechecks: Rechecks | None, a: Attempt) -> DispatchResult | None:
-    """Under the fence and the entry's lock: re-validate the candidate, hold the slot, write the offer (and book it
-    at once on a standing acceptance). None: this candidate is no longer eligible (try the next one)."""
+Run = list[tuple[matcher.Candidate, Decision | None]]
+
+
+def promote_first_free(vacancy: Vacancy, run: Run, a: Attempt, *, wait_for_entry: bool
+                       ) -> tuple[DispatchResult | None, int]:
+    """In a transaction of its own, under the vacancy's fence: ``promote_locked`` for the first of ``run``
+    (candidates in order, each with the decision it is promoted on) that no other transaction holds. Returns the
+    result and how many of ``run`` it used up (those passed over as held, and the one tried).
+
+    The result is None when that candidate is no longer eligible (try the next one), ``UNREACHABLE`` (noted) when
+    the patient cannot be reached now (contact cap), ``RESTART`` when the policy or (unless ``a.staff_reviewed``)
+    the decision changed. ``wait_for_entry``: one candidate, its lock waited for (staff review); automatic dispatch
+    passes over an entry another dispatcher holds (it is being promoted for another vacancy right now, so waiting
+    on it would only queue every dispatcher behind one row).
+    """
+    used = 1
+    try:
+        with transaction.atomic():
+            locked, early = fenced(vacancy, a.now)
+            if early is not None:
+                return early, used
+            if locked.policy_id_now != a.policy.pk:
+                return DispatchResult(RESTART), used
+            entry, used, facts = lock_first_free(locked, run, a, wait=wait_for_entry)
+            if used > 1 or entry is None:
+                # Other transactions hold the entries before it (promoting them for other vacancies right now):
+                # pass over them, and say so, so "why was this candidate next" has an answer.
+                held = [(c.entry_id, c.version) for c, _d in run[:used - (entry is not None)]]
+                _notes_entry_locked(locked, held, now=a.now, correlation_id=a.correlation_id)
+            if entry is None or facts is None:
+                return None, used
+            candidate, decision = run[used - 1]
+            return promote_locked(locked, entry, candidate, decision, facts, a), used
+    except IntegrityError:
+        # Backstop: the partial unique index refused a second active offer. Read what won.
+        active = active_offer(vacancy.pk)
+        if active is None:
+            raise
+        return DispatchResult("ALREADY_OFFERED", active), used
+
+
+_ENTRY_FIELDS = queries.ENTRY_FIELDS
+_PATIENT_FIELDS = queries.PATIENT_FIELDS
+
+
+def lock_first_free(locked: Vacancy, run: Run, a: Attempt, *, wait: bool
+                    ) -> tuple[WaitlistEntry | None, int, terms.EntryFacts | None]:
+    """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
+    it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
+    for the notice: one statement however many racing dispatchers hold the head of the queue. The same statement
+    reads what ``terms.offer_terms`` decides on (``EntryFacts``): every hard-eligibility rule's outcome, the
+    patient's recent sends (the contact cap, common's SQL function ``cw_recent_sends``), the unanswered streak and
+    the standing acceptance's minimum notice.
+
+    ``wait``: one candidate, its lock waited for; the facts are then read in a statement of their own after the
+    lock, since the lock statement's snapshot is older than the wait. Returns the entry (None: none free), how many
+    of ``run`` that used up, and its facts.
+    """
     policy, now = a.policy, a.now
-    gated = policy.decision_gate == DecisionGate.REQUIRED
-    stale = decision is None or decision.effective_status(now) != DecisionStatus.FRESH
-    if gated and not a.staff_reviewed and stale:
-        return DispatchResult(RESTART)
-    reason = (
-        eligibility.first_failed(rechecks.checks) if rechecks is not None
-        else matcher.ineligibility(entry=entry, vacancy=locked, policy=policy, now=now,
-                                   waived=eligibility.LATE_ACCEPT_WAIVED if a.renews is not None else ())
-    )
-    if reason is not None:
-        logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, reason)
-        return None
-    # Staff review's PROMOTE books on a standing acceptance as dispatch does: staff vouched for the decision.
-    standing = a.renews is None and standing_applies(
-        policy, entry.standing_min_notice, starts_at=locked.starts_at, now=now)
-    answered = standing or a.renews is not None  # the patient's yes is already given: nothing to ask or send
-    if not a.staff_reviewed and not answered:
-        # Checked once the entry is ours (not before): a racer that finds the entry locked or taken moves on
-        # without reading the patient's notices first. A standing booking needs no answer: its notice waits in
-        # the outbox for quiet hours and the daily cap like any other.
-        unreachable = reachability(policy=policy, clinic=locked.clinic, now=now, patient_ref=entry.patient.ref,
-                                   sent=rechecks.sent if rechecks is not None else None)
-        if unreachable is not None:
-            note_record(vacancy=locked, entry_id=entry.pk, reason_code=unreachable.reason, until=unreachable.until,
-                        now=now, correlation_id=a.correlation_id)
-            return DispatchResult(UNREACHABLE, waiting=unreachable)
-    known = getattr(entry, "unanswered_streak", None)  # read with the entry's lock (``lock_first_free``) or not
-    unanswered = 0 if answered else known if known is not None else unanswered_streak(policy, entry.pk)
-    rule = window_rule(policy, locked.clinic.timezone, unanswered=unanswered)
-    expires_at = answer_deadline(rule, start=now, slot_starts_at=locked.starts_at)
-    shadow = shadow_preview(vacancy=locked, entry=entry, policy=policy, now=now) if locked.has_shadow else None
-    hold, refused = _place_hold(locked, entry, expires_at)
+    params: dict[str, Any] = {
+        **matcher.page_params(vacancy=locked, policy=policy, now=now),
+        **contact_cap_params(policy.contact_cap_per_day, now),
+        "ids": [c.entry_id for c, _d in run], "versions": [c.version for c, _d in run],
+        "unanswered_before": NO_OFFER_BEFORE, "unanswered_limit": terms.unanswered_limit(policy),
+    }
+    row = queries.entry_lock_first_free({**params, "unanswered_limit": 0} if wait else params, wait=wait,
+                                        checks=not wait)
+    if row is None:
+        return None, len(run), None
+    width = len(_ENTRY_FIELDS)
+    entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
+    patient = row[width + 3:width + 3 + len(_PATIENT_FIELDS)]
+    entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
+    checks, sent, unanswered = queries.entry_rechecks(entry.pk, params) if wait else (row[-1], row[-2], row[width + 2])
+    return entry, row[width], terms.EntryFacts(checks=checks, sent=sent, unanswered=unanswered,
+                                               standing_min_notice=row[width + 1], patient_ref=entry.patient.ref)
+
+
+def _notes_entry_locked(vacancy: Vacancy, entries: list[tuple[int, int]], *, now: datetime,
+                        correlation_id: str) -> None:
+    """``ENTRY_LOCKED`` notes (one per entry, as ``note_record``) for each of ``entries`` ((id, version) as read)
+    that another transaction held when promotion passed over it, in one statement: racing dispatchers pass over
+    many at once."""
+    queries.dispatch_notes_entry_locked(clinic_id=vacancy.clinic_id, vacancy_id=vacancy.pk, entries=entries, now=now,
+                                        correlation_id=correlation_id)
+    logger.info("vacancy %s passes over %s held entries: ENTRY_LOCKED", vacancy.ref, len(entries))
+
+
+def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None,
+                   facts: terms.EntryFacts, a: Attempt) -> DispatchResult | None:
+    """Under the fence and the entry's lock: the offer's terms (``terms.offer_terms``), then the hold and the offer
+    (booked at once on a standing acceptance). None: this candidate is no longer eligible (try the next one)."""
+    now = a.now
+    t = terms.offer_terms(policy=a.policy, vacancy=locked, facts=facts, decision=decision, now=now,
+                          staff_reviewed=a.staff_reviewed, late=a.renews is not None)
+    if isinstance(t, terms.NoOffer):
+        return _no_offer(locked, entry, t, a)
+    shadow = shadow_preview(vacancy=locked, entry=entry, policy=a.policy, now=now) if locked.has_shadow else None
+    hold, refused = _place_hold(locked, entry, t.expires_at)
     if hold is None:
         return refused
-    shadow_observe(preview=shadow, correlation_id=a.correlation_id)
-    offer = _new_offer(locked, entry, candidate, decision, hold, a, expires_at=expires_at, standing=standing,
-                       gated=gated)
+    if shadow is not None:
+        shadow_observe(preview=shadow, correlation_id=a.correlation_id)
+    offer = _new_offer(locked, entry, candidate, hold, a, t)
     _offer_write(locked, offer, entry, candidate, _offer_detail(offer, candidate, a), actor_label=a.actor_label,
-                 correlation_id=a.correlation_id, now=now, notice=not answered)
-    if standing:
+                 correlation_id=a.correlation_id, now=now, notice=t.notice)
+    if t.outcome == terms.BOOK:
         standing_book(locked, offer, entry, actor=a.actor_label, correlation_id=a.correlation_id, now=now)
         return DispatchResult("BOOKED", offer)
     return DispatchResult("OFFERED", offer)
+
+
+def _no_offer(locked: Vacancy, entry: WaitlistEntry, no: terms.NoOffer, a: Attempt) -> DispatchResult | None:
+    """What promotion answers when the terms make no offer: RESTART; None (no longer eligible: the next candidate);
+    UNREACHABLE, noted (the entry keeps its place)."""
+    if no.outcome == terms.RESTART:
+        return DispatchResult(RESTART)
+    if no.unreachable is None:
+        logger.info("vacancy %s: %s no longer eligible (%s)", locked.ref, entry.ref, no.reason)
+        return None
+    note_record(vacancy=locked, entry_id=entry.pk, reason_code=no.unreachable.reason, until=no.unreachable.until,
+                now=a.now, correlation_id=a.correlation_id)
+    return DispatchResult(UNREACHABLE, waiting=no.unreachable)
 
 
 def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime):
@@ -201,10 +210,11 @@ def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime):
         return None, DispatchResult("CLOSED")
 
 
-def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, decision: Decision | None, hold,
-               a: Attempt, *, expires_at: datetime, standing: bool, gated: bool) -> Offer:
-    """The offer row (not yet written): the policy version and digest it runs under and the decision it rests on."""
-    policy, now = a.policy, a.now
+def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candidate, hold, a: Attempt,
+               t: terms.OfferTerms) -> Offer:
+    """The offer row (not yet written) on its terms: the policy version and digest it runs under and the decision
+    it rests on."""
+    policy = a.policy
     return Offer(
         clinic_id=locked.clinic_id,
         tenant_group_id=locked.tenant_group_id,
@@ -212,17 +222,17 @@ def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candida
         entry=entry,
         patient_id=entry.patient_id,
         hold=hold,
-        expires_at=expires_at,
+        expires_at=t.expires_at,
         policy=policy,
         policy_version=policy.version,
         policy_digest=policy.digest(),
         slot_fit=candidate.slot_fit,
         correlation_id=a.correlation_id,
-        created_at=now,
-        standing=standing,
-        release_until=release_deadline(policy, booked_at=now, starts_at=locked.starts_at) if standing else None,
+        created_at=a.now,
+        standing=t.outcome == terms.BOOK,
+        release_until=t.release_until,
         renews=a.renews,
-        **_offer_decision(decision, gated=gated, staff_reviewed=a.staff_reviewed, now=now, expires_at=expires_at),
+        **t.decision,
     )
 
 
@@ -247,15 +257,12 @@ def _offer_detail(offer: Offer, candidate: matcher.Candidate, a: Attempt) -> dic
 def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate: matcher.Candidate, detail: dict,
                  *, actor_label: str, correlation_id: str, now: datetime, notice: bool = True) -> None:
     """Under the locks: entry WAITING → OFFERED and the vacancy's version bump (OPEN, no review, not waiting, no
-    late yes kept),
-    the offer, its MATCHED event and its notice, in one statement (``queries.offer_write``). ``notice=False``: a
-    standing booking, whose notice is the booking's, not the offer's."""
-    entry_sources = transition_sources(WaitlistEntry, EntryStatus.OFFERED, EntryStatus.WAITING)
-    vacancy_sources = transition_sources(Vacancy, VacancyStatus.OPEN, vacancy.status)
+    late yes kept), the offer, its MATCHED event and its notice, in one statement (``queries.offer_write``).
+    ``notice=False``: a standing booking, whose notice is the booking's, not the offer's."""
     event_correlation = correlation_id or offer.correlation_id
     offer_id, entries, vacancies = queries.offer_write(
-        entry=(EntryStatus.OFFERED, entry.pk, candidate.version, entry_sources),
-        vacancy=(VacancyStatus.OPEN, vacancy.pk, vacancy.version, vacancy_sources),
+        entry=(entry.pk, candidate.version),
+        vacancy=(vacancy.pk, vacancy.version),
         offer_insert=insert_sql(offer),
         event=[offer.clinic_id, "", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation, Jsonb(detail),
                now],
@@ -263,9 +270,9 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
                        if notice else None),
     )
     if entries != 1:
-        raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=entry_sources)
+        raise cas_conflict(WaitlistEntry, entry.pk, version=candidate.version, sources=queries.OFFER_WRITE_ENTRY_FROM)
     if vacancies != 1:
-        raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=vacancy_sources)
+        raise cas_conflict(Vacancy, vacancy.pk, version=vacancy.version, sources=queries.OFFER_WRITE_VACANCY_FROM)
     saved(offer, offer_id)
     entry.status, entry.version = EntryStatus.OFFERED, candidate.version + 1
     vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1

@@ -8,8 +8,9 @@ is a locked compare-and-set (``cas_update``); a changed fact is an outcome (``RE
 
 A cancellation's path to its offer, top-down: ``vacancies.appointment_cancel_with_vacancy`` queues the dispatch,
 ``vacancies._dispatch`` (flag, policy) → ``offer_next`` → ``_candidate_loop`` (pages of candidates, decisions)
-→ ``_promote``: the fence (``fence.fenced``, the vacancy's lock), then the write (``offer_write.lock_first_free``
-and ``offer_write.promote_locked``: re-check, hold, one statement for offer, event and notice).
+→ ``offer_write.promote_first_free``: under the fence (``fence.fenced``, the vacancy's lock), the entry locked with what
+the decision needs (read), the offer's terms (``rules.terms.offer_terms``: decide), then the hold and one statement for
+the offer, its event and its notice (write).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import logging
 from datetime import datetime
 from typing import Any, cast
 
-from django.db import IntegrityError, transaction
+from django.db import transaction
 
 from common.cas import cas_update
 from common.services import audit_record
@@ -30,12 +31,10 @@ from waitlist.dispatch.fence import (
     DispatchResult,
     active_offer,
     fenced,
-    settled,
-    with_active_offer,
 )
 from waitlist.dispatch.locks import OfferLocks, lock_vacancy
-from waitlist.dispatch.offer_write import Attempt, lock_first_free, promote_locked
-from waitlist.effects import event_append, note_record, notes_entry_locked, queue_dispatch
+from waitlist.dispatch.offer_write import Attempt, promote_first_free
+from waitlist.effects import event_append, note_record, queue_dispatch
 from waitlist.models import (
     DISPATCHABLE_VACANCY_STATUSES,
     DecisionGate,
@@ -55,8 +54,7 @@ from waitlist.rules.windows import unanswered_count
 
 logger = logging.getLogger("waitlist")
 
-__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "close_offer", "offer_next", "promote", "settled",
-           "with_active_offer"]
+__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "close_offer", "offer_next", "promote"]
 
 
 class _NoDecisions:
@@ -110,6 +108,7 @@ def _candidate_loop(
     gated: bool,
 ) -> DispatchResult:
     passed: list[Unreachable] = []
+    attempt = Attempt(policy, now, actor_label, correlation_id, staff_reviewed=False)
     for page in matcher.candidate_pages(vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats):
         i = 0
         while i < len(page):
@@ -137,10 +136,7 @@ def _candidate_loop(
                 # With the following candidates promotable as they are (no decision step first): promotion
                 # locks the first of them no racing dispatcher holds, in one statement.
                 run += _promotable_run(page[i + 1:], gated=gated, now=now)
-            result, used = _promote(
-                vacancy, run, policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
-                wait_for_entry=under_fence,
-            )
+            result, used = promote_first_free(vacancy, run, attempt, wait_for_entry=under_fence)
             i += used
             if result is not None and result.outcome == UNREACHABLE:
                 passed.append(cast(Unreachable, result.waiting))  # noted; the entry keeps its place
@@ -248,10 +244,8 @@ def promote(
     would only queue every dispatcher behind one row. ``staff_reviewed`` (review PROMOTE): staff accepted
     ``decision`` as it is (None: no decision at all); the offer records it so.
     """
-    result, _used = _promote(
-        vacancy, [(candidate, decision)], policy, now=now, actor_label=actor_label, correlation_id=correlation_id,
-        wait_for_entry=wait_for_entry, staff_reviewed=staff_reviewed,
-    )
+    attempt = Attempt(policy, now, actor_label, correlation_id, staff_reviewed)
+    result, _used = promote_first_free(vacancy, [(candidate, decision)], attempt, wait_for_entry=wait_for_entry)
     return result
 
 
@@ -266,51 +260,6 @@ def _promotable_run(rest: list[matcher.Candidate], *, gated: bool, now) -> list[
         else:
             break
     return run
-
-
-def _promote(
-    vacancy: Vacancy,
-    run: list[tuple[matcher.Candidate, Decision | None]],
-    policy: WaitlistPolicy,
-    *,
-    now: datetime,
-    actor_label: str,
-    correlation_id: str,
-    wait_for_entry: bool,
-    staff_reviewed: bool = False,
-) -> tuple[DispatchResult | None, int]:
-    """``promote`` for the first of ``run`` (candidates in order) that no other transaction holds: the result
-    and how many of ``run`` it used up (those passed over as held, and the one tried)."""
-    attempt = Attempt(policy, now, actor_label, correlation_id, staff_reviewed)
-    used = 1
-    try:
-        with transaction.atomic():
-            locked, early = fenced(vacancy, now)
-            if early is not None:
-                return early, used
-            if locked.policy_id_now != policy.pk:
-                return DispatchResult(RESTART), used
-            # The eligibility re-check is read with the lock when nothing was waited for (its snapshot is then
-            # the lock's); after a wait it is read again below, in a snapshot taken after the lock.
-            entry, used, rechecks = lock_first_free(
-                [c for c, _d in run], wait=wait_for_entry,
-                recheck=None if wait_for_entry else (locked, policy, now),
-            )
-            if used > 1 or entry is None:
-                # Other transactions hold the entries before it (promoting them for other vacancies right
-                # now): pass over them, and say so, so "why was this candidate next" has an answer.
-                held = [(c.entry_id, c.version) for c, _d in run[:used - (entry is not None)]]
-                notes_entry_locked(vacancy=locked, entries=held, now=now, correlation_id=correlation_id)
-            if entry is None:
-                return None, used
-            candidate, decision = run[used - 1]
-            return promote_locked(locked, entry, candidate, decision, rechecks, attempt), used
-    except IntegrityError:
-        # Backstop: the partial unique index refused a second active offer. Read what won.
-        active = active_offer(vacancy.pk)
-        if active is None:
-            raise
-        return DispatchResult("ALREADY_OFFERED", active), used
 
 
 def _asked_last_after_close(locks: OfferLocks, *, now: datetime) -> datetime | None:

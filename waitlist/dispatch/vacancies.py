@@ -9,9 +9,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
+from common.cas import cas_update
 from common.errors import DomainError, NotFound
 from common.fastpath import PreparedQuery, Semaphore
 from common.services import audit_record, new_correlation_id
@@ -20,9 +21,11 @@ from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
 from waitlist import queries
-from waitlist.dispatch.promotion import RESTART, DispatchResult, offer_next, settled, with_active_offer
+from waitlist.dispatch.fence import active_offer, with_active_offer
+from waitlist.dispatch.locks import lock_vacancy
+from waitlist.dispatch.promotion import RESTART, DispatchResult, offer_next
 from waitlist.effects import actor_label, queue_dispatch, slot_of
-from waitlist.models import Vacancy, WaitlistPolicy
+from waitlist.models import DISPATCHABLE_VACANCY_STATUSES, Offer, Vacancy, VacancyStatus, WaitlistPolicy
 from waitlist.offers.accept import late_yes_take_up
 from waitlist.policy.services import policy_current
 
@@ -166,6 +169,29 @@ class LoopCache:
         return False
 
 
+def _settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> DispatchResult | None:
+    """Unlocked pre-check (the fence re-checks): a closed vacancy or one with an offer out. A started one
+    without an offer is closed (``STARTED``) under its lock. ``annotated``: ``vacancy.active_offer_id`` was
+    read with the vacancy (``with_active_offer``) and is trusted instead of asking again."""
+    if annotated:
+        active = Offer.objects.get(pk=vacancy.active_offer_id) if vacancy.active_offer_id else None
+    else:
+        active = active_offer(vacancy.pk)
+    if active is not None:
+        return DispatchResult("ALREADY_OFFERED", active)
+    if vacancy.status not in DISPATCHABLE_VACANCY_STATUSES:
+        return DispatchResult("CLOSED")
+    if vacancy.starts_at <= now:
+        with transaction.atomic():
+            locked = lock_vacancy(vacancy.pk)
+            if locked.status in DISPATCHABLE_VACANCY_STATUSES and active_offer(locked.pk) is None:
+                cas_update(
+                    locked, expected_status=locked.status, status=VacancyStatus.CLOSED, close_reason="STARTED"
+                )
+        return DispatchResult("CLOSED")
+    return None
+
+
 def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str,
               cache: LoopCache | None = None) -> DispatchResult:
     """Dispatch ``vacancy`` (up to three rounds when the policy or a decision changed while matching).
@@ -176,7 +202,7 @@ def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlati
     correlation_id = correlation_id or new_correlation_id()
     label = actor_label(actor, "dispatch")
     for round_ in range(3):
-        early = settled(vacancy, now, annotated=round_ == 0)
+        early = _settled(vacancy, now, annotated=round_ == 0)
         if early is not None:
             return early
         # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
@@ -254,7 +280,7 @@ def vacancies_dispatch(
             vacancy, after = claimed
             held = vacancy.pk
             vacancy.clinic = cache.clinic(vacancy.clinic_id)
-            vacancy.active_offer_id = None  # the claim saw none (``settled``; the fence checks again)
+            vacancy.active_offer_id = None  # the claim saw none (``_settled``; the fence checks again)
             try:
                 result = _dispatch(vacancy, actor=actor, now=now, correlation_id=correlation_id, cache=cache)
             except DomainError as exc:

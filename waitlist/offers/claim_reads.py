@@ -21,7 +21,7 @@ from waitlist.models import (
     OfferStatus,
     WaitlistPolicy,
 )
-from waitlist.rules.windows import late_acceptable
+from waitlist.rules.terms import late_acceptable
 
 
 class ClaimState(TextChoices):
@@ -85,7 +85,7 @@ def renewal_of(offer: Offer) -> Offer:
 
 
 class LateYes(TextChoices):
-    """What an offer that ended unanswered still allows (``windows.late_acceptable``, ``offer_late_accept``)."""
+    """What an offer that ended unanswered still allows (``terms.late_acceptable``, ``offer_late_accept``)."""
 
     NONE = ""
     FREE = "FREE"  # the time is free: a yes books it now

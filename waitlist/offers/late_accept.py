@@ -42,7 +42,7 @@ from waitlist.offers.offers import expiry_due, offer_claim
 from waitlist.policy.services import policy_current
 from waitlist.reliability.feed import Decision, get_decision_provider
 from waitlist.rules import eligibility
-from waitlist.rules.windows import late_acceptable
+from waitlist.rules.terms import late_acceptable
 
 
 @dataclass(frozen=True)
@@ -184,11 +184,11 @@ def _renew(locked: Vacancy, old: Offer, entry, policy: WaitlistPolicy, *, now: d
     if policy.decision_gate == DecisionGate.REQUIRED:
         decision = get_decision_provider().decisions_for(clinic=locked.clinic, patient_ids=[entry.patient_id]).get(
             entry.patient_id)
-    locked_entry, _used, _rechecks = lock_first_free([candidate], wait=True)
-    if locked_entry is None:
+    attempt = Attempt(policy, now, actor_label, correlation_id, False, renews=old)
+    locked_entry, _used, facts = lock_first_free(locked, [(candidate, decision)], attempt, wait=True)
+    if locked_entry is None or facts is None:
         raise _refuse("ENTRY_NOT_WAITING")
-    result = promote_locked(locked, locked_entry, candidate, decision, None,
-                            Attempt(policy, now, actor_label, correlation_id, False, renews=old))
+    result = promote_locked(locked, locked_entry, candidate, decision, facts, attempt)
     if result is None:
         raise _refuse("NOT_ELIGIBLE")
     if result.outcome == RESTART:

@@ -36,7 +36,8 @@ from waitlist.models import (
 )
 from waitlist.policy.services import policy_current
 from waitlist.reliability.feed import Decision, decision_from_json, get_decision_provider
-from waitlist.rules.windows import answer_deadline, unanswered_streak, window_rule
+from waitlist.rules.terms import answer_deadline, window_rule
+from waitlist.rules.windows import unanswered_streak
 
 logger = logging.getLogger("waitlist")
 
@@ -390,7 +391,7 @@ def offer_notice_delivered(
     """The offer's notice went out at ``delivered_at``: its answer window counts from then.
 
     ``expires_at`` (and the hold's) becomes the policy's answer deadline counted from ``delivered_at``
-    (``windows.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
+    (``terms.answer_deadline``) when that is later; event ``NOTICE_DELIVERED`` (detail: late_seconds,
     expires_at, extended). Only the first delivery counts; an offer no longer OFFERED is left alone. Two
     statements in one transaction: the offer and its event (``queries.offer_notice_delivered_write``, which locks
     the offer first), then, only when the window grows, scheduling's ``hold_extend``. ``deadline``: the one the

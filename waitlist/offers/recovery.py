@@ -35,7 +35,8 @@ from waitlist.models import (
 from waitlist.offers.booking import offer_book
 from waitlist.policy.services import policy_current
 from waitlist.reliability.feed import Decision, get_decision_provider
-from waitlist.standing.services import APPLIES, NO_STANDING, standing_notice, standing_outcome
+from waitlist.rules.terms import APPLIES, NO_STANDING, standing_outcome
+from waitlist.standing.services import standing_notice
 
 
 def _vacancy_id(clinic: Clinic, vacancy_ref) -> int:
@@ -240,7 +241,7 @@ def vacancy_review_resolve(
     FRESH status), and a ``STAFF_REVIEWED`` event (+ the audit row) records what was reviewed
     (``reviewed_decision_status``), by whom and why. A newer decision recorded later still wins at
     claim time, as for any offer. A candidate with a standing acceptance is booked at once (outcome ``BOOKED``)
-    by dispatch's own rule (``standing.standing_outcome``); when that rule says no (the policy has it off, the
+    by dispatch's own rule (``terms.standing_outcome``); when that rule says no (the policy has it off, the
     slot is inside their minimum notice) the offer is ordinary and its history says why (``_review_standing``).
 
     ``SKIP``: pass over that candidate and dispatch the vacancy to the next one, in the same
@@ -353,7 +354,7 @@ def _review_promote(
 def _review_standing(result: DispatchResult, entry, vacancy: Vacancy, policy, *, now: datetime, label: str,
                      correlation_id: str) -> dict:
     """What PROMOTE did with the candidate's standing acceptance ("book me automatically"), by dispatch's own rule
-    (``standing.standing_outcome``): ``{"standing": "BOOKED"}``; or, when it did not apply, the reason (POLICY_OFF,
+    (``terms.standing_outcome``): ``{"standing": "BOOKED"}``; or, when it did not apply, the reason (POLICY_OFF,
     MIN_NOTICE), also kept in the offer's history as a ``STANDING_<reason>`` event; nothing when there was none."""
     offer = result.offer
     if offer is None:

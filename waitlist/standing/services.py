@@ -5,7 +5,8 @@ A patient who answers fills slots; one who is asleep, at work or slow does not, 
 With a standing acceptance recorded on their entry, dispatch makes the offer and books it in the same
 command (``standing_book``, under the vacancy fence, in promotion's transaction), and the booking notice
 carries a release link: ``standing_release`` ends the booking, reopens the slot as a new vacancy (the
-releasing patient excluded) and the cascade offers it, all audited.
+releasing patient excluded) and the cascade offers it, all audited. Whether a standing acceptance applies and until
+when its booking may be released are rules of the offer's terms (``waitlist.rules.terms``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
     WaitlistEntry,
-    WaitlistPolicy,
 )
 from waitlist.notices.confirmation_services import booking_confirmation_queue
 from waitlist.policy.services import policy_current
@@ -95,44 +95,12 @@ def _who(actor, source: str) -> str:
     return actor_label(actor, "standing")
 
 
-#: ``standing_outcome``'s answers: the candidate is booked at once (APPLIES), has no standing acceptance, or has
-#: one that does not apply here (the clinic's policy has the feature off; the slot is inside their minimum notice).
-APPLIES, NO_STANDING, POLICY_OFF, MIN_NOTICE = "APPLIES", "NO_STANDING", "POLICY_OFF", "MIN_NOTICE"
-
-
-def standing_outcome(policy: WaitlistPolicy, min_notice_minutes: int | None, *, starts_at: datetime,
-                     now: datetime) -> str:
-    """The one rule of automatic booking, with its reason: APPLIES when the entry's standing acceptance is
-    GRANTED (``min_notice_minutes`` not None), the clinic allows it and the slot starts at least that notice from
-    now; else why not (NO_STANDING, POLICY_OFF, MIN_NOTICE)."""
-    if min_notice_minutes is None:
-        return NO_STANDING
-    if not policy.standing_acceptance:
-        return POLICY_OFF
-    if starts_at - now < timedelta(minutes=min_notice_minutes):
-        return MIN_NOTICE
-    return APPLIES
-
-
-def standing_applies(policy: WaitlistPolicy, min_notice_minutes: int | None, *, starts_at: datetime,
-                     now: datetime) -> bool:
-    """Whether dispatch (and staff review's PROMOTE) books this candidate at once (``standing_outcome``)."""
-    return standing_outcome(policy, min_notice_minutes, starts_at=starts_at, now=now) == APPLIES
-
-
 def standing_notice(entry_id: int) -> int | None:
     """The entry's current standing acceptance as its minimum notice (None: none GRANTED): what promotion's entry
     lock reads with the lock (``waitlist.queries``), read alone."""
     newest = (StandingAcceptance.objects.filter(entry_id=entry_id).order_by("-id")
               .values_list("state", "min_notice_minutes").first())
     return newest[1] if newest is not None and newest[0] == StandingAcceptanceState.GRANTED else None
-
-
-def release_deadline(policy: WaitlistPolicy, *, booked_at: datetime, starts_at: datetime) -> datetime:
-    """Until when a standing booking may be released: ``standing_release_minutes`` after it was made, and never
-    so late that the reopened slot has less lead than a vacancy needs (``min_lead_minutes``, the answer margin)."""
-    lead = timedelta(minutes=max(policy.min_lead_minutes, policy.answer_window_margin_minutes))
-    return max(booked_at, min(booked_at + timedelta(minutes=policy.standing_release_minutes), starts_at - lead))
 
 
 def standing_book(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, *, actor: str, correlation_id: str,
