@@ -7,10 +7,11 @@ quiet hours (nothing is sent in them: a send due then waits for their end), the 
 ``min_lead_minutes`` ahead) and every feature of ours that is not the one-offer-at-a-time rule:
 
 * **standing acceptance**: when a vacancy opens, the first eligible patient in order whose minimum notice the
-  slot's lead meets (the product's ``standing_outcome``) is booked at once, with the product's release deadline (``standing_release_minutes`` after
-  booking, never later than the slot's start minus the lead: the product's ``release_deadline``); the patient
-  acknowledges, releases or leaves it unread exactly as under ours, and the product's acknowledgement job (reminder
-  and release of an unacknowledged booking at the product's ``ack_times``) applies alike (``sim.acknowledge``);
+  slot's lead meets (the product's ``standing_outcome``) is booked at once, with the product's release deadline
+  (``standing_release_minutes`` after booking, never later than the slot's start minus the lead: the product's
+  ``release_deadline``); the patient acknowledges, releases or leaves it unread exactly as under ours, and the
+  product's acknowledgement job (reminder and release of an unacknowledged booking at the product's ``ack_times``)
+  applies alike (``sim.acknowledge``);
 * **late replies**: an offer has no per-patient window; the slot stays open until its start minus ours' answer
   margin, and any yes before that books it (as real first-to-reply products run);
 * first yes wins; a patient who says yes after the slot went is told it is taken (one message).
