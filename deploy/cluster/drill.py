@@ -304,7 +304,7 @@ def synchronous_state(node: str) -> dict:
 
 
 
-def verify(storm: Storm, world: dict, recovered_at: list[float]) -> dict:
+def verify(storm: Storm, world: dict, outages: list[tuple[float, float]]) -> dict:
     from django.db import connection
 
     from observability.invariants import check
@@ -330,8 +330,9 @@ def verify(storm: Storm, world: dict, recovered_at: list[float]) -> dict:
         cursor.execute("SELECT status, count(*) FROM common_outboxmessage WHERE clinic_ref = %s GROUP BY status",
                        [world["clinic"]])
         outbox = dict(cursor.fetchall())
-    # Each vacancy's first offer, from its creation (or the write service's return after a kill that came
-    # between them, whichever is later): the bound the drill holds the loop to. Server clocks on both sides.
+    # Each vacancy's first offer, from its creation, or from the end of an outage (kill, service back) that the
+    # vacancy waited through (it existed before the outage ended and was first offered after it): the bound the
+    # drill holds the loop to. An offer made before or during an outage is timed from its vacancy alone.
     with connection.cursor() as cursor:
         cursor.execute("""SELECT v.ref, v.status, extract(epoch FROM v.created_at),
                                  extract(epoch FROM min(o.created_at))
@@ -340,7 +341,8 @@ def verify(storm: Storm, world: dict, recovered_at: list[float]) -> dict:
         rows = cursor.fetchall()
     delays, unoffered = [], []
     for ref, status, created, first_offer in rows:
-        start = max([float(created)] + [r for r in recovered_at if float(created) - 1 <= r <= float(created) + 120])
+        offered = float("inf") if first_offer is None else float(first_offer)
+        start = max([float(created)] + [back for _killed, back in outages if float(created) <= back <= offered])
         if first_offer is None:
             unoffered.append(f"{ref} {status}")
         else:
@@ -433,6 +435,9 @@ def record(result: dict, machine: dict) -> None:
          "vacancy (or the write service's return)", f"all, within {OFFER_BOUND_S:g} s"],
         ["notices still pending at the end", str(checks["outbox_unsent"]), "0"],
         ["first successful write after the PostgreSQL kill", f"{pg['first_write_s']} s", f"≤ {WRITE_GOAL_S:g} s"],
+        ["commits synchronous at the kill (`synchronous_commit`; the standby's `sync_state`)",
+         f"{pg['synchronous'].get('synchronous_commit')}; {pg['synchronous'].get('standbys')}", "on; a sync or quorum "
+         "standby streaming"],
     ]
     answers = [[key, count] for key, count in result["answers"].items()]
     payload = {
@@ -487,7 +492,7 @@ def main() -> int:
     storm = Storm(world, bases, args.lanes)
     threads = storm.start()
     result: dict = {"short": args.short, "lanes": args.lanes}
-    recovered: list[float] = []
+    outages: list[tuple[float, float]] = []  # (killed at, service back at)
 
     log("storm running; the PostgreSQL primary's machine dies in 15 s")
     time.sleep(15)
@@ -503,7 +508,7 @@ def main() -> int:
     while first_write_after(storm, killed_at) is None and time.time() < deadline:
         time.sleep(0.2)
     write_s = first_write_after(storm, killed_at)
-    recovered.append(killed_at + (write_s or 0))
+    outages.append((killed_at, killed_at + (write_s or 0)))
     log(f"first successful write {write_s if write_s is None else round(write_s, 1)} s after the kill")
     time.sleep(10)
     pg = {"killed": node, "synchronous": synchronous, "promotion_s": round(promoted_at - killed_at, 1),
@@ -527,7 +532,7 @@ def main() -> int:
                  "client_errors": errors_between(storm, before)}
         cluster.pid_file(name).unlink(missing_ok=True)
         cluster.start_redis()
-        recovered.append(promoted)
+        outages.append((killed_at, promoted))
         result["redis"] = redis
 
     log("letting the lanes finish their appointments")
@@ -540,7 +545,7 @@ def main() -> int:
     wait_for_settled(storm)
     result["answers"] = dict(sorted(storm.answers.items()))
     result["gave_up"] = dict(storm.gave_up)
-    result["checks"] = verify(storm, world, recovered)
+    result["checks"] = verify(storm, world, outages)
     result["postgres"]["notices"] = notices_around(world["clinic"], pg_killed_at)
     if "redis" in result:
         result["redis"]["notices"] = notices_around(world["clinic"], redis_killed_at)
