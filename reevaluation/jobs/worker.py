@@ -459,7 +459,7 @@ def completion_notice(job, assessment: Assessment, mode: str, counts: dict, deci
             "revision": job.revision,
             "mode": mode,
             "state": JobState.COMPLETED,
-            "outcome_counts": counts,
+            "outcome_counts": dict(counts),  # its own copy (a quiet job's counts are the shared EMPTY_TALLY's)
             "policy_ref": assessment.policy_ref,
             "policy_generation": assessment.policy_generation,
         },
