@@ -27,15 +27,16 @@ LAYERS = (
     ("the round's HELD replacements together (_complete_held_batch)", "(_complete_held_batch)"),
     ("  read the scopes' appointments (_scope_rows)", "(_scope_rows)"),
     ("  CONFIRMED-untouched digest, before and after (confirmed_digest)", "(confirmed_digest)"),
-    ("  practitioners and treatments (_Choices)", "(__init__)"),
+    ("  practitioners and treatments (_Catalogues)", "(__init__)"),
     ("  lock heads and jobs (_locked)", "(_locked)"),
     ("  policy advance (policy_advance_many)", "(policy_advance_many)"),
     ("  scheduling: cancel + book all (appointments_replace_held)", "(appointments_replace_held)"),
     ("  live proposals superseded (supersede_live_many)", "(supersede_live_many)"),
     ("  complete the jobs (complete_many)", "(complete_many)"),
     ("one job alone (job_complete: the one-by-one path)", "(job_complete)"),
-    ("  decide (_decide_all)", "(_decide_all)"),
-    ("  replace the HELD appointment (_replace: cancel + book)", "(_replace)"),
+    ("  decide (decisions.plan)", "(plan)"),
+    ("  carry the plan out (_decide_all)", "(_decide_all)"),
+    ("  replace the HELD appointment (_replace_held: cancel + book)", "(_replace_held)"),
 )
 
 

@@ -1,4 +1,5 @@
-"""A job's lease: its fence, fenced transitions, renewal, rescue of expired leases and the retry wake-up.
+"""A job's lease: its fence, fenced transitions, the take-over and renewal (``LeaseKeeper`` renews while a worker
+waits on the CRM), rescue of expired leases and the retry wake-up.
 
 Every job write goes through ``common.cas`` (the move is checked against ``JOB_TRANSITIONS``; one
 conditional UPDATE). Writes by a worker are fenced on ``lease_owner`` and ``attempts``: a worker
@@ -8,11 +9,13 @@ whose lease was rescued (and maybe re-claimed) no longer matches, so it can chan
 from __future__ import annotations
 
 import logging
+import threading
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings as dj_settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -98,6 +101,53 @@ def lease_renew(fence: Fence, *, now: datetime | None = None) -> bool:
         )
     logger.warning("reevaluation lease renewal failed job_id=%s attempt=%s", fence.job_id, fence.attempt)
     return False
+
+
+def lease_start(claim: Fence, *, now: datetime | None = None) -> Fence | None:
+    """Swap the dispatcher's owner token for this execution's own one.
+
+    A redelivered or duplicated task message carries the same dispatch token, so only the first
+    delivery wins; the others return None and do nothing.
+    """
+    now = now or timezone.now()
+    owner = f"worker:{uuid.uuid4().hex}"
+    taken = fenced_update(
+        claim,
+        extra={"lease_expires_at__gt": now},
+        lease_owner=owner,
+        lease_renewed_at=now,
+        lease_expires_at=now + timedelta(seconds=dj_settings.REEVALUATION_LEASE_SECONDS),
+    )
+    return Fence(claim.job_id, owner, claim.attempt) if taken else None
+
+
+class LeaseKeeper:
+    """Renews leases (one job's, or a round's) from a background thread while the worker waits on the CRM.
+    A lease that is lost is not renewed again; the others still are."""
+
+    def __init__(self, *fences: Fence, interval: float | None = None):
+        self.fences = list(fences)
+        self.interval = interval or max(dj_settings.REEVALUATION_LEASE_SECONDS / 3, 1)
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while self.fences and not self._stop.wait(self.interval):
+                kept = [fence for fence in self.fences if lease_renew(fence)]
+                self.lost = self.lost or len(kept) < len(self.fences)
+                self.fences = kept
+        finally:
+            connection.close()
+
+    def __enter__(self) -> LeaseKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
 
 
 def retry_delay(job: ReevaluationJob, attempt: int) -> timedelta:

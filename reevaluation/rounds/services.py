@@ -27,19 +27,18 @@ from reevaluation import decisions as rules
 from reevaluation import queries
 from reevaluation.assessment import Assessment, AssessmentClient
 from reevaluation.jobs.claim import Claim, dispatch_round
+from reevaluation.jobs.leases import LeaseKeeper
 from reevaluation.jobs.worker import (
+    CANCELLED_BY,
     ELIGIBLE,
     ConfirmedInvariantViolated,
     Decision,
-    LeaseKeeper,
     completion_notice,
     confirmed_digest,
     fetch_assessment,
-    fits,
     in_scope,
-    outcome_counts,
     outcome_rows,
-    replacement_choice,
+    seen,
     write_back,
 )
 from reevaluation.models import (
@@ -53,11 +52,9 @@ from reevaluation.proposals.services import supersede_live_many
 from scheduling.models import (
     Appointment,
     AppointmentStatus,
-    CancelActor,
     CancelReason,
     Practitioner,
     Treatment,
-    cancel_actor_ref,
 )
 from scheduling.services import HeldReplacement, appointments_replace_held
 
@@ -103,7 +100,7 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: dict
                     OutboxMessage(
                         topic=JOB_COMPLETED_TOPIC,
                         correlation_id=new_correlation_id(),
-                        **completion_notice(c.own_job, a, modes[c.clinic_id], {}, []),
+                        **completion_notice(c.own_job, a, modes[c.clinic_id], rules.EMPTY_TALLY.counts, []),
                     )
                     for c, a in done
                 )
@@ -114,14 +111,15 @@ def _complete_quiet_batch(fetched: list[tuple[Claim, Assessment]], results: dict
     return [(c, a) for c, a in fetched if c.job_id not in finished]
 
 
-def complete_many(quiet: list, now, counts: list[dict] | None = None) -> list:
-    """Complete the (claim, assessment) pairs fenced, with each one's outcome counts (none: ``{}``) and whether it
-    needs staff (``decisions.needs_staff``), unless a newer revision heads its scope; returns the pairs completed."""
-    counts = counts or [{}] * len(quiet)
+def complete_many(quiet: list, now, tallies: list[rules.Tally] | None = None) -> list:
+    """Complete the (claim, assessment) pairs fenced, with each one's outcomes counted and whether they need staff
+    (``decisions.tally``; none: ``EMPTY_TALLY``), unless a newer revision heads its scope; returns the pairs
+    completed."""
+    tallies = tallies or [rules.EMPTY_TALLY] * len(quiet)
     ids = queries.jobs_complete_many(
         ids=[c.job_id for c, _ in quiet], owners=[c.owner for c, _ in quiet], attempts=[c.attempt for c, _ in quiet],
         refs=[a.policy_ref for _, a in quiet], generations=[a.policy_generation for _, a in quiet],
-        counts=counts, needs_staff=[rules.needs_staff(c) for c in counts], now=now,
+        counts=[t.counts for t in tallies], needs_staff=[t.needs_staff for t in tallies], now=now,
     )
     return [(c, a) for c, a in quiet if c.job_id in ids]
 
@@ -206,13 +204,14 @@ HELD_BATCH_MODE = MutationMode.APPLY_PROPOSED_AND_HELD
 
 
 @dataclass
-class _Plan:
-    """One job of the batch: its claim and assessment, its scope's HELD appointments decided."""
+class _Batched:
+    """One job of the batch: its claim and assessment, its scope's HELD appointments decided (``decisions.plan``)."""
 
     claim: Claim
     assessment: Assessment
+    tally: rules.Tally  # the plan's: a batch that cannot carry out every step is undone, so it is the final one
     decisions: list[Decision]
-    bookings: list[tuple[Decision, Practitioner, Treatment]]  # the HOLD_REPLACED ones and what to book
+    bookings: list[tuple[Decision, dict]]  # the HOLD_REPLACED ones and the combination to book
 
 
 def _complete_held_batch(fetched: list[tuple[Claim, Assessment]], results: dict[str, str]) -> list:
@@ -229,11 +228,11 @@ def _complete_held_batch(fetched: list[tuple[Claim, Assessment]], results: dict[
     except (BatchAbort, ConfirmedInvariantViolated, Conflict, NotFound, SlotOccupied, PatientOverlap,
             ValidationFailed):
         return fetched
-    for plan in done:
-        logger.info("reevaluation job=%s completed mode=%s outcomes=%s", plan.claim.own_job.ref, HELD_BATCH_MODE,
-                    outcome_counts(plan.decisions))
-    results.update({p.claim.own_job.ref: JobState.COMPLETED for p in done})
-    finished = {p.claim.job_id for p in done}
+    for batched in done:
+        logger.info("reevaluation job=%s completed mode=%s outcomes=%s", batched.claim.own_job.ref, HELD_BATCH_MODE,
+                    batched.tally.counts)
+    results.update({b.claim.own_job.ref: JobState.COMPLETED for b in done})
+    finished = {b.claim.job_id for b in done}
     return [(c, a) for c, a in fetched if c.job_id not in finished]
 
 
@@ -250,45 +249,44 @@ def _held_candidates(fetched: list[tuple[Claim, Assessment]]) -> list[tuple[Clai
     ]
 
 
-def _held_batch(candidates: list[tuple[Claim, Assessment]]) -> list[_Plan]:
+def _held_batch(candidates: list[tuple[Claim, Assessment]]) -> list[_Batched]:
     now = timezone.now()
     scopes = sorted({(c.clinic_id, c.own_job.fingerprint) for c, _ in candidates})
     confirmed_before = confirmed_digest(scopes)
     rows = _scope_rows(scopes)
-    choices = _Choices({c.clinic_id for c, _ in candidates},
-                       {a.constraints.required_practitioner for _, a in candidates})
-    plans = []
+    catalogues = _Catalogues({c.clinic_id for c, _ in candidates},
+                             {a.constraints.required_practitioner for _, a in candidates})
+    batch = []
     for claim, assessment in candidates:
-        plan = _decide(claim, assessment, rows.get((claim.clinic_id, claim.own_job.fingerprint), []), choices)
-        if plan is not None:
-            plans.append(plan)
-    plans = _locked(plans)
-    if len(plans) < 2:
+        batched = _decide(claim, assessment, rows.get((claim.clinic_id, claim.own_job.fingerprint), []), catalogues)
+        if batched is not None:
+            batch.append(batched)
+    batch = _locked(batch)
+    if len(batch) < 2:
         raise BatchAbort
-    modes = policy_advance_many([(p.claim, p.assessment) for p in plans])
-    plans = [p for p in plans if modes[p.claim.clinic_id] == HELD_BATCH_MODE]
-    if len(plans) < 2:
+    modes = policy_advance_many([(b.claim, b.assessment) for b in batch])
+    batch = [b for b in batch if modes[b.claim.clinic_id] == HELD_BATCH_MODE]
+    if len(batch) < 2:
         raise BatchAbort
-    _apply(plans, now)
+    _apply(batch, now)
     if confirmed_digest(scopes) != confirmed_before:
         raise ConfirmedInvariantViolated("held batch")
     ReevaluationOutcome.objects.bulk_create(
-        [row for p in plans for row in outcome_rows(p.claim.own_job, HELD_BATCH_MODE, p.decisions)]
+        [row for b in batch for row in outcome_rows(b.claim.own_job, HELD_BATCH_MODE, b.decisions)]
     )
-    pairs = [(p.claim, p.assessment) for p in plans]
-    if len(complete_many(pairs, now, [outcome_counts(p.decisions) for p in plans])) != len(plans):
+    pairs = [(b.claim, b.assessment) for b in batch]
+    if len(complete_many(pairs, now, [b.tally for b in batch])) != len(batch):
         raise BatchAbort  # cannot happen while we hold the job rows: refuse rather than guess
     settle_many(pairs)
     OutboxMessage.objects.bulk_create(
         OutboxMessage(
             topic=JOB_COMPLETED_TOPIC,
             correlation_id=new_correlation_id(),
-            **completion_notice(p.claim.own_job, p.assessment, HELD_BATCH_MODE, outcome_counts(p.decisions),
-                                p.decisions),
+            **completion_notice(b.claim.own_job, b.assessment, HELD_BATCH_MODE, b.tally.counts, b.decisions),
         )
-        for p in plans
+        for b in batch
     )
-    return plans
+    return batch
 
 
 def _scope_rows(scopes: list[tuple[int, str]]) -> dict[tuple[int, str], list[Appointment]]:
@@ -305,9 +303,9 @@ def _scope_rows(scopes: list[tuple[int, str]]) -> dict[tuple[int, str], list[App
     return by_scope
 
 
-class _Choices:
-    """The batch's clinics' active practitioners named by the assessments, and their treatments, read once:
-    what ``worker._replacement_specs`` reads per appointment."""
+class _Catalogues:
+    """The batch's clinics' active practitioners named by the assessments, and their treatments, read once: what
+    ``worker._catalogue`` reads for one job (no resources: the batch takes no job whose assessment needs one)."""
 
     def __init__(self, clinics: set[int], practitioner_refs: set):
         refs = {r for r in practitioner_refs if r is not None}
@@ -319,74 +317,68 @@ class _Choices:
         for t in Treatment.objects.filter(clinic_id__in=clinics).order_by("pk"):
             self.treatments.setdefault(t.clinic_id, []).append(t)
 
-    def first(self, appt: Appointment, c) -> tuple[Practitioner, Treatment] | None:
-        """``worker._replacement_specs(appt, c)[0]`` without a resource, from what was read."""
-        return replacement_choice(appt, c, named=lambda ref: self.practitioners.get((appt.clinic_id, ref)),
-                                  treatments=self.treatments.get(appt.clinic_id, []))
+    def of(self, clinic_id: int, c) -> rules.Catalogue:
+        named = self.practitioners.get((clinic_id, c.required_practitioner))
+        return rules.Catalogue(named, self.treatments.get(clinic_id, []), ())
 
 
-def _decide(claim: Claim, a: Assessment, rows: list[Appointment], choices: _Choices) -> _Plan | None:
-    """The job's decisions as ``worker._decide_all`` and ``_decide_confirmed`` make them in an applying
-    mode, or None when the job needs the one-by-one path (a PROPOSED appointment, an intake target gone,
-    a future CONFIRMED one that no longer fits, a HELD one with no fitting combination)."""
-    current = [r for r in rows if r.status in ELIGIBLE]
-    if any(r.status != AppointmentStatus.HELD for r in current):
-        return None
-    if set(claim.own_job.held_targets) - {r.ref for r in current}:
-        return None
-    if any(rules.confirmed_outcome(material=True, fitting=fits(r, a.constraints), replacement=False) is not None
-           for r in rows if r.status == AppointmentStatus.CONFIRMED):
-        return None  # a proposal to open or staff to ask: the one-by-one path's work
-    plan = _Plan(claim, a, [], [])
-    for appt in current:
-        fitting = fits(appt, a.constraints)
-        first = None if fitting else choices.first(appt, a.constraints)
-        outcome = rules.held_outcome(material=True, fitting=fitting, replacement=first is not None)
-        if outcome == Outcome.HOLD_KEPT:
-            plan.decisions.append(Decision(appt, outcome))
-        elif outcome == Outcome.HOLD_REPLACED and first is not None:
-            decision = Decision(appt, outcome, applied=True)
-            plan.decisions.append(decision)
-            plan.bookings.append((decision, *first))
-        else:
-            return None  # a fallback (its proposals to open) is the one-by-one path's work
-    return plan
+def _decide(claim: Claim, a: Assessment, rows: list[Appointment], catalogues: _Catalogues) -> _Batched | None:
+    """The job's plan (``decisions.plan``, as the one-by-one write-back asks it) when the batch can carry it out: its
+    HELD appointments kept or replaced; None when the job needs the one-by-one path (an intake target gone, a
+    PROPOSED appointment, a future CONFIRMED one that no longer fits, a HELD one with no fitting combination)."""
+    current = [seen(r) for r in rows if r.status in ELIGIBLE]
+    if set(claim.own_job.held_targets) - {s.ref for s in current}:
+        return None  # a target gone: the one-by-one path reads it
+    plan = rules.plan(
+        material=claim.own_job.material_change, constraints=a.constraints, current=current, gone=[],
+        confirmed=[seen(r) for r in rows if r.status == AppointmentStatus.CONFIRMED],
+        catalogue=catalogues.of(claim.clinic_id, a.constraints),
+    )
+    if any(step.outcome not in (Outcome.HOLD_KEPT, Outcome.HOLD_REPLACED) for step in plan.steps):
+        return None  # a proposal to open, staff to ask or a fallback: the one-by-one path's work
+    batched = _Batched(claim, a, plan.tally, [], [])
+    for step in plan.steps:
+        decision = Decision(step.row, step.outcome, applied=step.outcome == Outcome.HOLD_REPLACED)
+        batched.decisions.append(decision)
+        if decision.applied:
+            batched.bookings.append((decision, step.specs[0]))  # no resource to find: the one combination
+    return batched
 
 
-def _locked(plans: list[_Plan]) -> list[_Plan]:
-    """Lock the scopes' heads, then the jobs (the order intake and ``job_complete`` take): the plans whose
-    fence holds and whose revision still heads its scope (the rest go one by one: STALE or LEASE_LOST)."""
+def _locked(batch: list[_Batched]) -> list[_Batched]:
+    """Lock the scopes' heads, then the jobs (the order intake and ``job_complete`` take): the jobs whose fence
+    holds and whose revision still heads its scope (the rest go one by one: STALE or LEASE_LOST)."""
     heads = queries.heads_lock_many(
-        clinics=[p.claim.clinic_id for p in plans], tenants=[p.claim.own_job.tenant_group_id for p in plans],
-        fingerprints=[p.claim.own_job.fingerprint for p in plans],
+        clinics=[b.claim.clinic_id for b in batch], tenants=[b.claim.own_job.tenant_group_id for b in batch],
+        fingerprints=[b.claim.own_job.fingerprint for b in batch],
     )
     held = queries.jobs_lock_running(
-        ids=[p.claim.job_id for p in plans], owners=[p.claim.owner for p in plans],
-        attempts=[p.claim.attempt for p in plans],
+        ids=[b.claim.job_id for b in batch], owners=[b.claim.owner for b in batch],
+        attempts=[b.claim.attempt for b in batch],
     )
     return [
-        p for p in plans
-        if p.claim.job_id in held
-        and heads.get((p.claim.clinic_id, p.claim.own_job.tenant_group_id, p.claim.own_job.fingerprint), 0)
-        <= p.claim.own_job.revision
+        b for b in batch
+        if b.claim.job_id in held
+        and heads.get((b.claim.clinic_id, b.claim.own_job.tenant_group_id, b.claim.own_job.fingerprint), 0)
+        <= b.claim.own_job.revision
     ]
 
 
-def _apply(plans: list[_Plan], now) -> None:
+def _apply(batch: list[_Batched], now) -> None:
     """Cancel and rebook every replaced HOLD in one scheduling command, then end the live proposals about
     the cancelled appointments (``worker._open_proposals`` for HOLD_REPLACED)."""
-    bookings = [b for p in plans for b in p.bookings]
-    actor = cancel_actor_ref(CancelActor.SYSTEM, "reevaluation")
+    bookings = [booking for b in batch for booking in b.bookings]
     booked = appointments_replace_held(replacements=[
         HeldReplacement(
-            appointment=d.appointment, practitioner=practitioner, treatment=treatment, resource=None,
-            reason="reevaluation:hold_replaced", reason_code=CancelReason.RESCHEDULED, cancelled_by=actor,
+            appointment=d.appointment, practitioner=spec["practitioner"], treatment=spec["treatment"],
+            resource=spec["resource"], reason="reevaluation:hold_replaced", reason_code=CancelReason.RESCHEDULED,
+            cancelled_by=CANCELLED_BY,
         )
-        for d, practitioner, treatment in bookings
+        for d, spec in bookings
     ])
-    for (d, _, _), new in zip(bookings, booked, strict=True):
-        d.replacement_ref = new.ref
+    for (d, _), new in zip(bookings, booked, strict=True):
+        d.replacement = new
     refs_by_clinic: dict[int, list[str]] = {}
-    for d, _, _ in bookings:
+    for d, _ in bookings:
         refs_by_clinic.setdefault(d.appointment.clinic_id, []).append(d.appointment.ref)
     supersede_live_many(refs_by_clinic=refs_by_clinic, now=now)

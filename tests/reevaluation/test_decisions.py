@@ -11,15 +11,25 @@ import pytest
 
 from reevaluation.assessment import Constraints
 from reevaluation.decisions import (
+    EMPTY_TALLY,
+    HELD_APPLIED,
+    PROPOSED_APPLIED,
+    Catalogue,
+    Seen,
     Slot,
+    Tally,
     applies,
     confirmed_outcome,
     fits,
     held_outcome,
     needs_staff,
+    plan,
     proposed_outcome,
     quiet,
+    replacement_specs,
     replacement_treatment,
+    replacements_wanted,
+    tally,
 )
 from reevaluation.models import MutationMode, Outcome
 
@@ -134,3 +144,91 @@ def test_the_decisions_module_reads_no_database():
     assert imported <= {"__future__", "collections.abc", "dataclasses", "typing", "reevaluation.models"}, imported
     names = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     assert not names & {"objects", "filter", "get", "cursor", "execute", "select_for_update", "save"}
+
+
+# --- the plan: a job's scope decided at once (decisions.plan) -----------------------------------------------------
+
+DR_A, DR_B = SimpleNamespace(pk=1, ref="pr_a"), SimpleNamespace(pk=2, ref="pr_b")
+ROOM, LASER_1, LASER_2 = (SimpleNamespace(pk=1, kind="room"), SimpleNamespace(pk=2, kind="laser"),
+                          SimpleNamespace(pk=3, kind="laser"))
+
+
+def _seen(ref: str, *, held: bool = False, practitioner=DR_A, resource=None):
+    row = SimpleNamespace(ref=ref)
+    slot = Slot(practitioner.ref, "tr_a", 30, resource.kind if resource is not None else None)
+    return Seen(row=row, ref=ref, held=held, slot=slot, practitioner=practitioner, treatment_id=2, resource=resource)
+
+
+def _plan(current=(), gone=(), confirmed=(), *, material=True, catalogue=None, **constraints):
+    return plan(material=material, constraints=_constraints(**constraints), current=list(current), gone=list(gone),
+                confirmed=list(confirmed), catalogue=catalogue)
+
+
+def _steps(p):
+    return [(s.row.ref, s.outcome, len(s.specs), s.fallback) for s in p.steps]
+
+
+def test_a_plan_names_every_appointment_in_write_order_with_its_fallback():
+    catalogue = Catalogue(practitioner=DR_B, treatments=CATALOGUE)
+    gone = SimpleNamespace(ref="ap_gone")
+    p = _plan([_seen("ap_p"), _seen("ap_h", held=True)], [gone], [_seen("ap_c"), _seen("ap_gone")],
+              catalogue=catalogue, required_practitioner="pr_b")
+    assert _steps(p) == [
+        ("ap_gone", Outcome.SKIPPED_INELIGIBLE, 0, None),  # a target gone; as CONFIRMED it is left alone
+        ("ap_p", Outcome.PROPOSAL_SUPERSEDED, 1, None),
+        ("ap_h", Outcome.HOLD_REPLACED, 1, Outcome.FALLBACK_TO_PROPOSED),
+        ("ap_c", Outcome.CONFIRMED_CHANGE_PROPOSED, 1, Outcome.CONFIRMED_NEEDS_STAFF),
+    ]
+    assert [s.applied_in for s in p.steps] == [(), PROPOSED_APPLIED, HELD_APPLIED, PROPOSED_APPLIED]
+    assert p.steps[1].specs[0] == {"practitioner": DR_B, "treatment": CATALOGUE[1], "resource": None}
+    assert p.tally == Tally({"CONFIRMED_CHANGE_PROPOSED": 1, "HOLD_REPLACED": 1, "PROPOSAL_SUPERSEDED": 1,
+                             "SKIPPED_INELIGIBLE": 1}, needs_staff=False)
+
+
+def test_a_plan_without_a_replacement_falls_back_or_asks_staff():
+    p = _plan([_seen("ap_p"), _seen("ap_h", held=True)], confirmed=[_seen("ap_c")],
+              catalogue=Catalogue(practitioner=None, treatments=CATALOGUE), required_practitioner="pr_gone")
+    assert [(ref, outcome) for ref, outcome, _, _ in _steps(p)] == [
+        ("ap_p", Outcome.PROPOSAL_NEEDS_STAFF), ("ap_h", Outcome.FALLBACK_TO_PROPOSED),
+        ("ap_c", Outcome.CONFIRMED_NEEDS_STAFF)]
+    assert p.tally.needs_staff
+
+
+def test_without_a_material_change_nothing_is_sought_and_confirmed_ones_are_left():
+    kwargs = {"material": False, "required_practitioner": "pr_b"}
+    current, confirmed = [_seen("ap_p"), _seen("ap_h", held=True)], [_seen("ap_c")]
+    assert not replacements_wanted(constraints=_constraints(required_practitioner="pr_b"), current=current, gone=[],
+                                   confirmed=confirmed, material=False)
+    assert [s.outcome for s in _plan(current, confirmed=confirmed, **kwargs).steps] == [
+        Outcome.SKIPPED_UNCHANGED, Outcome.SKIPPED_UNCHANGED]
+
+
+def test_the_catalogue_is_wanted_only_when_an_appointment_no_longer_fits():
+    def wanted(current=(), gone=(), confirmed=(), **constraints):
+        return replacements_wanted(material=True, constraints=_constraints(**constraints), current=list(current),
+                                   gone=list(gone), confirmed=list(confirmed))
+
+    assert not wanted([_seen("ap_p")], required_practitioner="pr_a")
+    assert wanted([_seen("ap_p")], required_practitioner="pr_b")
+    assert wanted(confirmed=[_seen("ap_c")], required_practitioner="pr_b")
+    assert not wanted(gone=[SimpleNamespace(ref="ap_c")], confirmed=[_seen("ap_c")], required_practitioner="pr_b")
+    with pytest.raises(ValueError):
+        _plan([_seen("ap_p")], required_practitioner="pr_b")  # sought without the catalogue it needs
+
+
+def test_a_replacement_tries_the_needed_resources_own_first_else_keeps_the_appointments():
+    catalogue = Catalogue(treatments=CATALOGUE, resources=[LASER_1, LASER_2])
+    own = _seen("ap_h", held=True, resource=LASER_2)
+    assert [s["resource"] for s in replacement_specs(own, _constraints(resource_need="laser"), catalogue)] == [
+        LASER_2, LASER_1]
+    roomed = _seen("ap_h", held=True, resource=ROOM)
+    assert [s["resource"] for s in replacement_specs(roomed, _constraints(allowed_treatments=["tr_b"]), catalogue)] == [
+        ROOM]
+    assert replacement_specs(roomed, _constraints(resource_need="laser"), Catalogue(treatments=CATALOGUE)) == ()
+    assert replacement_specs(roomed, _constraints(allowed_treatments=["tr_x"]), catalogue) == ()
+
+
+def test_an_empty_tally_asks_nothing():
+    assert EMPTY_TALLY == tally(()) == Tally({}, needs_staff=False)
+    assert tally([Outcome.HOLD_KEPT, Outcome.PROPOSAL_NEEDS_STAFF, Outcome.HOLD_KEPT]) == Tally(
+        {"HOLD_KEPT": 2, "PROPOSAL_NEEDS_STAFF": 1}, needs_staff=True)

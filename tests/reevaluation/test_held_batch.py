@@ -145,3 +145,32 @@ def test_a_held_batch_racing_staff_confirming_one_of_its_holds_never_does_both(c
         Outcome.HOLD_REPLACED}
     assert CapacityAllocation.objects.filter(active=True, practitioner=world.dr_b).count() == (
         4 if contested.status == AppointmentStatus.CANCELLED else 3)
+
+
+def test_a_batched_replacement_keeps_the_holds_resource_as_one_by_one_does(world, crm):
+    """A HELD appointment with a room, moved to another practitioner by an assessment that needs no resource: the
+    replacement keeps the room, in a round's batch exactly as one job at a time (``decisions.replacement_specs``)."""
+    from reevaluation.jobs import worker as worker_module
+    from reevaluation.services import dispatch_round
+
+    rf.enable(world.clinic, "APPLY_PROPOSED_AND_HELD")
+    batched = []
+    for i in range(2):
+        fp = rf.fingerprint(f"room-{world.clinic.pk}-{i}")
+        patient = f.PatientFactory(clinic=world.clinic, crm_fingerprint=fp)
+        held = world.book("HELD", 8 + i, patient=patient, resource=world.room)
+        post_event(world, fp, 1, crm, constraints={"requiredPractitioner": world.dr_b.ref})
+        batched.append(held)
+    with CaptureQueriesContext(connection) as queries:
+        assert rounds.work_round(client=AssessmentClient()) == {JobState.COMPLETED: 2}
+    assert len([q for q in queries if "cancel_reason = v.reason" in q["sql"]]) == 1  # the batch ran
+    alone = world.book("HELD", 12, resource=world.room)
+    post_event(world, world.fp, 1, crm, constraints={"requiredPractitioner": world.dr_b.ref})
+    [claim] = dispatch_round(for_worker=True)
+    assert worker_module.job_run_claimed(claim, client=AssessmentClient()) == JobState.COMPLETED
+    for held in [*batched, alone]:
+        outcome = ReevaluationOutcome.objects.get(appointment_ref=held.ref)
+        new = Appointment.objects.get(ref=outcome.replacement_ref)
+        assert (outcome.outcome, new.practitioner_id, new.resource_id) == (
+            Outcome.HOLD_REPLACED, world.dr_b.pk, world.room.pk)
+        assert CapacityAllocation.objects.get(appointment=new, active=True).resource_id == world.room.pk

@@ -1,6 +1,7 @@
 """The walk of ``job_run_claimed`` (issue 42): module changes along the worker's entry for one job, measured on a
 real run (``tests/support/walk.py``: the reader's walk; docs/architecture.md says how). The ceilings are the
-walk as it is, so it cannot grow unseen; the issue's target is at most 8 returns and 4 visits a module."""
+walk as it is, so it cannot grow unseen; the issue's target is at most 8 returns and 4 visits a module (the quiet
+job meets the returns; why the full job cannot under this measure: docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _walk(world, crm, **event) -> Walk:
 def test_a_quiet_jobs_walk(world, crm):
     rf.enable(world.clinic, "DRY_RUN")
     walk = _walk(world, crm)
-    assert walk.returns <= 10 and max(walk.visits.values()) <= 7, walk.report()
+    assert walk.returns <= 8 and max(walk.visits.values()) <= 6, walk.report()
     assert "reevaluation/decisions.py" in walk.visits and "reevaluation/queries.py" in walk.visits
 
 
@@ -40,7 +41,11 @@ def test_a_full_jobs_walk(world, crm):
     world.book("HELD", 11)
     world.book("CONFIRMED", 14)
     walk = _walk(world, crm, constraints={"requiredPractitioner": world.dr_b.ref})
-    assert walk.returns <= 32 and max(walk.visits.values()) <= 19, walk.report()
+    assert walk.returns <= 21 and max(walk.visits.values()) <= 13, walk.report()
+    # Every step is on the walk (cancel and book, the HELD replacement, a proposal and its hold): a function called
+    # once per step would show only its first call's branch (docs/architecture.md, "The walk of job_run_claimed").
+    assert walk.visits["scheduling/services/appointments.py"] == 3, walk.report()
+    assert {"reevaluation/proposals/services.py", "scheduling/services/holds.py"} <= set(walk.visits), walk.report()
 
 
 def test_the_walk_counts_returns_and_visits():
