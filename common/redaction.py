@@ -22,9 +22,13 @@ from urllib.parse import unquote
 #: separator a token cannot contain; and a text's short link ``/c/<code>``, only as the path's first segment (at
 #: the start of a word, after ``=`` or the like, or right after ``scheme://host``), so ``/console/c/<clinic ref>``
 #: and other paths with a ``c`` segment keep their refs. Matched case-insensitively and after URL decoding (below).
-SECRET_PATH = re.compile(
-    r"(?i)(/(?:claim|optout|standing|join/status)/|(?:^|(?<=[=(\[,;:])|[a-z][a-z0-9+.-]*://[^/\s\"'<>]*)/c/)"
-    r"([^/\s?#\"'<>]+)")
+SECRET_PATH = re.compile(r"(?i)(/(?:claim|optout|standing|join/status)/|/c/)([^/\s?#\"'<>]+)")
+#: What may stand right before a short link's ``/c/`` that is not a ``scheme://host``.
+SHORT_LINK_AFTER = frozenset("=([,;:")
+#: A URL scheme's characters (RFC 3986), read backwards from ``://``.
+SCHEME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+HOST_STOPS = frozenset("/\"'<>")
+
 #: An API token or scrape token written with its scheme (an Authorization header copied into a message).
 AUTH_SCHEME = re.compile(r"(?i)\b(token|bearer)(\s+|%20|\+)([A-Za-z0-9._~+/=:-]{16,})")
 #: One whitespace- or quote-separated run of text: the unit that is URL-decoded before matching.
@@ -48,15 +52,34 @@ def _decoded(word: str) -> str:
     return word
 
 
+def _first_segment(text: str, at: int) -> bool:
+    """Whether ``/c/`` at ``at`` starts a path: at the word's start, after ``=`` or the like, or right after
+    ``scheme://host``. Read with ``rfind`` and one backward scan (a regular expression with the scheme in a
+    lookbehind-free alternative rescanned every letter run from each position: quadratic in a long hostile word,
+    on the log path)."""
+    if at == 0 or text[at - 1] in SHORT_LINK_AFTER:
+        return True
+    sep = text.rfind("://", 0, at)
+    if sep <= 0 or any(c in HOST_STOPS or c.isspace() for c in text[sep + 3:at]):
+        return False
+    start = sep
+    while start > 0 and text[start - 1] in SCHEME_CHARS:
+        start -= 1
+    return start < sep and text[start].isalpha()
+
+
 def _digest_path(match: re.Match) -> str:
     token = match.group(2)
-    return match.group(0) if token.startswith("sha256:") else match.group(1) + token_digest(token)
+    if token.startswith("sha256:") or (match.group(1) == "/c/" and not _first_segment(match.string, match.start())):
+        return match.group(0)
+    return match.group(1) + token_digest(token)
 
 
 def _redact_word(match: re.Match) -> str:
     word = match.group(0)
     plain = _decoded(word) if "%" in word else word
-    if not SECRET_PATH.search(plain):
+    found = SECRET_PATH.finditer(plain)
+    if not any(match.group(1) != "/c/" or _first_segment(plain, match.start()) for match in found):
         return word
     # The decoded form is what is written: the digest is of the token itself, however it was encoded,
     # so one link's lines match whatever spelling reached the server.
