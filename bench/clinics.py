@@ -1,7 +1,7 @@
 """7. A thousand clinics: beat's periodic jobs, the ``/metrics`` scrape and an ADMIN's overview at 10, 100 and
 1,000 clinics (most small and quiet, one in a hundred large and busy).
 
-Each beat entry of ``CELERY_BEAT_SCHEDULE`` is run in process through its task's ``run`` (the code a worker
+Each entry of beat's schedule (``common.taskwiring``) is run in process through its task's ``run`` (the code a worker
 runs for the tick), with the follow-up tasks it would queue (``run_job``, ``dispatch_round``, ``dispatch_vacancy``,
 ``deliver_notices``) and the reevaluation round's own jobs (``rounds.run_claims``) stubbed out, so only the tick
 itself is measured: wall time, the SQL statements it sends
@@ -121,13 +121,15 @@ def measure(fn, ticks: int = TICKS) -> dict:
 
 
 def beat_jobs() -> dict:
-    """Beat entry name → a call of its task's body (as the worker runs it), from ``CELERY_BEAT_SCHEDULE``."""
+    """Beat entry name → a call of its task's body (as the worker runs it), from beat's schedule
+    (``common.taskwiring``)."""
     from celery import current_app
-    from django.conf import settings
+
+    from common.taskwiring import periodic_schedule
 
     current_app.loader.import_default_modules()
     jobs = {}
-    for name, entry in sorted(settings.CELERY_BEAT_SCHEDULE.items()):
+    for name, entry in sorted(periodic_schedule().items()):
         task = current_app.tasks[entry["task"]]
         jobs[name] = (lambda t=task, e=entry: t.run(*e.get("args", ()), **e.get("kwargs", {})))
     return jobs
@@ -217,18 +219,17 @@ def run() -> Result:
         "100-clinic world is the 10-clinic world plus 90)."
     )
     result.note(
-        "**What is measured.** Each entry of `CELERY_BEAT_SCHEDULE` (the shipped schedule: outbox delivery and "
-        "reclaim, reevaluation's fair dispatch round, lease rescue and retry wake-ups, offer expiry, reconcile, the "
-        "FHIR subscription fan-out) runs its task's body in process, as the worker runs it for one tick, with the "
+        "**What is measured.** Each entry of beat's schedule (`common.taskwiring`: outbox delivery "
+        "and reclaim, reevaluation's fair dispatch round, lease rescue and retry wake-ups, offer expiry, reconcile, the"
+        " FHIR subscription fan-out) runs its task's body in process, as the worker runs it for one tick, with the "
         "tasks it would queue stubbed (`run_job`, `dispatch_round`, `dispatch_vacancy`, `deliver_notices`) and so is "
         "the reevaluation round's own work on the jobs it claimed (`rounds.run_claims`, which runs inside the tick "
-        "under `REEVALUATION_WORKER_ROUNDS`: the busy clinics' jobs, up to the global limit a round, not a cost of "
-        "the clinic count): wall time, SQL statements "
-        "(`CaptureQueriesContext`) and the time inside `cursor.execute` (an `execute_wrapper`: round trips and "
-        "PostgreSQL's work), median of several ticks after a warm one. The scrape is `domain_samples` for every "
-        "clinic and `GET /metrics` with the metrics cache off (`METRICS_CACHE_SECONDS=0`: the cost one scrape "
-        "pays every `METRICS_CACHE_SECONDS` when the cache is on); the overview is an ADMIN of every clinic "
-        "loading `GET /api/v1/clinics/` (token) and the console's clinic overview (session), whose clinic "
+        "under `REEVALUATION_WORKER_ROUNDS`: the busy clinics' jobs, up to the global limit a round, not a cost of the "
+        "clinic count): wall time, SQL statements (`CaptureQueriesContext`) and the time inside `cursor.execute` (an "
+        "`execute_wrapper`: round trips and PostgreSQL's work), median of several ticks after a warm one. The scrape is"
+        " `domain_samples` for every clinic and `GET /metrics` with the metrics cache off (`METRICS_CACHE_SECONDS=0`: "
+        "the cost one scrape pays every `METRICS_CACHE_SECONDS` when the cache is on); the overview is an ADMIN of "
+        "every clinic loading `GET /api/v1/clinics/` (token) and the console's clinic overview (session), whose clinic "
         "switcher lists every clinic of the user."
     )
     result.note(

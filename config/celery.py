@@ -4,12 +4,18 @@ import os
 
 from celery import Celery, signals
 
+from common.taskwiring import queue_route
 from config.settings import default_module
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", default_module())
 
 app = Celery("clinic_waitlist")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+# Beat records its own life in PostgreSQL (observability.components) and sends the entries the apps registered
+# (common/taskwiring.py).
+app.conf.beat_scheduler = "observability.beat:RecordingScheduler"
+# Each task's queue is the one its app registered (common/taskwiring.py).
+app.conf.task_routes = (queue_route,)
 app.autodiscover_tasks()
 app.autodiscover_tasks(["waitlist.joining"])  # beat's jobs of self-service joining (issue 40)
 

@@ -39,6 +39,14 @@ class RecordingScheduler(PersistentScheduler):
         self._caught_up_at = None
         super().__init__(*args, **kwargs)
 
+    def setup_schedule(self) -> None:
+        """The schedule is what the apps registered (``common.taskwiring``; Django's set-up ran their ``ready()``
+        before beat builds its scheduler), plus any ``beat_schedule`` given to Celery directly."""
+        from common.taskwiring import periodic_schedule
+
+        self.app.conf.beat_schedule = {**periodic_schedule(), **(self.app.conf.beat_schedule or {})}
+        super().setup_schedule()
+
     def _record(self, sent: bool | None) -> None:
         now = time.monotonic()
         if now - self._recorded.get(sent, -RECORD_EVERY) < RECORD_EVERY:

@@ -332,11 +332,6 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "maintenance"
-CELERY_TASK_ROUTES = {
-    "common.tasks.deliver_outbox": {"queue": "delivery"},
-    "waitlist.tasks.deliver_*": {"queue": "delivery"},
-    "reevaluation.tasks.*": {"queue": "reevaluation"},
-}
 CELERY_TIMEZONE = "UTC"
 # Workers log through LOGGING above (JSON included), not Celery's own root handler.
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
@@ -383,36 +378,15 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
         else {}
     ),
 }
-# Beat and workers record their own life in PostgreSQL (observability.components).
-CELERY_BEAT_SCHEDULER = "observability.beat:RecordingScheduler"
 # Automatic bookings not acknowledged are looked at this often (WAITLIST_ACK_* below).
 WAITLIST_ACK_EVERY_SECONDS = env.int("WAITLIST_ACK_EVERY_SECONDS", default=60)
-CELERY_BEAT_SCHEDULE = {
-    "deliver-outbox": {"task": "common.tasks.deliver_outbox", "schedule": 10.0},
-    "reclaim-outbox": {"task": "common.tasks.reclaim_outbox", "schedule": 60.0},
-    "reevaluation-dispatch-round": {"task": "reevaluation.tasks.dispatch_round", "schedule": 5.0},
-    "reevaluation-rescue-leases": {"task": "reevaluation.tasks.rescue_leases", "schedule": 30.0},
-    "reevaluation-wake-retries": {"task": "reevaluation.tasks.wake_retries", "schedule": 10.0},
-    "reevaluation-expire-proposals": {"task": "reevaluation.tasks.expire_proposals", "schedule": 60.0},
-    "waitlist-expire-offers": {
-        "task": "waitlist.tasks.expire_offers",
-        "schedule": env.float("WAITLIST_EXPIRE_EVERY_SECONDS", default=30.0),
-    },
-    "waitlist-reconcile": {
-        "task": "waitlist.tasks.reconcile",
-        "schedule": env.float("WAITLIST_RECONCILE_EVERY_SECONDS", default=60.0),
-    },
-    "waitlist-acknowledgements": {
-        "task": "waitlist.texts.tasks.acknowledgements", "schedule": float(WAITLIST_ACK_EVERY_SECONDS)},
-    # FHIR subscriptions (docs/fhir.md): captured changes → outbox messages every few seconds.
-    "fhir-subscription-fanout": {
-        "task": "interop.tasks.fanout_subscriptions",
-        "schedule": env.float("FHIR_SUBSCRIPTION_FANOUT_EVERY_SECONDS", default=5.0),
-    },
-    # Self-service joining (issue 40): expired requests purged, then the daily upkeep.
-    "purge-join-requests": {"task": "waitlist.joining.tasks.purge_join_requests", "schedule": 600.0},
-    "join-upkeep": {"task": "waitlist.joining.tasks.upkeep", "schedule": 3600.0},
-}
+# Beat's entries are registered by the apps that own the tasks (common/taskwiring.py, each app's ``apps.py``);
+# the intervals an operator may tune are settings (below), their tasks' queues the tasks' own option. Seconds
+# between two sends:
+WAITLIST_EXPIRE_EVERY_SECONDS = env.float("WAITLIST_EXPIRE_EVERY_SECONDS", default=30.0)
+WAITLIST_RECONCILE_EVERY_SECONDS = env.float("WAITLIST_RECONCILE_EVERY_SECONDS", default=60.0)
+# FHIR subscriptions (docs/fhir.md): captured changes → outbox messages every few seconds.
+FHIR_SUBSCRIPTION_FANOUT_EVERY_SECONDS = env.float("FHIR_SUBSCRIPTION_FANOUT_EVERY_SECONDS", default=5.0)
 # Beat entries sent at once when beat's first send after a broker outage succeeds (observability/beat.py):
 # reconcile redoes the dispatches whose tasks were lost meanwhile, within seconds of the broker's return.
 BEAT_ON_BROKER_BACK = env.list("BEAT_ON_BROKER_BACK", default=["waitlist-reconcile"])

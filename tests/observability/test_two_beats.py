@@ -8,10 +8,10 @@ from datetime import timedelta
 
 import pytest
 import time_machine
-from django.conf import settings
 
 from common.models import OutboxAttempt, OutboxMessage, OutboxStatus
 from common.outbox import outbox_deliver_due
+from common.taskwiring import periodic_schedule
 from config.celery import app
 from observability.invariants import check
 from reevaluation import tasks as reevaluation_tasks
@@ -26,8 +26,8 @@ from waitlist.models import Offer, OfferEvent, OfferStatus
 
 
 def beat_tick() -> None:
-    """What one beat sends in one tick: every task of CELERY_BEAT_SCHEDULE, run here and now."""
-    for entry in settings.CELERY_BEAT_SCHEDULE.values():
+    """What one beat sends in one tick: every task of beat's schedule (common.taskwiring), run here and now."""
+    for entry in periodic_schedule().values():
         app.tasks[entry["task"]]()
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from io import StringIO
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
+from common.taskwiring import periodic_schedule
 from config.celery import app
 from reevaluation import tasks
 from reevaluation.models import JobState, ReevaluationJob
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def test_beat_entries_name_registered_tasks():
     names = {
         entry["task"]
-        for key, entry in settings.CELERY_BEAT_SCHEDULE.items()
+        for key, entry in periodic_schedule().items()
         if key.startswith("reevaluation")
     }
     assert names == {

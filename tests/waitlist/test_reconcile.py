@@ -8,6 +8,7 @@ from io import StringIO
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
+from common.taskwiring import periodic_schedule
 from scheduling.models import Appointment, AppointmentStatus, HoldStatus
 from scheduling.services import hold_release
 from tests.conftest import seoul
@@ -22,7 +23,7 @@ def claim(world, offer, **kw):
 
 
 def test_beat_schedule_has_the_waitlist_jobs():
-    tasks_scheduled = {entry["task"] for entry in django_settings.CELERY_BEAT_SCHEDULE.values()}
+    tasks_scheduled = {entry["task"] for entry in periodic_schedule().values()}
     assert {"waitlist.tasks.expire_offers", "waitlist.tasks.reconcile", "common.tasks.deliver_outbox",
             "common.tasks.reclaim_outbox"} <= tasks_scheduled
 
