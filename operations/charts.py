@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from waitlist.figures.trends import TrendDay
 
 WIDTH, PANEL_HEIGHT, GAP, LEFT = 1000, 50, 28, 4
+#: Room right of the plot for the value axis, so its labels never sit on the newest day's dot or bar.
+GUTTER = 60
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,8 @@ def trend_chart(days: list[TrendDay]) -> dict:
     panels.append(Panel("offers_sent", "Offers sent per day", f"{sum(sent)} in total, peak {peak}", top, "", bars, [],
                         str(peak)))
     return {
-        "width": WIDTH, "height": top + PANEL_HEIGHT, "panel_height": PANEL_HEIGHT, "panels": panels,
+        "plot_width": WIDTH, "width": WIDTH + GUTTER, "height": top + PANEL_HEIGHT, "panel_height": PANEL_HEIGHT,
+        "panels": panels,
         "first": dates[0] if dates else None, "last": dates[-1] if dates else None, "days": n,
         "ticks": _ticks(dates), "axis_y": top + PANEL_HEIGHT + 14,
         "table": [{"day": d.day, "fill_rate": "—" if d.fill_rate is None else f"{d.fill_rate * 100:.0f}%",
@@ -104,9 +107,6 @@ class Series:
 def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
-
-#: Room right of the plot for the value axis, so its labels never sit on the newest day's bar.
-GUTTER = 60
 
 
 def day_chart(title: str, dates: list, series: list[Series], *, slug: str, note: str = "") -> dict:

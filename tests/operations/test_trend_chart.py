@@ -74,3 +74,18 @@ def test_the_chart_has_date_ticks_value_axes_and_a_table_of_its_numbers():
     assert [p.max_label for p in chart["panels"]] == ["100%", "1.0 h", "14"]
     assert chart["table"][0] == {"day": date(2030, 12, 1), "fill_rate": "50%", "time_to_fill": "1.0 h",
                                  "offers_sent": 0}
+
+
+def test_the_value_axis_sits_right_of_the_newest_days_dot_and_bar():
+    """The axis labels are drawn right-aligned at the chart's right edge: the plot stops short of it, so the
+    newest day's dot or bar never sits under "100%" (the overview's chart drew them on top of each other)."""
+    from datetime import date
+
+    from waitlist.figures.trends import TrendDay
+
+    days = [TrendDay(date(2030, 12, 1) + timedelta(days=i), 1, 1, 60.0, 3) for i in range(30)]
+    chart = trend_chart(days)
+    label_room = chart["width"] - 40  # "100%" right-aligned at the edge takes about 30 units
+    for panel in chart["panels"]:
+        right = [float(d["x"]) + 2.5 for d in panel.dots] + [float(b["x"]) + float(b["width"]) for b in panel.bars]
+        assert max(right) < label_room, panel.key
