@@ -140,6 +140,23 @@ def cas_update_all(queryset: models.QuerySet, *, expected_status=None, **changes
     return queryset.filter(**flt).update(version=F("version") + 1, **_stamped(queryset.model, changes))
 
 
+def cas_update_settling(
+    model: type[models.Model], *, pk, fence: Q, settle: models.QuerySet, settled: dict,
+    expected_status: str | Iterable[str] | None = None, **changes,
+) -> bool:
+    """A row known by id moved as ``cas_update`` moves it (``version + 1``, ``updated_at``, the move checked against
+    the model's table before any SQL), only inside ``fence``; once it is, the bulk move it settles:
+    ``cas_update_all(settle, **settled)``. One command for a move and what it settles (a job's fenced completion
+    and its scope's older asks). False, nothing written, when the row is no longer in an allowed state or outside
+    ``fence`` (no diagnosis is read: the caller knows its guard); a move the table does not list still raises."""
+    flt = {"pk": pk, **_status_filter(model, changes, expected_status)}
+    changes = _stamped(model, changes)
+    if model._default_manager.filter(fence, **flt).update(version=F("version") + 1, **changes) != 1:
+        return False
+    cas_update_all(settle, **settled)
+    return True
+
+
 def cas_conflict(model: type[models.Model], row_pk, *, version: int | None, sources: list[str]) -> Conflict:
     """The typed Conflict of a hand-written CAS (``UPDATE … WHERE pk, version, status IN (sources)``, the sources
     from ``transition_sources``) that changed no row: the same diagnosis ``cas_update`` raises."""

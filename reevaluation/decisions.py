@@ -1,13 +1,14 @@
 """What an assessment means for a job's appointments: the reevaluation's decisions, in plain Python.
 
-No database access here. ``quiet`` says whether a job has anything to decide (asked before any lock); ``plan``
-decides every appointment of a job's scope at once, from what the caller read (the appointments as ``Seen``,
-the targets gone, the ``Catalogue`` a replacement may take): one ``Step`` per appointment (superseded, replaced,
-back to PROPOSED, proposed to the patient, kept, left for staff). The one-by-one write-back (``jobs/worker.py``)
-and the batched rounds (``rounds/services.py``) read their rows their own way, ask ``plan``, and only carry the
-steps out. A change can still fail when it is made (a HELD replacement's slot taken when booked, no time held
-for the patient): the step names the ``fallback`` the writer then records (for a HELD one, after trying the
-next fitting combination).
+No database access of its own. ``plan`` decides every appointment of a job's scope at once, from what the caller
+read (the appointments as ``Seen``, the targets gone, the ``Catalogue`` a replacement may take): whether the job is
+``quiet`` (nothing to decide), and one ``Step`` per appointment (superseded, replaced, back to PROPOSED, proposed to
+the patient, kept, left for staff). The catalogue's sequences may be lazy (the one-by-one write-back hands in
+querysets): they are iterated only when a replacement is sought (``replacements_wanted``), each read once. The
+one-by-one write-back (``jobs/worker.py``) and the batched rounds (``rounds/services.py``) read their rows their own
+way, ask ``plan``, and only carry the steps out. A change can still fail when it is made (a HELD replacement's slot
+taken when booked, no time held for the patient): the step names the ``fallback`` the writer then records (for a
+HELD one, after trying the next fitting combination).
 """
 
 from __future__ import annotations
@@ -121,12 +122,14 @@ class Seen:
 @dataclass(frozen=True)
 class Catalogue:
     """What a replacement may take in the clinic, read for the assessment's constraints: the active practitioner
-    they name (None when they name none, or name one not active), the clinic's treatments by id, and the first
-    ten resources of the kind they need, by id."""
+    they name (a sequence of at most one: empty when they name none, or name one not active), the clinic's
+    treatments by id, and the first ten resources of the kind they need, by id. Any of them may be lazy (a
+    queryset): ``plan`` iterates one only when a replacement is sought, and only as far as it needs (the
+    treatments once the practitioner is found, the resources once a treatment fits)."""
 
-    practitioner: Any = None
-    treatments: Sequence[Any] = ()
-    resources: Sequence[Any] = ()
+    practitioners: Iterable[Any] = ()
+    treatments: Iterable[Any] = ()
+    resources: Iterable[Any] = ()
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,7 @@ class Plan:
 
     steps: tuple[Step, ...]
     tally: Tally
+    quiet: bool = False  # nothing to decide (``quiet``): the job completes without locking its head
 
 
 def tally(outcomes: Iterable[str]) -> Tally:
@@ -180,7 +184,7 @@ def replacement_specs(seen: Seen, c, catalogue: Catalogue | None) -> tuple[dict,
     of them is missing."""
     if catalogue is None:
         raise ValueError("a replacement is sought without a catalogue (see replacements_wanted)")
-    practitioner = seen.practitioner if c.required_practitioner is None else catalogue.practitioner
+    practitioner = seen.practitioner if c.required_practitioner is None else next(iter(catalogue.practitioners), None)
     if practitioner is None:
         return ()
     treatment = replacement_treatment(catalogue.treatments, c, seen.treatment_id)
@@ -214,14 +218,17 @@ def replacements_wanted(*, material: bool, constraints, current: Sequence[Seen],
 
 
 def plan(*, material: bool, constraints, current: Sequence[Seen], gone: Sequence[Any], confirmed: Sequence[Seen],
-         catalogue: Catalogue | None) -> Plan:
-    """Decide every appointment of a job's scope (one that is not ``quiet``): the PROPOSED and HELD ones now
+         catalogue: Catalogue | None, targets: Sequence[str] = ()) -> Plan:
+    """Decide every appointment of a job's scope: first whether there is anything to decide (``quiet``, from the
+    intake ``targets`` and the appointments in scope; a quiet plan has no step), then the PROPOSED and HELD ones now
     (``current``, by id), the intake targets that are neither any more (``gone``, rows: SKIPPED_INELIGIBLE,
     protected), the future CONFIRMED ones (never changed: the patient is proposed a time, or staff are asked; only
     on a material change). ``catalogue`` is what a replacement may take (needed when ``replacements_wanted``).
 
     The one decision of the one-by-one write-back and of the batched rounds: they read the facts their own way
     and only carry the steps out."""
+    if quiet(targets=bool(targets or gone), in_scope=bool(current or confirmed)):
+        return Plan(steps=(), tally=EMPTY_TALLY, quiet=True)
     steps = [Step(row, Outcome.SKIPPED_INELIGIBLE) for row in gone]
     for seen in current:
         fitting = fits(seen.slot, constraints)

@@ -22,19 +22,39 @@ the benchmark that keeps it (docs/benchmarks.md, section 4 "Reevaluation" unless
 * ``quarantine_tally_count``: an upsert that counts and answers the count (``ON CONFLICT DO UPDATE … RETURNING``, no
   ORM form: ``update_or_create`` is two statements and a race); one statement a refusal under a junk storm
   (``tests/reevaluation/test_intake_junk.py``).
+
+One read is here with them though it is the ORM's: ``job_facts``, everything a job's write-back reads before it
+decides (``jobs/worker.py``), in the order it is read and locked, ending at the first fact that ends the run; it
+asks ``policy_accept`` (the one-by-one policy advance) under the job's lock.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import connection
+from django.db.models import Q
 
 from common.cas import transition_sources
-from reevaluation.models import DrainState, JobState, MutationMode, QuarantineTally, ReevaluationJob
+from reevaluation import decisions as rules
+from reevaluation.models import (
+    ClinicReevaluationSettings,
+    DrainState,
+    JobState,
+    MutationMode,
+    QuarantineTally,
+    ReevaluationHead,
+    ReevaluationJob,
+)
+from scheduling.models import Appointment, AppointmentStatus, Practitioner, Resource, Treatment
+
+if TYPE_CHECKING:
+    from reevaluation.assessment import Assessment
+    from reevaluation.jobs.leases import Fence
 
 # --- the fair claim (jobs/claim.py) -----------------------------------------------------------------------------
 
@@ -168,6 +188,18 @@ def policy_advance(*, clinic_id: int, ref: str, generation: int) -> str | None:
     return None if row is None else (row[0] or MutationMode.DISABLED)
 
 
+def policy_accept(job: ReevaluationJob, *, ref: str, generation: int) -> str | None:
+    """``policy_advance`` for the job's clinic, and on the clinic's first use (no settings row yet: made with the
+    default mode) once more; the clinic's mutation mode, or None when the policy would move back."""
+    mode = policy_advance(clinic_id=job.clinic_id, ref=ref, generation=generation)
+    if mode is None and not ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).exists():
+        from reevaluation.modes.services import settings_for  # the first use only
+
+        settings_for(job.clinic)
+        mode = policy_advance(clinic_id=job.clinic_id, ref=ref, generation=generation)
+    return mode
+
+
 def policy_advance_many(*, policies: dict[int, tuple[str, int]]) -> dict[int, str]:
     """``policy_advance`` for many clinics (clinic id → (ref, generation)) in one statement; each accepted clinic's
     mode (a refused clinic is missing)."""
@@ -290,3 +322,90 @@ def quarantine_tally_count(*, source: str, window: datetime) -> int:
     with connection.cursor() as cursor:
         cursor.execute(_TALLY_SQL, [source, window])
         return cursor.fetchone()[0]
+
+
+# --- what one job's write-back reads (jobs/worker.py) -------------------------------------------------------------
+
+#: The appointments a job may change: PROPOSED and HELD.
+ELIGIBLE = (AppointmentStatus.PROPOSED, AppointmentStatus.HELD)
+
+
+def fence_guard(fence: Fence) -> Q:
+    """The filter a job row matches only while ``fence`` still holds its lease (with ``state`` RUNNING)."""
+    return Q(lease_owner=fence.owner, attempts=fence.attempt)
+
+
+def in_scope(now) -> Q:
+    """What a job reads of its scope: the PROPOSED/HELD appointments, and the CONFIRMED ones still ahead."""
+    return Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now)
+
+
+def seen(appt: Appointment) -> rules.Seen:
+    """An appointment row (read with its practitioner, treatment and resource) in the decisions' terms."""
+    slot = rules.Slot(practitioner_ref=appt.practitioner.ref, treatment_ref=appt.treatment.ref,
+                      minutes=(appt.ends_at - appt.starts_at).total_seconds() / 60,
+                      resource_kind=appt.resource.kind if appt.resource is not None else None)
+    return rules.Seen(row=appt, ref=appt.ref, held=appt.status == AppointmentStatus.HELD, slot=slot,
+                      practitioner=appt.practitioner, treatment_id=appt.treatment_id, resource=appt.resource)
+
+
+def job_scope(job: ReevaluationJob) -> dict:
+    return {"clinic_id": job.clinic_id, "tenant_group_id": job.tenant_group_id, "fingerprint": job.fingerprint}
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What a job's write-back reads before it decides. ``guard`` is the job's fence as a filter (its completion's).
+    ``locked``: the head and the job are locked (a scope with something in it); then ``ended`` is the run's end when
+    the fence no longer holds (LEASE_LOST) or a newer revision heads the scope (STALE), else ``mode`` is the clinic's
+    mutation mode once the policy advanced (None: it would move back)."""
+
+    guard: Q
+    targets: tuple[str, ...]
+    current: list[rules.Seen]
+    confirmed: list[rules.Seen]
+    locked: bool = False
+    ended: str = ""
+    mode: str | None = None
+    gone: list[Appointment] | None = None
+    catalogue: rules.Catalogue | None = None
+
+
+def job_facts(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -> JobFacts:
+    """Read a job's scope for its write-back, in its transaction: the PROPOSED/HELD appointments and the future
+    CONFIRMED ones in one SELECT; with none and no intake target (``decisions.quiet``: nothing to decide) nothing
+    more, no lock. Otherwise lock the head, then the job (the order intake takes), advance the policy
+    (``policy_accept``: the clinic's mode, read from its locked row), read the intake targets gone since (one SELECT,
+    only when there are some) and hand what a replacement may take as querysets (``decisions.Catalogue``: read by
+    ``plan`` only when it seeks a replacement)."""
+    rows = list(
+        Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
+        .filter(in_scope(now), clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint)
+        .order_by("pk")
+    )
+    guard, targets = fence_guard(fence), (*job.held_targets, *job.proposed_targets)
+    current = [seen(a) for a in rows if a.status in ELIGIBLE]
+    confirmed = [seen(a) for a in rows if a.status == AppointmentStatus.CONFIRMED]
+    if not targets and not rows:  # quiet: nothing to lock
+        return JobFacts(guard, targets, current, confirmed)
+    head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**job_scope(job)).first()
+    if ReevaluationJob.objects.filter(guard, pk=fence.job_id, state=JobState.RUNNING).select_for_update(
+            no_key=True).first() is None:
+        return JobFacts(guard, targets, current, confirmed, locked=True, ended="LEASE_LOST")
+    if head is not None and job.revision < head.revision:
+        return JobFacts(guard, targets, current, confirmed, locked=True, ended=JobState.STALE)
+    mode = policy_accept(job, ref=assessment.policy_ref, generation=assessment.policy_generation)
+    if mode is None:
+        return JobFacts(guard, targets, current, confirmed, locked=True)
+    refs = {s.ref for s in current}
+    missing = [ref for ref in targets if ref not in refs]
+    gone = list(Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=missing).order_by("pk")) if missing else []
+    c = assessment.constraints
+    catalogue = rules.Catalogue(
+        Practitioner.objects.filter(clinic_id=job.clinic_id, ref=c.required_practitioner, active=True)
+        .order_by("pk")[:1] if c.required_practitioner is not None else (),
+        Treatment.objects.filter(clinic_id=job.clinic_id).order_by("pk"),
+        Resource.objects.filter(clinic_id=job.clinic_id, kind=c.resource_need).order_by("pk")[:10]
+        if c.resource_need is not None else (),
+    )
+    return JobFacts(guard, targets, current, confirmed, locked=True, mode=mode, gone=gone, catalogue=catalogue)

@@ -27,6 +27,7 @@ from reevaluation.models import (
     ReevaluationHead,
     ReevaluationJob,
 )
+from reevaluation.queries import fence_guard
 
 logger = logging.getLogger(__name__)
 
@@ -52,15 +53,13 @@ def head_revision(job: ReevaluationJob) -> int | None:
 
 def fenced(fence: Fence):
     """The queryset matching the job only while ``fence`` still holds its lease (reads and row locks)."""
-    return ReevaluationJob.objects.filter(
-        pk=fence.job_id, state=JobState.RUNNING, lease_owner=fence.owner, attempts=fence.attempt
-    )
+    return ReevaluationJob.objects.filter(fence_guard(fence), pk=fence.job_id, state=JobState.RUNNING)
 
 
 def fenced_update(fence: Fence, *, extra=None, **changes) -> bool:
     """One fenced CAS on a RUNNING job (the move checked against ``JOB_TRANSITIONS``); False if the
     fence (or an ``extra`` guard) no longer holds. A move the table does not list still raises."""
-    guard = Q(lease_owner=fence.owner, attempts=fence.attempt)
+    guard = fence_guard(fence)
     if extra:
         guard &= Q(**extra) if isinstance(extra, dict) else extra  # a dict of filters, a Q or an expression
     try:
@@ -70,17 +69,6 @@ def fenced_update(fence: Fence, *, extra=None, **changes) -> bool:
             raise
         return False
     return True
-
-
-def fenced_complete(fence: Fence, *, scope: dict, extra=None, **changes) -> bool:
-    """``fenced_update`` to COMPLETED; once done, the scope's older needs-staff asks are settled (the newest
-    completed run of a scope is the one staff act on)."""
-    done = fenced_update(fence, extra=extra, state=JobState.COMPLETED, **changes)
-    if done:
-        cas_update_all(
-            ReevaluationJob.objects.filter(**scope, needs_staff=True).exclude(pk=fence.job_id), needs_staff=False
-        )
-    return done
 
 
 def lease_renew(fence: Fence, *, now: datetime | None = None) -> bool:

@@ -1,13 +1,16 @@
 """The worker: take over a claimed lease (or claim with its own token, ``work_round``), fetch the assessment (no
 transaction open), then write back in one fenced transaction, read first, decide, then write:
 
-1. **read** the scope's appointments; a scope with nothing to decide (``decisions.quiet``) completes at once,
-   without a lock (``_complete_quiet``). Otherwise lock the head and the job (the fence; a newer revision: STALE),
-   advance the policy (the clinic's mode), read the intake targets gone since and, only when an appointment no
-   longer fits, what a replacement may take (``_catalogue``);
-2. **decide** every appointment at once: ``decisions.plan``, a pure function (the rounds ask it too);
-3. **write**: carry the plan out (``_decide_all``: every scheduling command and proposal of the job), record the
-   outcomes, complete under the fence and write the notice.
+1. **read**: ``queries.job_facts``, every fact in one call: the scope's appointments; with nothing in scope and no
+   intake target, nothing more (no lock). Otherwise the head and the job locked (the fence; a newer revision:
+   STALE), the policy advanced (the clinic's mode), the intake targets gone since, and what a replacement may take
+   (a lazy ``decisions.Catalogue``);
+2. **decide**: ``decisions.plan``, a pure function (the rounds ask it too): whether the job is quiet, and every
+   appointment's step at once;
+3. **write**: a quiet job completes fenced (only while no newer revision heads its scope) and advances the policy;
+   otherwise the plan is carried out (``_decide_all``: the job's appointment changes in one scheduling command,
+   ``appointments_apply_changes``, then its proposals), the outcomes recorded; then the fenced completion with its
+   settle (``common.cas.cas_update_settling``) and the notice.
 
 CONFIRMED appointments are never passed to a scheduling command; as a second line of defence the write-back
 digests the scope's CONFIRMED rows before and after and rolls back if they differ.
@@ -22,20 +25,20 @@ from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, F, OuterRef, Q
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
-from common.errors import Conflict, NotFound, SlotOccupied
+from common.cas import cas_update_settling
+from common.errors import Conflict
 from common.services import new_correlation_id, outbox_enqueue
 from reevaluation import decisions as rules
 from reevaluation import queries
-from reevaluation.assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher, Constraints
+from reevaluation.assessment import Assessment, AssessmentClient, AssessmentError, AssessmentFetcher
 from reevaluation.jobs.claim import Claim
 from reevaluation.jobs.leases import (
     Fence,
     LeaseKeeper,
     fenced,
-    fenced_complete,
     fenced_update,
     head_revision,
     lease_start,
@@ -54,29 +57,28 @@ from reevaluation.models import (
     ReevaluationJob,
     ReevaluationOutcome,
 )
-from reevaluation.modes.services import privacy_stop, quarantine_watch, settings_for
+from reevaluation.modes.services import privacy_stop, quarantine_watch
 from reevaluation.proposals.services import proposal_open, supersede_live
 from scheduling.models import (
     Appointment,
     AppointmentStatus,
     CancelActor,
     CancelReason,
-    Practitioner,
-    Resource,
-    Treatment,
     cancel_actor_ref,
 )
 from scheduling.services import (
+    AppointmentChange,
+    ChangeDone,
+    ChangeResult,
+    HeldReplace,
     HeldReplacement,
-    appointment_book,
-    appointment_cancel,
-    appointment_set_status,
-    appointments_replace_held,
+    Rebook,
+    StatusChange,
+    appointments_apply_changes,
 )
 
 logger = logging.getLogger(__name__)
 
-ELIGIBLE = (AppointmentStatus.PROPOSED, AppointmentStatus.HELD)
 
 #: Who cancels what a reevaluation replaces (a system job, by name).
 CANCELLED_BY = cancel_actor_ref(CancelActor.SYSTEM, "reevaluation")
@@ -88,10 +90,6 @@ class ConfirmedInvariantViolated(RuntimeError):
 
 class PolicyWentBack(Exception):
     """The assessment's policy generation is older than (or conflicts with) the clinic's current one."""
-
-
-class _Rollback(Exception):
-    """Raised inside a savepoint to undo a dry-run trial."""
 
 
 def job_run(
@@ -171,7 +169,7 @@ def write_back(fence: Fence, job: ReevaluationJob, assessment: Assessment) -> st
 
 def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob | None = None) -> str:
     """Decide every appointment of the job's scope and carry the decisions out (as the clinic's mode allows), then
-    complete the job, fenced: one transaction."""
+    complete the job, fenced: one transaction. Read (``queries.job_facts``), decide (``decisions.plan``), write."""
     now = timezone.now()
     if job is None:
         job = ReevaluationJob.objects.select_related("clinic__tenant_group").filter(pk=fence.job_id).first()
@@ -180,22 +178,16 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
         job.clinic_ref, job.tenant_group_ref = job.clinic.ref, job.clinic.tenant_group.ref
     c = assessment.constraints
     with transaction.atomic():
-        # Read: the scope's appointments; with nothing to decide, the job completes without a lock.
-        current, confirmed = _scope_appointments(job, now)
-        targets = [*job.held_targets, *job.proposed_targets]
-        if rules.quiet(targets=bool(targets), in_scope=bool(current or confirmed)):
-            return _complete_quiet(fence, job, assessment, now)
-        # Lock order: head before job (as intake does), then appointments through scheduling.
-        head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**_scope(job)).first()
-        if fenced(fence).select_for_update(no_key=True).first() is None:
-            return "LEASE_LOST"
-        if head is not None and job.revision < head.revision:
-            return _finish_stale(fence)
-        mode = _policy_advance(job, assessment)
-        gone = _gone(job, targets, current)
-        # Decide: every appointment at once, in plain Python.
-        plan = rules.plan(material=job.material_change, constraints=c, current=current, gone=gone,
-                          confirmed=confirmed, catalogue=_catalogue(job, c, current, gone, confirmed))
+        facts = queries.job_facts(fence, job, assessment, now)
+        if facts.ended:
+            return _finish_stale(fence) if facts.ended == JobState.STALE else facts.ended
+        if facts.locked and facts.mode is None:
+            raise PolicyWentBack(job.ref)
+        plan = rules.plan(material=job.material_change, constraints=c, current=facts.current, gone=facts.gone or [],
+                          confirmed=facts.confirmed, catalogue=facts.catalogue, targets=facts.targets)
+        if plan.quiet or not facts.locked:  # nothing to decide (the read locked nothing)
+            return _complete_quiet(fence, facts, job, assessment, now)
+        mode = facts.mode or ""
         # Write: the plan carried out, between two digests of the CONFIRMED rows; then the completion.
         scope = [(job.clinic_id, job.fingerprint)]
         confirmed_before = confirmed_digest(scope)
@@ -204,65 +196,12 @@ def job_complete(fence: Fence, *, assessment: Assessment, job: ReevaluationJob |
             raise ConfirmedInvariantViolated(f"job {job.ref}")
         ReevaluationOutcome.objects.bulk_create(outcome_rows(job, mode, decisions))
         tally = rules.tally(d.outcome for d in decisions)
-        if not _finish_completed(fence, job, assessment, tally, now):
+        if not _finish_completed(fence, facts, job, assessment, tally, now):
             # Cannot happen while we hold the row lock; refuse rather than guess.
             raise Conflict("The job's lease was lost.", code="LEASE_LOST")
         _completed_notice(job, assessment, mode, tally.counts, decisions)
     logger.info("reevaluation job=%s completed mode=%s outcomes=%s", job.ref, mode, tally.counts)
     return JobState.COMPLETED
-
-
-def in_scope(now) -> Q:
-    """What a job reads of its scope: the PROPOSED/HELD appointments, and the CONFIRMED ones still ahead."""
-    return Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now)
-
-
-def seen(appt: Appointment) -> rules.Seen:
-    """An appointment row (read with its practitioner, treatment and resource) in the decisions' terms."""
-    slot = rules.Slot(practitioner_ref=appt.practitioner.ref, treatment_ref=appt.treatment.ref,
-                      minutes=(appt.ends_at - appt.starts_at).total_seconds() / 60,
-                      resource_kind=appt.resource.kind if appt.resource is not None else None)
-    return rules.Seen(row=appt, ref=appt.ref, held=appt.status == AppointmentStatus.HELD, slot=slot,
-                      practitioner=appt.practitioner, treatment_id=appt.treatment_id, resource=appt.resource)
-
-
-def _scope_appointments(job: ReevaluationJob, now) -> tuple[list[rules.Seen], list[rules.Seen]]:
-    """The scope's PROPOSED/HELD appointments now, and its future CONFIRMED ones, in one SELECT. CONFIRMED
-    never enters a scheduling command: it is only compared with the assessment."""
-    rows = list(
-        Appointment.objects.select_related("clinic", "patient", "practitioner", "treatment", "resource")
-        .filter(in_scope(now), clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint)
-        .order_by("pk")
-    )
-    return ([seen(a) for a in rows if a.status in ELIGIBLE],
-            [seen(a) for a in rows if a.status == AppointmentStatus.CONFIRMED])
-
-
-def _gone(job: ReevaluationJob, targets: list[str], current: list[rules.Seen]) -> list[Appointment]:
-    """The intake targets that are no longer PROPOSED or HELD (confirmed or cancelled since), by id: one SELECT,
-    only when there are some."""
-    refs = {s.ref for s in current}
-    missing = [ref for ref in targets if ref not in refs]
-    return list(Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=missing).order_by("pk")) if missing else []
-
-
-def _catalogue(job: ReevaluationJob, c: Constraints, current, gone, confirmed) -> rules.Catalogue | None:
-    """What a replacement may take in the clinic, read only when ``decisions.plan`` will seek one (a material change
-    leaves an appointment unfit), and only what it can use: nothing more once the practitioner the constraints name
-    is missing, the resources only when a treatment fits."""
-    if not rules.replacements_wanted(material=job.material_change, constraints=c, current=current, gone=gone,
-                                     confirmed=confirmed):
-        return None
-    named = None
-    if c.required_practitioner is not None:
-        named = Practitioner.objects.filter(clinic_id=job.clinic_id, ref=c.required_practitioner, active=True).first()
-        if named is None:
-            return rules.Catalogue()
-    treatments = list(Treatment.objects.filter(clinic_id=job.clinic_id).order_by("pk"))
-    resources: list[Resource] = []
-    if c.resource_need is not None and rules.replacement_treatment(treatments, c, None) is not None:
-        resources = list(Resource.objects.filter(clinic_id=job.clinic_id, kind=c.resource_need).order_by("pk")[:10])
-    return rules.Catalogue(named, treatments, resources)
 
 
 @dataclass
@@ -283,76 +222,59 @@ class Decision:
 def _decide_all(job: ReevaluationJob, plan: rules.Plan, mode: str, now) -> list[Decision]:
     """The write step, which settles every appointment's outcome: as the plan decided it, the change made where the
     clinic's ``mode`` applies it (the step's fallback recorded where it cannot be made), then the proposals the
-    applied changes ask for. Every scheduling command and every proposal of the job is made here, in plan order."""
-    decisions = []
-    for step in plan.steps:
+    applied changes ask for. The job's appointment changes are one scheduling command (``appointments_apply_changes``:
+    a superseded PROPOSED rebooked, a HELD replaced by the first of its combinations whose slot is free, or tried and
+    undone in a dry run, or back to PROPOSED); the proposals follow, in plan order."""
+    changes: dict[int, AppointmentChange] = {}
+    for i, step in enumerate(plan.steps):
         appt, apply = step.row, mode in step.applied_in
-        if step.outcome == Outcome.CONFIRMED_CHANGE_PROPOSED and apply:
+        if step.outcome == Outcome.PROPOSAL_SUPERSEDED and apply:
+            spec = step.specs[0]
+            changes[i] = Rebook(appointment=appt, practitioner=spec["practitioner"], treatment=spec["treatment"],
+                                resource=spec["resource"], reason="reevaluation:superseded",
+                                reason_code=CancelReason.RESCHEDULED, cancelled_by=CANCELLED_BY)
+        elif step.outcome == Outcome.HOLD_REPLACED:
+            changes[i] = HeldReplace(options=tuple(
+                HeldReplacement(appointment=appt, practitioner=spec["practitioner"], treatment=spec["treatment"],
+                                resource=spec["resource"], reason="reevaluation:hold_replaced",
+                                reason_code=CancelReason.RESCHEDULED, cancelled_by=CANCELLED_BY)
+                for spec in step.specs
+            ), release_if_taken=apply, trial=not apply)
+        elif step.outcome == Outcome.FALLBACK_TO_PROPOSED and apply:
+            changes[i] = StatusChange(appointment=appt, target=AppointmentStatus.PROPOSED)
+    done = dict(zip(changes, appointments_apply_changes(changes=list(changes.values())), strict=True)) \
+        if changes else {}
+    decisions = []
+    for i, step in enumerate(plan.steps):
+        appt = step.row
+        if i in done:
+            decisions.append(_carried_out(step, done[i]))
+        elif step.outcome == Outcome.CONFIRMED_CHANGE_PROPOSED and mode in step.applied_in:
             # Never changed: the patient is proposed the fitting times (none could be held: staff are asked).
             proposal = proposal_open(job=job, appointment=appt, trigger="CONFIRMED_NO_LONGER_FITS",
                                      specs=list(step.specs), now=now)
             decisions.append(Decision(appt, step.outcome, applied=True, proposal=proposal) if proposal
                              else Decision(appt, step.fallback or step.outcome))
-            continue
-        try:
-            if step.outcome == Outcome.PROPOSAL_SUPERSEDED and apply:
-                decision = Decision(appt, step.outcome, applied=True, replacement=_supersede(appt, step.specs[0]))
-            elif step.outcome == Outcome.HOLD_REPLACED:
-                decision = _replace_held(step, apply)
-            elif step.outcome == Outcome.FALLBACK_TO_PROPOSED and apply:
-                decision = _fall_back(appt)
-            else:
-                decision = Decision(appt, step.outcome)
-        except (Conflict, NotFound):
-            # Changed by someone else since we read it (e.g. confirmed by staff): leave it alone.
-            decision = Decision(appt, Outcome.SKIPPED_INELIGIBLE)
-        decisions.append(decision)
+        else:
+            decisions.append(Decision(appt, step.outcome))
     _open_proposals(job, plan.steps, decisions, now)
     return decisions
 
 
-def _supersede(appt: Appointment, spec: dict) -> Appointment:
-    """Cancel the PROPOSED ``appt`` and book its replacement, PROPOSED at the same start, in one savepoint."""
-    with transaction.atomic():
-        appointment_cancel(
-            clinic=appt.clinic, appointment_ref=appt.ref, reason="reevaluation:superseded",
-            expected_version=appt.version, reason_code=CancelReason.RESCHEDULED, cancelled_by=CANCELLED_BY,
-        )
-        return appointment_book(
-            clinic=appt.clinic, patient=appt.patient, practitioner=spec["practitioner"], treatment=spec["treatment"],
-            resource=spec["resource"], starts_at=appt.starts_at, status=AppointmentStatus.PROPOSED,
-        )
-
-
-def _replace_held(step: rules.Step, apply: bool) -> Decision:
-    """The HELD appointment cancelled and its replacement booked HELD at the same start (scheduling's one command
-    for it, the held batch's too), the step's combinations in turn until one's slot is free; a dry run undoes the
-    trial, so the recorded outcome is the one that would apply. Every slot taken: the step's fallback."""
+def _carried_out(step: rules.Step, done: ChangeDone) -> Decision:
+    """A step's decision once scheduling carried its change out (or refused it: changed by someone else since we
+    read it, e.g. confirmed by staff, so it is left alone)."""
     appt = step.row
-    for spec in step.specs:
-        try:
-            with transaction.atomic():
-                [new] = appointments_replace_held(replacements=[HeldReplacement(
-                    appointment=appt, practitioner=spec["practitioner"], treatment=spec["treatment"],
-                    resource=spec["resource"], reason="reevaluation:hold_replaced",
-                    reason_code=CancelReason.RESCHEDULED, cancelled_by=CANCELLED_BY,
-                )])
-                if not apply:
-                    raise _Rollback
-            return Decision(appt, step.outcome, applied=True, replacement=new)
-        except _Rollback:
-            return Decision(appt, step.outcome)
-        except SlotOccupied:
-            continue
-    return _fall_back(appt) if apply else Decision(appt, step.fallback or step.outcome)
-
-
-def _fall_back(appt: Appointment) -> Decision:
-    """The HELD appointment back to PROPOSED, its capacity released."""
-    appointment_set_status(
-        clinic=appt.clinic, appointment_ref=appt.ref, target=AppointmentStatus.PROPOSED, expected_version=appt.version,
-    )
-    return Decision(appt, Outcome.FALLBACK_TO_PROPOSED, applied=True)
+    if done.result == ChangeResult.APPLIED:
+        outcome = Outcome.FALLBACK_TO_PROPOSED if isinstance(done.change, StatusChange) else step.outcome
+        return Decision(appt, outcome, applied=True, replacement=done.booked)
+    if done.result == ChangeResult.RELEASED:
+        return Decision(appt, Outcome.FALLBACK_TO_PROPOSED, applied=True)
+    if done.result == ChangeResult.WOULD_APPLY:
+        return Decision(appt, step.outcome)
+    if done.result == ChangeResult.SLOTS_TAKEN:
+        return Decision(appt, step.fallback or step.outcome)
+    return Decision(appt, Outcome.SKIPPED_INELIGIBLE)
 
 
 def _open_proposals(job: ReevaluationJob, steps, decisions: list[Decision], now) -> None:
@@ -417,11 +339,12 @@ def outcome_rows(job: ReevaluationJob, mode: str, decisions: list[Decision]) -> 
     ]
 
 
-def _complete_quiet(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -> str:
+def _complete_quiet(fence: Fence, facts: queries.JobFacts, job: ReevaluationJob, assessment: Assessment,
+                    now) -> str:
     """Nothing to decide: complete fenced (and only while no newer revision heads the scope), advance
     the policy, write the notice. One statement each; the caller's transaction holds them together."""
     newer = ReevaluationHead.objects.filter(**_scope(job), revision__gt=OuterRef("revision"))
-    if not _finish_completed(fence, job, assessment, rules.EMPTY_TALLY, now, extra=~Exists(newer)):
+    if not _finish_completed(fence, facts, job, assessment, rules.EMPTY_TALLY, now, extra=~Exists(newer)):
         return _finish_stale(fence)  # STALE if the fence still holds (a newer head), else LEASE_LOST
     mode = _policy_advance(job, assessment)  # raises PolicyWentBack: the completion rolls back
     _completed_notice(job, assessment, mode, rules.EMPTY_TALLY.counts, [])
@@ -432,11 +355,18 @@ def _scope(job: ReevaluationJob) -> dict:
     return {"clinic_id": job.clinic_id, "tenant_group_id": job.tenant_group_id, "fingerprint": job.fingerprint}
 
 
-def _finish_completed(fence: Fence, job, assessment: Assessment, tally: rules.Tally, now, extra=None) -> bool:
-    # The newest completed run of a scope is the one staff act on: older asks are settled.
+def _finish_completed(fence: Fence, facts: queries.JobFacts, job, assessment: Assessment, tally: rules.Tally, now,
+                      extra=None) -> bool:
+    """The fenced completion (``facts.guard``, and ``extra``) with its settle: the newest completed run of a scope is
+    the one staff act on, so the scope's older needs-staff asks are settled. One command (``common.cas``)."""
     result = {"outcome_counts": tally.counts, "needs_staff": tally.needs_staff, "last_failure_code": ""}
     target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
-    return fenced_complete(fence, scope=_scope(job), extra=extra, **result, **target, **_released(now))
+    older = ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=fence.job_id)
+    return cas_update_settling(
+        ReevaluationJob, pk=fence.job_id, expected_status=JobState.RUNNING,
+        fence=facts.guard & extra if extra is not None else facts.guard, settle=older, settled={"needs_staff": False},
+        state=JobState.COMPLETED, **result, **target, **_released(now),
+    )
 
 
 def _completed_notice(job, assessment: Assessment, mode: str, counts: dict, decisions: list) -> None:
@@ -469,20 +399,13 @@ def completion_notice(job, assessment: Assessment, mode: str, counts: dict, deci
 def _policy_advance(job: ReevaluationJob, assessment: Assessment) -> str:
     """Accept the assessment's policy only at or past the clinic's current one, advance to it, reset the
     failure streak, and return the clinic's mutation mode: one conditional UPDATE (row-locked until
-    commit), so concurrent runs cannot move the clinic back and the mode read is the locked row's.
+    commit), so concurrent runs cannot move the clinic back and the mode read is the locked row's
+    (``queries.policy_accept``; a job with something to decide advances it in its read, ``queries.job_facts``).
 
     Same generation: the policy ref must match. A higher generation may name a new policy ref.
     Raises PolicyWentBack otherwise.
     """
-    def advance() -> str | None:
-        return queries.policy_advance(
-            clinic_id=job.clinic_id, ref=assessment.policy_ref, generation=assessment.policy_generation
-        )
-
-    mode = advance()
-    if mode is None and not ClinicReevaluationSettings.objects.filter(clinic_id=job.clinic_id).exists():
-        settings_for(job.clinic)  # first use of the clinic's settings row; then try once more
-        mode = advance()
+    mode = queries.policy_accept(job, ref=assessment.policy_ref, generation=assessment.policy_generation)
     if mode is None:
         raise PolicyWentBack(job.ref)
     return mode

@@ -30,15 +30,12 @@ from reevaluation.jobs.claim import Claim, dispatch_round
 from reevaluation.jobs.leases import LeaseKeeper
 from reevaluation.jobs.worker import (
     CANCELLED_BY,
-    ELIGIBLE,
     ConfirmedInvariantViolated,
     Decision,
     completion_notice,
     confirmed_digest,
     fetch_assessment,
-    in_scope,
     outcome_rows,
-    seen,
     write_back,
 )
 from reevaluation.models import (
@@ -49,6 +46,7 @@ from reevaluation.models import (
     ReevaluationOutcome,
 )
 from reevaluation.proposals.services import supersede_live_many
+from reevaluation.queries import ELIGIBLE, in_scope, seen
 from scheduling.models import (
     Appointment,
     AppointmentStatus,
@@ -290,7 +288,7 @@ def _held_batch(candidates: list[tuple[Claim, Assessment]]) -> list[_Batched]:
 
 
 def _scope_rows(scopes: list[tuple[int, str]]) -> dict[tuple[int, str], list[Appointment]]:
-    """The scopes' appointments as one job reads its own (``worker.in_scope``), in one SELECT, by scope."""
+    """The scopes' appointments as one job reads its own (``queries.in_scope``), in one SELECT, by scope."""
     by_scope: dict[tuple[int, str], list[Appointment]] = {scope: [] for scope in scopes}
     for appt in (
         Appointment.objects.select_related("patient", "practitioner", "treatment", "resource")
@@ -305,7 +303,8 @@ def _scope_rows(scopes: list[tuple[int, str]]) -> dict[tuple[int, str], list[App
 
 class _Catalogues:
     """The batch's clinics' active practitioners named by the assessments, and their treatments, read once: what
-    ``worker._catalogue`` reads for one job (no resources: the batch takes no job whose assessment needs one)."""
+    ``queries.job_facts`` hands ``plan`` for one job (no resources: the batch takes no job whose assessment needs
+    one)."""
 
     def __init__(self, clinics: set[int], practitioner_refs: set):
         refs = {r for r in practitioner_refs if r is not None}
@@ -319,7 +318,7 @@ class _Catalogues:
 
     def of(self, clinic_id: int, c) -> rules.Catalogue:
         named = self.practitioners.get((clinic_id, c.required_practitioner))
-        return rules.Catalogue(named, self.treatments.get(clinic_id, []), ())
+        return rules.Catalogue(() if named is None else (named,), self.treatments.get(clinic_id, []), ())
 
 
 def _decide(claim: Claim, a: Assessment, rows: list[Appointment], catalogues: _Catalogues) -> _Batched | None:

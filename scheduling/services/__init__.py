@@ -1,11 +1,18 @@
 """Scheduling commands: the only writers of scheduling rows."""
 
 from .appointments import (
+    AppointmentChange,
+    ChangeDone,
+    ChangeResult,
+    HeldReplace,
     HeldReplacement,
+    Rebook,
+    StatusChange,
     appointment_book,
     appointment_cancel,
     appointment_move,
     appointment_set_status,
+    appointments_apply_changes,
     appointments_replace_held,
 )
 from .consent import consent_current, consent_record
@@ -24,8 +31,15 @@ __all__ = [
     "appointment_cancel",
     "appointment_move",
     "appointment_set_status",
+    "appointments_apply_changes",
     "appointments_replace_held",
+    "AppointmentChange",
+    "ChangeDone",
+    "ChangeResult",
+    "HeldReplace",
     "HeldReplacement",
+    "Rebook",
+    "StatusChange",
     "clinic_grant_operate",
     "clinic_grant_decision_feed",
     "clinic_grant_role",

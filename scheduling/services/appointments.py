@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.cas import cas_conflict, cas_update, check_transition, transition_sources
-from common.errors import Conflict, NotFound, ValidationFailed
+from common.errors import Conflict, NotFound, SlotOccupied, ValidationFailed
 from common.fastpath import PreparedQuery
 from common.transactions import own_transaction
 
@@ -237,3 +237,119 @@ def appointment_move(
         if appointment.status == AppointmentStatus.HELD:
             allocations.reallocate_appointment(appointment)
         return appointment
+
+
+# --- several appointments changed in one command ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rebook:
+    """A PROPOSED appointment (as read: its version is the expected one) cancelled and booked anew at the same start,
+    PROPOSED, with ``practitioner``, ``treatment`` and ``resource``: ``appointment_cancel`` then ``appointment_book``,
+    both or neither."""
+
+    appointment: Appointment
+    practitioner: Practitioner
+    treatment: Treatment
+    resource: Resource | None
+    reason: str
+    reason_code: str
+    cancelled_by: str
+
+
+@dataclass(frozen=True)
+class HeldReplace:
+    """A HELD appointment replaced at the same start by the first of ``options`` (``HeldReplacement``s of that one
+    appointment, in the order tried) whose slot is free, as ``appointments_replace_held`` does for one. With every
+    slot taken: back to PROPOSED, its capacity released, when ``release_if_taken``; else left as it is. A ``trial``
+    tries each option and undoes it: the result says whether one would be booked (a dry run)."""
+
+    options: tuple[HeldReplacement, ...]
+    release_if_taken: bool = False
+    trial: bool = False
+
+
+@dataclass(frozen=True)
+class StatusChange:
+    """An appointment (as read) moved to ``target``: ``appointment_set_status`` at its version."""
+
+    appointment: Appointment
+    target: str
+
+
+AppointmentChange = Rebook | HeldReplace | StatusChange
+
+
+class ChangeResult:
+    """What became of one change of ``appointments_apply_changes``."""
+
+    APPLIED = "APPLIED"  # made (a Rebook's or a HeldReplace's new appointment is ``booked``)
+    WOULD_APPLY = "WOULD_APPLY"  # a trial: an option's slot is free, the booking undone
+    RELEASED = "RELEASED"  # a HeldReplace with every slot taken: back to PROPOSED
+    SLOTS_TAKEN = "SLOTS_TAKEN"  # a HeldReplace with every slot taken, left as it was
+    REFUSED = "REFUSED"  # the appointment changed since it was read (a Conflict) or is gone: nothing written
+
+
+@dataclass(frozen=True)
+class ChangeDone:
+    change: AppointmentChange
+    result: str
+    booked: Appointment | None = None
+
+
+class _Undo(Exception):
+    """Raised inside a savepoint to undo a trial."""
+
+
+def appointments_apply_changes(*, changes: list[AppointmentChange]) -> list[ChangeDone]:
+    """Carry out ``changes`` in order, each in its own savepoint of the caller's transaction (none is opened around
+    them): a change refused (the Conflict or NotFound its single command would raise: changed by someone else
+    since it was read) is undone alone and reported ``REFUSED``; the others still happen. One result per change,
+    in order. A ``HeldReplace`` whose option's slot is taken (SLOT_OCCUPIED, PATIENT_OVERLAP) tries the next.
+
+    The statements are those of the single-appointment commands it stands for (``appointment_cancel`` and
+    ``appointment_book``, ``appointments_replace_held``, ``appointment_set_status``); a validation error (a row of
+    another clinic) is raised, as they raise it."""
+    done = []
+    for change in changes:
+        try:
+            done.append(_apply_change(change))
+        except (Conflict, NotFound):
+            done.append(ChangeDone(change, ChangeResult.REFUSED))
+    return done
+
+
+def _apply_change(change: AppointmentChange) -> ChangeDone:
+    if isinstance(change, Rebook):
+        appt = change.appointment
+        with transaction.atomic():
+            appointment_cancel(
+                clinic=appt.clinic, appointment_ref=appt.ref, reason=change.reason, expected_version=appt.version,
+                reason_code=change.reason_code, cancelled_by=change.cancelled_by,
+            )
+            booked = appointment_book(
+                clinic=appt.clinic, patient=appt.patient, practitioner=change.practitioner, treatment=change.treatment,
+                resource=change.resource, starts_at=appt.starts_at, status=AppointmentStatus.PROPOSED,
+            )
+        return ChangeDone(change, ChangeResult.APPLIED, booked)
+    if isinstance(change, HeldReplace):
+        for option in change.options:
+            try:
+                with transaction.atomic():
+                    [booked] = appointments_replace_held(replacements=[option])
+                    if change.trial:
+                        raise _Undo
+                return ChangeDone(change, ChangeResult.APPLIED, booked)
+            except _Undo:
+                return ChangeDone(change, ChangeResult.WOULD_APPLY)
+            except SlotOccupied:
+                continue
+        if not change.release_if_taken or not change.options:
+            return ChangeDone(change, ChangeResult.SLOTS_TAKEN)
+        appt = change.options[0].appointment
+        appointment_set_status(clinic=appt.clinic, appointment_ref=appt.ref, target=AppointmentStatus.PROPOSED,
+                               expected_version=appt.version)
+        return ChangeDone(change, ChangeResult.RELEASED)
+    appointment_set_status(clinic=change.appointment.clinic, appointment_ref=change.appointment.ref,
+                           target=change.target, expected_version=change.appointment.version)
+    return ChangeDone(change, ChangeResult.APPLIED)

@@ -62,3 +62,26 @@ def test_every_cas_write_moves_updated_at_with_the_version(db):
     other = f.AppointmentFactory(status="PROPOSED")
     cas_update(other, expected_status="PROPOSED", status="HELD", updated_at=explicit)  # a caller's value wins
     assert Appointment.objects.get(pk=other.pk).updated_at == explicit
+
+
+def test_a_move_and_what_it_settles_are_one_command(db):
+    """``cas_update_settling``: the row moved inside its fence, then the bulk move it settles; outside the fence,
+    False and nothing written (not the settle either); a move the table does not list raises before any SQL."""
+    from django.db.models import Q
+
+    from common.cas import cas_update_settling
+
+    moved, other = f.AppointmentFactory(status="PROPOSED"), f.AppointmentFactory(status="PROPOSED")
+    settle = Appointment.objects.filter(pk=other.pk)
+    assert not cas_update_settling(Appointment, pk=moved.pk, fence=Q(version=7), settle=settle,
+                                   settled={"cancel_reason": "settled"}, status="HELD")
+    assert list(Appointment.objects.order_by("pk").values_list("status", "version", "cancel_reason")) == [
+        ("PROPOSED", 1, ""), ("PROPOSED", 1, "")]
+    assert cas_update_settling(Appointment, pk=moved.pk, fence=Q(version=1), settle=settle,
+                               settled={"cancel_reason": "settled"}, expected_status="PROPOSED", status="HELD")
+    assert list(Appointment.objects.order_by("pk").values_list("status", "version", "cancel_reason")) == [
+        ("HELD", 2, ""), ("PROPOSED", 2, "settled")]
+    with pytest.raises(Conflict) as info:
+        cas_update_settling(Appointment, pk=moved.pk, fence=Q(), settle=settle, settled={}, status="PROPOSED",
+                            expected_status="CANCELLED")
+    assert info.value.code.endswith("_TRANSITION_INVALID")

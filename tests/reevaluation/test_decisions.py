@@ -169,7 +169,7 @@ def _steps(p):
 
 
 def test_a_plan_names_every_appointment_in_write_order_with_its_fallback():
-    catalogue = Catalogue(practitioner=DR_B, treatments=CATALOGUE)
+    catalogue = Catalogue(practitioners=[DR_B], treatments=CATALOGUE)
     gone = SimpleNamespace(ref="ap_gone")
     p = _plan([_seen("ap_p"), _seen("ap_h", held=True)], [gone], [_seen("ap_c"), _seen("ap_gone")],
               catalogue=catalogue, required_practitioner="pr_b")
@@ -187,7 +187,7 @@ def test_a_plan_names_every_appointment_in_write_order_with_its_fallback():
 
 def test_a_plan_without_a_replacement_falls_back_or_asks_staff():
     p = _plan([_seen("ap_p"), _seen("ap_h", held=True)], confirmed=[_seen("ap_c")],
-              catalogue=Catalogue(practitioner=None, treatments=CATALOGUE), required_practitioner="pr_gone")
+              catalogue=Catalogue(practitioners=(), treatments=CATALOGUE), required_practitioner="pr_gone")
     assert [(ref, outcome) for ref, outcome, _, _ in _steps(p)] == [
         ("ap_p", Outcome.PROPOSAL_NEEDS_STAFF), ("ap_h", Outcome.FALLBACK_TO_PROPOSED),
         ("ap_c", Outcome.CONFIRMED_NEEDS_STAFF)]
