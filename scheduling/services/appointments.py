@@ -115,9 +115,9 @@ def appointment_cancel(
 
 
 @dataclass(frozen=True)
-class HeldReplacement:
-    """A HELD appointment (as read: its version is the expected one) and what replaces it at the same
-    start: a HELD appointment of the same patient with ``practitioner``, ``treatment`` and ``resource``."""
+class Replacement:
+    """An appointment (as read: its version is the expected one) and what replaces it at the same start, for the
+    same patient: ``practitioner``, ``treatment`` and ``resource``; the old one's cancellation reason and actor."""
 
     appointment: Appointment
     practitioner: Practitioner
@@ -126,6 +126,11 @@ class HeldReplacement:
     reason: str
     reason_code: str
     cancelled_by: str
+
+
+@dataclass(frozen=True)
+class HeldReplacement(Replacement):
+    """A HELD appointment replaced by a HELD one (``appointments_replace_held``)."""
 
 
 #: The largest ``version`` a row can have (a PostgreSQL integer).
@@ -243,18 +248,9 @@ def appointment_move(
 
 
 @dataclass(frozen=True)
-class Rebook:
-    """A PROPOSED appointment (as read: its version is the expected one) cancelled and booked anew at the same start,
-    PROPOSED, with ``practitioner``, ``treatment`` and ``resource``: ``appointment_cancel`` then ``appointment_book``,
-    both or neither."""
-
-    appointment: Appointment
-    practitioner: Practitioner
-    treatment: Treatment
-    resource: Resource | None
-    reason: str
-    reason_code: str
-    cancelled_by: str
+class Rebook(Replacement):
+    """A PROPOSED appointment cancelled and booked anew, PROPOSED: ``appointment_cancel`` then
+    ``appointment_book``, both or neither."""
 
 
 @dataclass(frozen=True)
