@@ -7,7 +7,8 @@ audit rows and call these under the fixed lock order (vacancy → offer → hold
 is a locked compare-and-set (``cas_update``); a changed fact is an outcome (``RESTART``), not an exception.
 
 A cancellation's path to its offer, top-down: ``vacancies.appointment_cancel_with_vacancy`` queues the dispatch,
-``vacancies._dispatch`` (flag, policy) → ``offer_next`` → ``_candidate_loop`` (pages of candidates, decisions)
+``vacancies._dispatch`` (its context read once: ``context.dispatch_context``, the flag, the policy, the quiet hours)
+→ ``offer_next`` → ``_candidate_loop`` (pages of candidates, decisions)
 → ``offer_write.promote_first_free``: under the fence (``fence.fenced``, the vacancy's lock), the entry locked with what
 the decision needs (read), the offer's terms (``rules.terms.offer_terms``: decide), then the hold and one statement for
 the offer, its event and its notice (write).
