@@ -271,6 +271,25 @@ class SendWindow:
     cap_per_day: int | None = None
 
 
+@dataclass(frozen=True)
+class SendWindowNow:
+    """``send_window_now``'s answer: ``block``, ``("QUIET_HOURS"|"CONTACT_CAP", until)`` when a notice may not go
+    out now (else None), and ``cap_params``, the parameters of ``cw_recent_sends`` for this window now
+    (``contact_cap_params``), for a caller that reads a recipient's recent sends in a statement of its own."""
+
+    block: tuple[str, datetime] | None
+    cap_params: dict
+
+
+def send_window_now(window: SendWindow, *, recipient_ref: str = "", now: datetime,
+                    sent: list[datetime] | None = None) -> SendWindowNow:
+    """Whether a notice may go out now under ``window`` (``send_window_block``), with the contact cap's statement
+    parameters: one call for a caller (dispatch) that checks the quiet hours first and reads the recent sends of
+    each recipient later (then passes them as ``sent``)."""
+    return SendWindowNow(send_window_block(window, recipient_ref=recipient_ref, now=now, sent=sent),
+                         contact_cap_params(window.cap_per_day, now))
+
+
 def send_window_block(window: SendWindow, *, recipient_ref: str, now: datetime,
                       sent: list[datetime] | None = None) -> tuple[str, datetime] | None:
     """``("QUIET_HOURS"|"CONTACT_CAP", until)`` when a notice may not go out now, else None.

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime
 
 from common import effects
-from common.services import audit_record
+from common.services import audit_record, new_correlation_id
 from waitlist import queries
 from waitlist.models import Offer, OfferEvent, Vacancy
 
@@ -22,10 +22,13 @@ def command_audit(target, *, action: str, actor, clinic, reason: str, correlatio
                  result={"status": target.status, "version": target.version, **result})
 
 
+#: The fields of the slot an appointment, vacancy or hold stands for (``slot_of``).
+SLOT_FIELDS = ("practitioner_id", "treatment_id", "resource_id", "starts_at", "ends_at")
+
+
 def slot_of(source) -> dict:
     """The slot an appointment, vacancy or hold stands for: who, what, where and when."""
-    return {"practitioner_id": source.practitioner_id, "treatment_id": source.treatment_id,
-            "resource_id": source.resource_id, "starts_at": source.starts_at, "ends_at": source.ends_at}
+    return {name: getattr(source, name) for name in SLOT_FIELDS}
 
 
 def actor_label(actor, system: str) -> str:
@@ -33,6 +36,12 @@ def actor_label(actor, system: str) -> str:
     if getattr(actor, "is_authenticated", False):
         return actor.get_username()
     return f"system:{system}"
+
+
+def command_actor(actor, system: str, correlation_id: str = "") -> tuple[str, str]:
+    """What every row a command writes says of who and which story: its actor label (``actor_label``) and its
+    correlation id (``correlation_id``, else the request's or task's in progress, else a fresh one)."""
+    return actor_label(actor, system), correlation_id or new_correlation_id()
 
 
 def event_append(
@@ -56,18 +65,14 @@ def event_append(
     return event
 
 
+#: The log line of an offer event: offer ref, from status ("-": none), to status, reason, actor, correlation id.
+EVENT_LOG = "offer %s %s->%s reason=%s actor=%s correlation=%s"
+
+
 def event_logged(*, offer: Offer, from_status: str, to_status: str, reason_code: str, actor: str,
                  correlation_id: str) -> None:
     """The log line of an offer event (for commands that write the event row in their own statement)."""
-    logger.info(
-        "offer %s %s->%s reason=%s actor=%s correlation=%s",
-        offer.ref,
-        from_status or "-",
-        to_status,
-        reason_code,
-        actor,
-        correlation_id,
-    )
+    logger.info(EVENT_LOG, offer.ref, from_status or "-", to_status, reason_code, actor, correlation_id)
 
 
 #: The effect that dispatches a vacancy again (its handler is registered by ``waitlist.tasks``).

@@ -1,6 +1,7 @@
 """The walk of ``vacancy_dispatch_by_id`` (issue 42): module changes along one background dispatch, measured on a
 real run (``tests/support/walk.py``: the reader's walk; docs/architecture.md says how). The ceilings are the walk
-as it is, so it cannot grow unseen; the issue's target is at most 20 returns and 4 visits a module."""
+as it is, so it cannot grow unseen; the issue's target is at most 20 returns and 4 visits a module, which the
+dispatch that finds nobody meets (the one that makes an offer does not yet: docs/architecture.md says why)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ def test_a_dispatch_that_makes_an_offer(world):
     assert result.offer.status == OfferStatus.OFFERED
     first.refresh_from_db()
     assert first.status == EntryStatus.OFFERED
-    assert walk.returns <= 43 and max(walk.visits.values()) <= 14, walk.report()
+    assert walk.returns <= 34 and max(walk.visits.values()) <= 11, walk.report()
     assert {"waitlist/dispatch/offer_write.py", "waitlist/queries.py"} <= set(walk.visits)
+    # The context is read once, before matching: the command, the context and the candidate loop within the target.
+    for module in ("waitlist/dispatch/vacancies.py", "waitlist/dispatch/context.py", "waitlist/dispatch/promotion.py"):
+        assert walk.visits[module] <= 4, walk.report()
 
 
 def test_a_dispatch_that_finds_nobody(world):
@@ -37,5 +41,5 @@ def test_a_dispatch_that_finds_nobody(world):
     world.waiting(treatment=world.other_treatment)
     walk, result = _walk(open_vacancy(world))
     assert result.outcome == "NO_CANDIDATE"
-    assert walk.returns <= 16 and max(walk.visits.values()) <= 7, walk.report()
+    assert walk.returns <= 16 and max(walk.visits.values()) <= 4, walk.report()
     assert "waitlist/dispatch/offer_write.py" not in walk.visits

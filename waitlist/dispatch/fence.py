@@ -8,10 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import Exists, OuterRef, Subquery
 
 from common.fastpath import PreparedQuery
 from waitlist.dispatch import matcher
+from waitlist.dispatch.locks import lock_vacancy
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     DISPATCHABLE_VACANCY_STATUSES,
@@ -27,7 +29,8 @@ from waitlist.rules.terms import RESTART, UNREACHABLE
 # ``promote``'s outcomes besides ``DispatchResult``'s own, as the offer's terms name them: RESTART when the facts a
 # candidate was chosen on changed (policy, decision: match again), UNREACHABLE when the candidate cannot be reached now
 # (contact cap: ``waiting`` says why).
-__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "active_offer", "active_offers", "fenced", "with_active_offer"]
+__all__ = ["RESTART", "UNREACHABLE", "DispatchResult", "active_offer", "active_offers", "active_or_exhausted", "fenced",
+           "with_active_offer"]
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,17 @@ def fenced(vacancy: Vacancy, now: datetime) -> tuple[Vacancy, DispatchResult | N
     if locked.status not in DISPATCHABLE_VACANCY_STATUSES or locked.starts_at <= now:
         return locked, DispatchResult("CLOSED")
     return locked, None
+
+
+def active_or_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> Offer | None:
+    """Under the vacancy lock, when the candidate loop found nobody: the active offer if one landed meanwhile, else
+    record (once, with ``mark``) that the list ran out for this vacancy (the "exhausted" fill metric)."""
+    with transaction.atomic():
+        locked = lock_vacancy(vacancy.pk)
+        active = active_offer(locked.pk)
+        if active is None and mark and locked.exhausted_at is None and (
+            locked.status in DISPATCHABLE_VACANCY_STATUSES
+        ):
+            # A marker, not a state: no version bump, so in-flight CAS writers are not disturbed.
+            Vacancy.objects.filter(pk=locked.pk).update(exhausted_at=now)
+    return active

@@ -25,8 +25,8 @@ from datetime import UTC, datetime, timedelta
 
 from scheduling.services.consent import provider_channels
 from waitlist import queries
-from waitlist.models import NON_BARRING_WITHDRAW_REASONS, Vacancy, WaitlistPolicy
-from waitlist.reliability.feed import Decision, DecisionProvider
+from waitlist.models import NON_BARRING_WITHDRAW_REASONS, DecisionStatus, Vacancy, WaitlistPolicy
+from waitlist.reliability.feed import Decision, DecisionProvider, decisions_now
 from waitlist.rules import eligibility
 
 WEEK = timedelta(days=7)
@@ -43,6 +43,10 @@ _TIERS = queries.TIERS
 _FIRST_PAGES = queries.FIRST_PAGES_SQL
 
 
+#: A patient without a decision: none, UNAVAILABLE.
+_NO_DECISION: tuple[Decision | None, str] = (None, DecisionStatus.UNAVAILABLE)
+
+
 @dataclass(frozen=True)
 class Candidate:
     entry_id: int
@@ -53,6 +57,8 @@ class Candidate:
     priority_rank: int
     waiting_since: datetime
     decision: Decision | None
+    #: ``decision``'s status at the dispatch's ``now`` (``Decision.effective_status``; UNAVAILABLE: none).
+    decision_status: str = DecisionStatus.UNAVAILABLE
 
 
 @dataclass
@@ -111,14 +117,15 @@ def candidate_pages(
     *,
     vacancy: Vacancy,
     policy: WaitlistPolicy,
-    provider: DecisionProvider,
+    provider: DecisionProvider | None,
     now: datetime,
     stats: MatchStats | None = None,
     clock: Callable[[], float] | None = None,
 ) -> Iterator[list[Candidate]]:
     """Yield each page's eligible candidates in order, with their decision, within the policy's budgets.
 
-    Decisions are fetched once per page (one batch call), never per candidate. Pages, not single
+    Decisions (``provider``'s; None: the installed provider's) are fetched once per page with their status now
+    (one batch call: ``feed.decisions_now``), never per candidate. Pages, not single
     candidates: promotion locks the first free one of the rest of a page in one statement.
     """
     stats = stats if stats is not None else MatchStats()
@@ -131,7 +138,7 @@ def candidate_pages(
     # the second tier's first page is kept for when the first tier is done. Budgets count pages as before: the
     # kept page counts when it is used (cut to the candidates budget then), and is dropped if a budget ends first.
     kept: list[tuple] | None = None
-    kept_decisions: dict[int, Decision] = {}
+    kept_decisions: dict[int, tuple[Decision, str]] = {}
     for slot_fit, _ in _TIERS:
         after = _START
         rest = 0  # rows of the tier's first page left after its probe: read next, not counted as a page
@@ -149,7 +156,7 @@ def candidate_pages(
             probe = after == _START
             read = min(limit, PROBE_ROWS) if probe else limit
             started = clock()
-            decisions: dict[int, Decision] | None = None
+            decisions: dict[int, tuple[Decision, str]] | None = None
             if kept is not None and probe:
                 rows, decisions, kept = kept[:read], kept_decisions, None
             else:
@@ -164,8 +171,9 @@ def candidate_pages(
                     for tier in tiers.values():
                         tier.sort(key=lambda r: (r[6], r[5], r[0]))
                     rows, kept = tiers[slot_fit], tiers[_TIERS[1][0]]
-                    kept_decisions = provider.decisions_for(
-                        clinic=vacancy.clinic, patient_ids={r[2] for r in rows + kept}) if rows or kept else {}
+                    kept_decisions = decisions_now(
+                        provider, clinic=vacancy.clinic, patient_ids={r[2] for r in rows + kept}, now=now,
+                    ) if rows or kept else {}
                     decisions = kept_decisions
             if not rest:
                 stats.pages += 1
@@ -174,7 +182,7 @@ def candidate_pages(
                 spent += clock() - started
                 break
             if decisions is None:
-                decisions = provider.decisions_for(clinic=vacancy.clinic, patient_ids={r[2] for r in rows})
+                decisions = decisions_now(provider, clinic=vacancy.clinic, patient_ids={r[2] for r in rows}, now=now)
             spent += clock() - started
             page = []
             for entry_id, ref, patient_id, version, rank, since, _key, pass_reason in rows:
@@ -183,6 +191,7 @@ def candidate_pages(
                     stats.passed_over.append((entry_id, ref, pass_reason))
                     logger.info("vacancy %s passes over %s: %s", vacancy.ref, ref, pass_reason)
                     continue
+                decision, status = decisions.get(patient_id, _NO_DECISION)
                 page.append(Candidate(
                     entry_id=entry_id,
                     entry_ref=ref,
@@ -191,7 +200,8 @@ def candidate_pages(
                     slot_fit=slot_fit,
                     priority_rank=rank,
                     waiting_since=since,
-                    decision=decisions.get(patient_id),
+                    decision=decision,
+                    decision_status=status,
                 ))
             if page:
                 yield page

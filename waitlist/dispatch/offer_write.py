@@ -34,7 +34,7 @@ from scheduling.models import Patient
 from waitlist import queries
 from waitlist.dispatch import matcher
 from waitlist.dispatch.fence import RESTART, UNREACHABLE, DispatchResult, active_offer, fenced
-from waitlist.effects import event_logged, note_record, slot_of
+from waitlist.effects import EVENT_LOG, note_record, slot_of
 from waitlist.models import (
     OFFER_TOPIC,
     EntryStatus,
@@ -68,6 +68,11 @@ class Attempt:
     #: A late accept (``late_accept.offer_late_accept``): the patient's expired offer of this vacancy, whose yes
     #: came after its window. The new offer needs no notice and no reachability: the patient is answering now.
     renews: Offer | None = None
+    #: What dispatch read once before matching (``context.DispatchContext``), so promotion does not ask again:
+    #: the contact cap's statement parameters (``common.notify.contact_cap_params``) and the vacancy's slot
+    #: (``effects.slot_of``). None: computed here (staff review's PROMOTE, a late accept).
+    cap_params: dict | None = None
+    slot: dict | None = None
 
 
 Run = list[tuple[matcher.Candidate, Decision | None]]
@@ -131,7 +136,7 @@ def lock_first_free(locked: Vacancy, run: Run, a: Attempt, *, wait: bool
     policy, now = a.policy, a.now
     params: dict[str, Any] = {
         **matcher.page_params(vacancy=locked, policy=policy, now=now),
-        **contact_cap_params(policy.contact_cap_per_day, now),
+        **(a.cap_params if a.cap_params is not None else contact_cap_params(policy.contact_cap_per_day, now)),
         "ids": [c.entry_id for c, _d in run], "versions": [c.version for c, _d in run],
         "unanswered_before": NO_OFFER_BEFORE, "unanswered_limit": terms.unanswered_limit(policy),
     }
@@ -168,7 +173,7 @@ def promote_locked(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Can
     if isinstance(t, terms.NoOffer):
         return _no_offer(locked, entry, t, a)
     shadow = shadow_preview(vacancy=locked, entry=entry, policy=a.policy, now=now) if locked.has_shadow else None
-    hold, refused = _place_hold(locked, entry, t.expires_at)
+    hold, refused = _place_hold(locked, entry, t.expires_at, a.slot)
     if hold is None:
         return refused
     if shadow is not None:
@@ -195,13 +200,13 @@ def _no_offer(locked: Vacancy, entry: WaitlistEntry, no: terms.NoOffer, a: Attem
     return DispatchResult(UNREACHABLE, waiting=no.unreachable)
 
 
-def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime):
+def _place_hold(locked: Vacancy, entry: WaitlistEntry, expires_at: datetime, slot: dict | None):
     """``(hold, None)``, or ``(None, result)`` when the slot cannot be held for this patient: None (the patient
     booked or was offered an overlapping time meanwhile: next candidate) or CLOSED (someone booked the time
     directly: the exclusion constraint says the slot is gone, and the vacancy closes)."""
     try:
         return scheduling.hold_place(clinic=locked.clinic, patient_id=entry.patient_id, expires_at=expires_at,
-                                     **slot_of(locked)), None
+                                     **(slot if slot is not None else slot_of(locked))), None
     except PatientOverlap:
         logger.info("vacancy %s: %s passed over (PATIENT_OVERLAP)", locked.ref, entry.ref)
         return None, None
@@ -278,8 +283,7 @@ def _offer_write(vacancy: Vacancy, offer: Offer, entry: WaitlistEntry, candidate
     vacancy.status, vacancy.version = VacancyStatus.OPEN, vacancy.version + 1
     vacancy.review_entry, vacancy.waiting_reason, vacancy.waiting_until = None, "", None
     vacancy.late_yes_offer = None  # any new offer uses up a late yes: taken up, or tried and passed over
-    event_logged(offer=offer, from_status="", to_status=OfferStatus.OFFERED, reason_code="MATCHED",
-                 actor=actor_label, correlation_id=event_correlation)
+    logger.info(EVENT_LOG, offer.ref, "-", OfferStatus.OFFERED, "MATCHED", actor_label, event_correlation)
 
 
 def _notice(vacancy: Vacancy, offer: Offer, entry, hold, *, correlation_id: str) -> OutboxMessage:

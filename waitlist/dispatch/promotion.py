@@ -7,7 +7,8 @@ audit rows and call these under the fixed lock order (vacancy → offer → hold
 is a locked compare-and-set (``cas_update``); a changed fact is an outcome (``RESTART``), not an exception.
 
 A cancellation's path to its offer, top-down: ``vacancies.appointment_cancel_with_vacancy`` queues the dispatch,
-``vacancies._dispatch`` (flag, policy) → ``offer_next`` → ``_candidate_loop`` (pages of candidates, decisions)
+``vacancies._dispatch`` (its context read once: ``context.dispatch_context``, the flag, the policy, the quiet hours)
+→ ``offer_next`` → ``_candidate_loop`` (pages of candidates, decisions)
 → ``offer_write.promote_first_free``: under the fence (``fence.fenced``, the vacancy's lock), the entry locked with what
 the decision needs (read), the offer's terms (``rules.terms.offer_terms``: decide), then the hold and one statement for
 the offer, its event and its notice (write).
@@ -25,14 +26,15 @@ from common.cas import cas_update
 from common.services import audit_record
 from scheduling import services as scheduling
 from waitlist.dispatch import matcher
+from waitlist.dispatch.context import DispatchContext, policy_context
 from waitlist.dispatch.fence import (
     RESTART,
     UNREACHABLE,
     DispatchResult,
-    active_offer,
+    active_or_exhausted,
     fenced,
 )
-from waitlist.dispatch.locks import OfferLocks, lock_vacancy
+from waitlist.dispatch.locks import OfferLocks
 from waitlist.dispatch.offer_write import Attempt, promote_first_free
 from waitlist.effects import event_append, note_record, queue_dispatch
 from waitlist.models import (
@@ -49,7 +51,7 @@ from waitlist.models import (
 )
 from waitlist.policy.services import policy_current
 from waitlist.reliability.feed import Decision, get_decision_provider
-from waitlist.rules.reachability import Unreachable, reachability
+from waitlist.rules.reachability import Unreachable
 from waitlist.rules.windows import unanswered_count
 
 logger = logging.getLogger("waitlist")
@@ -71,31 +73,33 @@ NOT_USED_DECISION = Decision("", DecisionStatus.NOT_USED, 0, None)
 
 
 def offer_next(
-    vacancy: Vacancy, *, now, actor_label: str, correlation_id: str, under_fence: bool = False,
-    policy: WaitlistPolicy | None = None,
+    vacancy: Vacancy, *, now=None, actor_label: str = "", correlation_id: str = "", under_fence: bool = False,
+    policy: WaitlistPolicy | None = None, context: DispatchContext | None = None,
 ) -> DispatchResult:
     """The candidate loop: offer the vacancy to the best eligible, reachable candidate. Each candidate
     passed over is recorded (``DispatchNote``) with its reason, except the hard-ineligible ones the
     matcher's SQL never returns. ``RESTART`` means the policy or a decision changed meanwhile.
 
+    ``context``: what dispatch read once before (``context.dispatch_context``: the policy, the quiet
+    hours now, the contact cap's parameters); without it (staff review's SKIP) it is read here from ``policy`` (or
+    the clinic's newest), ``now``, ``actor_label`` and ``correlation_id``.
+
     ``under_fence`` (staff review's SKIP, which already holds the vacancy lock): a FRESH_READ policy is
     treated as staff review (no provider call under a lock) and entry locks are waited for.
 
-    ``policy``: the clinic's policy as the caller read it (the dispatcher loop reads it once per clinic); every
-    write made on it is fenced by the policy's id read under the vacancy lock (``RESTART`` when newer).
+    Every write made on the context's policy is fenced by the policy's id read under the vacancy lock (``RESTART``
+    when newer).
     """
-    policy = policy or policy_current(clinic=vacancy.clinic)
-    closed = reachability(policy=policy, clinic=vacancy.clinic, now=now)
-    if closed is not None:  # quiet hours: no offer at all; the vacancy waits, nobody's chance is spent
-        return _wait(vacancy, closed, now=now, correlation_id=correlation_id)
+    ctx = context or policy_context(vacancy, now=now, actor_label=actor_label, correlation_id=correlation_id,
+                                    policy=policy)
+    now, correlation_id = ctx.now, ctx.correlation_id
+    policy = cast(WaitlistPolicy, ctx.policy)
+    if ctx.quiet is not None:  # quiet hours: no offer at all; the vacancy waits, nobody's chance is spent
+        return _wait(vacancy, ctx.quiet, now=now, correlation_id=correlation_id)
     gated = policy.decision_gate == DecisionGate.REQUIRED
-    provider = get_decision_provider() if gated else _NoDecisions()
     stats = matcher.MatchStats()
     try:
-        return _candidate_loop(
-            vacancy, policy, provider, stats, now=now, actor_label=actor_label, correlation_id=correlation_id,
-            under_fence=under_fence, gated=gated,
-        )
+        return _candidate_loop(vacancy, ctx, stats, under_fence=under_fence, gated=gated)
     finally:
         # The matcher names candidates it passes over in SQL (no consent, an overlapping booking).
         for entry_id, _ref, reason in stats.passed_over:
@@ -103,19 +107,21 @@ def offer_next(
                         correlation_id=correlation_id)
 
 
-def _candidate_loop(
-    vacancy: Vacancy, policy, provider, stats, *, now, actor_label: str, correlation_id: str, under_fence: bool,
-    gated: bool,
-) -> DispatchResult:
+def _candidate_loop(vacancy: Vacancy, ctx: DispatchContext, stats, *, under_fence: bool, gated: bool
+                    ) -> DispatchResult:
+    policy, now, correlation_id = cast(WaitlistPolicy, ctx.policy), ctx.now, ctx.correlation_id
     passed: list[Unreachable] = []
-    attempt = Attempt(policy, now, actor_label, correlation_id, staff_reviewed=False)
+    attempt = Attempt(policy, now, ctx.actor_label, correlation_id, staff_reviewed=False,
+                      cap_params=ctx.cap_params, slot=ctx.slot)
+    # Gated: the installed provider's decisions, each with its status now (``feed.decisions_now``); else none.
+    provider: Any = None if gated else _NoDecisions()
     for page in matcher.candidate_pages(vacancy=vacancy, policy=policy, provider=provider, now=now, stats=stats):
         i = 0
         while i < len(page):
             candidate = page[i]
             decision = candidate.decision if gated else NOT_USED_DECISION
             if gated:
-                status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
+                status = candidate.decision_status
                 if status != DecisionStatus.FRESH:
                     action = policy.action_for(status)
                     if action == NonFreshAction.NEXT_CANDIDATE:
@@ -125,7 +131,8 @@ def _candidate_loop(
                         continue
                     if action == NonFreshAction.FRESH_READ and not under_fence:
                         # Outside any transaction: a provider may call out over the network.
-                        decision = provider.fresh_read(clinic=vacancy.clinic, patient_id=candidate.patient_id)
+                        decision = get_decision_provider().fresh_read(clinic=vacancy.clinic,
+                                                                      patient_id=candidate.patient_id)
                         status = decision.effective_status(now) if decision else DecisionStatus.UNAVAILABLE
                     if status != DecisionStatus.FRESH:
                         # STAFF_REVIEW, or a fresh read that is still not FRESH: never finalize automatically.
@@ -135,7 +142,7 @@ def _candidate_loop(
             if not under_fence:
                 # With the following candidates promotable as they are (no decision step first): promotion
                 # locks the first of them no racing dispatcher holds, in one statement.
-                run += _promotable_run(page[i + 1:], gated=gated, now=now)
+                run += _promotable_run(page[i + 1:], gated=gated)
             result, used = promote_first_free(vacancy, run, attempt, wait_for_entry=under_fence)
             i += used
             if result is not None and result.outcome == UNREACHABLE:
@@ -150,7 +157,7 @@ def _candidate_loop(
     # A concurrent dispatcher may have offered this vacancy while the list was read (its candidate then
     # looks taken): that is ALREADY_OFFERED, not an empty list. Only a list read to its end is
     # exhausted; a budget cut leaves the vacancy to reconcile.
-    active = _offer_or_mark_exhausted(vacancy, now, mark=not stats.budget_hit)
+    active = active_or_exhausted(vacancy, now, mark=not stats.budget_hit)
     if active is not None:
         return DispatchResult("ALREADY_OFFERED", active, stats)
     logger.info(
@@ -179,20 +186,6 @@ def _wait(
                         correlation_id=correlation_id)
     logger.info("vacancy %s waits until %s: %s", vacancy.ref, why.until, why.reason)
     return DispatchResult("WAITING", None, stats, why)
-
-
-def _offer_or_mark_exhausted(vacancy: Vacancy, now: datetime, *, mark: bool) -> Offer | None:
-    """Under the vacancy lock: the active offer if one landed meanwhile, else record (once) that the
-    list ran out for this vacancy (the "exhausted" fill metric)."""
-    with transaction.atomic():
-        locked = lock_vacancy(vacancy.pk)
-        active = active_offer(locked.pk)
-        if active is None and mark and locked.exhausted_at is None and (
-            locked.status in DISPATCHABLE_VACANCY_STATUSES
-        ):
-            # A marker, not a state: no version bump, so in-flight CAS writers are not disturbed.
-            Vacancy.objects.filter(pk=locked.pk).update(exhausted_at=now)
-    return active
 
 
 def _to_review(vacancy: Vacancy, candidate: matcher.Candidate, status: str, policy: WaitlistPolicy, *, now,
@@ -249,13 +242,13 @@ def promote(
     return result
 
 
-def _promotable_run(rest: list[matcher.Candidate], *, gated: bool, now) -> list[tuple[matcher.Candidate, Any]]:
+def _promotable_run(rest: list[matcher.Candidate], *, gated: bool) -> list[tuple[matcher.Candidate, Any]]:
     """The candidates at the head of ``rest`` that need no decision step (ungated, or FRESH) before promotion."""
     run: list[tuple[matcher.Candidate, Any]] = []
     for candidate in rest:
         if not gated:
             run.append((candidate, NOT_USED_DECISION))
-        elif candidate.decision and candidate.decision.effective_status(now) == DecisionStatus.FRESH:
+        elif candidate.decision and candidate.decision_status == DecisionStatus.FRESH:
             run.append((candidate, candidate.decision))
         else:
             break

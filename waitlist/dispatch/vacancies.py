@@ -15,16 +15,17 @@ from django.utils import timezone
 from common.cas import cas_update
 from common.errors import DomainError, NotFound
 from common.fastpath import PreparedQuery, Semaphore
-from common.services import audit_record, new_correlation_id
+from common.services import audit_record
 from common.transactions import own_transaction
 from scheduling import services as scheduling
 from scheduling.models import Appointment, AppointmentStatus, Clinic
 from scheduling.services.features import feature_enabled
 from waitlist import queries
+from waitlist.dispatch.context import dispatch_context
 from waitlist.dispatch.fence import active_offer, with_active_offer
 from waitlist.dispatch.locks import lock_vacancy
 from waitlist.dispatch.promotion import RESTART, DispatchResult, offer_next
-from waitlist.effects import actor_label, queue_dispatch, slot_of
+from waitlist.effects import queue_dispatch, slot_of
 from waitlist.models import DISPATCHABLE_VACANCY_STATUSES, Offer, Vacancy, VacancyStatus, WaitlistPolicy
 from waitlist.offers.accept import late_yes_take_up
 from waitlist.policy.services import policy_current
@@ -194,34 +195,37 @@ def _settled(vacancy: Vacancy, now: datetime, *, annotated: bool = False) -> Dis
 
 def _dispatch(vacancy: Vacancy | None, *, actor, now: datetime | None, correlation_id: str,
               cache: LoopCache | None = None) -> DispatchResult:
-    """Dispatch ``vacancy`` (up to three rounds when the policy or a decision changed while matching).
-    ``cache``: the dispatcher loop's per-clinic reads (``LoopCache``); None reads each fresh."""
+    """Dispatch ``vacancy`` (up to three rounds when the policy or a decision changed while matching): its context
+    read once a round (``context.dispatch_context``: the flag, the policy, the send window), then the candidate
+    loop on it. ``cache``: the dispatcher loop's per-clinic reads (``LoopCache``); None reads each fresh."""
     if vacancy is None:
         raise NotFound()
     now = now or timezone.now()
-    correlation_id = correlation_id or new_correlation_id()
-    label = actor_label(actor, "dispatch")
     for round_ in range(3):
         early = _settled(vacancy, now, annotated=round_ == 0)
         if early is not None:
             return early
         # Flag off (globally, tenant outside the allowlist, or this clinic): no new offer and so no new
         # notification. Closing a started vacancy above still runs; re-enabling dispatches again and
-        # the partial unique index keeps it to one active offer.
-        enabled = cache.enabled(vacancy.clinic) if cache is not None else feature_enabled("waitlist", vacancy.clinic)
-        if not enabled:
+        # the partial unique index keeps it to one active offer. A late yes is taken up before the policy is read.
+        late_yes = vacancy.late_yes_offer_id is not None
+        ctx = dispatch_context(vacancy, actor=actor, now=now, correlation_id=correlation_id, cache=cache,
+                               read_policy=not late_yes)
+        correlation_id = ctx.correlation_id
+        if not ctx.enabled:
             return DispatchResult("DISABLED")
-        if vacancy.late_yes_offer_id is not None:
+        if late_yes:
             taken = late_yes_take_up(vacancy, now=now, correlation_id=correlation_id)
             if taken is not None:
                 return taken
-        policy = cache.policy(vacancy.clinic) if cache is not None else None
-        result = offer_next(vacancy, now=now, actor_label=label, correlation_id=correlation_id, policy=policy)
+            ctx = dispatch_context(vacancy, actor=actor, now=now, correlation_id=correlation_id, cache=cache,
+                                   known_on=True)
+        result = offer_next(vacancy, context=ctx)
         if result.outcome == RESTART:
             if cache is not None:
                 cache.forget_policy(vacancy.clinic_id)
-        elif cache is not None and policy is not None and result.outcome in ("WAITING", "NO_CANDIDATE"):
-            if cache.confirm_policy(vacancy.clinic, policy):
+        elif cache is not None and ctx.policy is not None and result.outcome in ("WAITING", "NO_CANDIDATE"):
+            if cache.confirm_policy(vacancy.clinic, ctx.policy):
                 return result
         else:
             return result

@@ -13,6 +13,7 @@ from common.errors import ValidationFailed, VersionConflict
 from common.fastpath import PreparedQuery
 from common.services import audit_record
 from scheduling.models import Clinic
+from scheduling.services.features import feature_enabled
 from waitlist.effects import queue_dispatch
 from waitlist.models import DecisionGate, VacancyStatus, WaitlistPolicy
 
@@ -64,6 +65,16 @@ def policy_current(*, clinic: Clinic) -> WaitlistPolicy:
             )
     except IntegrityError:  # another request made version 1 first
         return WaitlistPolicy.objects.get(clinic=clinic, version=1)
+
+
+def policy_for_dispatch(*, clinic: Clinic, read: bool = True, known_on: bool = False
+                        ) -> tuple[bool, WaitlistPolicy | None]:
+    """What a dispatch needs of the clinic's waitlist settings, read once: whether the waitlist is on for it
+    (scheduling's flag, ``controls.WAITLIST_FLAG``; not read again when ``known_on``), and when it is (and ``read``)
+    its newest policy (``policy_current``)."""
+    if not known_on and not feature_enabled("waitlist", clinic):
+        return False, None
+    return True, policy_current(clinic=clinic) if read else None
 
 
 def policy_validate(policy: WaitlistPolicy) -> None:

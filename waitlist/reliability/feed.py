@@ -100,6 +100,14 @@ def get_decision_provider() -> DecisionProvider:
     return _provider
 
 
+def decisions_now(provider: DecisionProvider | None, *, clinic, patient_ids: Iterable[int], now: datetime
+                  ) -> dict[int, tuple[Decision, str]]:
+    """What a matcher page needs of the decisions, in one call: each patient's decision from ``provider`` (None: the
+    installed one) in one batch (``decisions_for``), with its status now (``Decision.effective_status``)."""
+    decisions = (provider or _provider).decisions_for(clinic=clinic, patient_ids=patient_ids)
+    return {patient_id: (decision, decision.effective_status(now)) for patient_id, decision in decisions.items()}
+
+
 def set_decision_provider(provider: DecisionProvider) -> DecisionProvider:
     """Install another provider; returns the previous one (tests restore it)."""
     global _provider

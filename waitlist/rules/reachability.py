@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from common.notify import SendWindow, send_window_block
+from common.notify import SendWindow, send_window_now
 from waitlist.models import WaitlistPolicy
 
 
@@ -43,7 +43,14 @@ def reachability(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: 
     patient's recent sends read with another statement (common's SQL function ``cw_recent_sends``; promotion reads
     them with the entry's lock), instead of a query here.
     """
-    block = send_window_block(send_window(policy, clinic), recipient_ref=patient_ref, now=now, sent=sent)
-    if block is None:
-        return None
-    return Unreachable(reason=block[0], until=block[1])
+    return reach_now(policy=policy, clinic=clinic, now=now, patient_ref=patient_ref, sent=sent)[0]
+
+
+def reach_now(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: str = "",
+              sent: list[datetime] | None = None) -> tuple[Unreachable | None, dict]:
+    """``reachability``, with the contact cap's statement parameters (``common.notify.contact_cap_params``) for
+    promotion's entry lock, which reads the patient's recent sends: dispatch asks once for the clinic before
+    matching (``dispatch.context``) and once per patient in the offer's terms (``terms.offer_terms``)."""
+    now_ = send_window_now(send_window(policy, clinic), recipient_ref=patient_ref, now=now, sent=sent)
+    unreachable = None if now_.block is None else Unreachable(reason=now_.block[0], until=now_.block[1])
+    return unreachable, now_.cap_params

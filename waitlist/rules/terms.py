@@ -39,7 +39,7 @@ from common.notify import quiet_hours_until
 from waitlist.models import DecisionGate, DecisionStatus
 from waitlist.reliability.feed import Decision
 from waitlist.rules.eligibility import LATE_ACCEPT_WAIVED, first_failed
-from waitlist.rules.reachability import Unreachable, reachability
+from waitlist.rules.reachability import Unreachable, reach_now
 
 # --- the answer window ---------------------------------------------------------------------------------------------
 
@@ -274,8 +274,8 @@ def offer_terms(*, policy, vacancy, facts: EntryFacts, decision: Decision | None
     if not staff_reviewed and not answered:
         # A standing booking needs no answer: its notice waits in the outbox for quiet hours and the daily cap
         # like any other.
-        unreachable = reachability(policy=policy, clinic=vacancy.clinic, now=now, patient_ref=facts.patient_ref,
-                                   sent=facts.sent)
+        unreachable, _cap = reach_now(policy=policy, clinic=vacancy.clinic, now=now, patient_ref=facts.patient_ref,
+                                      sent=facts.sent)
         if unreachable is not None:
             return NoOffer(UNREACHABLE, unreachable=unreachable)
     rule = window_rule(policy, vacancy.clinic.timezone, unanswered=0 if answered else facts.unanswered)
