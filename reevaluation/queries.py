@@ -25,7 +25,10 @@ the benchmark that keeps it (docs/benchmarks.md, section 4 "Reevaluation" unless
 
 One read is here with them though it is the ORM's: ``job_facts``, everything a job's write-back reads before it
 decides (``jobs/worker.py``), in the order it is read and locked, ending at the first fact that ends the run; it
-asks ``policy_accept`` (the one-by-one policy advance) under the job's lock.
+asks ``policy_accept`` (the one-by-one policy advance) under the job's lock. Its ORM pieces live beside it because
+other readers build the same filters: ``job_scope`` (a job's scope as filter arguments), ``in_scope`` (what a job
+reads of its scope: the PROPOSED/HELD appointments and the CONFIRMED ones still ahead) and ``seen`` (an appointment as the decisions see it), shared
+with the rounds' batched read; ``fence_guard`` (a job row still under this lease), shared with ``jobs/leases.py``.
 """
 
 from __future__ import annotations
@@ -350,6 +353,7 @@ def seen(appt: Appointment) -> rules.Seen:
 
 
 def job_scope(job: ReevaluationJob) -> dict:
+    """A job's scope (clinic, tenant group, patient fingerprint) as filter arguments."""
     return {"clinic_id": job.clinic_id, "tenant_group_id": job.tenant_group_id, "fingerprint": job.fingerprint}
 
 
