@@ -27,8 +27,9 @@ One read is here with them though it is the ORM's: ``job_facts``, everything a j
 decides (``jobs/worker.py``), in the order it is read and locked, ending at the first fact that ends the run; it
 asks ``policy_accept`` (the one-by-one policy advance) under the job's lock. Its ORM pieces live beside it because
 other readers build the same filters: ``job_scope`` (a job's scope as filter arguments), ``in_scope`` (what a job
-reads of its scope: the PROPOSED/HELD appointments and the CONFIRMED ones still ahead) and ``seen`` (an appointment as the decisions see it), shared
-with the rounds' batched read; ``fence_guard`` (a job row still under this lease), shared with ``jobs/leases.py``.
+reads of its scope: the PROPOSED/HELD appointments and the CONFIRMED ones still ahead) and ``seen`` (an appointment
+as the decisions see it), shared with the rounds' batched read; ``fence_guard`` (a job row still under this lease),
+shared with ``jobs/leases.py``.
 """
 
 from __future__ import annotations
