@@ -74,6 +74,28 @@ def browser(chromium_executable):
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+#: Counts the page's htmx requests in flight (``settle``), injected before any script of the page runs.
+_HTMX_IN_FLIGHT = """
+(() => {
+  let inFlight = 0;
+  window.__htmxInFlight = () => inFlight;
+  document.addEventListener("htmx:beforeRequest", () => { inFlight += 1; }, true);
+  document.addEventListener("htmx:afterRequest", () => { inFlight = Math.max(0, inFlight - 1); }, true);
+})();
+"""
+
+
+def settle(page) -> None:
+    """Wait until the page has loaded and no htmx request is in flight, swapping or settling (the parts a page
+    loads after itself included: their requests start while the page is processed). Playwright's "networkidle"
+    waited for this too, plus half a second of quiet after every load."""
+    page.wait_for_load_state("load")
+    page.wait_for_function(
+        "() => window.__htmxInFlight !== undefined && window.__htmxInFlight() === 0"
+        " && !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling')"
+    )
+
+
 @pytest.fixture
 def open_page(browser, live_server):
     """``open_page(viewport)`` → a fresh browser context and page on the live server.
@@ -86,6 +108,7 @@ def open_page(browser, live_server):
     def make(viewport=LAPTOP):
         context = browser.new_context(base_url=live_server.url, viewport=viewport)
         context.set_default_timeout(20_000)
+        context.add_init_script(_HTMX_IN_FLIGHT)
         contexts.append(context)
         page = context.new_page()
         page.errors = []

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.operations.browser_support import shot, sign_in, sync_api
+from tests.operations.browser_support import settle, shot, sign_in, sync_api
 from tests.support.axe import blocking_violations
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("no_broker")]
@@ -72,10 +72,10 @@ def test_every_console_page_has_no_critical_or_serious_axe_violation(open_page, 
     failures = []
     for name, path, row, panel in _pages(seeded):
         page.goto(path)
-        page.wait_for_load_state("networkidle")
+        settle(page)
         if row and page.locator(row).count():
             page.locator(row).first.click()
-            page.wait_for_load_state("networkidle")
+            settle(page)
             if panel:
                 sync_api.expect(page.get_by_test_id(panel)).to_be_visible()
         _open_disclosures(page)
