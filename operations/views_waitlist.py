@@ -42,7 +42,7 @@ from .commands import refused, run_command
 from .decorators import clinic_view
 from .forms import WaitlistCommandForm, WaitlistCursorForm, WaitlistReviewForm
 from .labels import code_label, queue_action
-from .live import LIVE_SECONDS, attention_count, live_response, render_fragment
+from .live import attention_count, live_response, live_seconds, render_fragment
 from .responses import HtmxHttpRequest, console_error, render_clinic_page, render_detail, with_toast
 from .selectors import offers_in_flight
 
@@ -160,7 +160,7 @@ def pictures(clinic: Clinic) -> dict:
     return {"fill": fill_chart(series["fill"]), "fairness": fairness_chart(series["fairness"])}
 
 
-#: The live fragments of the page (``?live=<name>``): each polls every ``LIVE_SECONDS`` and swaps only when changed.
+#: The live fragments of the page (``?live=<name>``): each polls every ``live_seconds()`` and swaps only when changed.
 LIVE_FRAGMENTS = {"queue": f"{PAGE}#queue-rows", "soon": f"{PAGE}#soon", "offers": f"{PAGE}#in-flight"}
 
 
@@ -195,7 +195,7 @@ def waitlist_page(request: HtmxHttpRequest, clinic: Clinic) -> HttpResponse:
     snapshot = ops_snapshot(clinic=clinic, queue_limit=size)
     queue = ops_action_queue(clinic=clinic, limit=size, after=after) if after else snapshot["action_queue"]
     rows = _rows(request.user, clinic, queue)
-    context: dict = {"snapshot": snapshot, "queue": rows, "live_seconds": LIVE_SECONDS,
+    context: dict = {"snapshot": snapshot, "queue": rows, "live_seconds": live_seconds(),
                      "attention": attention_count(rows), "upkeep": upkeep_card(clinic), "pictures": pictures(clinic)}
     for name, template in LIVE_FRAGMENTS.items():
         fragment = _live_context(request, clinic, name, queue=rows)

@@ -439,6 +439,8 @@ CONSOLE_LOGIN_WINDOW_SECONDS = env.int("CONSOLE_LOGIN_WINDOW_SECONDS", default=1
 CONSOLE_REAUTH_MINUTES = env.int("CONSOLE_REAUTH_MINUTES", default=10)
 CONSOLE_AUDIT_PAGE_SIZE = env.int("CONSOLE_AUDIT_PAGE_SIZE", default=50)
 CONSOLE_LIST_PAGE_SIZE = env.int("CONSOLE_LIST_PAGE_SIZE", default=25)
+# The Waitlist page's live regions (the Action queue, today's open vacancies, the offers in flight) poll this often.
+CONSOLE_LIVE_SECONDS = env.int("CONSOLE_LIVE_SECONDS", default=10)
 
 # --- Reevaluation and the CRM -----------------------------------------------------------------------------
 

@@ -32,6 +32,13 @@ def test_each_live_region_polls_every_ten_seconds(staff_web, world):
     assert "refresh every 10 s" in html
 
 
+def test_the_interval_is_the_deployments_setting(staff_web, world, settings):
+    settings.CONSOLE_LIVE_SECONDS = 4
+    html = staff_web.get(reverse("console:waitlist", kwargs={"clinic_ref": world.clinic.ref})).content.decode()
+    assert html.count('hx-trigger="every 4s, waitlist-changed from:body"') == 3
+    assert "refresh every 4 s" in html
+
+
 def test_a_poll_holding_the_page_etag_gets_304(staff_web, world):
     review_vacancy(world)
     html = staff_web.get(reverse("console:waitlist", kwargs={"clinic_ref": world.clinic.ref})).content.decode()
