@@ -122,12 +122,18 @@ def cas_update(
         flt["version"] = version
     guard = fence if isinstance(fence, Q) else Q(**(fence or {}))
     changes = _stamped(model, changes)
-    if model._default_manager.filter(guard, **flt).update(version=F("version") + 1, **changes) != 1:
+    if not _moved(model, guard, flt, changes):
         raise _why(model, row_pk, version, flt)
     if not isinstance(instance, type):
         for key, value in changes.items():
             setattr(instance, key, value)
         instance.version = cast(int, version) + 1
+
+
+def _moved(model: Any, guard: Q, flt: dict, changes: dict) -> bool:
+    """The one UPDATE of a single-row CAS: ``changes`` (stamped) and ``version + 1`` on the row ``flt`` finds inside
+    ``guard``; whether it moved."""
+    return model._default_manager.filter(guard, **flt).update(version=F("version") + 1, **changes) == 1
 
 
 def cas_update_all(queryset: models.QuerySet, *, expected_status=None, **changes) -> int:
@@ -150,8 +156,7 @@ def cas_update_settling(
     and its scope's older asks). False, nothing written, when the row is no longer in an allowed state or outside
     ``fence`` (no diagnosis is read: the caller knows its guard); a move the table does not list still raises."""
     flt = {"pk": pk, **_status_filter(model, changes, expected_status)}
-    changes = _stamped(model, changes)
-    if model._default_manager.filter(fence, **flt).update(version=F("version") + 1, **changes) != 1:
+    if not _moved(model, fence, flt, _stamped(model, changes)):
         return False
     cas_update_all(settle, **settled)
     return True

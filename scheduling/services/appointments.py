@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db import transaction
+from django.db import models, transaction
 from django.utils import timezone
 
 from common.cas import cas_conflict, cas_update, check_transition, transition_sources
@@ -276,7 +276,7 @@ class StatusChange:
 AppointmentChange = Rebook | HeldReplace | StatusChange
 
 
-class ChangeResult:
+class ChangeResult(models.TextChoices):
     """What became of one change of ``appointments_apply_changes``."""
 
     APPLIED = "APPLIED"  # made (a Rebook's or a HeldReplace's new appointment is ``booked``)
