@@ -51,16 +51,21 @@ def dispatch_context(vacancy: Vacancy, *, actor, now: datetime, correlation_id: 
         enabled, policy = policy_for_dispatch(clinic=vacancy.clinic, read=read_policy, known_on=known_on)
     if policy is None:
         return DispatchContext(now, label, correlation_id, enabled)
-    quiet, cap_params = reach_now(policy=policy, clinic=vacancy.clinic, now=now)
-    return DispatchContext(now, label, correlation_id, enabled, policy, quiet, cap_params,
-                           {name: getattr(vacancy, name) for name in SLOT_FIELDS})
+    return _with_policy(vacancy, policy, now=now, actor_label=label, correlation_id=correlation_id)
 
 
 def policy_context(vacancy: Vacancy, *, now: datetime, actor_label: str, correlation_id: str,
                    policy: WaitlistPolicy | None = None) -> DispatchContext:
     """The context of a candidate loop a command runs past the flag (staff review's SKIP): the clinic's newest
     policy (unless given) and the send window now."""
-    policy = policy or policy_current(clinic=vacancy.clinic)
+    return _with_policy(vacancy, policy or policy_current(clinic=vacancy.clinic), now=now, actor_label=actor_label,
+                        correlation_id=correlation_id)
+
+
+def _with_policy(vacancy: Vacancy, policy: WaitlistPolicy, *, now: datetime, actor_label: str,
+                 correlation_id: str) -> DispatchContext:
+    """The context of a dispatch the waitlist is on for: the policy, the send window now and the slot (the fields
+    ``effects.slot_of`` reads, read here: one more call into ``effects`` would enter it twice on the walk)."""
     quiet, cap_params = reach_now(policy=policy, clinic=vacancy.clinic, now=now)
     return DispatchContext(now, actor_label, correlation_id, True, policy, quiet, cap_params,
                            {name: getattr(vacancy, name) for name in SLOT_FIELDS})

@@ -33,24 +33,16 @@ def send_window(policy: WaitlistPolicy, clinic) -> SendWindow:
     )
 
 
-def reachability(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: str = "",
-                 sent: list[datetime] | None = None) -> Unreachable | None:
-    """None when a notice sent now would go out now.
-
-    Without ``patient_ref``: the clinic-wide check only (quiet hours), run once before matching.
-    With it: quiet hours, then the patient's own rules. A per-patient consent check (a consented
-    channel) belongs here, between the two, so dispatch and delivery keep one definition. ``sent``: the
-    patient's recent sends read with another statement (common's SQL function ``cw_recent_sends``; promotion reads
-    them with the entry's lock), instead of a query here.
-    """
-    return reach_now(policy=policy, clinic=clinic, now=now, patient_ref=patient_ref, sent=sent)[0]
-
-
 def reach_now(*, policy: WaitlistPolicy, clinic, now: datetime, patient_ref: str = "",
               sent: list[datetime] | None = None) -> tuple[Unreachable | None, dict]:
-    """``reachability``, with the contact cap's statement parameters (``common.notify.contact_cap_params``) for
-    promotion's entry lock, which reads the patient's recent sends: dispatch asks once for the clinic before
-    matching (``dispatch.context``) and once per patient in the offer's terms (``terms.offer_terms``)."""
+    """Whether a notice sent now would go out now (None) or why not, with the contact cap's statement parameters
+    (``common.notify.contact_cap_params``) for promotion's entry lock, which reads the patient's recent sends.
+
+    Without ``patient_ref``: the clinic-wide check only (quiet hours), asked once before matching
+    (``dispatch.context``). With it: quiet hours, then the patient's own rules (the offer's terms,
+    ``terms.offer_terms``). A per-patient consent check belongs here, between the two, so dispatch and delivery
+    keep one definition. ``sent``: the patient's recent sends read with another statement (common's SQL function
+    ``cw_recent_sends``; promotion reads them with the entry's lock), instead of a query here."""
     now_ = send_window_now(send_window(policy, clinic), recipient_ref=patient_ref, now=now, sent=sent)
     unreachable = None if now_.block is None else Unreachable(reason=now_.block[0], until=now_.block[1])
     return unreachable, now_.cap_params
