@@ -12,6 +12,19 @@ def new_correlation_id() -> str:
     return current_correlation_id() or fresh_correlation_id()
 
 
+def actor_label(actor, system: str) -> str:
+    """The signed-in user's username, or ``system:<job>``: never a patient's name."""
+    if getattr(actor, "is_authenticated", False):
+        return actor.get_username()
+    return f"system:{system}"
+
+
+def command_actor(actor, system: str, correlation_id: str = "") -> tuple[str, str]:
+    """What every row a command writes says of who and which story: its actor label (``actor_label``) and its
+    correlation id (``correlation_id``, else the request's or task's in progress, else a fresh one)."""
+    return actor_label(actor, system), correlation_id or new_correlation_id()
+
+
 def outbox_enqueue(**message) -> OutboxMessage:
     """Write a message (the arguments of ``outbox_message``) in the current transaction; it exists if and only
     if the change commits."""
@@ -60,9 +73,7 @@ def audit_record(
     """Record an action; ``actor`` is the signed-in user, or None for a system job named ``system_label``."""
     return AuditEntry.objects.create(
         actor=actor if getattr(actor, "is_authenticated", False) else None,
-        actor_label=actor.get_username()
-        if getattr(actor, "is_authenticated", False)
-        else f"system:{system_label}",
+        actor_label=actor_label(actor, system_label),
         action=action,
         tenant_group_ref=clinic.tenant_group.ref if clinic is not None else "",
         clinic_ref=clinic.ref if clinic is not None else "",

@@ -6,7 +6,7 @@ import logging
 from datetime import datetime
 
 from common import effects
-from common.services import audit_record, new_correlation_id
+from common.services import audit_record
 from waitlist import queries
 from waitlist.models import Offer, OfferEvent, Vacancy
 
@@ -29,19 +29,6 @@ SLOT_FIELDS = ("practitioner_id", "treatment_id", "resource_id", "starts_at", "e
 def slot_of(source) -> dict:
     """The slot an appointment, vacancy or hold stands for: who, what, where and when."""
     return {name: getattr(source, name) for name in SLOT_FIELDS}
-
-
-def actor_label(actor, system: str) -> str:
-    """The signed-in user's username, or ``system:<job>``: never a patient's name."""
-    if getattr(actor, "is_authenticated", False):
-        return actor.get_username()
-    return f"system:{system}"
-
-
-def command_actor(actor, system: str, correlation_id: str = "") -> tuple[str, str]:
-    """What every row a command writes says of who and which story: its actor label (``actor_label``) and its
-    correlation id (``correlation_id``, else the request's or task's in progress, else a fresh one)."""
-    return actor_label(actor, system), correlation_id or new_correlation_id()
 
 
 def event_append(

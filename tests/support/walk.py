@@ -10,6 +10,10 @@ the one a newcomer follows by hand through the calls written in the code: a func
 again (a second call of the same code adds nothing); a call into another app (or ``common``) is one stay in
 the module it enters, its insides being that app's own walk; and code a library calls back (a logging filter,
 a model field's ``pre_save``) is not on the path, since no line of the app calls it.
+
+``walk.own()`` is the app's own walk: only the module changes inside the app (``Walk(app=...)``'s), a call out to
+``common`` or another app being, like a call into Django, a step of the line that makes it. Issue 42's guards are
+checked on it; the reader's walk, which counts each call out as one stay, is kept beside it.
 """
 
 from __future__ import annotations
@@ -84,6 +88,16 @@ class Walk:
 
     def __exit__(self, *exc) -> None:
         sys.setprofile(None)
+
+    def own(self) -> Walk:
+        """The app's own walk: the stays in the app's modules, consecutive ones in one module merged."""
+        if self.app is None:
+            raise ValueError("the app's own walk needs Walk(app=...)")
+        own = Walk(self.app)
+        for module in self.stays:
+            if module.startswith(self.app + "/"):
+                own._stay(module)
+        return own
 
     @property
     def visits(self) -> Counter:

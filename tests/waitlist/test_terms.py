@@ -104,3 +104,9 @@ def test_a_patient_whose_last_offers_went_unanswered_gets_the_short_window_unles
     late = decide(short, facts(unanswered=2), late=True)
     assert isinstance(late, terms.OfferTerms) and late.expires_at == whole.expires_at
     assert terms.unanswered_limit(short) == 2 and terms.unanswered_limit(policy()) == 0
+
+
+def test_the_terms_carry_the_digest_of_the_policy_they_were_decided_under():
+    before, after = policy(), policy(hold_minutes=45)
+    assert decide(p=before).policy_digest == before.digest()
+    assert decide(p=after).policy_digest == after.digest() != before.digest()

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from waitlist.effects import SLOT_FIELDS, command_actor
+from common.services import command_actor
+from waitlist.effects import SLOT_FIELDS
 from waitlist.models import Vacancy, WaitlistPolicy
 from waitlist.policy.services import policy_current, policy_for_dispatch
 from waitlist.rules.reachability import Unreachable, reach_now

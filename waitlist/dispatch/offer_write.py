@@ -1,14 +1,14 @@
 """Promotion under the vacancy's fence, in three steps: read, decide, write (issue 42).
 
-``promote_first_free`` (the candidate loop's, and staff review's PROMOTE through ``promotion.promote``) takes the
-fence (``fence.fenced``, the vacancy's lock) in a transaction of its own; ``promote_locked`` (a late accept's, which
-holds the fence already) does the rest:
+``promote_first_free`` (the candidate loop's, and staff review's PROMOTE through ``promotion.promote``) runs them in a
+transaction of its own; ``promote_locked`` (a late accept's, which holds the fence already) the last two:
 
-1. **read**: ``lock_first_free`` locks the first entry of a run of candidates that no other transaction holds, in
-   one statement with everything the decision needs (``terms.EntryFacts``: the hard rules' outcomes, the patient's
-   recent sends, the unanswered streak, the standing acceptance);
+1. **read**: ``fence.fenced_first_free``, one call: the fence (the vacancy's lock), then the first entry of a run of
+   candidates that no other transaction holds, locked in one statement with everything the decision needs
+   (``terms.EntryFacts``: the hard rules' outcomes, the patient's recent sends, the unanswered streak, the standing
+   acceptance);
 2. **decide**: ``terms.offer_terms``, plain Python: whether the candidate may still be offered and on what terms
-   (booked at once or asked, the answer deadline, the release deadline, the decision the offer records);
+   (booked at once or asked, the answer deadline, the release deadline, the decision and policy the offer records);
 3. **write**: the hold (scheduling's ``hold_place``), the shadow policy's observation, one statement for the entry,
    the vacancy, the offer, its event and its notice (``_offer_write``), and a standing acceptance's booking.
 """
@@ -16,24 +16,28 @@ holds the fence already) does the rest:
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from psycopg.types.json import Jsonb
 
 from common.cas import cas_conflict, cas_update
 from common.errors import PatientOverlap, SlotOccupied
 from common.fastpath import insert_sql, saved
 from common.models import OutboxMessage
-from common.notify import contact_cap_params
 from common.services import outbox_message
 from scheduling import services as scheduling
-from scheduling.models import Patient
 from waitlist import queries
 from waitlist.dispatch import matcher
-from waitlist.dispatch.fence import RESTART, UNREACHABLE, DispatchResult, active_offer, fenced
+from waitlist.dispatch.fence import (
+    RESTART,
+    UNREACHABLE,
+    Attempt,
+    DispatchResult,
+    Run,
+    active_offer,
+    fenced_first_free,
+)
 from waitlist.effects import EVENT_LOG, note_record, slot_of
 from waitlist.models import (
     OFFER_TOPIC,
@@ -43,39 +47,15 @@ from waitlist.models import (
     Vacancy,
     VacancyStatus,
     WaitlistEntry,
-    WaitlistPolicy,
 )
 from waitlist.reliability.feed import Decision
 from waitlist.rules import terms
-from waitlist.rules.windows import NO_OFFER_BEFORE
 from waitlist.shadow.services import shadow_observe, shadow_preview
 from waitlist.standing.services import standing_book
 
 logger = logging.getLogger("waitlist")
 
 OFFER_TEMPLATE = "waitlist_offer"
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """What every step of one promotion under the fence reads: the policy it runs under and who runs it."""
-
-    policy: WaitlistPolicy
-    now: datetime
-    actor_label: str
-    correlation_id: str
-    staff_reviewed: bool
-    #: A late accept (``late_accept.offer_late_accept``): the patient's expired offer of this vacancy, whose yes
-    #: came after its window. The new offer needs no notice and no reachability: the patient is answering now.
-    renews: Offer | None = None
-    #: What dispatch read once before matching (``context.DispatchContext``), so promotion does not ask again:
-    #: the contact cap's statement parameters (``common.notify.contact_cap_params``) and the vacancy's slot
-    #: (``effects.slot_of``). None: computed here (staff review's PROMOTE, a late accept).
-    cap_params: dict | None = None
-    slot: dict | None = None
-
-
-Run = list[tuple[matcher.Candidate, Decision | None]]
 
 
 def promote_first_free(vacancy: Vacancy, run: Run, a: Attempt, *, wait_for_entry: bool
@@ -93,64 +73,25 @@ def promote_first_free(vacancy: Vacancy, run: Run, a: Attempt, *, wait_for_entry
     used = 1
     try:
         with transaction.atomic():
-            locked, early = fenced(vacancy, a.now)
-            if early is not None:
-                return early, used
-            if locked.policy_id_now != a.policy.pk:
-                return DispatchResult(RESTART), used
-            entry, used, facts = lock_first_free(locked, run, a, wait=wait_for_entry)
-            if used > 1 or entry is None:
+            read = fenced_first_free(vacancy, run, a, wait=wait_for_entry)
+            used = read.used
+            if read.early is not None:
+                return read.early, used
+            if used > 1 or read.entry is None:
                 # Other transactions hold the entries before it (promoting them for other vacancies right now):
                 # pass over them, and say so, so "why was this candidate next" has an answer.
-                held = [(c.entry_id, c.version) for c, _d in run[:used - (entry is not None)]]
-                _notes_entry_locked(locked, held, now=a.now, correlation_id=a.correlation_id)
-            if entry is None or facts is None:
+                held = [(c.entry_id, c.version) for c, _d in run[:used - (read.entry is not None)]]
+                _notes_entry_locked(read.locked, held, now=a.now, correlation_id=a.correlation_id)
+            if read.entry is None or read.facts is None:
                 return None, used
             candidate, decision = run[used - 1]
-            return promote_locked(locked, entry, candidate, decision, facts, a), used
+            return promote_locked(read.locked, read.entry, candidate, decision, read.facts, a), used
     except IntegrityError:
         # Backstop: the partial unique index refused a second active offer. Read what won.
         active = active_offer(vacancy.pk)
         if active is None:
             raise
         return DispatchResult("ALREADY_OFFERED", active), used
-
-
-_ENTRY_FIELDS = queries.ENTRY_FIELDS
-_PATIENT_FIELDS = queries.PATIENT_FIELDS
-
-
-def lock_first_free(locked: Vacancy, run: Run, a: Attempt, *, wait: bool
-                    ) -> tuple[WaitlistEntry | None, int, terms.EntryFacts | None]:
-    """Lock (after the vacancy: the fixed order) the first entry of ``run`` that is still WAITING at the version
-    it was read at and that no other transaction holds (``SKIP LOCKED``), with its patient (read, not locked)
-    for the notice: one statement however many racing dispatchers hold the head of the queue. The same statement
-    reads what ``terms.offer_terms`` decides on (``EntryFacts``): every hard-eligibility rule's outcome, the
-    patient's recent sends (the contact cap, common's SQL function ``cw_recent_sends``), the unanswered streak and
-    the standing acceptance's minimum notice.
-
-    ``wait``: one candidate, its lock waited for; the facts are then read in a statement of their own after the
-    lock, since the lock statement's snapshot is older than the wait. Returns the entry (None: none free), how many
-    of ``run`` that used up, and its facts.
-    """
-    policy, now = a.policy, a.now
-    params: dict[str, Any] = {
-        **matcher.page_params(vacancy=locked, policy=policy, now=now),
-        **(a.cap_params if a.cap_params is not None else contact_cap_params(policy.contact_cap_per_day, now)),
-        "ids": [c.entry_id for c, _d in run], "versions": [c.version for c, _d in run],
-        "unanswered_before": NO_OFFER_BEFORE, "unanswered_limit": terms.unanswered_limit(policy),
-    }
-    row = queries.entry_lock_first_free({**params, "unanswered_limit": 0} if wait else params, wait=wait,
-                                        checks=not wait)
-    if row is None:
-        return None, len(run), None
-    width = len(_ENTRY_FIELDS)
-    entry = WaitlistEntry.from_db(connection.alias, [f.attname for f in _ENTRY_FIELDS], row[:width])
-    patient = row[width + 3:width + 3 + len(_PATIENT_FIELDS)]
-    entry.patient = Patient.from_db(connection.alias, list(_PATIENT_FIELDS), patient)
-    checks, sent, unanswered = queries.entry_rechecks(entry.pk, params) if wait else (row[-1], row[-2], row[width + 2])
-    return entry, row[width], terms.EntryFacts(checks=checks, sent=sent, unanswered=unanswered,
-                                               standing_min_notice=row[width + 1], patient_ref=entry.patient.ref)
 
 
 def _notes_entry_locked(vacancy: Vacancy, entries: list[tuple[int, int]], *, now: datetime,
@@ -230,7 +171,7 @@ def _new_offer(locked: Vacancy, entry: WaitlistEntry, candidate: matcher.Candida
         expires_at=t.expires_at,
         policy=policy,
         policy_version=policy.version,
-        policy_digest=policy.digest(),
+        policy_digest=t.policy_digest,
         slot_fit=candidate.slot_fit,
         correlation_id=a.correlation_id,
         created_at=a.now,

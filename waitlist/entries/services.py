@@ -16,12 +16,12 @@ from common.errors import (
     VersionConflict,
     constraint_violated,
 )
-from common.services import audit_record, new_correlation_id
+from common.services import actor_label, audit_record, new_correlation_id
 from scheduling.models import Clinic, HoldStatus, Patient, Practitioner, Treatment
 from scheduling.scoping import may_run, scoped_get
 from waitlist.dispatch.locks import lock_entry, lock_offer_chain
 from waitlist.dispatch.promotion import close_offer
-from waitlist.effects import actor_label, command_audit
+from waitlist.effects import command_audit
 from waitlist.joining.availability import ANY_TIME
 from waitlist.models import ACTIVE_OFFER_STATUSES, LIVE_ENTRY_STATUSES, EntryStatus, Offer, OfferStatus, WaitlistEntry
 

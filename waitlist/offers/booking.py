@@ -9,11 +9,11 @@ from django.utils import timezone
 
 from common.cas import cas_update
 from common.errors import Conflict
-from common.services import new_correlation_id
+from common.services import actor_label, new_correlation_id
 from scheduling.models import Appointment, Clinic, HoldStatus
 from scheduling.services import hold_book
 from waitlist.dispatch.locks import lock_offer_chain
-from waitlist.effects import actor_label, event_append
+from waitlist.effects import event_append
 from waitlist.models import EntryStatus, Offer, OfferStatus, VacancyStatus
 from waitlist.notices.confirmation_services import booking_confirmation_queue
 

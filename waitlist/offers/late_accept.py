@@ -18,15 +18,15 @@ from django.db import transaction
 from django.utils import timezone
 
 from common.errors import Conflict, NotFound
-from common.services import audit_record, new_correlation_id
+from common.services import actor_label, audit_record, new_correlation_id
 from scheduling.models import Clinic, Patient
 from scheduling.services.features import feature_enabled
 from waitlist.dispatch import matcher
-from waitlist.dispatch.fence import RESTART, fenced
+from waitlist.dispatch.fence import RESTART, Attempt, fenced, lock_first_free
 from waitlist.dispatch.locks import lock_offer_chain
-from waitlist.dispatch.offer_write import Attempt, lock_first_free, promote_locked
+from waitlist.dispatch.offer_write import promote_locked
 from waitlist.dispatch.promotion import NOT_USED_DECISION, close_offer
-from waitlist.effects import actor_label, event_append
+from waitlist.effects import event_append
 from waitlist.models import (
     DISPATCHABLE_VACANCY_STATUSES,
     DecisionGate,

@@ -13,7 +13,7 @@ from common.errors import Conflict, DomainError, NotFound, SlotOccupied, Version
 from common.fastpath import PreparedQuery
 from common.models import OutboxMessage, OutboxStatus
 from common.refs import new_ref
-from common.services import new_correlation_id
+from common.services import actor_label, new_correlation_id
 from common.timefmt import iso_in_zone
 from common.transactions import own_transaction
 from scheduling.models import CapacityAllocation, Clinic, HoldStatus, Patient
@@ -22,7 +22,7 @@ from scheduling.services.holds import hold_accept_locked, hold_extend
 from waitlist import queries
 from waitlist.dispatch.locks import OfferLocks, lock_offer_chain, lock_prepared_chain, offer_chain_queryset
 from waitlist.dispatch.promotion import close_offer
-from waitlist.effects import actor_label, command_audit, event_logged
+from waitlist.effects import command_audit, event_logged
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     OFFER_TOPIC,

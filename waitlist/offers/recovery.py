@@ -16,13 +16,13 @@ from django.utils import timezone
 
 from common.cas import cas_update
 from common.errors import Conflict, DomainError, NotFound, ValidationFailed, VersionConflict
-from common.services import audit_record, new_correlation_id
+from common.services import actor_label, audit_record, new_correlation_id
 from scheduling.models import Appointment, Clinic, HoldStatus
 from waitlist.dispatch import matcher
 from waitlist.dispatch.locks import lock_entry, lock_offer_chain, lock_vacancy
 from waitlist.dispatch.promotion import RESTART, DispatchResult, close_offer, offer_next, promote
 from waitlist.dispatch.vacancies import vacancy_dispatch
-from waitlist.effects import actor_label, command_audit, event_append, queue_dispatch
+from waitlist.effects import command_audit, event_append, queue_dispatch
 from waitlist.models import (
     ACTIVE_OFFER_STATUSES,
     DecisionStatus,

@@ -1,7 +1,7 @@
 """An offer's terms, decided once in plain Python (issue 42): ``offer_terms``.
 
 Promotion reads, under the vacancy's fence and the entry's lock, everything the decision needs in one statement
-(``dispatch.offer_write.lock_first_free``: ``EntryFacts``), asks ``offer_terms`` what the offer is, and writes what
+(``dispatch.fence.lock_first_free``: ``EntryFacts``), asks ``offer_terms`` what the offer is, and writes what
 it answers. Whether the candidate may still be offered (the hard-eligibility rules' outcomes,
 ``eligibility.first_failed``), whether the patient's yes is already given (a standing acceptance that applies, or a
 late accept), whether the patient can be reached now (``reachability``), how long they have to answer and until when
@@ -242,7 +242,7 @@ class NoOffer:
 @dataclass(frozen=True)
 class OfferTerms:
     """``offer_terms``' answer with an offer (OFFER, BOOK, ANSWERED): when it expires, until when a standing booking
-    may be released, and what it records of its decision (the offer's ``decision_*`` fields)."""
+    may be released, what it records of its decision (the offer's ``decision_*`` fields) and of its policy."""
 
     outcome: str
     expires_at: datetime
@@ -250,6 +250,8 @@ class OfferTerms:
     decision: dict
     #: Whether the offer's own notice goes out (OFFER: not when the patient's yes is already given).
     notice: bool
+    #: The digest of the policy version the offer runs under (``WaitlistPolicy.digest``), recorded with it.
+    policy_digest: str
 
 
 def offer_terms(*, policy, vacancy, facts: EntryFacts, decision: Decision | None, now: datetime,
@@ -286,4 +288,5 @@ def offer_terms(*, policy, vacancy, facts: EntryFacts, decision: Decision | None
         release_until=release_deadline(policy, booked_at=now, starts_at=vacancy.starts_at) if standing else None,
         decision=offer_decision(decision, gated=gated, staff_reviewed=staff_reviewed, now=now, expires_at=expires_at),
         notice=not answered,
+        policy_digest=policy.digest(),
     )

@@ -18,11 +18,11 @@ from django.utils import timezone
 
 from common.cas import cas_update
 from common.errors import Conflict, NotFound, ValidationFailed
-from common.services import audit_record, new_correlation_id
+from common.services import actor_label, audit_record, new_correlation_id
 from scheduling import services as scheduling
 from scheduling.models import CancelActor, CancelReason, Clinic, HoldStatus, Patient, cancel_actor_ref
 from waitlist.dispatch.locks import OfferLocks, lock_offer_chain
-from waitlist.effects import actor_label, event_append, queue_dispatch
+from waitlist.effects import event_append, queue_dispatch
 from waitlist.models import (
     OPEN_ENTRY_STATUSES,
     EntryStatus,
