@@ -21,8 +21,9 @@ typed into the text. Scheduling's rows are changed only through scheduling's own
   ``vacancy_row_binding``): hard eligibility as SQL predicates, so the matcher filters a keyset page of the
   ``wl_entry_match`` index in PostgreSQL (benchmark 1: O(log n + page) at 100,000 entries) and the console judges
   many vacancies in one query; ``tests/waitlist/test_eligibility_parity.py`` checks them against the Python rule.
-- ``matcher_page`` (its text: ``page_sql``), ``entry_checks``: the matcher's keyset pages (prepared: planning
-  cost more than running, benchmark 1) and one entry's rule outcomes.
+- ``matcher_page`` (its text: ``page_sql``, ``first_pages_sql``), ``entry_checks``: the matcher's keyset pages
+  (prepared: planning cost more than running, benchmark 1), with the stored decisions of a gated dispatch's
+  candidates read in the same statement (one statement less per dispatch), and one entry's rule outcomes.
 - ``entry_lock_first_free``, ``offer_write``: promotion's entry lock (``SKIP LOCKED`` over a run, with its rule
   outcomes, standing notice, unanswered streak and contact-cap sends) and the new offer's five writes, one prepared
   statement each (benchmark 2, dispatch; the storm); ``entry_rechecks``: the same columns read again after a wait
@@ -406,18 +407,46 @@ FIRST_PAGES_SQL = "\nUNION ALL\n".join(
 )
 CHECKS_COLUMN = checks_sql(PARAMS)[0]
 
+#: "Newest" decision first: the last received, ties the last inserted (``feed.StoredDecisionProvider.NEWEST``).
+_NEWEST_FIRST = "d.received_at DESC, d.id DESC"
 
-def page_sql(slot_fit: int) -> str:
-    """One tier's page statement (its parameters are ``matcher.page_params``')."""
-    return _PAGES[slot_fit]
+# The same pages with each row's newest stored decision (``decisions_newest``' order, one ``wl_decision_latest`` probe
+# a row): a gated dispatch reads its candidates' decisions with them instead of in a statement of its own. The
+# columns follow the page's: decision_ref, status, priority_rank, expires_at (NULL: none).
+_WITH_DECISION = """
+SELECT p.*, d.decision_ref, d.status, d.priority_rank, d.expires_at FROM ({page}) p
+LEFT JOIN LATERAL (
+  SELECT d.decision_ref, d.status, d.priority_rank, d.expires_at FROM waitlist_bookingreliabilitydecision d
+  WHERE d.clinic_id = %(clinic)s AND d.patient_id = p.patient_id
+  ORDER BY {newest} LIMIT 1
+) d ON true
+"""
+_PAGES_WITH_DECISIONS = {
+    slot_fit: _WITH_DECISION.format(page=page, newest=_NEWEST_FIRST) + "ORDER BY p.priority_key, p.waiting_since, p.id"
+    for slot_fit, page in _PAGES.items()
+}
+FIRST_PAGES_WITH_DECISIONS_SQL = _WITH_DECISION.format(page=FIRST_PAGES_SQL, newest=_NEWEST_FIRST)
 
 
-def matcher_page(params: dict, *, first: bool, slot_fit: int) -> list[tuple]:
-    """A matcher page (``first``: both tiers' first pages, each row led by its slot_fit). Fixed text, prepared once
-    per connection: planning it cost more than running it (issue 15); its generic plan is the index-ordered scan
-    (tests/waitlist/test_matcher.py checks it)."""
+def page_sql(slot_fit: int, *, decisions: bool = False) -> str:
+    """One tier's page statement (its parameters are ``matcher.page_params``'); ``decisions``: with each row's
+    newest stored decision."""
+    return _PAGES_WITH_DECISIONS[slot_fit] if decisions else _PAGES[slot_fit]
+
+
+def first_pages_sql(*, decisions: bool = False) -> str:
+    """Both tiers' first pages in one statement, each row led by its slot_fit; ``decisions``: as ``page_sql``."""
+    return FIRST_PAGES_WITH_DECISIONS_SQL if decisions else FIRST_PAGES_SQL
+
+
+def matcher_page(params: dict, *, first: bool, slot_fit: int, decisions: bool = False) -> list[tuple]:
+    """A matcher page (``first``: both tiers' first pages, each row led by its slot_fit; ``decisions``: each row
+    followed by its newest stored decision's four columns). Fixed text, prepared once per connection: planning it
+    cost more than running it (issue 15); its generic plan is the index-ordered scan (tests/waitlist/test_matcher.py
+    checks it)."""
     with prepared_cursor(connection) as cursor:
-        cursor.execute(FIRST_PAGES_SQL if first else page_sql(slot_fit), params)
+        cursor.execute(first_pages_sql(decisions=decisions) if first else page_sql(slot_fit, decisions=decisions),
+                       params)
         return cursor.fetchall()
 
 
@@ -681,7 +710,7 @@ def dispatch_notes_entry_locked(*, clinic_id: int, vacancy_id: int, entries: lis
 # --- booking-reliability decisions ---------------------------------------------------------------------------------
 
 #: "Newest": the last received, ties the last inserted (``StoredDecisionProvider.NEWEST``), per patient.
-_NEWEST_ORDER = "d.patient_id, d.received_at DESC, d.id DESC"
+_NEWEST_ORDER = f"d.patient_id, {_NEWEST_FIRST}"
 _NEWEST_SQL = (
     "SELECT DISTINCT ON (d.patient_id) d.patient_id, d.decision_ref, d.status, d.priority_rank, d.expires_at"
     " FROM waitlist_bookingreliabilitydecision d WHERE d.clinic_id = %s AND d.patient_id = ANY(%s::bigint[])"

@@ -15,7 +15,7 @@ from tests.waitlist.factories import NOW, WaitlistEntryFactory, decide
 from tests.worlds import waitlist_world
 from waitlist import services
 from waitlist.dispatch import matcher
-from waitlist.models import Offer, Vacancy, WaitlistEntry
+from waitlist.models import DecisionStatus, Offer, Vacancy, WaitlistEntry
 from waitlist.reliability.feed import StoredDecisionProvider
 
 
@@ -351,6 +351,42 @@ def _assert_ordered_index_scan(scan: str, plan: str) -> None:
 
 
 @pytest.mark.django_db(transaction=True)
+def test_pages_with_their_decisions_read_the_index_in_order_and_each_decision_by_its_index(world, bench_shaped_rows):
+    """A gated dispatch's pages read each row's newest stored decision in the same statement (a lateral read per
+    row): the page itself is still one ordered scan of ``wl_entry_match``, no Sort over it, in the plan for its
+    values and in the generic plan PostgreSQL keeps for the prepared statement."""
+    from tests.plans import prepared_plans
+    from waitlist import queries
+
+    policy, vacancies = _plan_vacancies(world, 2)
+    for vacancy in vacancies:
+        first = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW)
+        later = matcher.page_params(vacancy=vacancy, policy=policy, now=NOW, after=(0, NOW - timedelta(days=90), 0))
+        for sql, params, tiers in ((queries.first_pages_sql(decisions=True), first, 2),
+                                   (queries.page_sql(1, decisions=True), later, 1),
+                                   (queries.page_sql(0, decisions=True), later, 1)):
+            with connection.cursor() as cursor:
+                cursor.execute("EXPLAIN " + sql, params)
+                plan = "\n".join(row[0] for row in cursor.fetchall())
+            _assert_page_with_decisions(plan, tiers)
+            generic = prepared_plans(sql, params, runs=6)
+            assert generic["generic_plans"] >= 1, generic
+            _assert_page_with_decisions(generic["generic"], tiers)
+
+
+def _assert_page_with_decisions(plan: str, tiers: int) -> None:
+    """The page, then one lateral read of the decisions per row (the last Limit): each tier one ordered scan of
+    ``wl_entry_match`` with the window in the index, and nothing sorts the page."""
+    page, lateral = plan.rsplit("->  Limit", 1)
+    assert plan.startswith("Nested Loop Left Join") and "waitlist_bookingreliabilitydecision" in lateral, plan
+    scans = page.split("Index Scan using wl_entry_match on waitlist_waitlistentry")[1:]
+    assert len(scans) == tiers, plan
+    for scan in scans:
+        assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan
+    assert "Sort" not in page.split("SubPlan")[0] and "Bitmap Heap Scan on waitlist_waitlistentry" not in page, plan
+
+
+@pytest.mark.django_db(transaction=True)
 def test_explain_reads_the_index_in_order_on_bench_shaped_data(world, bench_shaped_rows):
     """Issue 15: on data shaped like the benchmark's (five clinics of 8,000 entries, 7-day windows over 60
     days, ANALYZEd), every vacancy's page, both tiers, from the first page on, is one ordered scan of
@@ -388,3 +424,69 @@ def test_prepared_page_plans_read_the_index_in_order_on_bench_shaped_data(world,
     for plan in plans:
         for branch in plan.split("Subquery Scan on p")[1:] or [plan]:
             _assert_ordered_index_scan(branch.split("SubPlan")[0], plan)
+
+
+def _pages(world, provider, policy=None, vacancy=None):
+    policy = policy or services.policy_current(clinic=world.clinic)
+    return [c for page in matcher.candidate_pages(vacancy=vacancy or vacancy_for(world), policy=policy,
+                                                  provider=provider, now=NOW) for c in page]
+
+
+def test_the_decisions_read_with_the_page_are_the_stored_providers(world):
+    """Issue 42: with the stored provider installed, a gated page reads each candidate's newest decision in its own
+    statement; the decisions and their status now are those the provider's batch read gives (the newest received,
+    a FRESH one past its expiry STALE, none UNAVAILABLE), over pages of one row and the kept second tier."""
+    later = NOW + timedelta(minutes=5)
+    superseded = world.waiting()
+    decide(superseded.patient, ref="rel-old", rank=9)
+    newest = decide(superseded.patient, DecisionStatus.STALE, ref="rel-new")
+    newest.received_at = later
+    newest.save(update_fields=["received_at"])
+    expired = world.waiting()
+    decide(expired.patient, expires_at=NOW - timedelta(minutes=1), ref="rel-expired")
+    world.waiting(fresh=False)
+    world.waiting(practitioner=world.doctor)
+    policy = services.policy_current(clinic=world.clinic)
+    for page_size in (policy.page_size, 1):
+        policy.page_size = page_size
+        in_page = _pages(world, None, policy)
+        by_batch = _pages(world, StoredDecisionProvider(), policy)
+        assert [(c.entry_id, c.decision, c.decision_status) for c in in_page] == [
+            (c.entry_id, c.decision, c.decision_status) for c in by_batch]
+    statuses = {c.entry_id: (c.decision and c.decision.decision_ref, c.decision_status) for c in in_page}
+    assert statuses[superseded.pk] == ("rel-new", DecisionStatus.STALE)
+    assert statuses[expired.pk] == ("rel-expired", DecisionStatus.STALE)
+    assert {status for _ref, status in statuses.values()} == {
+        DecisionStatus.FRESH, DecisionStatus.STALE, DecisionStatus.UNAVAILABLE}
+
+
+def test_a_gated_page_runs_no_statement_of_its_own_for_the_stored_decisions(world):
+    from django.test.utils import CaptureQueriesContext
+
+    world.waiting()
+    world.waiting(practitioner=world.doctor)
+    policy, vacancy = services.policy_current(clinic=world.clinic), vacancy_for(world)
+    with CaptureQueriesContext(connection) as captured:
+        found = _pages(world, None, policy, vacancy)
+    assert len(found) == 2 and all(c.decision_status == DecisionStatus.FRESH for c in found)
+    statements = [q["sql"] for q in captured.captured_queries]
+    assert len(statements) == 1 and "waitlist_bookingreliabilitydecision" in statements[0], statements
+
+
+def test_another_installed_provider_is_asked_though_the_page_read_the_stored_decisions(world):
+    """A provider installed in place of the stored one (a CRM client, say) answers for the page."""
+    from waitlist.reliability.feed import Decision, set_decision_provider
+
+    entry = world.waiting()
+
+    class Elsewhere(StoredDecisionProvider):
+        def decisions_for(self, *, clinic, patient_ids):
+            return {pid: Decision("crm-1", DecisionStatus.STALE, 0, None) for pid in patient_ids}
+
+    previous = set_decision_provider(Elsewhere())
+    try:
+        [candidate] = _pages(world, None)
+    finally:
+        set_decision_provider(previous)
+    assert candidate.entry_id == entry.pk
+    assert (candidate.decision.decision_ref, candidate.decision_status) == ("crm-1", DecisionStatus.STALE)

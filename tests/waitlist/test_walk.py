@@ -31,8 +31,8 @@ def test_a_dispatch_that_makes_an_offer(world):
     first.refresh_from_db()
     assert first.status == EntryStatus.OFFERED
     own = walk.own()
-    assert own.returns <= 20 and max(own.visits.values()) <= 4, own.report()
-    assert walk.returns <= 33 and max(walk.visits.values()) <= 8, walk.report()
+    assert own.returns <= 18 and max(own.visits.values()) <= 4, own.report()  # the guard: 20 and 4
+    assert walk.returns <= 31 and max(walk.visits.values()) <= 8, walk.report()
     # Read, decide, write under the fence: the fence's read, the offer's terms and the offer's statement.
     assert {"waitlist/dispatch/offer_write.py", "waitlist/dispatch/fence.py", "waitlist/rules/terms.py",
             "waitlist/queries.py"} <= set(own.visits), own.report()
@@ -44,7 +44,7 @@ def test_a_dispatch_that_finds_nobody(world):
     walk, result = _walk(open_vacancy(world))
     assert result.outcome == "NO_CANDIDATE"
     own = walk.own()
-    assert own.returns <= 20 and max(own.visits.values()) <= 4, own.report()
+    assert own.returns <= 8 and max(own.visits.values()) <= 3, own.report()
     assert walk.returns <= 15 and max(walk.visits.values()) <= 4, walk.report()
     assert "waitlist/dispatch/offer_write.py" not in walk.visits
 

@@ -125,8 +125,10 @@ def candidate_pages(
     """Yield each page's eligible candidates in order, with their decision, within the policy's budgets.
 
     Decisions (``provider``'s; None: the installed provider's) are fetched once per page with their status now
-    (one batch call: ``feed.decisions_now``), never per candidate. Pages, not single
-    candidates: promotion locks the first free one of the rest of a page in one statement.
+    (one batch call: ``feed.decisions_now``), never per candidate; with ``provider`` None the page statement reads
+    the stored ones with its rows (``queries.matcher_page``, ``decisions=True``), which are the installed provider's
+    answer when it is the stored one. Pages, not single candidates: promotion locks the first free one of the rest
+    of a page in one statement.
     """
     stats = stats if stats is not None else MatchStats()
     clock = clock or budget_clock
@@ -139,6 +141,7 @@ def candidate_pages(
     # kept page counts when it is used (cut to the candidates budget then), and is dropped if a budget ends first.
     kept: list[tuple] | None = None
     kept_decisions: dict[int, tuple[Decision, str]] = {}
+    with_decisions = provider is None
     for slot_fit, _ in _TIERS:
         after = _START
         rest = 0  # rows of the tier's first page left after its probe: read next, not counted as a page
@@ -162,7 +165,7 @@ def candidate_pages(
             else:
                 params = page_params(vacancy=vacancy, policy=policy, now=now, after=after, limit=read)
                 first = slot_fit == _TIERS[0][0] and after == _START
-                rows = queries.matcher_page(params, first=first, slot_fit=slot_fit)
+                rows = queries.matcher_page(params, first=first, slot_fit=slot_fit, decisions=with_decisions)
                 if first:
                     tiers: dict[int, list[tuple]] = {fit: [] for fit, _ in _TIERS}
                     for row in rows:
@@ -173,6 +176,7 @@ def candidate_pages(
                     rows, kept = tiers[slot_fit], tiers[_TIERS[1][0]]
                     kept_decisions = decisions_now(
                         provider, clinic=vacancy.clinic, patient_ids={r[2] for r in rows + kept}, now=now,
+                        read_with_page=_read_with(rows + kept) if with_decisions else None,
                     ) if rows or kept else {}
                     decisions = kept_decisions
             if not rest:
@@ -182,10 +186,11 @@ def candidate_pages(
                 spent += clock() - started
                 break
             if decisions is None:
-                decisions = decisions_now(provider, clinic=vacancy.clinic, patient_ids={r[2] for r in rows}, now=now)
+                decisions = decisions_now(provider, clinic=vacancy.clinic, patient_ids={r[2] for r in rows}, now=now,
+                                          read_with_page=_read_with(rows) if with_decisions else None)
             spent += clock() - started
             page = []
-            for entry_id, ref, patient_id, version, rank, since, _key, pass_reason in rows:
+            for entry_id, ref, patient_id, version, rank, since, _key, pass_reason in (row[:8] for row in rows):
                 stats.candidates += 1
                 if pass_reason:
                     stats.passed_over.append((entry_id, ref, pass_reason))
@@ -210,6 +215,11 @@ def candidate_pages(
             if len(rows) < read:
                 break
     stats.exhausted = True
+
+
+def _read_with(rows: list[tuple]) -> list[tuple]:
+    """The stored decisions a page statement read with its rows: (patient id, ref, status, rank, expires_at)."""
+    return [(row[2], *row[8:12]) for row in rows]
 
 
 def ineligibility(*, entry, vacancy: Vacancy, policy: WaitlistPolicy, now: datetime, waived: tuple[str, ...] = ()

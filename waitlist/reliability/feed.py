@@ -100,11 +100,18 @@ def get_decision_provider() -> DecisionProvider:
     return _provider
 
 
-def decisions_now(provider: DecisionProvider | None, *, clinic, patient_ids: Iterable[int], now: datetime
-                  ) -> dict[int, tuple[Decision, str]]:
+def decisions_now(provider: DecisionProvider | None, *, clinic, patient_ids: Iterable[int], now: datetime,
+                  read_with_page: Iterable[tuple] | None = None) -> dict[int, tuple[Decision, str]]:
     """What a matcher page needs of the decisions, in one call: each patient's decision from ``provider`` (None: the
-    installed one) in one batch (``decisions_for``), with its status now (``Decision.effective_status``)."""
-    decisions = (provider or _provider).decisions_for(clinic=clinic, patient_ids=patient_ids)
+    installed one) in one batch (``decisions_for``), with its status now (``Decision.effective_status``).
+
+    ``read_with_page``: the stored decisions the page statement read with its rows (``queries.matcher_page``,
+    ``decisions=True``), as (patient id, ref, status, rank, expires_at), ref NULL for none. They are the installed
+    provider's answer when it is the stored one, so no statement is run for them; another provider is asked."""
+    if provider is None and read_with_page is not None and type(_provider) is StoredDecisionProvider:
+        decisions = {row[0]: Decision(*row[1:]) for row in read_with_page if row[1] is not None}
+    else:
+        decisions = (provider or _provider).decisions_for(clinic=clinic, patient_ids=patient_ids)
     return {patient_id: (decision, decision.effective_status(now)) for patient_id, decision in decisions.items()}
 
 
