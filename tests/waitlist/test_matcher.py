@@ -350,6 +350,7 @@ def _assert_ordered_index_scan(scan: str, plan: str) -> None:
     assert "(earliest <=" in scan.split("Index Cond:")[1].split("\n")[0], plan
 
 
+@pytest.mark.fastpaths
 @pytest.mark.django_db(transaction=True)
 def test_pages_with_their_decisions_read_the_index_in_order_and_each_decision_by_its_index(world, bench_shaped_rows):
     """A gated dispatch's pages read each row's newest stored decision in the same statement (a lateral read per
