@@ -108,7 +108,6 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:g}"
 
 
-
 def day_chart(title: str, dates: list, series: list[Series], *, slug: str, note: str = "") -> dict:
     """A chart of several per-day series sharing the time axis (the trend chart's geometry), and the same numbers
     as a table, for ``operations/partials/day_chart.html``. Units are in the labels, values are bare numbers."""

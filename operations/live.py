@@ -21,6 +21,7 @@ def live_seconds() -> int:
     10 s)."""
     return int(settings.CONSOLE_LIVE_SECONDS)
 
+
 #: The header a live answer carries with the count of what needs a person (the tab title shows it).
 ATTENTION_HEADER = "X-Console-Attention"
 

@@ -28,8 +28,9 @@ decides (``jobs/worker.py``), in the order it is read and locked, ending at the 
 asks ``policy_accept`` (the one-by-one policy advance) under the job's lock. Its ORM pieces live beside it because
 other readers build the same filters: ``job_scope`` (a job's scope as filter arguments), ``in_scope`` (what a job
 reads of its scope: the PROPOSED/HELD appointments and the CONFIRMED ones still ahead) and ``seen`` (an appointment
-as the decisions see it), shared with the rounds' batched read; ``fence_guard`` (a job row still under this lease),
-shared with ``jobs/leases.py``.
+as the decisions see it), shared with the rounds' batched read; ``fence_guard`` (a job row still under this
+lease) and ``fenced_job`` (the job's row while its lease holds), shared with ``jobs/leases.py`` and the worker's
+failure paths.
 """
 
 from __future__ import annotations
@@ -339,6 +340,11 @@ def fence_guard(fence: Fence) -> Q:
     return Q(lease_owner=fence.owner, attempts=fence.attempt)
 
 
+def fenced_job(fence: Fence):
+    """The queryset matching the job only while ``fence`` still holds its lease (reads and row locks)."""
+    return ReevaluationJob.objects.filter(fence_guard(fence), pk=fence.job_id, state=JobState.RUNNING)
+
+
 def in_scope(now) -> Q:
     """What a job reads of its scope: the PROPOSED/HELD appointments, and the CONFIRMED ones still ahead."""
     return Q(status__in=ELIGIBLE) | Q(status=AppointmentStatus.CONFIRMED, starts_at__gt=now)
@@ -360,12 +366,14 @@ def job_scope(job: ReevaluationJob) -> dict:
 
 @dataclass(frozen=True)
 class JobFacts:
-    """What a job's write-back reads before it decides. ``guard`` is the job's fence as a filter (its completion's).
+    """What a job's write-back reads before it decides. ``guard`` is the job's fence as a filter (its completion's),
+    ``scope`` its scope as filter arguments (``job_scope``).
     ``locked``: the head and the job are locked (a scope with something in it); then ``ended`` is the run's end when
     the fence no longer holds (LEASE_LOST) or a newer revision heads the scope (STALE), else ``mode`` is the clinic's
     mutation mode once the policy advanced (None: it would move back)."""
 
     guard: Q
+    scope: dict
     targets: tuple[str, ...]
     current: list[rules.Seen]
     confirmed: list[rules.Seen]
@@ -388,20 +396,19 @@ def job_facts(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -
         .filter(in_scope(now), clinic_id=job.clinic_id, patient__crm_fingerprint=job.fingerprint)
         .order_by("pk")
     )
-    guard, targets = fence_guard(fence), (*job.held_targets, *job.proposed_targets)
+    guard, scope, targets = fence_guard(fence), job_scope(job), (*job.held_targets, *job.proposed_targets)
     current = [seen(a) for a in rows if a.status in ELIGIBLE]
     confirmed = [seen(a) for a in rows if a.status == AppointmentStatus.CONFIRMED]
     if not targets and not rows:  # quiet: nothing to lock
-        return JobFacts(guard, targets, current, confirmed)
-    head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**job_scope(job)).first()
-    if ReevaluationJob.objects.filter(guard, pk=fence.job_id, state=JobState.RUNNING).select_for_update(
-            no_key=True).first() is None:
-        return JobFacts(guard, targets, current, confirmed, locked=True, ended="LEASE_LOST")
+        return JobFacts(guard, scope, targets, current, confirmed)
+    head = ReevaluationHead.objects.select_for_update(no_key=True).filter(**scope).first()
+    if fenced_job(fence).select_for_update(no_key=True).first() is None:
+        return JobFacts(guard, scope, targets, current, confirmed, locked=True, ended="LEASE_LOST")
     if head is not None and job.revision < head.revision:
-        return JobFacts(guard, targets, current, confirmed, locked=True, ended=JobState.STALE)
+        return JobFacts(guard, scope, targets, current, confirmed, locked=True, ended=JobState.STALE)
     mode = policy_accept(job, ref=assessment.policy_ref, generation=assessment.policy_generation)
     if mode is None:
-        return JobFacts(guard, targets, current, confirmed, locked=True)
+        return JobFacts(guard, scope, targets, current, confirmed, locked=True)
     refs = {s.ref for s in current}
     missing = [ref for ref in targets if ref not in refs]
     gone = list(Appointment.objects.filter(clinic_id=job.clinic_id, ref__in=missing).order_by("pk")) if missing else []
@@ -413,4 +420,4 @@ def job_facts(fence: Fence, job: ReevaluationJob, assessment: Assessment, now) -
         Resource.objects.filter(clinic_id=job.clinic_id, kind=c.resource_need).order_by("pk")[:10]
         if c.resource_need is not None else (),
     )
-    return JobFacts(guard, targets, current, confirmed, locked=True, mode=mode, gone=gone, catalogue=catalogue)
+    return JobFacts(guard, scope, targets, current, confirmed, locked=True, mode=mode, gone=gone, catalogue=catalogue)

@@ -380,9 +380,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 }
 # Automatic bookings not acknowledged are looked at this often (WAITLIST_ACK_* below).
 WAITLIST_ACK_EVERY_SECONDS = env.int("WAITLIST_ACK_EVERY_SECONDS", default=60)
-# Beat's entries are registered by the apps that own the tasks (common/taskwiring.py, each app's ``apps.py``);
-# the intervals an operator may tune are settings (below), their tasks' queues the tasks' own option. Seconds
-# between two sends:
+# Beat's entries and the tasks' queues are registered by the apps that own the tasks (common/taskwiring.py, each
+# app's ``apps.py``); the intervals an operator may tune are settings (below). Seconds between two sends:
 WAITLIST_EXPIRE_EVERY_SECONDS = env.float("WAITLIST_EXPIRE_EVERY_SECONDS", default=30.0)
 WAITLIST_RECONCILE_EVERY_SECONDS = env.float("WAITLIST_RECONCILE_EVERY_SECONDS", default=60.0)
 # FHIR subscriptions (docs/fhir.md): captured changes → outbox messages every few seconds.

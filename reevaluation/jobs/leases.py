@@ -27,7 +27,7 @@ from reevaluation.models import (
     ReevaluationHead,
     ReevaluationJob,
 )
-from reevaluation.queries import fence_guard
+from reevaluation.queries import fence_guard, job_scope
 
 logger = logging.getLogger(__name__)
 
@@ -42,18 +42,7 @@ class Fence:
 
 
 def head_revision(job: ReevaluationJob) -> int | None:
-    return (
-        ReevaluationHead.objects.filter(
-            clinic_id=job.clinic_id, tenant_group_id=job.tenant_group_id, fingerprint=job.fingerprint
-        )
-        .values_list("revision", flat=True)
-        .first()
-    )
-
-
-def fenced(fence: Fence):
-    """The queryset matching the job only while ``fence`` still holds its lease (reads and row locks)."""
-    return ReevaluationJob.objects.filter(fence_guard(fence), pk=fence.job_id, state=JobState.RUNNING)
+    return ReevaluationHead.objects.filter(**job_scope(job)).values_list("revision", flat=True).first()
 
 
 def fenced_update(fence: Fence, *, extra=None, **changes) -> bool:

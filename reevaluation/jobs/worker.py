@@ -38,7 +38,6 @@ from reevaluation.jobs.claim import Claim
 from reevaluation.jobs.leases import (
     Fence,
     LeaseKeeper,
-    fenced,
     fenced_update,
     head_revision,
     lease_start,
@@ -343,16 +342,12 @@ def _complete_quiet(fence: Fence, facts: queries.JobFacts, job: ReevaluationJob,
                     now) -> str:
     """Nothing to decide: complete fenced (and only while no newer revision heads the scope), advance
     the policy, write the notice. One statement each; the caller's transaction holds them together."""
-    newer = ReevaluationHead.objects.filter(**_scope(job), revision__gt=OuterRef("revision"))
+    newer = ReevaluationHead.objects.filter(**facts.scope, revision__gt=OuterRef("revision"))
     if not _finish_completed(fence, facts, job, assessment, rules.EMPTY_TALLY, now, extra=~Exists(newer)):
         return _finish_stale(fence)  # STALE if the fence still holds (a newer head), else LEASE_LOST
     mode = _policy_advance(job, assessment)  # raises PolicyWentBack: the completion rolls back
     _completed_notice(job, assessment, mode, rules.EMPTY_TALLY.counts, [])
     return JobState.COMPLETED
-
-
-def _scope(job: ReevaluationJob) -> dict:
-    return {"clinic_id": job.clinic_id, "tenant_group_id": job.tenant_group_id, "fingerprint": job.fingerprint}
 
 
 def _finish_completed(fence: Fence, facts: queries.JobFacts, job, assessment: Assessment, tally: rules.Tally, now,
@@ -361,7 +356,7 @@ def _finish_completed(fence: Fence, facts: queries.JobFacts, job, assessment: As
     the one staff act on, so the scope's older needs-staff asks are settled. One command (``common.cas``)."""
     result = {"outcome_counts": tally.counts, "needs_staff": tally.needs_staff, "last_failure_code": ""}
     target = {"target_policy_ref": assessment.policy_ref, "target_policy_generation": assessment.policy_generation}
-    older = ReevaluationJob.objects.filter(**_scope(job), needs_staff=True).exclude(pk=fence.job_id)
+    older = ReevaluationJob.objects.filter(**facts.scope, needs_staff=True).exclude(pk=fence.job_id)
     return cas_update_settling(
         ReevaluationJob, pk=fence.job_id, expected_status=JobState.RUNNING,
         fence=facts.guard & extra if extra is not None else facts.guard, settle=older, settled={"needs_staff": False},
@@ -434,7 +429,7 @@ def job_fail_transient(fence: Fence, *, code: str, now: datetime | None = None) 
     """RETRY_WAIT with an exponential cooldown, or FAILED once ``max_attempts`` is spent."""
     now = now or timezone.now()
     with transaction.atomic():
-        job = fenced(fence).select_for_update(no_key=True).first()
+        job = queries.fenced_job(fence).select_for_update(no_key=True).first()
         if job is None:
             return "LEASE_LOST"
         exhausted = job.attempts >= job.max_attempts
@@ -455,7 +450,7 @@ def job_fail_transient(fence: Fence, *, code: str, now: datetime | None = None) 
 def job_quarantine(fence: Fence, *, error: AssessmentError) -> str:
     """Trust, privacy or contract failure: FAILED (no generic retry) and a quarantine case."""
     with transaction.atomic():
-        job = fenced(fence).select_for_update(no_key=True).first()
+        job = queries.fenced_job(fence).select_for_update(no_key=True).first()
         if job is None:
             return "LEASE_LOST"
         fenced_update(

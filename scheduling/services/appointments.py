@@ -289,7 +289,7 @@ class ChangeResult(models.TextChoices):
 @dataclass(frozen=True)
 class ChangeDone:
     change: AppointmentChange
-    result: str
+    result: ChangeResult
     booked: Appointment | None = None
 
 
